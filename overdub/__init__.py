@@ -1,0 +1,8 @@
+"""overdub: run ordinary Python inside a context that sees every call and operator it makes.
+
+A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental model.
+"""
+
+from ._context import Context, can_recurse, opaque, overdub, recurse
+
+__all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque"]

@@ -1,0 +1,201 @@
+"""Compile rewritten code, faithfully, and cache it.
+
+The located ``def`` (after the context's passes and the overdub rewrite) is wrapped in a synthetic
+factory whose parameters are the function's free variables plus the hidden ``@`` names, and, for
+methods, in a synthetic class of the original name so private names mangle as before.  The module
+is compiled against the user's file name with the user's ``__future__`` flags; nothing in it is
+executed: we take the function's code object out of the constants.
+
+Cache key: ``(code identity, context class, pass fingerprint, intercepted categories)``.  Entries
+are keyed by ``id(code)`` with a weak reference to the code (hashing a code object costs its size)
+and evicted when the code dies.  The value is a code object, never a function, so the cache keeps
+no module alive.  Publishing is "first writer wins"; rewriting is deterministic.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import copy
+import dis
+import threading
+import types
+import warnings
+import weakref
+from dataclasses import dataclass
+
+from . import _source
+from ._rewrite import HIDDEN_CONSTANTS, Overdubber
+
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A rewritten code object and how to build its closure."""
+
+    code: types.CodeType
+    # For each of code.co_freevars: the constant cell to use, or None for a user cell or a
+    # per-context dispatcher cell (looked up by name when the function is built).
+    constant_cells: tuple[types.CellType | None, ...]
+
+
+_CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTANTS.items()}
+_by_code: dict[int, tuple[weakref.ref, dict]] = {}
+_lock = threading.Lock()
+_warned: set[int] = set()
+
+
+def _entries(code: types.CodeType) -> dict:
+    slot = _by_code.get(id(code))
+    if slot is not None and slot[0]() is code:
+        return slot[1]
+    key = id(code)
+
+    def evict(_ref: weakref.ref, key: int = key) -> None:
+        with _lock:
+            if _by_code.get(key, (None,))[0] is _ref:
+                del _by_code[key]
+
+    with _lock:
+        slot = _by_code.get(key)
+        if slot is None or slot[0]() is not code:
+            slot = (weakref.ref(code, evict), {})
+            _by_code[key] = slot
+    return slot[1]
+
+
+def cached_rewrite(code: types.CodeType, module_globals: dict, key: tuple,
+                   passes: tuple, categories: frozenset[str]) -> Rewritten | _source.NoSource:
+    """The rewritten form of ``code`` for ``key`` (context class, passes, categories)."""
+    entries = _entries(code)
+    found = entries.get(key)
+    if found is None:
+        found = _rewrite(code, module_globals, passes, categories)
+        found = entries.setdefault(key, found)
+        if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
+            _warned.add(id(code))
+            warnings.warn(f"overdub: running {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name} "
+                          f"natively: {found.reason}", RuntimeWarning, stacklevel=2)
+    return found
+
+
+def _checked_source(code: types.CodeType, module_globals: dict) -> _source.Located | _source.NoSource:
+    """Locate ``code``'s source and make sure it still compiles to ``code`` (not edited since)."""
+    entries = _entries(code)
+    found = entries.get("source")
+    if found is None:
+        found = _source.locate(code, module_globals)
+        if isinstance(found, _source.Located):
+            plain = _compile(code, found, copy.deepcopy(found.node), [])
+            if _fingerprint(plain) != _fingerprint(code):
+                found = _source.NoSource(
+                    f"its source in {code.co_filename} changed after it was compiled",
+                    actionable=True)
+        found = entries.setdefault("source", found)
+    return found
+
+
+# The compiler picks among these by what it knows of the *module* (3.11+ loads an imported
+# module's attribute with LOAD_ATTR, not LOAD_METHOD), which a lone function cannot reproduce.
+_CONTEXT_DEPENDENT_OPS = {"LOAD_METHOD", "LOAD_ATTR", "PUSH_NULL", "PRECALL", "CALL",
+                          "CALL_METHOD", "CALL_FUNCTION", "PRECALL_METHOD"}
+
+
+_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
+
+
+def _argument(instruction: dis.Instruction) -> object:
+    if instruction.opcode in _JUMPS:
+        return None  # offsets move with the context-dependent instructions above
+    if isinstance(instruction.argval, types.CodeType):
+        return instruction.argval.co_name
+    return repr(instruction.argval)  # not argrepr: "NULL + math" depends on the call site too
+
+
+def _fingerprint(code: types.CodeType) -> tuple:
+    """What must agree between a function's code and its source compiled again."""
+    ops = tuple((i.opname, _argument(i)) for i in dis.get_instructions(code)
+                if i.opname not in _CONTEXT_DEPENDENT_OPS)
+    consts = tuple(repr(c) for c in code.co_consts if not isinstance(c, types.CodeType))
+    return ops, consts, code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+
+
+def _apply_pass(a_pass: object, node: ast.AST, code: types.CodeType) -> ast.AST:
+    result = a_pass.visit(node) if isinstance(a_pass, ast.NodeTransformer) else a_pass(node)
+    if not isinstance(result, type(node)):
+        raise ValueError(f"overdub pass {a_pass!r} returned {type(result).__name__} for "
+                         f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}); "
+                         f"a pass must return the {type(node).__name__} it was given")
+    return result
+
+
+def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
+             categories: frozenset[str]) -> Rewritten | _source.NoSource:
+    located = _checked_source(code, module_globals)
+    if isinstance(located, _source.NoSource):
+        return located
+    node = copy.deepcopy(located.node)
+    for a_pass in passes:
+        node = _apply_pass(a_pass, node, code)
+    rewriter = Overdubber(categories, located.class_name)
+    rewriter.rewrite_function(node)
+    try:
+        new = _compile(code, located, node, sorted(rewriter.used))
+    except (SyntaxError, ValueError, TypeError) as exc:
+        if not passes:
+            raise  # our own bug: let it be seen
+        raise ValueError(f"overdub: the passes {list(passes)!r} produced invalid code for "
+                         f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}") from exc
+    cells = tuple(_CONSTANT_CELLS.get(name) for name in new.co_freevars)
+    return Rewritten(new, cells)
+
+
+def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
+             hidden: list[str]) -> types.CodeType:
+    target: ast.stmt
+    if isinstance(node, ast.Lambda):
+        target = ast.Expr(node)
+    else:
+        target = node
+    body: list[ast.stmt] = [target]
+    if located.class_name is not None:
+        # class @holder: class Name: def f -- the class mangles private names as before, and
+        # binding it inside a class body keeps `Name` out of f's scope (it stays global).
+        for name in (located.class_name, "@holder"):
+            body = [ast.ClassDef(name=name, bases=[], keywords=[], body=body, decorator_list=[])]
+    params = [ast.arg(arg=name) for name in (*code.co_freevars, *hidden)
+              if name != "__class__" or located.class_name is None]
+    factory = ast.FunctionDef(
+        name="@factory", args=ast.arguments(posonlyargs=[], args=params, vararg=None,
+                                            kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None)
+    module = ast.Module(body=[factory], type_ignores=[])
+    for synthetic in (module, factory, *body):
+        synthetic.lineno = synthetic.end_lineno = node.lineno  # type: ignore[attr-defined]
+        synthetic.col_offset = synthetic.end_col_offset = 0  # type: ignore[attr-defined]
+    for synthetic in ast.walk(module):  # 3.12+ added type_params, which must be present
+        if "type_params" in synthetic._fields and not hasattr(synthetic, "type_params"):
+            synthetic.type_params = []  # type: ignore[attr-defined]
+    ast.fix_missing_locations(module)
+    compiled = compile(module, code.co_filename, "exec",
+                       flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
+    found = _find_code(compiled, code.co_name, code.co_firstlineno)
+    if hasattr(found, "co_qualname"):
+        found = found.replace(co_qualname=code.co_qualname)
+    return found
+
+
+def _find_code(container: types.CodeType, name: str, firstlineno: int) -> types.CodeType:
+    pending = [container]
+    while pending:
+        current = pending.pop(0)
+        for const in current.co_consts:
+            if isinstance(const, types.CodeType):
+                if const.co_name == name and const.co_firstlineno == firstlineno:
+                    return const
+                pending.append(const)
+    raise ValueError(f"overdub: compiled code for {name} not found")  # pragma: no cover
+

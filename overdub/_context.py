@@ -1,0 +1,213 @@
+"""Contexts and the verbs that run code inside them: ``overdub``, ``recurse``, ``can_recurse``."""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Any, Callable, TypeVar
+
+from . import _dispatch, _primitives
+
+F = TypeVar("F", bound=Callable[..., Any])
+_KEEP: Any = object()
+
+
+class Context:
+    """Base class of every context: subclass it and override the verbs you need.
+
+    ``Context(metadata=None, passes=())``. ``metadata`` is yours (a counter, a trace, a tape);
+    ``passes`` are ``ast.NodeTransformer`` instances or functions ``FunctionDef -> FunctionDef``
+    run on every function this context recurses into, before the overdub rewrite.
+
+    Verbs (all take the callee positionally only, so a user's ``fn=``/``out=`` keywords pass
+    through): :meth:`prehook`, :meth:`posthook`, :meth:`overdub` (the whole per-call step),
+    :meth:`is_primitive` / :meth:`execute`, :meth:`fallback`.  A context pays only for what it
+    overrides: operators stay native Python unless a hook or an operator primitive needs them.
+
+    Example::
+
+        class Count(Context):
+            def prehook(self, fn, /, *args, **kwargs):
+                self.metadata[fn] = self.metadata.get(fn, 0) + 1
+
+        counts = {}
+        overdub(Count(metadata=counts), statistics.mean, [1, 2, 3])
+
+    See also: :func:`overdub`, :meth:`primitive`, :mod:`overdub.contexts`.
+    """
+
+    def __init__(self, *, metadata: Any = None, passes: Any = ()) -> None:
+        self.metadata = metadata
+        try:
+            passes = tuple(passes)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__}(passes=...) takes a list of passes, "
+                            f"got {passes!r}") from None
+        for a_pass in passes:
+            if not (isinstance(a_pass, ast.NodeTransformer) or callable(a_pass)):
+                raise TypeError(f"{type(self).__name__}(passes=...): {a_pass!r} is neither an "
+                                f"ast.NodeTransformer nor a function on a function's AST")
+        self.passes = passes
+
+    # -- the verbs -------------------------------------------------------------------------
+    def prehook(self, fn: Any, /, *args: Any, **kwargs: Any) -> None:
+        """Called before every intercepted call ``fn(*args, **kwargs)``; its result is ignored."""
+
+    def posthook(self, out: Any, fn: Any, /, *args: Any, **kwargs: Any) -> None:
+        """Called after every intercepted call, with its result ``out``."""
+
+    def overdub(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """The whole step for one call: hooks, then primitive, recursion or fallback.
+
+        Override it for contexts that must wrap the step (nested tracing) and call
+        ``super().overdub(fn, *args, **kwargs)`` inside.
+        """
+        return _state(self).generic_step(fn, args, kwargs)
+
+    def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        """Whether this context runs its own definition of ``fn`` (default: the primitive table)."""
+        return _state(self).table.find(fn, args) is not None
+
+    def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run this context's definition of ``fn`` (default: the registered primitive)."""
+        state = _state(self)
+        impl = state.table.find(fn, args)
+        if impl is None:
+            raise TypeError(f"{type(self).__name__} has no primitive for "
+                            f"{_primitives._name(fn)} with argument types "
+                            f"{tuple(type(a).__name__ for a in args)}")
+        if state.parent is None:
+            return impl(self, *args, **kwargs)
+        return state.parent(impl, self, *args, **kwargs)
+
+    def fallback(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a call this context does not recurse into (C functions, no source): call it.
+
+        Inside an enclosing context the call is made through that context, which sees it.
+        """
+        parent = _state(self).parent
+        if parent is None:
+            return fn(*args, **kwargs)
+        return parent(fn, *args, **kwargs)
+
+    def similar(self, metadata: Any = _KEEP) -> "Context":
+        """A sibling context: same class and passes, fresh state, ``metadata`` if given."""
+        sibling = copy.copy(self)
+        sibling.__dict__.pop("_overdub_state", None)
+        if metadata is not _KEEP:
+            sibling.metadata = metadata
+        return sibling
+
+    @classmethod
+    def primitive(cls, fn: Any, types: Any = None) -> Callable[[F], F]:
+        """Register ``impl(ctx, *args, **kwargs)`` to run instead of ``fn`` inside this class.
+
+        ``types`` (a tuple of classes, one per positional argument) restricts the primitive to
+        calls whose arguments are instances of them; the most specific match wins and an
+        ambiguous call is a ``TypeError``.  Subclasses inherit primitives and may override them.
+
+        Example::
+
+            @MyCtx.primitive(math.sin)
+            def _sin(ctx, x):
+                return math.cos(x)
+        """
+        if not callable(fn):
+            raise TypeError(f"{cls.__name__}.primitive: {fn!r} is not callable, so it cannot "
+                            f"be a primitive")
+
+        def register(impl: F) -> F:
+            _primitives.register(cls, fn, types, impl)
+            return impl
+
+        return register
+
+
+def _state(ctx: Context) -> _dispatch.State:
+    state = ctx.__dict__.get("_overdub_state")
+    if state is None or state.table.generation != _primitives.current_generation:
+        if not isinstance(ctx, Context):
+            raise TypeError(f"expected a Context instance, got {ctx!r}")
+        if "passes" not in ctx.__dict__:
+            raise TypeError(f"{type(ctx).__name__}.__init__ must call super().__init__()")
+        fresh = _dispatch.State(ctx, Context)
+        if state is not None:
+            fresh.set_parent(state.parent)
+            fresh.parent = state.parent
+        state = fresh
+        ctx.__dict__["_overdub_state"] = state
+    return state
+
+
+def _check(ctx: Any, fn: Any, verb: str) -> None:
+    if not isinstance(ctx, Context):
+        raise TypeError(f"{verb}(ctx, fn, ...): ctx must be a Context instance, got {ctx!r}")
+    if not callable(fn):
+        raise TypeError(f"{verb}(ctx, fn, ...): fn must be callable, got {fn!r} of type "
+                        f"{type(fn).__name__}")
+
+
+def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` inside ``ctx`` and return (or raise) what it does.
+
+    Every call and operator ``fn`` makes -- to any depth, through methods, closures, generators
+    and C higher-order builtins -- goes through ``ctx``'s hooks and primitives.  Called inside
+    another context's run, ``ctx`` handles calls first and what it executes runs under the
+    enclosing context.
+
+    Example::
+
+        overdub(LogContext(), statistics.mean, [1, 2, 3])
+
+    See also: :class:`Context`, :func:`recurse`.
+    """
+    _check(ctx, fn, "overdub")
+    state = _state(ctx)
+    enclosing = _dispatch.active.get()
+    parent = state.parent if enclosing is None or enclosing is state else enclosing.od
+    previous = state.set_parent(parent)
+    previous_attr, state.parent = state.parent, parent
+    token = _dispatch.active.set(state)
+    try:
+        return state.od(fn, *args, **kwargs)
+    finally:
+        _dispatch.active.reset(token)
+        state.set_parent(previous)
+        state.parent = previous_attr
+
+
+def recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn``'s own body with its calls overdubbed by ``ctx`` (no hooks for ``fn`` itself).
+
+    For a callable that cannot be recursed into (see :func:`can_recurse`) this is
+    ``ctx.fallback(fn, ...)``.
+    """
+    _check(ctx, fn, "recurse")
+    target = _state(ctx).resolve(fn, args, kwargs)
+    if target is None:
+        return ctx.fallback(fn, *args, **kwargs)
+    return target(*args, **kwargs)
+
+
+def can_recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
+    """Whether ``ctx`` can run ``fn``'s body itself (Python source available, or a shim).
+
+    False for C functions without a shim, functions without source (``exec`` strings, the
+    classic REPL), functions marked :func:`opaque`, and overdub's own internals.
+    """
+    _check(ctx, fn, "can_recurse")
+    return _state(ctx).resolve(fn, args, kwargs) is not None
+
+
+def opaque(fn: F) -> F:
+    """Mark ``fn`` so contexts call it natively (its body unseen) instead of recursing into it.
+
+    Hooks and primitives still see the call itself.  Plugins use it for their entry points
+    (``overdub_ad.grad`` is opaque: an enclosing context sees what it executes, not its
+    bookkeeping).
+    """
+    if not callable(fn):
+        raise TypeError(f"opaque: {fn!r} is not callable")
+    target = getattr(fn, "__func__", fn)
+    target.__overdub_opaque__ = True
+    return fn

@@ -1,0 +1,292 @@
+"""The per-call step, specialised per context, and how a callable is recursed into.
+
+Each context instance gets a :class:`State` holding its dispatchers -- the functions the rewritten
+code calls (``@od`` for calls, ``@op``/``@op2``/``@opr`` for operators) -- and a cache of the
+user's functions rewritten for it.  The dispatchers are generated from a template for the methods
+the context class actually overrides, so a counting context that only has a ``prehook`` pays for
+a prehook and nothing else.  Their meaning is always the documented one::
+
+    prehook(fn, *args, **kwargs)
+    if is_primitive(fn, *args, **kwargs): out = execute(fn, *args, **kwargs)
+    elif can_recurse(fn, *args, **kwargs): out = recurse(fn, *args, **kwargs)
+    else:                                  out = fallback(fn, *args, **kwargs)
+    posthook(out, fn, *args, **kwargs)
+
+Nesting: when a context is entered inside another one's run, the outer context's ``@od`` becomes
+the inner one's *parent*; what the inner context executes (leaf calls, primitive implementations)
+is then called through the parent, so the outer context sees it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import types
+from typing import Any, Callable
+
+from . import _cache, _primitives
+from ._protocols import is_static, lookup, protocol_for, static_types
+from ._rewrite import ALL_CATEGORIES, CALL
+from ._shims import shim_for
+
+_Function = types.FunctionType
+_Method = types.MethodType
+_Partial = functools.partial
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+# The innermost context being run in this thread / asyncio task (for nesting only: rewritten
+# code finds its own context through a closure cell, never through this variable).
+active: contextvars.ContextVar[State | None] = contextvars.ContextVar("overdub_active", default=None)
+
+_VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
+
+
+def _overridden(cls: type, base: type, name: str) -> bool:
+    return getattr(cls, name) is not getattr(base, name)
+
+
+def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"(raised in {type(ctx).__name__}.{hook} while handling a call of "
+                     f"{_primitives._name(fn)})")
+
+
+_TEMPLATE_CACHE: dict[tuple, Callable] = {}
+
+
+def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
+    """Compile (once per combination of overridden verbs) a maker of specialised dispatchers."""
+    maker = _TEMPLATE_CACHE.get(flags)
+    if maker is not None:
+        return maker
+    pre, post, custom_primitive, table, custom_fallback = flags
+    leaf = ("fallback(fn, *args, **kwargs)" if custom_fallback else
+            "fn(*args, **kwargs) if parent is None else parent(fn, *args, **kwargs)")
+    src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
+           "         protocol_for, is_static, static, hook_failed):",
+           "    parent = None",
+           "    def set_parent(new):",
+           "        nonlocal parent",
+           "        old, parent = parent, new",
+           "        return old"]
+
+    def step(signature: str, call_args: str, body: list[str]) -> None:
+        src.append(f"    def {signature}:")
+        if pre:
+            src.extend(["        try:",
+                    f"            prehook({call_args})",
+                    "        except BaseException as exc:",
+                    "            hook_failed(exc, ctx, 'prehook', fn)",
+                    "            raise"])
+        indent = "        "
+        if custom_primitive:
+            src.extend([f"{indent}if is_primitive({call_args}):",
+                    f"{indent}    out = execute({call_args})",
+                    f"{indent}else:"])
+            indent += "    "
+        elif table:
+            src.extend([f"{indent}impl = find(fn, args)",
+                    f"{indent}if impl is not None:",
+                    f"{indent}    out = (impl(ctx, {call_args[4:]}) if parent is None",
+                    f"{indent}           else parent(impl, ctx, {call_args[4:]}))",
+                    f"{indent}else:"])
+            indent += "    "
+        src.extend(indent + line for line in body)
+        if post:
+            src.extend(["        try:",
+                    f"            posthook(out, {call_args})",
+                    "        except BaseException as exc:",
+                    "            hook_failed(exc, ctx, 'posthook', fn)",
+                    "            raise"])
+        src.append("        return out")
+
+    step("od(fn, /, *args, **kwargs)", "fn, *args, **kwargs",
+         ["target = resolve(fn, args, kwargs)",
+          "if target is None:",
+          f"    out = {leaf}",
+          "else:",
+          "    out = target(*args, **kwargs)"])
+    op_leaf = leaf.replace(", **kwargs", "")
+    for name, check in (("op", "t in static or is_static(t)"),
+                        ("op2", "(t in static or is_static(t)) and "
+                                "(type(args[1]) in static or is_static(type(args[1])))")):
+        step(f"{name}(fn, *args)", "fn, *args",
+             ["t = type(args[0])",
+              f"target = None if {check} else protocol_for(od, fn, args)",
+              "if target is None:",
+              f"    out = {op_leaf}",
+              "else:",
+              "    out = target(*args)"])
+    src += ["    def opr(fn, item, container):",
+            "        return op(fn, container, item)",
+            "    return od, op, op2, opr, set_parent"]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(src), f"<overdub dispatcher {flags}>", "exec"), namespace)
+    maker = _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
+    return maker
+
+
+def _pass_fingerprint(passes: tuple) -> tuple:
+    """Passes are part of the cache key: by type and configuration, or identity if unhashable."""
+    prints = []
+    for a_pass in passes:
+        if isinstance(a_pass, _Function):
+            prints.append(a_pass)
+            continue
+        try:
+            config = tuple(sorted(vars(a_pass).items()))
+            hash(config)
+            prints.append((type(a_pass), config))
+        except TypeError:
+            prints.append(a_pass)
+    return tuple(prints)
+
+
+class State:
+    """A context instance's dispatchers and rewritten functions (one per instance)."""
+
+    def __init__(self, ctx: Any, base: type) -> None:
+        cls = type(ctx)
+        self.ctx = ctx
+        self.table = _primitives.Table(cls)
+        overridden = {verb: _overridden(cls, base, verb) for verb in _VERBS}
+        if any(overridden.values()):
+            categories = ALL_CATEGORIES
+        else:
+            categories = self.table.categories | ({CALL} if ctx.passes else set())
+            if categories:
+                categories |= {CALL}  # to reach what is intercepted inside called functions
+        self.categories = frozenset(categories)
+        self.passes = ctx.passes
+        self.key = (cls, _pass_fingerprint(ctx.passes), self.categories)
+        self.functions: dict[Any, tuple] = {}
+        flags = (overridden["prehook"], overridden["posthook"],
+                 overridden["is_primitive"] or overridden["execute"],
+                 bool(self.table.entries), overridden["fallback"])
+        maker = _make_dispatchers(flags)
+        self.od, self.op, self.op2, self.opr, self.set_parent = maker(
+            ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
+            self.table.find, self.resolve, protocol_for, is_static, static_types, _hook_failed)
+        if overridden["overdub"]:  # the user's step handles operators too
+            od = self.od = self.op = self.op2 = ctx.overdub
+            self.opr = lambda fn, item, container: od(fn, container, item)
+        self.cells = {"@od": types.CellType(self.od), "@op": types.CellType(self.op),
+                      "@op2": types.CellType(self.op2), "@opr": types.CellType(self.opr)}
+        self.parent: Callable | None = None
+
+    def generic_step(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """The documented step through the context's methods (``Context.overdub``'s default)."""
+        ctx = self.ctx
+        try:
+            ctx.prehook(fn, *args, **kwargs)
+        except BaseException as exc:
+            _hook_failed(exc, ctx, "prehook", fn)
+            raise
+        if ctx.is_primitive(fn, *args, **kwargs):
+            out = ctx.execute(fn, *args, **kwargs)
+        else:
+            target = self.resolve(fn, args, kwargs)
+            out = ctx.fallback(fn, *args, **kwargs) if target is None else target(*args, **kwargs)
+        try:
+            ctx.posthook(out, fn, *args, **kwargs)
+        except BaseException as exc:
+            _hook_failed(exc, ctx, "posthook", fn)
+            raise
+        return out
+
+    # -- recursion -------------------------------------------------------------------------
+    def rewritten(self, fn: types.FunctionType) -> Callable | None:
+        """``fn`` rewritten for this context, or None when it runs natively (a leaf)."""
+        entry = self.functions.get(fn)
+        code = fn.__code__
+        if entry is not None and entry[0] is code and entry[1] is fn.__defaults__:
+            return entry[2]
+        built = None
+        if not (code.co_filename.startswith(_PACKAGE_DIR)
+                or getattr(fn, "__overdub_opaque__", False)):
+            found = _cache.cached_rewrite(code, fn.__globals__, self.key, self.passes,
+                                          self.categories)
+            if isinstance(found, _cache.Rewritten):
+                built = self._build(fn, found)
+        self.functions[fn] = (code, fn.__defaults__, built)
+        return built
+
+    def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable:
+        user_cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        closure = tuple(
+            constant or user_cells.get(name) or self.cells[name]
+            for name, constant in zip(found.code.co_freevars, found.constant_cells))
+        new = types.FunctionType(found.code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                 closure)
+        new.__kwdefaults__ = fn.__kwdefaults__
+        new.__qualname__ = fn.__qualname__
+        new.__module__ = fn.__module__
+        new.__doc__ = fn.__doc__
+        new.__annotations__ = fn.__annotations__
+        new.__dict__.update(fn.__dict__)
+        return new
+
+    def resolve(self, fn: Any, args: tuple, kwargs: dict) -> Callable | None:
+        """A callable that runs ``fn(*args, **kwargs)`` with its body seen by this context."""
+        t = type(fn)
+        if t is _Function:
+            return self.rewritten(fn)
+        if t is _Method:
+            func = fn.__func__
+            if type(func) is _Function:
+                new = self.rewritten(func)
+                return None if new is None else _Partial(new, fn.__self__)
+            return None
+        if t is _Partial:
+            od, inner = self.od, fn
+            return lambda *a, **k: od(inner.func, *inner.args, *a, **{**inner.keywords, **k})
+        if t is staticmethod:
+            return self.resolve(fn.__func__, args, kwargs)
+        shim = shim_for(fn, args, kwargs)
+        if shim is not None:
+            return _Partial(shim, self.od)
+        if isinstance(fn, type):
+            return self._constructor(fn)
+        if is_static(t):
+            return protocol_for(self.od, fn, args)
+        call = lookup(t, "__call__")
+        if type(call) is _Function:
+            new = self.rewritten(call)
+            return None if new is None else _Partial(new, fn)
+        return None
+
+    def _constructor(self, cls: type) -> Callable | None:
+        """``cls(...)`` as ``type.__call__`` runs it, with Python ``__new__``/``__init__`` seen."""
+        meta_call = lookup(type(cls), "__call__")
+        if type(meta_call) is _Function:
+            new = self.rewritten(meta_call)
+            return None if new is None else _Partial(new, cls)
+        if meta_call is not type.__call__:
+            return None
+        new_raw = lookup(cls, "__new__")
+        new_func = new_raw.__func__ if isinstance(new_raw, staticmethod) else new_raw
+        python_new = type(new_func) is _Function
+        python_init = type(lookup(cls, "__init__")) is _Function
+        if not (python_new or python_init):
+            return None
+        od = self.od
+
+        def construct(*args: Any, **kwargs: Any) -> Any:
+            if python_new:
+                obj = od(new_func, cls, *args, **kwargs)
+            elif new_func is object.__new__:
+                obj = object.__new__(cls)
+            else:
+                obj = new_func(cls, *args, **kwargs)
+            if isinstance(obj, cls):
+                init = lookup(type(obj), "__init__")
+                result = od(init, obj, *args, **kwargs) if type(init) is _Function \
+                    else init(obj, *args, **kwargs)
+                if result is not None:
+                    raise TypeError(f"__init__() should return None, not "
+                                    f"'{type(result).__name__}'")
+            return obj
+
+        return construct
+

@@ -1,0 +1,124 @@
+"""Primitive tables: what a context class runs instead of a callable, by argument types.
+
+``@MyCtx.primitive(fn, types=(A, B))`` records ``(types, impl)`` for ``fn`` on ``MyCtx`` only;
+lookups merge the class's MRO, so subclasses inherit and may override (same ``fn`` and ``types``).
+For a call, the candidates whose ``types`` match the positional arguments (``isinstance`` each;
+``types=None`` matches any call) compete; the most specific wins: the one whose types are all
+subclasses of every other candidate's.  If no single candidate is most specific the call is
+ambiguous, a ``TypeError`` naming both; a duplicate registration on one class replaces the older.
+
+Keys are ``id(fn)`` (registered callables are kept alive by the table), so looking up an arbitrary
+callable never runs user ``__hash__``/``__eq__`` code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ._rewrite import CALL, CATEGORY_OF
+
+_generation = itertools.count(1)
+current_generation = 0  # bumped by every registration; merged tables compare against it
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Primitive:
+    fn: Any
+    types: tuple[type, ...] | None
+    impl: Callable
+    owner: type
+
+    def matches(self, args: tuple) -> bool:
+        return self.types is None or (
+            len(args) == len(self.types) and all(map(isinstance, args, self.types)))
+
+    def at_least_as_specific(self, other: "Primitive", arity: int) -> bool:
+        mine = self.types or (object,) * arity
+        theirs = other.types or (object,) * arity
+        return all(issubclass(a, b) for a, b in zip(mine, theirs))
+
+
+def register(cls: type, fn: Any, types: Any, impl: Callable) -> None:
+    global current_generation
+    if not callable(fn):
+        raise TypeError(f"{cls.__name__}.primitive: {fn!r} is not callable, so it cannot be "
+                        f"a primitive")
+    if not callable(impl):
+        raise TypeError(f"{cls.__name__}.primitive({_name(fn)}): the implementation {impl!r} "
+                        f"is not callable")
+    if types is not None:
+        if isinstance(types, type):
+            types = (types,)
+        types = tuple(types)
+        if not all(isinstance(t, type) for t in types):
+            raise TypeError(f"{cls.__name__}.primitive({_name(fn)}): types must be a tuple of "
+                            f"classes, got {types!r}")
+    with _lock:
+        own = cls.__dict__.get("_overdub_primitives")
+        if own is None:
+            own = {}
+            setattr(cls, "_overdub_primitives", own)
+        entries = [p for p in own.get(id(fn), []) if p.types != types]
+        own[id(fn)] = [*entries, Primitive(fn, types, impl, cls)]
+        current_generation = next(_generation)
+
+
+class Table:
+    """The merged primitives of one context class, with a per-signature choice cache."""
+
+    def __init__(self, cls: type) -> None:
+        merged: dict[int, list[Primitive]] = {}
+        for klass in reversed(cls.__mro__):
+            for key, entries in klass.__dict__.get("_overdub_primitives", {}).items():
+                kept = [p for p in merged.get(key, []) if p.types not in {e.types for e in entries}]
+                merged[key] = kept + list(entries)
+        self.entries = merged
+        self.cls = cls
+        self.generation = current_generation
+        self._chosen: dict[tuple, Callable | None] = {}
+        self.categories = frozenset(CATEGORY_OF.get(key, CALL) for key in merged)
+
+    def find(self, fn: Any, args: tuple) -> Callable | None:
+        """The implementation for calling ``fn`` with ``args``, or None."""
+        entries = self.entries.get(id(fn))
+        if entries is None:
+            return None
+        if len(entries) == 1 and entries[0].types is None:
+            return entries[0].impl
+        key = (id(fn), *map(type, args))
+        try:
+            return self._chosen[key]
+        except KeyError:
+            chosen = self._choose(entries, args)
+            self._chosen[key] = chosen
+            return chosen
+
+    def _choose(self, entries: list[Primitive], args: tuple) -> Callable | None:
+        candidates = [p for p in entries if p.matches(args)]
+        if not candidates:
+            return None
+        arity = len(args)
+        best = [p for p in candidates
+                if all(p.at_least_as_specific(q, arity) for q in candidates)]
+        if len(best) != 1:
+            a, b = (best or candidates)[:2]
+            raise TypeError(
+                f"ambiguous primitives on {self.cls.__name__} for {_name(a.fn)} with argument "
+                f"types {tuple(type(x).__name__ for x in args)}: types={_types(a)} and "
+                f"types={_types(b)} both match and neither is more specific; register one for "
+                f"the intersection")
+        return best[0].impl
+
+
+def _types(p: Primitive) -> str:
+    return "None" if p.types is None else "(" + ", ".join(t.__name__ for t in p.types) + ")"
+
+
+def _name(fn: Any) -> str:
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name}" if module and module != "builtins" else name

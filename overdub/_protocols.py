@@ -1,0 +1,289 @@
+"""Python's operator protocols, in Python, for operands whose types define dunders in Python.
+
+``operator.mul`` is C: called natively it would run a user's ``__mul__`` behind the context's
+back.  When an operand's type defines the relevant dunder as a Python function, the dispatcher
+runs the protocol below instead, which calls the dunder through the context (``od``), keeping
+CPython's rules: reflected operands (the right operand first when its type is a proper subclass
+that overrides the reflected method), ``NotImplemented`` fallbacks, in-place falling back to
+binary, ``==`` falling back to identity, ``!=`` inverting ``__eq__``.  Each protocol returns
+``None`` from :func:`protocol_for` when no Python dunder is involved, so the caller runs the C
+operator natively (the fast, common case).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import types
+from typing import Any, Callable
+
+_Function = types.FunctionType
+
+_BINARY = {  # operator -> (dunder, reflected dunder, symbol)
+    operator.add: ("__add__", "__radd__", "+"), operator.sub: ("__sub__", "__rsub__", "-"),
+    operator.mul: ("__mul__", "__rmul__", "*"), operator.matmul: ("__matmul__", "__rmatmul__", "@"),
+    operator.truediv: ("__truediv__", "__rtruediv__", "/"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__", "//"),
+    operator.mod: ("__mod__", "__rmod__", "%"), operator.pow: ("__pow__", "__rpow__", "** or pow()"),
+    operator.lshift: ("__lshift__", "__rlshift__", "<<"),
+    operator.rshift: ("__rshift__", "__rrshift__", ">>"),
+    operator.and_: ("__and__", "__rand__", "&"), operator.or_: ("__or__", "__ror__", "|"),
+    operator.xor: ("__xor__", "__rxor__", "^"),
+}
+_INPLACE = {  # in-place operator -> (dunder, binary operator)
+    operator.iadd: ("__iadd__", operator.add), operator.isub: ("__isub__", operator.sub),
+    operator.imul: ("__imul__", operator.mul), operator.imatmul: ("__imatmul__", operator.matmul),
+    operator.itruediv: ("__itruediv__", operator.truediv),
+    operator.ifloordiv: ("__ifloordiv__", operator.floordiv),
+    operator.imod: ("__imod__", operator.mod), operator.ipow: ("__ipow__", operator.pow),
+    operator.ilshift: ("__ilshift__", operator.lshift),
+    operator.irshift: ("__irshift__", operator.rshift),
+    operator.iand: ("__iand__", operator.and_), operator.ior: ("__ior__", operator.or_),
+    operator.ixor: ("__ixor__", operator.xor),
+}
+_COMPARE = {  # comparison -> (dunder, reflected dunder, symbol)
+    operator.eq: ("__eq__", "__eq__", "=="), operator.ne: ("__ne__", "__ne__", "!="),
+    operator.lt: ("__lt__", "__gt__", "<"), operator.le: ("__le__", "__ge__", "<="),
+    operator.gt: ("__gt__", "__lt__", ">"), operator.ge: ("__ge__", "__le__", ">="),
+}
+_UNARY = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}
+_SUBJECT = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
+            operator.delitem: "__delitem__", operator.contains: "__contains__"}
+
+_HEAPTYPE = 1 << 9
+# C types (not heap types): their dunders can never be Python functions.  Grows as types are seen.
+static_types: set[type] = {int, float, complex, bool, str, bytes, list, tuple, dict, set,
+                           frozenset, type(None), types.ModuleType, type}
+
+
+def is_static(t: type) -> bool:
+    """True for C types (cheap check, cached); their operators are always native."""
+    if t in static_types:
+        return True
+    if t.__flags__ & _HEAPTYPE:
+        return False
+    static_types.add(t)
+    return True
+
+
+def lookup(t: type, name: str) -> Any:
+    """The class attribute ``name`` as special-method lookup finds it (skipping the instance)."""
+    for klass in t.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _python(t: type, name: str) -> bool:
+    return isinstance(lookup(t, name), _Function)
+
+
+def _call_dunder(od: Callable, t: type, name: str, obj: Any, *args: Any) -> Any:
+    raw = lookup(t, name)
+    if isinstance(raw, _Function):
+        return od(raw, obj, *args)
+    return getattr(obj, name)(*args)
+
+
+def _binary(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+    name, rname, symbol = _BINARY[op]
+    ta, tb = type(a), type(b)
+    a_has, b_has = lookup(ta, name) is not None, tb is not ta and lookup(tb, rname) is not None
+    if b_has and issubclass(tb, ta) and lookup(tb, rname) is not lookup(ta, rname):
+        out = _call_dunder(od, tb, rname, b, a)
+        if out is not NotImplemented:
+            return out
+        b_has = False
+    if a_has:
+        out = _call_dunder(od, ta, name, a, b)
+        if out is not NotImplemented:
+            return out
+    if b_has:
+        out = _call_dunder(od, tb, rname, b, a)
+        if out is not NotImplemented:
+            return out
+    raise TypeError(f"unsupported operand type(s) for {symbol}: "
+                    f"'{ta.__name__}' and '{tb.__name__}'")
+
+
+def _inplace(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+    name, binary = _INPLACE[op]
+    ta = type(a)
+    if lookup(ta, name) is not None:
+        out = _call_dunder(od, ta, name, a, b)
+        if out is not NotImplemented:
+            return out
+    if _python(ta, _BINARY[binary][0]) or _python(type(b), _BINARY[binary][1]):
+        return _binary(od, binary, a, b)
+    return binary(a, b)
+
+
+def _compare(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+    name, rname, symbol = _COMPARE[op]
+    ta, tb = type(a), type(b)
+
+    def attempt(t: type, dunder: str, x: Any, y: Any) -> Any:
+        if dunder == "__ne__" and lookup(t, "__ne__") is object.__ne__ and _python(t, "__eq__"):
+            out = _call_dunder(od, t, "__eq__", x, y)  # object.__ne__ inverts __eq__
+            return out if out is NotImplemented else not out
+        return _call_dunder(od, t, dunder, x, y)
+
+    if tb is not ta and issubclass(tb, ta):
+        out = attempt(tb, rname, b, a)
+        if out is not NotImplemented:
+            return out
+        out = attempt(ta, name, a, b)
+    else:
+        out = attempt(ta, name, a, b)
+        if out is NotImplemented:
+            out = attempt(tb, rname, b, a)
+    if out is not NotImplemented:
+        return out
+    if op is operator.eq:
+        return a is b
+    if op is operator.ne:
+        return a is not b
+    raise TypeError(f"'{symbol}' not supported between instances of "
+                    f"'{ta.__name__}' and '{tb.__name__}'")
+
+
+def _unary(od: Callable, op: Callable, a: Any) -> Any:
+    return _call_dunder(od, type(a), _UNARY[op], a)
+
+
+def _subject(od: Callable, op: Callable, obj: Any, *args: Any) -> Any:
+    out = _call_dunder(od, type(obj), _SUBJECT[op], obj, *args)
+    return bool(out) if op is operator.contains else out
+
+
+def _getattr(od: Callable, op: Callable, obj: Any, name: str, *default: Any) -> Any:
+    try:
+        return _attribute_get(od, obj, name)
+    except AttributeError:
+        if default:
+            return default[0]
+        raise
+
+
+def _attribute_get(od: Callable, obj: Any, name: str) -> Any:
+    t = type(obj)
+    if _python(t, "__getattribute__"):
+        try:
+            return _call_dunder(od, t, "__getattribute__", obj, name)
+        except AttributeError:
+            if lookup(t, "__getattr__") is None:
+                raise
+            return _call_dunder(od, t, "__getattr__", obj, name)
+    attr = lookup(t, name)
+    getter = _python_get(attr)
+    if getter is not None:
+        is_data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+        if is_data or name not in getattr(obj, "__dict__", {}):
+            return getter(od, attr, obj, t)
+    try:
+        return object.__getattribute__(obj, name) if t.__getattribute__ is object.__getattribute__ \
+            else getattr(obj, name)
+    except AttributeError:
+        if _python(t, "__getattr__"):
+            return _call_dunder(od, t, "__getattr__", obj, name)
+        raise
+
+
+def _python_get(attr: Any) -> Callable | None:
+    """How to run ``attr.__get__`` through the context when it is Python code."""
+    if isinstance(attr, property):
+        if isinstance(attr.fget, _Function):
+            return lambda od, prop, obj, t: od(prop.fget, obj)
+        return None
+    if isinstance(lookup(type(attr), "__get__"), _Function):
+        return lambda od, desc, obj, t: od(lookup(type(desc), "__get__"), desc, obj, t)
+    return None
+
+
+def _setattr(od: Callable, op: Callable, obj: Any, name: str, value: Any) -> None:
+    t = type(obj)
+    attr = lookup(t, name)
+    if isinstance(attr, property) and isinstance(attr.fset, _Function):
+        od(attr.fset, obj, value)
+    elif attr is not None and isinstance(lookup(type(attr), "__set__"), _Function):
+        od(lookup(type(attr), "__set__"), attr, obj, value)
+    elif _python(t, "__setattr__"):
+        od(lookup(t, "__setattr__"), obj, name, value)
+    else:
+        setattr(obj, name, value)
+
+
+def _delattr(od: Callable, op: Callable, obj: Any, name: str) -> None:
+    t = type(obj)
+    attr = lookup(t, name)
+    if isinstance(attr, property) and isinstance(attr.fdel, _Function):
+        od(attr.fdel, obj)
+    elif _python(t, "__delattr__"):
+        od(lookup(t, "__delattr__"), obj, name)
+    else:
+        delattr(obj, name)
+
+
+def _needs_binary(op: Callable, args: tuple) -> bool:
+    name, rname, _ = _BINARY[op]
+    return len(args) == 2 and (_python(type(args[0]), name) or _python(type(args[1]), rname))
+
+
+def _needs_inplace(op: Callable, args: tuple) -> bool:
+    return len(args) == 2 and (_python(type(args[0]), _INPLACE[op][0])
+                               or _needs_binary(_INPLACE[op][1], args))
+
+
+def _needs_compare(op: Callable, args: tuple) -> bool:
+    name, rname, _ = _COMPARE[op]
+    if len(args) != 2:
+        return False
+    return any(_python(type(x), d) or (d == "__ne__" and _python(type(x), "__eq__"))
+               for x, d in ((args[0], name), (args[1], rname)))
+
+
+def _needs_attribute(op: Callable, args: tuple) -> bool:
+    if not args or is_static(type(args[0])) or not (2 <= len(args) <= 3):
+        return False
+    obj, name = args[0], args[1]
+    t = type(obj)
+    if not isinstance(name, str):
+        return False
+    if op is getattr:
+        return (_python(t, "__getattribute__") or _python(t, "__getattr__")
+                or _python_get(lookup(t, name)) is not None)
+    attr = lookup(t, name)
+    if op is setattr:
+        return (_python(t, "__setattr__") or (isinstance(attr, property) and isinstance(attr.fset, _Function))
+                or (attr is not None and isinstance(lookup(type(attr), "__set__"), _Function)))
+    return _python(t, "__delattr__") or (isinstance(attr, property) and isinstance(attr.fdel, _Function))
+
+
+# operator -> (does this call involve Python dunders?, protocol implementation)
+_PROTOCOLS: dict[int, tuple[Callable, Callable]] = {}
+for _op in _BINARY:
+    _PROTOCOLS[id(_op)] = (_needs_binary, _binary)
+for _op in _INPLACE:
+    _PROTOCOLS[id(_op)] = (_needs_inplace, _inplace)
+for _op in _COMPARE:
+    _PROTOCOLS[id(_op)] = (_needs_compare, _compare)
+for _op, _name in _UNARY.items():
+    _PROTOCOLS[id(_op)] = ((lambda op, args, n=_name: len(args) == 1 and _python(type(args[0]), n)),
+                           _unary)
+for _op, _name in _SUBJECT.items():
+    _PROTOCOLS[id(_op)] = ((lambda op, args, n=_name: bool(args) and _python(type(args[0]), n)),
+                           _subject)
+for _op, _impl in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr)):
+    _PROTOCOLS[id(_op)] = (_needs_attribute, _impl)
+
+
+def protocol_for(od: Callable, op: Callable, args: tuple) -> Callable | None:
+    """A callable running ``op(*args)`` with its Python dunders seen by ``od``, or None."""
+    entry = _PROTOCOLS.get(id(op))
+    if entry is None or not entry[0](op, args):
+        return None
+    return functools.partial(entry[1], od, op)
+
+
+def is_operator(fn: Any) -> bool:
+    return id(fn) in _PROTOCOLS

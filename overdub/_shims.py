@@ -1,0 +1,250 @@
+"""Context-aware stand-ins for C builtins that call back into Python.
+
+``map(f, xs)`` is C: run natively it would call ``f`` behind the context's back.  For each such
+builtin this table holds a Python equivalent that makes those calls through the context's
+dispatcher ``od``, so a counting context run on ``list(map(str, range(10)))`` counts ten ``str``
+calls.  A shim is looked up only after the context has seen the builtin call itself; each entry
+says when it applies (``sorted`` without ``key`` calls no user code, so it stays native).
+
+Shims keep the builtin's observable results: same values, same order and stability, same
+exceptions (an empty ``max`` is delegated to the builtin so the message is the builtin's own).
+They may return a different *iterator type* (``map`` gives a generator): documented in
+``docs/limitations.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+from typing import Any, Callable, Iterable
+
+from ._protocols import is_static, lookup
+
+_Function = type(lambda: None)
+_BuiltinMethod = type(len)
+_MISSING = object()
+
+
+def _map(od: Callable, func: Any, *iterables: Iterable) -> Any:
+    for items in zip(*iterables):
+        yield od(func, *items)
+
+
+def _filter(od: Callable, func: Any, iterable: Iterable) -> Any:
+    for item in iterable:
+        if od(func, item):
+            yield item
+
+
+def _filterfalse(od: Callable, func: Any, iterable: Iterable) -> Any:
+    for item in iterable:
+        if not od(func, item):
+            yield item
+
+
+def _starmap(od: Callable, func: Any, iterable: Iterable) -> Any:
+    for items in iterable:
+        yield od(func, *items)
+
+
+def _takewhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
+    for item in iterable:
+        if not od(pred, item):
+            return
+        yield item
+
+
+def _dropwhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
+    iterator = iter(iterable)
+    for item in iterator:
+        if not od(pred, item):
+            yield item
+            break
+    yield from iterator
+
+
+def _accumulate(od: Callable, iterable: Iterable, func: Any = None, *, initial: Any = None) -> Any:
+    iterator = iter(iterable)
+    total = initial
+    if initial is None:
+        try:
+            total = next(iterator)
+        except StopIteration:
+            return
+    yield total
+    for item in iterator:
+        total = od(func, total, item)
+        yield total
+
+
+def _groupby(od: Callable, iterable: Iterable, key: Any = None) -> Any:
+    pairs = ((od(key, item), item) for item in iterable)
+    for k, group in itertools.groupby(pairs, operator.itemgetter(0)):
+        yield k, (item for _, item in group)
+
+
+def _sorted(od: Callable, iterable: Iterable, /, *, key: Any = None, reverse: bool = False) -> list:
+    items = list(iterable)
+    keys = [od(key, item) for item in items]
+    return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)]
+
+
+def _list_sort(od: Callable, items: list, /, *, key: Any = None, reverse: bool = False) -> None:
+    items[:] = _sorted(od, items, key=key, reverse=reverse)
+
+
+def _extreme(builtin: Callable) -> Callable:
+    better = operator.gt if builtin is max else operator.lt
+
+    def shim(od: Callable, *args: Any, key: Any, default: Any = _MISSING) -> Any:
+        items = list(args[0] if len(args) == 1 else args)
+        if not items:  # the builtin's own result or error message
+            return builtin([], key=key) if default is _MISSING else default
+        best, best_key = items[0], od(key, items[0])
+        for item in items[1:]:
+            item_key = od(key, item)
+            if better(item_key, best_key):
+                best, best_key = item, item_key
+        return best
+
+    return shim
+
+
+def _reduce(od: Callable, func: Any, iterable: Iterable, *initial: Any) -> Any:
+    iterator = iter(iterable)
+    if initial:
+        total = initial[0]
+    else:
+        try:
+            total = next(iterator)
+        except StopIteration:
+            return functools.reduce(func, (), *initial)  # the builtin's own error
+    for item in iterator:
+        total = od(func, total, item)
+    return total
+
+
+def _sum(od: Callable, iterable: Iterable, /, start: Any = 0) -> Any:
+    items = list(iterable)
+    if is_static(type(start)) and all(is_static(type(x)) for x in items):
+        return sum(items, start)  # C numbers: keep the builtin's exact (compensated) float sum
+    total = start
+    for item in items:
+        total = od(operator.add, total, item)
+    return total
+
+
+def _cmp_to_key(od: Callable, cmp: Any) -> type:
+    class K:
+        __slots__ = ("obj",)
+        __hash__ = None  # type: ignore[assignment]
+
+        def __init__(self, obj: Any) -> None:
+            self.obj = obj
+
+        def __lt__(self, other: "K") -> bool:
+            return od(cmp, self.obj, other.obj) < 0
+
+        def __gt__(self, other: "K") -> bool:
+            return od(cmp, self.obj, other.obj) > 0
+
+        def __eq__(self, other: object) -> bool:
+            return od(cmp, self.obj, other.obj) == 0  # type: ignore[attr-defined]
+
+        def __le__(self, other: "K") -> bool:
+            return od(cmp, self.obj, other.obj) <= 0
+
+        def __ge__(self, other: "K") -> bool:
+            return od(cmp, self.obj, other.obj) >= 0
+
+    return K
+
+
+def _callable_iter(od: Callable, func: Any, sentinel: Any) -> Any:
+    while True:
+        value = od(func)
+        if value == sentinel:
+            return
+        yield value
+
+
+def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> Callable:
+    def shim(od: Callable, obj: Any) -> Any:
+        out = od(lookup(type(obj), name), obj)
+        if check is not None:
+            check(out)
+        return out
+    shim.dunder = name  # type: ignore[attr-defined]
+    return shim
+
+
+def _must_be_str(name: str) -> Callable[[Any], None]:
+    def check(out: Any) -> None:
+        if not isinstance(out, str):
+            raise TypeError(f"{name} returned non-string (type {type(out).__name__})")
+    return check
+
+
+def _check_len(out: Any) -> None:
+    index = operator.index(out)
+    if index < 0:
+        raise ValueError("__len__() should return >= 0")
+
+
+def _has_key(args: tuple, kwargs: dict) -> bool:
+    return kwargs.get("key") is not None
+
+
+def _python_dunder(name: str) -> Callable[[tuple, dict], bool]:
+    return lambda args, kwargs: (len(args) == 1 and not kwargs
+                                 and isinstance(lookup(type(args[0]), name), _Function))
+
+
+_always = lambda args, kwargs: True  # noqa: E731
+
+# id(builtin) -> [(builtin, when the shim applies, the shim), ...]
+SHIMS: dict[int, list[tuple[Any, Callable, Callable]]] = {}
+
+
+def _register(builtin: Any, applies: Callable, shim: Callable) -> None:
+    SHIMS.setdefault(id(builtin), []).append((builtin, applies, shim))
+
+
+_register(map, lambda a, k: len(a) >= 2 and not k, _map)
+_register(filter, lambda a, k: len(a) == 2 and a[0] is not None and not k, _filter)
+_register(itertools.filterfalse, lambda a, k: len(a) == 2 and a[0] is not None and not k,
+          _filterfalse)
+_register(itertools.starmap, _always, _starmap)
+_register(itertools.takewhile, _always, _takewhile)
+_register(itertools.dropwhile, _always, _dropwhile)
+_register(itertools.accumulate,
+          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("func") is not None, _accumulate)
+_register(itertools.groupby,
+          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("key") is not None, _groupby)
+_register(sorted, _has_key, _sorted)
+_register(list.sort, _has_key, _list_sort)
+_register(min, _has_key, _extreme(min))
+_register(max, _has_key, _extreme(max))
+_register(functools.reduce, _always, _reduce)
+_register(sum, _always, _sum)
+_register(functools.cmp_to_key, _always, _cmp_to_key)
+_register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
+_register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
+for _builtin, _name, _check in (
+        (len, "__len__", _check_len), (repr, "__repr__", _must_be_str("__repr__")),
+        (str, "__str__", _must_be_str("__str__")), (next, "__next__", None),
+        (abs, "__abs__", None)):  # abs(x) is a call, so its dunder is shimmed here
+    _register(_builtin, _python_dunder(_name), _dunder_builtin(_name, _check))
+
+
+def shim_for(fn: Any, args: tuple, kwargs: dict) -> Callable | None:
+    """The shim for calling builtin ``fn`` with these arguments, or None to call it natively."""
+    for builtin, applies, shim in SHIMS.get(id(fn), ()):
+        if builtin is fn and applies(args, kwargs):
+            return shim
+    if (type(fn) is _BuiltinMethod and type(fn.__self__) is list and fn.__name__ == "sort"
+            and _has_key(args, kwargs)):  # xs.sort(key=...)
+        items = fn.__self__
+        return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
+    return None

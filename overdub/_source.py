@@ -1,0 +1,129 @@
+"""Find the AST of the code that actually runs.
+
+Source is looked up through the *code object* (never ``inspect.getsource(fn)``, which follows
+``__wrapped__``), read with ``linecache`` so loader-backed modules and IPython cells work, and the
+whole file is parsed once and indexed.  Failure is a value, :class:`NoSource`, carrying a reason
+(builtin, no source, ambiguous lambda, ...), never an exception: the dispatcher turns it into a
+leaf call.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+import threading
+import types
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NoSource:
+    """Why a code object cannot be rewritten; ``actionable`` reasons deserve one warning."""
+
+    reason: str
+    actionable: bool = False
+
+
+@dataclass(frozen=True)
+class Located:
+    """A function's node in its parsed file, with what compiling it faithfully needs.
+
+    ``node`` is shared with the parsed-file cache: deep-copy before changing it.
+    ``class_name`` is the innermost enclosing class (private names are mangled with it).
+    """
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+    class_name: str | None
+
+
+@dataclass
+class _ParsedFile:
+    lines: list[str]  # the very list linecache returned: identity proves the text unchanged
+    defs: dict[tuple[str, int], list[Located]]  # (name, co_firstlineno) -> candidates
+    lambdas: dict[int, list[Located]]  # first line of the lambda -> candidates
+
+
+_files: dict[str, _ParsedFile] = {}
+_files_lock = threading.Lock()
+
+
+def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
+    parsed = _ParsedFile(lines, {}, {})
+
+    def walk(node: ast.AST, class_name: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = class_name
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = child.decorator_list[0].lineno if child.decorator_list else child.lineno
+                parsed.defs.setdefault((child.name, first), []).append(Located(child, class_name))
+            elif isinstance(child, ast.Lambda):
+                parsed.lambdas.setdefault(child.lineno, []).append(Located(child, class_name))
+            elif isinstance(child, ast.ClassDef):
+                inner = child.name
+            walk(child, inner)
+
+    walk(tree, None)
+    return parsed
+
+
+def _parsed_file(filename: str, module_globals: dict | None) -> _ParsedFile | NoSource:
+    lines = linecache.getlines(filename, module_globals)
+    if not lines:
+        return NoSource(f"no source for {filename!r}")
+    cached = _files.get(filename)
+    if cached is not None and cached.lines is lines:
+        return cached
+    try:
+        tree = ast.parse("".join(lines), filename)
+    except (SyntaxError, ValueError) as exc:
+        return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)
+    parsed = _index(tree, lines)
+    with _files_lock:  # first writer wins; a duplicate parse is harmless
+        _files.setdefault(filename, parsed)
+        if _files[filename].lines is not lines:
+            _files[filename] = parsed
+    return parsed
+
+
+def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
+    """Line and column where the lambda's body starts (3.11+ positions)."""
+    positions = getattr(code, "co_positions", None)
+    if positions is None:
+        return None
+    starts = [(line, col) for line, _, col, _ in positions() if line is not None and col is not None]
+    starts = [p for p in starts if p != (code.co_firstlineno, 0)]
+    return min(starts) if starts else None
+
+
+def locate(code: types.CodeType, module_globals: dict | None) -> Located | NoSource:
+    """The AST node that compiled to ``code``, or why there is none."""
+    filename = code.co_filename
+    if filename.startswith("<") and not linecache.getlines(filename, module_globals):
+        return NoSource(f"generated code ({filename})")
+    parsed = _parsed_file(filename, module_globals)
+    if isinstance(parsed, NoSource):
+        return parsed
+    if code.co_name == "<lambda>":
+        candidates = parsed.lambdas.get(code.co_firstlineno, [])
+        if len(candidates) > 1:
+            start = _lambda_columns(code)
+            candidates = [c for c in candidates if start is not None and _body_start(c.node) <= start
+                          and start <= _body_end(c.node)]
+            if len(candidates) > 1:  # nested lambdas: the innermost body containing the start
+                candidates = [max(candidates, key=lambda c: _body_start(c.node))]
+    else:
+        candidates = parsed.defs.get((code.co_name, code.co_firstlineno), [])
+    if len(candidates) != 1:
+        what = "no matching definition" if not candidates else "several matching definitions"
+        return NoSource(f"{what} for {code.co_name} at {filename}:{code.co_firstlineno}",
+                        actionable=bool(candidates) or sys.version_info >= (3, 11))
+    return candidates[0]
+
+
+def _body_start(node: ast.Lambda) -> tuple[int, int]:
+    return (node.body.lineno, node.body.col_offset)
+
+
+def _body_end(node: ast.Lambda) -> tuple[int, int]:
+    return (node.body.end_lineno or node.body.lineno, node.body.end_col_offset or 0)
