@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass
 
 from . import _source
-from ._rewrite import HIDDEN_CONSTANTS, Overdubber
+from ._rewrite import HIDDEN_CONSTANTS, Overdubber, copy_tree
 
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
@@ -67,13 +67,13 @@ def _entries(code: types.CodeType) -> dict:
     return slot[1]
 
 
-def cached_rewrite(code: types.CodeType, module_globals: dict, key: tuple,
-                   passes: tuple, categories: frozenset[str]) -> Rewritten | _source.NoSource:
+def cached_rewrite(code: types.CodeType, module_globals: dict, key: tuple, passes: tuple,
+                   categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
     """The rewritten form of ``code`` for ``key`` (context class, passes, categories)."""
     entries = _entries(code)
     found = entries.get(key)
     if found is None:
-        found = _rewrite(code, module_globals, passes, categories)
+        found = _rewrite(code, module_globals, passes, categories, observe)
         found = entries.setdefault(key, found)
         if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
             _warned.add(id(code))
@@ -89,7 +89,7 @@ def _checked_source(code: types.CodeType, module_globals: dict) -> _source.Locat
     if found is None:
         found = _source.locate(code, module_globals)
         if isinstance(found, _source.Located):
-            plain = _compile(code, found, copy.deepcopy(found.node), [])
+            plain = _compile(code, found, found.node, [])
             if _fingerprint(plain) != _fingerprint(code):
                 found = _source.NoSource(
                     f"its source in {code.co_filename} changed after it was compiled",
@@ -133,14 +133,15 @@ def _apply_pass(a_pass: object, node: ast.AST, code: types.CodeType) -> ast.AST:
 
 
 def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
-             categories: frozenset[str]) -> Rewritten | _source.NoSource:
+             categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
     located = _checked_source(code, module_globals)
     if isinstance(located, _source.NoSource):
         return located
-    node = copy.deepcopy(located.node)
+    node = copy_tree(located.node)
     for a_pass in passes:
         node = _apply_pass(a_pass, node, code)
-    rewriter = Overdubber(categories, located.class_name)
+    fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
+    rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
     rewriter.rewrite_function(node)
     try:
         new = _compile(code, located, node, sorted(rewriter.used))
@@ -155,35 +156,42 @@ def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
 
 def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
              hidden: list[str]) -> types.CodeType:
+    synthetic: list[ast.AST] = []  # the wrapper nodes we add, positioned at the function
     target: ast.stmt
     if isinstance(node, ast.Lambda):
         target = ast.Expr(node)
+        synthetic.append(target)
     else:
-        target = node
+        # A renamed shallow copy, so the def binds nothing the function could see (a recursive
+        # `fib` inside `fib` must stay a global lookup, not a free variable of the factory) and
+        # the shared parsed tree is not changed.
+        target = copy.copy(node)
+        target.name = "@target"
     body: list[ast.stmt] = [target]
     if located.class_name is not None:
         # class @holder: class Name: def f -- the class mangles private names as before, and
         # binding it inside a class body keeps `Name` out of f's scope (it stays global).
         for name in (located.class_name, "@holder"):
             body = [ast.ClassDef(name=name, bases=[], keywords=[], body=body, decorator_list=[])]
+            synthetic.append(body[0])
     params = [ast.arg(arg=name) for name in (*code.co_freevars, *hidden)
               if name != "__class__" or located.class_name is None]
-    factory = ast.FunctionDef(
-        name="@factory", args=ast.arguments(posonlyargs=[], args=params, vararg=None,
-                                            kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-        body=body, decorator_list=[], returns=None)
+    arguments = ast.arguments(posonlyargs=[], args=params, vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+    factory = ast.FunctionDef(name="@factory", args=arguments, body=body, decorator_list=[],
+                              returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
-    for synthetic in (module, factory, *body):
-        synthetic.lineno = synthetic.end_lineno = node.lineno  # type: ignore[attr-defined]
-        synthetic.col_offset = synthetic.end_col_offset = 0  # type: ignore[attr-defined]
-    for synthetic in ast.walk(module):  # 3.12+ added type_params, which must be present
-        if "type_params" in synthetic._fields and not hasattr(synthetic, "type_params"):
-            synthetic.type_params = []  # type: ignore[attr-defined]
-    ast.fix_missing_locations(module)
+    for wrapper in (factory, arguments, *params, *synthetic):
+        wrapper.lineno = wrapper.end_lineno = node.lineno  # type: ignore[attr-defined]
+        wrapper.col_offset = wrapper.end_col_offset = 0  # type: ignore[attr-defined]
+        if "type_params" in wrapper._fields:  # 3.12+
+            wrapper.type_params = []  # type: ignore[attr-defined]
     compiled = compile(module, code.co_filename, "exec",
                        flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
-    found = _find_code(compiled, code.co_name, code.co_firstlineno)
-    if hasattr(found, "co_qualname"):
+    found = _find_code(compiled, "<lambda>" if isinstance(node, ast.Lambda) else "@target",
+                       code.co_firstlineno)
+    found = found.replace(co_name=code.co_name)
+    if hasattr(found, "co_qualname"):  # 3.11+
         found = found.replace(co_qualname=code.co_qualname)
     return found
 

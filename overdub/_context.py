@@ -133,7 +133,6 @@ def _state(ctx: Context) -> _dispatch.State:
         fresh = _dispatch.State(ctx, Context)
         if state is not None:
             fresh.set_parent(state.parent)
-            fresh.parent = state.parent
         state = fresh
         ctx.__dict__["_overdub_state"] = state
     return state
@@ -166,14 +165,12 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     enclosing = _dispatch.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
     previous = state.set_parent(parent)
-    previous_attr, state.parent = state.parent, parent
     token = _dispatch.active.set(state)
     try:
         return state.od(fn, *args, **kwargs)
     finally:
         _dispatch.active.reset(token)
         state.set_parent(previous)
-        state.parent = previous_attr
 
 
 def recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

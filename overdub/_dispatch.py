@@ -53,78 +53,99 @@ def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
 
 
 _TEMPLATE_CACHE: dict[tuple, Callable] = {}
+_OPERAND_NAMES = {1: "a", 2: "a, b", 3: "a, b, c"}
+_SUBJECT_TEST = {  # which operands' types decide whether Python dunders may be involved
+    1: "(type(a) in static or is_static(type(a)))",
+    2: "(type(a) in static or is_static(type(a))) and (type(b) in static or is_static(type(b)))",
+    3: "(type(a) in static or is_static(type(a)))",
+}
 
 
 def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
-    """Compile (once per combination of overridden verbs) a maker of specialised dispatchers."""
+    """Compile (once per combination of overridden verbs) a maker of specialised dispatchers.
+
+    ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback).
+    The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent``.
+    """
     maker = _TEMPLATE_CACHE.get(flags)
     if maker is not None:
         return maker
     pre, post, custom_primitive, table, custom_fallback = flags
-    leaf = ("fallback(fn, *args, **kwargs)" if custom_fallback else
-            "fn(*args, **kwargs) if parent is None else parent(fn, *args, **kwargs)")
     src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
-           "         protocol_for, is_static, static, hook_failed):",
+           "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
+           "         Function, Method):",
            "    parent = None",
            "    def set_parent(new):",
            "        nonlocal parent",
            "        old, parent = parent, new",
            "        return old"]
 
-    def step(signature: str, call_args: str, body: list[str]) -> None:
-        src.append(f"    def {signature}:")
-        if pre:
+    def step(name: str, params: str, call: str, body: list[str], hooks: bool = True) -> None:
+        """One dispatcher: ``call`` spells the arguments (``*args, **kwargs`` or ``a, b``)."""
+        src.append(f"    def {name}({params}):")
+        if pre and hooks:
             src.extend(["        try:",
-                    f"            prehook({call_args})",
-                    "        except BaseException as exc:",
-                    "            hook_failed(exc, ctx, 'prehook', fn)",
-                    "            raise"])
+                        f"            prehook(fn, {call})",
+                        "        except BaseException as exc:",
+                        "            hook_failed(exc, ctx, 'prehook', fn)",
+                        "            raise"])
         indent = "        "
-        if custom_primitive:
-            src.extend([f"{indent}if is_primitive({call_args}):",
-                    f"{indent}    out = execute({call_args})",
-                    f"{indent}else:"])
+        if custom_primitive and hooks:
+            src.extend([f"{indent}if is_primitive(fn, {call}):",
+                        f"{indent}    out = execute(fn, {call})",
+                        f"{indent}else:"])
             indent += "    "
-        elif table:
-            src.extend([f"{indent}impl = find(fn, args)",
-                    f"{indent}if impl is not None:",
-                    f"{indent}    out = (impl(ctx, {call_args[4:]}) if parent is None",
-                    f"{indent}           else parent(impl, ctx, {call_args[4:]}))",
-                    f"{indent}else:"])
+        elif table and hooks:
+            packed = "args" if call.startswith("*") else f"({call},)"
+            src.extend([f"{indent}impl = find(fn, {packed})",
+                        f"{indent}if impl is not None:",
+                        f"{indent}    out = (impl(ctx, {call}) if parent is None",
+                        f"{indent}           else parent(impl, ctx, {call}))",
+                        f"{indent}else:"])
             indent += "    "
-        src.extend(indent + line for line in body)
-        if post:
+        leaf = (f"fallback(fn, {call})" if custom_fallback and hooks else
+                f"(fn({call}) if parent is None else parent(fn, {call}))")
+        src.extend(indent + line.replace("LEAF", leaf) for line in body)
+        if post and hooks:
             src.extend(["        try:",
-                    f"            posthook(out, {call_args})",
-                    "        except BaseException as exc:",
-                    "            hook_failed(exc, ctx, 'posthook', fn)",
-                    "            raise"])
+                        f"            posthook(out, fn, {call})",
+                        "        except BaseException as exc:",
+                        "            hook_failed(exc, ctx, 'posthook', fn)",
+                        "            raise"])
         src.append("        return out")
 
-    step("od(fn, /, *args, **kwargs)", "fn, *args, **kwargs",
-         ["target = resolve(fn, args, kwargs)",
-          "if target is None:",
-          f"    out = {leaf}",
-          "else:",
-          "    out = target(*args, **kwargs)"])
-    op_leaf = leaf.replace(", **kwargs", "")
-    for name, check in (("op", "t in static or is_static(t)"),
-                        ("op2", "(t in static or is_static(t)) and "
-                                "(type(args[1]) in static or is_static(type(args[1])))")):
-        step(f"{name}(fn, *args)", "fn, *args",
-             ["t = type(args[0])",
-              f"target = None if {check} else protocol_for(od, fn, args)",
-              "if target is None:",
-              f"    out = {op_leaf}",
-              "else:",
-              "    out = target(*args)"])
-    src += ["    def opr(fn, item, container):",
-            "        return op(fn, container, item)",
-            "    return od, op, op2, opr, set_parent"]
+    function_target = [
+        "entry = functions.get(FN)",
+        "if entry is not None and entry[0] is FN.__code__ and entry[1] is FN.__defaults__:",
+        "    target = entry[2]",
+        "else:",
+        "    target = rewritten(FN)"]
+    step("od", "fn, /, *args, **kwargs", "*args, **kwargs", [
+        "kind = type(fn)",
+        "if kind is Function:",
+        *("    " + line.replace("FN", "fn") for line in function_target),
+        "    out = LEAF if target is None else target(*args, **kwargs)",
+        "elif kind is Method and type(fn.__func__) is Function:",
+        "    func = fn.__func__",
+        *("    " + line.replace("FN", "func") for line in function_target),
+        "    out = LEAF if target is None else target(fn.__self__, *args, **kwargs)",
+        "else:",
+        "    target = resolve(fn, args, kwargs)",
+        "    out = LEAF if target is None else target(*args, **kwargs)"])
+    for arity, names in _OPERAND_NAMES.items():
+        body = [f"if {_SUBJECT_TEST[arity]}:",
+                "    out = LEAF",
+                "else:",
+                f"    target = protocol_for(od, fn, ({names},))",
+                f"    out = LEAF if target is None else target({names})"]
+        step(f"op{arity}", f"fn, {names}", names, body)
+        step(f"slow{arity}", f"fn, {names}", names, body, hooks=False)
+    src.extend(["    def opr(fn, item, container):",
+                "        return op2(fn, container, item)",
+                "    return od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent"])
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), f"<overdub dispatcher {flags}>", "exec"), namespace)
-    maker = _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
-    return maker
+    return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
 
 
 def _pass_fingerprint(passes: tuple) -> tuple:
@@ -150,30 +171,43 @@ class State:
         cls = type(ctx)
         self.ctx = ctx
         self.table = _primitives.Table(cls)
-        overridden = {verb: _overridden(cls, base, verb) for verb in _VERBS}
-        if any(overridden.values()):
+        overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
+        if overridden:
             categories = ALL_CATEGORIES
         else:
             categories = self.table.categories | ({CALL} if ctx.passes else set())
             if categories:
                 categories |= {CALL}  # to reach what is intercepted inside called functions
         self.categories = frozenset(categories)
+        # Observe-only (a prehook and nothing else that could act on an operator): operators
+        # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
+        self.observe = overridden == {"prehook"} and self.table.categories <= {CALL}
         self.passes = ctx.passes
-        self.key = (cls, _pass_fingerprint(ctx.passes), self.categories)
+        self.key = (cls, _pass_fingerprint(ctx.passes), self.categories, self.observe)
         self.functions: dict[Any, tuple] = {}
-        flags = (overridden["prehook"], overridden["posthook"],
-                 overridden["is_primitive"] or overridden["execute"],
-                 bool(self.table.entries), overridden["fallback"])
-        maker = _make_dispatchers(flags)
-        self.od, self.op, self.op2, self.opr, self.set_parent = maker(
+        flags = ("prehook" in overridden, "posthook" in overridden,
+                 bool(overridden & {"is_primitive", "execute"}), bool(self.table.entries),
+                 "fallback" in overridden)
+        (self.od, self.op1, self.op2, self.op3, self.opr, slow1, slow2, slow3,
+         self._set_parent) = _make_dispatchers(flags)(
             ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
-            self.table.find, self.resolve, protocol_for, is_static, static_types, _hook_failed)
-        if overridden["overdub"]:  # the user's step handles operators too
-            od = self.od = self.op = self.op2 = ctx.overdub
+            self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
+            is_static, static_types, _hook_failed, _Function, _Method)
+        if "overdub" in overridden:  # the user's step handles operators too
+            od = self.od = self.op1 = self.op2 = self.op3 = ctx.overdub
             self.opr = lambda fn, item, container: od(fn, container, item)
-        self.cells = {"@od": types.CellType(self.od), "@op": types.CellType(self.op),
-                      "@op2": types.CellType(self.op2), "@opr": types.CellType(self.opr)}
         self.parent: Callable | None = None
+        self.cells = {name: types.CellType(value) for name, value in (
+            ("@od", self.od), ("@op1", self.op1), ("@op2", self.op2), ("@op3", self.op3),
+            ("@opr", self.opr), ("@pre", ctx.prehook), ("@flat", True), ("@slow1", slow1),
+            ("@slow2", slow2), ("@slow3", slow3))}
+
+    def set_parent(self, parent: Callable | None) -> Callable | None:
+        """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""
+        old = self._set_parent(parent)
+        self.parent = parent
+        self.cells["@flat"].cell_contents = parent is None
+        return old
 
     def generic_step(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         """The documented step through the context's methods (``Context.overdub``'s default)."""
@@ -206,7 +240,7 @@ class State:
         if not (code.co_filename.startswith(_PACKAGE_DIR)
                 or getattr(fn, "__overdub_opaque__", False)):
             found = _cache.cached_rewrite(code, fn.__globals__, self.key, self.passes,
-                                          self.categories)
+                                          self.categories, self.observe)
             if isinstance(found, _cache.Rewritten):
                 built = self._build(fn, found)
         self.functions[fn] = (code, fn.__defaults__, built)

@@ -22,6 +22,9 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+from typing import Callable
+
+from ._protocols import static_types
 
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
     "call", "binop", "unaryop", "compare", "subscript", "attribute")
@@ -58,11 +61,16 @@ CATEGORY_OF.update({id(fn): SUBSCRIPT for fn in SUBSCRIPT_FNS})
 CATEGORY_OF.update({id(fn): ATTRIBUTE for fn in ATTRIBUTE_FNS})
 
 # Hidden constants the rewritten code may reference, by hidden name.
-HIDDEN_CONSTANTS = {"@" + fn.__name__: fn for fn in (
+HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
     *BINOPS.values(), *INPLACE_OPS.values(), *UNARYOPS.values(), *COMPAREOPS.values(),
     *SUBSCRIPT_FNS, *ATTRIBUTE_FNS)}
-HIDDEN_CONSTANTS["@slice"] = slice
-DISPATCHERS = ("@od", "@op", "@op2", "@opr")  # calls; operators by subject; binary; `in`
+HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types})
+# Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
+# `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
+# itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
+# operator dispatchers without the prehook (@slow1..@slow3).
+DISPATCHERS = ("@od", "@op1", "@op2", "@op3", "@opr", "@pre", "@flat", "@slow1", "@slow2",
+               "@slow3")
 
 # Calls that must run in the user's own frame: they inspect the calling frame.
 _FRAME_SENSITIVE_NAMES = {"super", "locals", "vars", "dir", "globals", "breakpoint"}
@@ -78,47 +86,174 @@ def mangle(name: str, class_name: str | None) -> str:
 
 
 def _place(node: ast.AST, template: ast.AST) -> ast.AST:
-    """Give synthesised ``node`` (and its synthesised children) ``template``'s position."""
-    for child in ast.walk(node):
-        if "lineno" in child._attributes and not hasattr(child, "lineno"):
+    """Give synthesised ``node`` (and its synthesised children) ``template``'s position.
+
+    Nodes that already have a position (the user's, or placed before) are left alone, and so
+    are their children: each node is visited about once however deep the nesting.
+    """
+    pending = [node]
+    while pending:
+        child = pending.pop()
+        if "lineno" in child._attributes:
+            if hasattr(child, "lineno"):
+                continue
             child.lineno = template.lineno
             child.col_offset = template.col_offset
             child.end_lineno = template.end_lineno
             child.end_col_offset = template.end_col_offset
+        pending.extend(ast.iter_child_nodes(child))
     return node
+
+
+def copy_tree(node: ast.AST) -> ast.AST:
+    """A deep copy of an AST, several times faster than ``copy.deepcopy``."""
+    cls = type(node)
+    new = cls.__new__(cls)
+    fields = new.__dict__
+    for name, value in node.__dict__.items():
+        if isinstance(value, ast.AST):
+            fields[name] = copy_tree(value)
+        elif isinstance(value, list):
+            fields[name] = [copy_tree(v) if isinstance(v, ast.AST) else v for v in value]
+        else:
+            fields[name] = value
+    return new
+
+
+_C_CONSTANTS = (int, float, complex, str, bytes, bool, type(None), type(...))
+
+
+def _is_simple(node: ast.expr) -> bool:
+    """Operands that can be repeated without evaluating anything twice: temporaries, constants."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id[0] == "@")
+
+
+def _copy(node: ast.expr, at: dict | None = None) -> ast.expr:
+    if isinstance(node, ast.Constant):
+        return ast.Constant(node.value, **(at or {}))
+    return ast.Name(node.id, ast.Load(), **(at or {}))
+
+
+def _position(template: ast.AST) -> dict:
+    """Keyword arguments giving a new node ``template``'s position (cheaper than walking)."""
+    return {"lineno": template.lineno, "col_offset": template.col_offset,
+            "end_lineno": template.end_lineno, "end_col_offset": template.end_col_offset}
 
 
 class Overdubber(ast.NodeTransformer):
     """Rewrites one function's body for a set of intercepted categories.
 
     Attributes: ``categories`` (what to intercept, fixed); ``class_name`` (for mangling attribute
-    names, fixed); ``used`` (hidden names the output references, grows as we go); ``_temps``
-    (counter for ``@t`` temporaries); ``_no_walrus`` (depth inside comprehensions and class
-    bodies, where the compiler forbids binding our temporaries with ``:=``).
+    names, changes inside class bodies); ``observe`` (fixed: the context only has a prehook, so
+    operators become an inline prehook call plus the native operation when the operands are C
+    types -- one Python-level call per operator); ``used`` (hidden names the output references,
+    grows); ``_temps`` (counter naming ``@t`` temporaries, one per site so a generator
+    expression and its enclosing function never share one); ``_no_walrus`` (depth inside
+    comprehensions and class bodies, where the compiler forbids binding temporaries with ``:=``:
+    operators there use the dispatcher call form).
+
+    An operator in observe mode, ``a * b``::
+
+        (@t1 * @t2) if (@pre(@mul, @t1 := a, @t2 := b) is None and @flat
+                        and @type(@t1) in @S and @type(@t2) in @S) else @slow2(@mul, @t1, @t2)
+
+    and otherwise ``@op2(@mul, a, b)``.
     """
 
-    def __init__(self, categories: frozenset[str], class_name: str | None) -> None:
+    def __init__(self, categories: frozenset[str], class_name: str | None,
+                 observe: bool = False, fast_locals: frozenset[str] = frozenset()) -> None:
         self.categories = categories
         self.class_name = class_name
+        self.observe = observe
+        self.fast_locals = fast_locals
         self.used: set[str] = set()
         self._temps = 0
         self._no_walrus = 0
+        self._walrus_targets: set[str] = set()  # user names some `:=` binds (set per function)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _name(self, hidden: str, ctx: ast.expr_context | None = None) -> ast.Name:
+    def _name(self, hidden: str, ctx: ast.expr_context | None = None,
+              at: dict | None = None) -> ast.Name:
         if hidden in HIDDEN_CONSTANTS or hidden in DISPATCHERS:
             self.used.add(hidden)
-        return ast.Name(id=hidden, ctx=ctx or ast.Load())
+        return ast.Name(id=hidden, ctx=ctx or ast.Load(), **(at or {}))
+
+    def _fn(self, fn: Callable, at: dict | None = None) -> ast.Name:
+        return self._name("@" + fn.__name__, at=at)
 
     def _temp(self) -> str:
         self._temps += 1
         return f"@t{self._temps}"
 
-    def _dispatch(self, dispatcher: str, fn: object | None, args: list[ast.expr],
-                  template: ast.AST, keywords: list[ast.keyword] | None = None) -> ast.Call:
-        head = [] if fn is None else [self._name("@" + fn.__name__)]
-        call = ast.Call(func=self._name(dispatcher), args=head + args, keywords=keywords or [])
+    def _dispatch(self, dispatcher: str, fn: Callable, args: list[ast.expr],
+                  template: ast.AST) -> ast.Call:
+        call = ast.Call(func=self._name(dispatcher), args=[self._fn(fn), *args], keywords=[])
         return _place(call, template)
+
+    def _guard(self, fn: Callable, hook_args: list[ast.expr], subjects: list[ast.expr],
+               first: list[ast.expr], at: dict) -> ast.expr:
+        """``@pre(fn, ...) is None and @flat and @type(s) in @S ...`` for observe mode."""
+        hook = ast.Call(func=self._name("@pre", at=at), args=[self._fn(fn, at), *hook_args],
+                        keywords=[], **at)
+        tests = [*first, ast.Compare(hook, [ast.Is()], [ast.Constant(None, **at)], **at),
+                 self._name("@flat", at=at)]
+        for subject in subjects:
+            if isinstance(subject, ast.Constant) and type(subject.value) in _C_CONSTANTS:
+                continue
+            kind = ast.Call(func=self._name("@type", at=at), args=[subject], keywords=[], **at)
+            tests.append(ast.Compare(kind, [ast.In()], [self._name("@S", at=at)], **at))
+        return ast.BoolOp(op=ast.And(), values=tests, **at)
+
+    def _operator(self, fn: Callable, operands: list[ast.expr],
+                  native: Callable[[list[ast.expr]], ast.expr], template: ast.AST,
+                  subjects: tuple[int, ...], swap: bool = False) -> ast.expr:
+        """``fn(*operands)`` seen by the context; ``native`` builds the plain operation.
+
+        ``subjects`` are the operands whose types decide whether Python dunders can be involved;
+        ``swap`` is for ``in``: evaluated as written, called as ``contains(container, item)``.
+        """
+        if not (self.observe and not self._no_walrus):
+            dispatcher = "@opr" if swap else f"@op{len(operands)}"
+            return self._dispatch(dispatcher, fn, operands, template)
+        at = _position(template)
+        refs, binds = [], []
+        for operand in operands:
+            # A plain local needs no temporary: only a `:=` in this function could rebind it
+            # between its evaluation and the operation.
+            if _is_simple(operand) or (isinstance(operand, ast.Name)
+                                       and operand.id in self.fast_locals
+                                       and operand.id not in self._walrus_targets):
+                refs.append(operand)
+                binds.append(_copy(operand, at))
+            else:
+                temp = self._temp()
+                refs.append(ast.Name(temp, ast.Load(), **at))
+                binds.append(ast.NamedExpr(ast.Name(temp, ast.Store(), **at), operand, **at))
+        order = list(range(len(operands)))[::-1] if swap else list(range(len(operands)))
+        if swap:  # evaluate in source order first, then call the hook in call order
+            test = self._guard(fn, [_copy(refs[i], at) for i in order],
+                               [_copy(refs[i], at) for i in subjects],
+                               [ast.Tuple(binds, ast.Load(), **at)], at)
+        else:
+            test = self._guard(fn, binds, [_copy(refs[i], at) for i in subjects], [], at)
+        slow = ast.Call(func=self._name(f"@slow{len(operands)}", at=at),
+                        args=[self._fn(fn, at), *[_copy(refs[i], at) for i in order]],
+                        keywords=[], **at)
+        fast = _place(native([_copy(r, at) for r in refs]), template)
+        return ast.IfExp(test=test, body=fast, orelse=slow, **at)
+
+    def _operator_stmt(self, fn: Callable, operands: list[ast.expr], native: ast.stmt,
+                       template: ast.AST, subjects: tuple[int, ...]) -> list[ast.stmt]:
+        """Statement form of :meth:`_operator` for stores and deletes (operands are simple)."""
+        if not self.observe:
+            call = self._dispatch(f"@op{len(operands)}", fn, operands, template)
+            return [_place(ast.Expr(call), template)]
+        at = _position(template)
+        test = self._guard(fn, [_copy(o, at) for o in operands],
+                           [_copy(operands[i], at) for i in subjects], [], at)
+        slow = ast.Call(func=self._name(f"@slow{len(operands)}"),
+                        args=[self._fn(fn), *[_copy(o) for o in operands]], keywords=[])
+        return [_place(ast.If(test=test, body=[native], orelse=[ast.Expr(slow)]), template)]
 
     def _index(self, node: ast.expr) -> ast.expr:
         """A subscript's index as an ordinary expression (slices become ``slice(...)``)."""
@@ -133,9 +268,20 @@ class Overdubber(ast.NodeTransformer):
     def _attr_name(self, node: ast.Attribute) -> ast.Constant:
         return _place(ast.Constant(mangle(node.attr, self.class_name)), node)
 
+    def _assign_temp(self, value: ast.expr, template: ast.AST, temps: list[str]) -> ast.expr:
+        """Bind ``value`` to a fresh temporary (recorded in ``temps``); simple values stay."""
+        if _is_simple(value):
+            return value
+        temp = self._temp()
+        temps.append(temp)
+        self._pending.append(_place(ast.Assign([ast.Name(temp, ast.Store())], value), template))
+        return ast.Name(temp, ast.Load())
+
     # -- scopes ----------------------------------------------------------------------------
     def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         """Rewrite the body of the function being overdubbed (its header is not executed)."""
+        self._walrus_targets = {n.target.id for n in ast.walk(node)
+                                if isinstance(n, ast.NamedExpr)}
         if isinstance(node, ast.Lambda):
             node.body = self.visit(node.body)
         else:
@@ -190,37 +336,42 @@ class Overdubber(ast.NodeTransformer):
             or (isinstance(func, ast.Name) and func.id in ("eval", "exec") and len(node.args) < 2
                 and not node.keywords)
             or (isinstance(func, ast.Attribute) and func.attr in _FRAME_SENSITIVE_ATTRS))
-        if CALL not in self.categories or frame_sensitive:
-            node.args = [self.visit(a) for a in node.args]
-            node.keywords = [self.visit(k) for k in node.keywords]
-            if not frame_sensitive:
-                node.func = self.visit(func)
+        node.args = [self.visit(a) for a in node.args]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        if frame_sensitive:
             return node
-        func = self.visit(func)
-        args = [self.visit(a) for a in node.args]
-        keywords = [self.visit(k) for k in node.keywords]
-        call = ast.Call(func=self._name("@od"), args=[func, *args], keywords=keywords)
+        node.func = self.visit(func)
+        if CALL not in self.categories:
+            return node
+        call = ast.Call(func=self._name("@od"), args=[node.func, *node.args],
+                        keywords=node.keywords)
         return _place(call, node)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         if BINOP not in self.categories:
             return node
-        return self._dispatch("@op2", BINOPS[type(node.op)], [node.left, node.right], node)
+        return self._operator(BINOPS[type(node.op)], [node.left, node.right],
+                              lambda n: ast.BinOp(n[0], node.op, n[1]), node, (0, 1))
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
         if UNARYOP not in self.categories:
             return node
-        return self._dispatch("@op", UNARYOPS[type(node.op)], [node.operand], node)
+        return self._operator(UNARYOPS[type(node.op)], [node.operand],
+                              lambda n: ast.UnaryOp(node.op, n[0]), node, (0,))
 
     def _compare(self, op: ast.cmpop, left: ast.expr, right: ast.expr, node: ast.AST) -> ast.expr:
-        if isinstance(op, ast.In):
-            return self._dispatch("@opr", operator.contains, [left, right], node)
-        if isinstance(op, ast.NotIn):
-            inner = self._dispatch("@opr", operator.contains, [left, right], node)
-            return _place(ast.UnaryOp(op=ast.Not(), operand=inner), node)
-        return self._dispatch("@op2", COMPAREOPS[type(op)], [left, right], node)
+        if isinstance(op, (ast.In, ast.NotIn)):
+            contains = self._operator(operator.contains, [left, right],
+                                      lambda n: ast.Compare(n[0], [ast.In()], [n[1]]), node,
+                                      (1,), swap=True)
+            if isinstance(op, ast.In):
+                return contains
+            return _place(ast.UnaryOp(op=ast.Not(), operand=contains), node)
+        subjects = () if isinstance(op, (ast.Is, ast.IsNot)) else (0, 1)
+        return self._operator(COMPAREOPS[type(op)], [left, right],
+                              lambda n: ast.Compare(n[0], [op], [n[1]]), node, subjects)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -230,7 +381,7 @@ class Overdubber(ast.NodeTransformer):
             return self._compare(node.ops[0], node.left, node.comparators[0], node)
         if self._no_walrus:  # a chain needs a temporary, which the compiler forbids here
             return node
-        # a < b < c  ->  @op(@lt, a, (@t := b)) and @op(@lt, @t, c): short-circuits, b once.
+        # a < b < c  ->  (a < (@t := b)) and (@t < c), each seen: short-circuits, b once.
         parts, left = [], node.left
         for i, (op, right) in enumerate(zip(node.ops, node.comparators)):
             if i < len(node.ops) - 1:
@@ -246,14 +397,15 @@ class Overdubber(ast.NodeTransformer):
         if SUBSCRIPT not in self.categories or not isinstance(node.ctx, ast.Load):
             self.generic_visit(node)
             return node
-        return self._dispatch("@op", operator.getitem,
-                              [self.visit(node.value), self._index(node.slice)], node)
+        return self._operator(operator.getitem, [self.visit(node.value), self._index(node.slice)],
+                              lambda n: ast.Subscript(n[0], n[1], ast.Load()), node, (0,))
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if ATTRIBUTE not in self.categories or not isinstance(node.ctx, ast.Load):
             self.generic_visit(node)
             return node
-        return self._dispatch("@op", getattr, [self.visit(node.value), self._attr_name(node)], node)
+        return self._operator(getattr, [self.visit(node.value), self._attr_name(node)],
+                              lambda n: ast.Attribute(n[0], node.attr, ast.Load()), node, (0,))
 
     # -- statements that store ------------------------------------------------------------
     def _intercepted_target(self, target: ast.expr) -> bool:
@@ -267,45 +419,70 @@ class Overdubber(ast.NodeTransformer):
             return self._intercepted_target(target.value)
         return False
 
-    def _store(self, target: ast.expr, value: ast.expr, template: ast.AST) -> list[ast.stmt]:
-        """Statements that assign ``value`` (already rewritten) to ``target`` in Python's order."""
+    def _begin(self) -> tuple[list[ast.stmt], list[str]]:
+        self._pending: list[ast.stmt] = []
+        return self._pending, []
+
+    def _finish(self, out: list[ast.stmt], temps: list[str], template: ast.AST) -> list[ast.stmt]:
+        if temps:  # temporaries are cleared after use
+            out.append(_place(ast.Delete([ast.Name(t, ast.Del()) for t in temps]), template))
+        return out
+
+    def _load(self, obj: ast.expr, key: ast.expr, attr: str | None, template: ast.AST) -> ast.expr:
+        """Read ``obj.attr`` / ``obj[key]`` (operands simple), seen if the category is."""
+        if attr is not None:
+            native = lambda n: ast.Attribute(n[0], attr, ast.Load())  # noqa: E731
+            if ATTRIBUTE not in self.categories:
+                return native([_copy(obj)])
+            return self._operator(getattr, [_copy(obj), _copy(key)], native, template, (0,))
+        native = lambda n: ast.Subscript(n[0], n[1], ast.Load())  # noqa: E731
+        if SUBSCRIPT not in self.categories:
+            return native([_copy(obj), _copy(key)])
+        return self._operator(operator.getitem, [_copy(obj), _copy(key)], native, template, (0,))
+
+    def _store(self, target: ast.expr, value: ast.expr, template: ast.AST,
+               temps: list[str]) -> None:
+        """Append to ``self._pending`` the statements storing simple ``value`` into ``target``.
+
+        Python's order: the value first (already done), then the target's object, then its index.
+        """
         if isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
-            call = self._dispatch("@op", setattr,
-                                  [self.visit(target.value), self._attr_name(target), value], target)
-            return [_place(ast.Expr(call), template)]
-        if isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
-            call = self._dispatch("@op", operator.setitem,
-                                  [self.visit(target.value), self._index(target.slice), value],
-                                  target)
-            return [_place(ast.Expr(call), template)]
-        if isinstance(target, (ast.Tuple, ast.List)) and self._intercepted_target(target):
-            temps, later = [], []
+            obj = self._assign_temp(self.visit(target.value), template, temps)
+            native = ast.Assign([ast.Attribute(_copy(obj), target.attr, ast.Store())], _copy(value))
+            self._pending += self._operator_stmt(
+                setattr, [obj, self._attr_name(target), value], _place(native, template),
+                template, (0,))
+        elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
+            obj = self._assign_temp(self.visit(target.value), template, temps)
+            key = self._assign_temp(self._index(target.slice), template, temps)
+            native = ast.Assign([ast.Subscript(_copy(obj), _copy(key), ast.Store())], _copy(value))
+            self._pending += self._operator_stmt(
+                operator.setitem, [obj, key, value], _place(native, template), template, (0,))
+        elif isinstance(target, (ast.Tuple, ast.List)) and self._intercepted_target(target):
+            names, later = [], []
             for elt in target.elts:
                 temp = self._temp()
-                inner = elt.value if isinstance(elt, ast.Starred) else elt
+                temps.append(temp)
                 store: ast.expr = ast.Name(temp, ast.Store())
-                temps.append(ast.Starred(store, ast.Store()) if isinstance(elt, ast.Starred)
+                names.append(ast.Starred(store, ast.Store()) if isinstance(elt, ast.Starred)
                              else store)
-                later += self._store(inner, _place(ast.Name(temp, ast.Load()), elt), template)
-            unpack = ast.Assign(targets=[ast.Tuple(temps, ast.Store())], value=value)
-            return [_place(unpack, template), *later]
-        return [_place(ast.Assign(targets=[self.visit(target)], value=value), template)]
-
-    def _cleanup(self, names: list[str], template: ast.AST) -> ast.stmt:
-        return _place(ast.Delete([ast.Name(n, ast.Del()) for n in names]), template)
+                later.append((elt.value if isinstance(elt, ast.Starred) else elt, temp))
+            unpack = ast.Assign(targets=[ast.Tuple(names, ast.Store())], value=_copy(value))
+            self._pending.append(_place(unpack, template))
+            for elt, temp in later:
+                self._store(elt, ast.Name(temp, ast.Load()), template, temps)
+        else:
+            self._pending.append(_place(ast.Assign([self.visit(target)], _copy(value)), template))
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
         if not any(self._intercepted_target(t) for t in node.targets):
             self.generic_visit(node)
             return node
-        value = self.visit(node.value)
-        if len(node.targets) == 1:
-            return self._store(node.targets[0], value, node)
-        temp = self._temp()
-        out = [_place(ast.Assign([ast.Name(temp, ast.Store())], value), node)]
+        out, temps = self._begin()
+        value = self._assign_temp(self.visit(node.value), node, temps)
         for target in node.targets:
-            out += self._store(target, _place(ast.Name(temp, ast.Load()), node), node)
-        return [*out, self._cleanup([temp], node)]
+            self._store(target, value, node, temps)
+        return self._finish(out, temps, node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | list[ast.stmt]:
         if node.value is None or not self._intercepted_target(node.target):
@@ -314,72 +491,77 @@ class Overdubber(ast.NodeTransformer):
             if not isinstance(node.target, ast.Name):
                 node.target = self.visit(node.target)
             return node
-        return self._store(node.target, self.visit(node.value), node)
+        out, temps = self._begin()
+        value = self._assign_temp(self.visit(node.value), node, temps)
+        self._store(node.target, value, node, temps)
+        return self._finish(out, temps, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.stmt]:
         target = node.target
         if BINOP not in self.categories and not self._intercepted_target(target):
             self.generic_visit(node)
             return node
-        value = self.visit(node.value)
-
-        def combine(current: ast.expr) -> ast.expr:
-            if BINOP in self.categories:
-                return self._dispatch("@op2", INPLACE_OPS[type(node.op)], [current, value], node)
-            return _place(ast.BinOp(current, node.op, value), node)  # never reached for names
-
-        if isinstance(target, ast.Name):
-            if BINOP not in self.categories:
-                node.value = value
-                return node
+        inplace = INPLACE_OPS[type(node.op)]
+        if isinstance(target, ast.Name):  # here BINOP is intercepted
+            value = self.visit(node.value)
             load = _place(ast.Name(target.id, ast.Load()), target)
-            return _place(ast.Assign([ast.Name(target.id, ast.Store())], combine(load)), node)
+            combined = self._operator(inplace, [load, value],
+                                      lambda n: ast.Call(self._fn(inplace), n, []), node, (0, 1))
+            return _place(ast.Assign([ast.Name(target.id, ast.Store())], combined), node)
         # x.a += v / x[i] += v: evaluate x (and i) once, load, combine, store (Python's order).
-        obj = self._temp()
-        out = [_place(ast.Assign([ast.Name(obj, ast.Store())], self.visit(target.value)), node)]
-        temps = [obj]
-        obj_load = _place(ast.Name(obj, ast.Load()), target)
-        if isinstance(target, ast.Attribute):
-            store_target: ast.expr = _place(ast.Attribute(obj_load, target.attr, ast.Store()), target)
-            current = self.visit(_place(ast.Attribute(obj_load, target.attr, ast.Load()), target))
+        out, temps = self._begin()
+        obj = self._assign_temp(self.visit(target.value), node, temps)
+        attr = target.attr if isinstance(target, ast.Attribute) else None
+        if attr is not None:
+            key: ast.expr = self._attr_name(target)
         else:
-            key = self._temp()
-            temps.append(key)
-            out.append(_place(ast.Assign([ast.Name(key, ast.Store())], self._index(target.slice)),
-                              node))
-            key_load = _place(ast.Name(key, ast.Load()), target)
-            store_target = _place(ast.Subscript(obj_load, key_load, ast.Store()), target)
-            current = self.visit(_place(ast.Subscript(obj_load, key_load, ast.Load()), target))
-        result = self._temp()
-        temps.append(result)
-        out.append(_place(ast.Assign([ast.Name(result, ast.Store())], combine(current)), node))
-        out += self._store(store_target, _place(ast.Name(result, ast.Load()), node), node)
-        return [*out, self._cleanup(temps, node)]
+            key = self._assign_temp(self._index(target.slice), node, temps)
+        current = self._assign_temp(self._load(obj, key, attr, target), node, temps)
+        value = self.visit(node.value)
+        if BINOP in self.categories:
+            combined = self._operator(inplace, [current, value],
+                                      lambda n: ast.Call(self._fn(inplace), n, []), node, (0, 1))
+        else:
+            combined = ast.Call(self._fn(inplace), [_copy(current), value], [])
+        result = self._assign_temp(_place(combined, node), node, temps)
+        store = (ast.Attribute(_copy(obj), attr, ast.Store()) if attr is not None
+                 else ast.Subscript(_copy(obj), _copy(key), ast.Store()))
+        if self._intercepted_target(target):
+            # the object and key are already evaluated: store through the simple temporaries
+            fn = setattr if attr is not None else operator.setitem
+            self._pending += self._operator_stmt(
+                fn, [obj, key, result], _place(ast.Assign([store], _copy(result)), node), node, (0,))
+        else:
+            self._pending.append(_place(ast.Assign([store], _copy(result)), node))
+        return self._finish(out, temps, node)
 
     def visit_Delete(self, node: ast.Delete) -> ast.AST | list[ast.stmt]:
         if not any(self._intercepted_target(t) for t in node.targets):
             self.generic_visit(node)
             return node
-        out: list[ast.stmt] = []
+        out, temps = self._begin()
 
         def delete(target: ast.expr) -> None:
             if isinstance(target, (ast.Tuple, ast.List)):
                 for elt in target.elts:
                     delete(elt)
             elif isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
-                call = self._dispatch("@op", delattr,
-                                      [self.visit(target.value), self._attr_name(target)], target)
-                out.append(_place(ast.Expr(call), node))
+                obj = self._assign_temp(self.visit(target.value), node, temps)
+                native = ast.Delete([ast.Attribute(_copy(obj), target.attr, ast.Del())])
+                self._pending += self._operator_stmt(
+                    delattr, [obj, self._attr_name(target)], _place(native, node), node, (0,))
             elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
-                call = self._dispatch("@op", operator.delitem,
-                                      [self.visit(target.value), self._index(target.slice)], target)
-                out.append(_place(ast.Expr(call), node))
+                obj = self._assign_temp(self.visit(target.value), node, temps)
+                key = self._assign_temp(self._index(target.slice), node, temps)
+                native = ast.Delete([ast.Subscript(_copy(obj), _copy(key), ast.Del())])
+                self._pending += self._operator_stmt(
+                    operator.delitem, [obj, key], _place(native, node), node, (0,))
             else:
-                out.append(_place(ast.Delete([self.visit(target)]), node))
+                self._pending.append(_place(ast.Delete([self.visit(target)]), node))
 
         for target in node.targets:
             delete(target)
-        return out
+        return self._finish(out, temps, node)
 
     def _loop_target(self, node: ast.For | ast.AsyncFor) -> ast.AST:
         if not self._intercepted_target(node.target):
@@ -390,8 +572,9 @@ class Overdubber(ast.NodeTransformer):
         target = node.target
         node.target = _place(ast.Name(temp, ast.Store()), target)
         node.iter = self.visit(node.iter)
-        stores = self._store(target, _place(ast.Name(temp, ast.Load()), target), target)
-        node.body = stores + self._statements(node.body)
+        stores, temps = self._begin()
+        self._store(target, ast.Name(temp, ast.Load()), target, temps)
+        node.body = self._finish(stores, temps, target) + self._statements(node.body)
         node.orelse = self._statements(node.orelse)
         return node
 
