@@ -84,11 +84,24 @@ class Context:
         """Run a call this context does not recurse into (C functions, no source): call it.
 
         Inside an enclosing context the call is made through that context, which sees it.
+        Arguments this context tagged lose their tag (the metadata is dropped), except in the
+        heap operations that keep it (attribute and item access, ``list.append``...).
         """
-        parent = _state(self).parent
-        if parent is None:
+        state = _state(self)
+        if state.tagger is not None:
+            return state.tagger.leaf(fn, args, kwargs)
+        if state.parent is None:
             return fn(*args, **kwargs)
-        return parent(fn, *args, **kwargs)
+        return state.parent(fn, *args, **kwargs)
+
+    def metadata_type(self, value_type: type) -> Any:
+        """The metadata a value of ``value_type`` may carry in this context (a class or tuple
+        of classes for ``isinstance``), or None if such values cannot be tagged.
+
+        Cassette's ``metadatatype``.  Default: any value, any metadata.  An AD context, say,
+        returns ``float`` for real numbers and None for strings.
+        """
+        return object
 
     def similar(self, metadata: Any = _KEEP) -> "Context":
         """A sibling context: same class and passes, fresh state, ``metadata`` if given."""
@@ -165,11 +178,13 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     enclosing = _dispatch.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
     previous = state.set_parent(parent)
+    previous_enclosing, state.enclosing = state.enclosing, enclosing
     token = _dispatch.active.set(state)
     try:
         return state.od(fn, *args, **kwargs)
     finally:
         _dispatch.active.reset(token)
+        state.enclosing = previous_enclosing
         state.set_parent(previous)
 
 

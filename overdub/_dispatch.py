@@ -19,13 +19,12 @@ is then called through the parent, so the outer context sees it.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import types
 from typing import Any, Callable
 
-from . import _cache, _primitives
+from . import _active, _cache, _primitives, _tagging
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL
 from ._shims import shim_for
@@ -35,9 +34,7 @@ _Method = types.MethodType
 _Partial = functools.partial
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-# The innermost context being run in this thread / asyncio task (for nesting only: rewritten
-# code finds its own context through a closure cell, never through this variable).
-active: contextvars.ContextVar[State | None] = contextvars.ContextVar("overdub_active", default=None)
+active = _active.active
 
 _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
 
@@ -64,16 +61,18 @@ _SUBJECT_TEST = {  # which operands' types decide whether Python dunders may be 
 def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
     """Compile (once per combination of overridden verbs) a maker of specialised dispatchers.
 
-    ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback).
+    ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback,
+    tags).  With ``tags``, structural functions go to the context's tag handlers first and leaf
+    calls go through its :class:`_tagging.Tagger` (metadata kept through the heap).
     The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent``.
     """
     maker = _TEMPLATE_CACHE.get(flags)
     if maker is not None:
         return maker
-    pre, post, custom_primitive, table, custom_fallback = flags
+    pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
            "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
-           "         Function, Method):",
+           "         Function, Method, tag_leaf, handlers):",
            "    parent = None",
            "    def set_parent(new):",
            "        nonlocal parent",
@@ -103,8 +102,13 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
                         f"{indent}           else parent(impl, ctx, {call}))",
                         f"{indent}else:"])
             indent += "    "
-        leaf = (f"fallback(fn, {call})" if custom_fallback and hooks else
-                f"(fn({call}) if parent is None else parent(fn, {call}))")
+        packed_args = "args" if call.startswith("*") else f"({call},)"
+        if custom_fallback and hooks:
+            leaf = f"fallback(fn, {call})"
+        elif tags:
+            leaf = f"tag_leaf(fn, {packed_args}, {'kwargs' if '**' in call else '{}'})"
+        else:
+            leaf = f"(fn({call}) if parent is None else parent(fn, {call}))"
         src.extend(indent + line.replace("LEAF", leaf) for line in body)
         if post and hooks:
             src.extend(["        try:",
@@ -120,9 +124,14 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
         "    target = entry[2]",
         "else:",
         "    target = rewritten(FN)"]
+    structural = ["handler = handlers.get(id(fn))",
+                  "if handler is not None and handler[0] is fn:",
+                  "    out = LEAF",
+                  "el"] if tags else [""]
     step("od", "fn, /, *args, **kwargs", "*args, **kwargs", [
         "kind = type(fn)",
-        "if kind is Function:",
+        *structural[:-1],
+        structural[-1] + "if kind is Function:",
         *("    " + line.replace("FN", "fn") for line in function_target),
         "    out = LEAF if target is None else target(*args, **kwargs)",
         "elif kind is Method and type(fn.__func__) is Function:",
@@ -171,36 +180,59 @@ class State:
         cls = type(ctx)
         self.ctx = ctx
         self.table = _primitives.Table(cls)
-        overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
-        if overridden:
+        self.overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
+        self.passes = ctx.passes
+        self.parent: Callable | None = None
+        self.enclosing: State | None = None  # the State running when this one was entered
+        self.functions: dict[Any, tuple] = {}
+        self.cells: dict[str, types.CellType] = {}
+        self._configure(bool(ctx.__dict__.get("_overdub_tags")))
+
+    def _configure(self, tags: bool) -> None:
+        """Choose what to rewrite and generate the dispatchers (again, when tags start)."""
+        ctx, overridden = self.ctx, self.overridden
+        if overridden or tags:
             categories = ALL_CATEGORIES
         else:
             categories = self.table.categories | ({CALL} if ctx.passes else set())
             if categories:
                 categories |= {CALL}  # to reach what is intercepted inside called functions
         self.categories = frozenset(categories)
+        self.tags = tags
+        self.tagger = _tagging.Tagger(self) if tags else None
         # Observe-only (a prehook and nothing else that could act on an operator): operators
         # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
-        self.observe = overridden == {"prehook"} and self.table.categories <= {CALL}
-        self.passes = ctx.passes
-        self.key = (cls, _pass_fingerprint(ctx.passes), self.categories, self.observe)
-        self.functions: dict[Any, tuple] = {}
+        self.observe = (overridden == {"prehook"} and self.table.categories <= {CALL}
+                        and not tags)
+        self.key = (type(ctx), _pass_fingerprint(ctx.passes), self.categories, self.observe)
+        self.functions.clear()
         flags = ("prehook" in overridden, "posthook" in overridden,
                  bool(overridden & {"is_primitive", "execute"}), bool(self.table.entries),
-                 "fallback" in overridden)
+                 "fallback" in overridden, tags)
         (self.od, self.op1, self.op2, self.op3, self.opr, slow1, slow2, slow3,
-         self._set_parent) = _make_dispatchers(flags)(
+         set_parent) = _make_dispatchers(flags)(
             ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
             self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
-            is_static, static_types, _hook_failed, _Function, _Method)
+            is_static, static_types, _hook_failed, _Function, _Method,
+            self.tagger.leaf if tags else None, _tagging.handlers())
+        set_parent(self.parent)
+        self._set_parent = set_parent
         if "overdub" in overridden:  # the user's step handles operators too
             od = self.od = self.op1 = self.op2 = self.op3 = ctx.overdub
             self.opr = lambda fn, item, container: od(fn, container, item)
-        self.parent: Callable | None = None
-        self.cells = {name: types.CellType(value) for name, value in (
-            ("@od", self.od), ("@op1", self.op1), ("@op2", self.op2), ("@op3", self.op3),
-            ("@opr", self.opr), ("@pre", ctx.prehook), ("@flat", True), ("@slow1", slow1),
-            ("@slow2", slow2), ("@slow3", slow3))}
+        for name, value in (("@od", self.od), ("@op1", self.op1), ("@op2", self.op2),
+                            ("@op3", self.op3), ("@opr", self.opr), ("@pre", ctx.prehook),
+                            ("@flat", self.parent is None), ("@slow1", slow1),
+                            ("@slow2", slow2), ("@slow3", slow3)):
+            if name in self.cells:  # code already running keeps its cells: refill them
+                self.cells[name].cell_contents = value
+            else:
+                self.cells[name] = types.CellType(value)
+
+    def enable_tags(self) -> None:
+        if not self.tags:
+            _tagging.register_numpy_handlers()
+            self._configure(True)
 
     def set_parent(self, parent: Callable | None) -> Callable | None:
         """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""

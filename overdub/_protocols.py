@@ -17,6 +17,8 @@ import operator
 import types
 from typing import Any, Callable
 
+from ._tagging import Tagged
+
 _Function = types.FunctionType
 
 _BINARY = {  # operator -> (dunder, reflected dunder, symbol)
@@ -278,9 +280,12 @@ for _op, _impl in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr)
 
 
 def protocol_for(od: Callable, op: Callable, args: tuple) -> Callable | None:
-    """A callable running ``op(*args)`` with its Python dunders seen by ``od``, or None."""
+    """A callable running ``op(*args)`` with its Python dunders seen by ``od``, or None.
+
+    Tagged values are left to the context's tag handling: their dunders are not user code.
+    """
     entry = _PROTOCOLS.get(id(op))
-    if entry is None or not entry[0](op, args):
+    if entry is None or Tagged in map(type, args) or not entry[0](op, args):
         return None
     return functools.partial(entry[1], od, op)
 

@@ -1,0 +1,159 @@
+"""Derivative-rule tables shared by forward and reverse mode.
+
+A rule is registered per callable and per positional argument (autograd's design, which its
+test suite exercises):
+
+- ``defjvp(fn, *per_argument)`` -- forward mode.  For argument ``i`` give
+  ``rule(dx, out, *args, **kwargs) -> tangent contribution`` where ``dx`` is argument ``i``'s
+  tangent; the output tangent is the sum of the contributions of the arguments that carry a
+  tangent.  Tangents may have extra *leading* batch dimensions (``dx.shape == B + shape(x)``,
+  used by ``jacfwd`` to push several directions at once): rules use negative axes and
+  broadcasting so they work for any ``B``.
+- ``defvjp(fn, *per_argument)`` -- reverse mode.  For argument ``i`` give
+  ``rule(ct, out, *args, **kwargs) -> cotangent for argument i``.  The engine sums away
+  broadcast dimensions (and drops the imaginary part for real arguments), so a rule may return
+  the cotangent at the broadcast shape.
+
+In place of a rule, ``ZERO`` says the argument has no derivative (an integer, a shape, an
+index) and ``LINEAR`` says ``fn`` is linear in it, the other arguments held as parameters
+(``reshape``, ``transpose``, ``sum``): its tangent is ``fn`` applied to the tangent (forward
+mode only; reverse mode needs the explicit transpose).  ``None`` for an argument means "no rule
+registered": differentiating through it raises :class:`MissingRuleError`.
+
+``nondifferentiable(fn, ...)`` lists functions whose derivative is zero almost everywhere
+(``floor``, ``sign``, comparisons, ``argmax``): every mode passes them through, giving zero
+tangents and cotangents.
+
+Complex numbers follow autograd and JAX: rules for holomorphic functions are written as for
+reals (``ct * cos(x)``); for a real-valued ``f`` of ``z = x + iy`` the gradient is
+``df/dx - i df/dy``.  Rule modules state their abbreviations: ``x, y`` arguments, ``out`` the
+primal output, ``dx`` a tangent, ``ct`` a cotangent.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class _Marker:
+    def __init__(self, name: str, meaning: str) -> None:
+        self.name = name
+        self.__doc__ = meaning
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+ZERO = _Marker("ZERO", "this argument has no derivative (integer, shape, index)")
+LINEAR = _Marker("LINEAR", "fn is linear in this argument: its tangent is fn(tangent, ...)")
+
+
+class MissingRuleError(TypeError):
+    """A differentiated value reached a function with no derivative rule for that argument."""
+
+
+class _Entry:
+    __slots__ = ("fn", "jvps", "vjps")
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.jvps: tuple = ()
+        self.vjps: tuple = ()
+
+
+_TABLE: dict[int, _Entry] = {}  # id(fn) -> rules; fn kept alive by the entry
+_NONDIFFERENTIABLE: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+def _name(fn: Any) -> str:
+    module = getattr(fn, "__module__", None) or ""
+    module = {"_operator": "operator", "numpy.core.umath": "numpy", "builtins": ""}.get(module,
+                                                                                       module)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name}" if module else name
+
+
+def _check(kind: str, fn: Any, rules: tuple) -> None:
+    if not callable(fn):
+        raise TypeError(f"{kind}: {fn!r} is not callable")
+    for i, rule in enumerate(rules):
+        if not (rule is None or rule is ZERO or rule is LINEAR or callable(rule)):
+            raise TypeError(f"{kind}({_name(fn)}): the rule for argument {i} must be callable, "
+                            f"ZERO, LINEAR or None, got {rule!r}")
+
+
+def _entry(fn: Any) -> _Entry:
+    entry = _TABLE.get(id(fn))
+    if entry is None or entry.fn is not fn:
+        entry = _TABLE[id(fn)] = _Entry(fn)
+    return entry
+
+
+def defjvp(fn: Any, *rules: Any) -> Any:
+    """Register forward-mode rules for ``fn``, one per positional argument; returns ``fn``.
+
+    Example::
+
+        defjvp(math.hypot, lambda dx, out, x, y: x * dx / out,
+                           lambda dy, out, x, y: y * dy / out)
+    """
+    _check("defjvp", fn, rules)
+    with _lock:
+        _entry(fn).jvps = rules
+    return fn
+
+
+def defvjp(fn: Any, *rules: Any) -> Any:
+    """Register reverse-mode rules for ``fn``, one per positional argument; returns ``fn``.
+
+    Example::
+
+        defvjp(math.hypot, lambda ct, out, x, y: ct * x / out,
+                           lambda ct, out, x, y: ct * y / out)
+    """
+    _check("defvjp", fn, rules)
+    if any(rule is LINEAR for rule in rules):
+        raise TypeError(f"defvjp({_name(fn)}): LINEAR is for forward rules; reverse mode needs "
+                        f"the transpose written out")
+    with _lock:
+        _entry(fn).vjps = rules
+    return fn
+
+
+def nondifferentiable(*fns: Any) -> None:
+    """Declare functions whose derivative is zero wherever it exists (piecewise constant)."""
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(f"nondifferentiable: {fn!r} is not callable")
+        _NONDIFFERENTIABLE[id(fn)] = fn
+
+
+def is_nondifferentiable(fn: Any) -> bool:
+    return _NONDIFFERENTIABLE.get(id(fn)) is fn
+
+
+def jvp_rules(fn: Any) -> tuple | None:
+    """The per-argument forward rules of ``fn`` (``()`` if none registered), by identity."""
+    entry = _TABLE.get(id(fn))
+    return entry.jvps if entry is not None and entry.fn is fn else None
+
+
+def vjp_rules(fn: Any) -> tuple | None:
+    entry = _TABLE.get(id(fn))
+    return entry.vjps if entry is not None and entry.fn is fn else None
+
+
+def registered() -> list[Any]:
+    """Every callable with a rule or a nondifferentiable declaration (for the meta-test)."""
+    return [e.fn for e in _TABLE.values()] + list(_NONDIFFERENTIABLE.values())
+
+
+def missing(fn: Any, argument: int, mode: str, context: str) -> MissingRuleError:
+    register = "defjvp" if mode == "forward" else "defvjp"
+    return MissingRuleError(
+        f"no {mode}-mode derivative rule for {_name(fn)} (argument {argument}) under {context}; "
+        f"register one with overdub_ad.{register}({_name(fn)}, ...) or declare it with "
+        f"overdub_ad.nondifferentiable if its derivative is zero")
+
