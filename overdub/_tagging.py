@@ -365,6 +365,11 @@ class Tagger:
         handler = _HANDLERS.get(id(fn))
         if handler is not None and handler[0] is fn:
             return handler[1](self, fn, args, kwargs)
+        kind = type(fn)
+        if kind is _Function or (kind is _Method and type(fn.__func__) is _Function):
+            # Python code run natively (no source, opaque, overdub's own API) gets the tagged
+            # values themselves: it can pass them on, and their dunders act on the value.
+            return self.plain_call(fn, args, kwargs)
         self_ = getattr(fn, "__self__", None)
         if type(fn) is _BuiltinMethod and type(self_) is list:
             method = _LIST_METHODS.get(fn.__name__)
@@ -380,6 +385,8 @@ class Tagger:
 
 
 _BuiltinMethod = type(len)
+_Function = type(_own)
+_Method = type(Shadow().__bool__)
 
 
 def _getattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
