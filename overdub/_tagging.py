@@ -366,7 +366,9 @@ class Tagger:
         if handler is not None and handler[0] is fn:
             return handler[1](self, fn, args, kwargs)
         kind = type(fn)
-        if kind is _Function or (kind is _Method and type(fn.__func__) is _Function):
+        if kind is _Function or (kind is _Method and type(fn.__func__) is _Function) or (
+                kind.__flags__ & _HEAPTYPE and isinstance(getattr(kind, "__call__", None),
+                                                                  _Function)):
             # Python code run natively (no source, opaque, overdub's own API) gets the tagged
             # values themselves: it can pass them on, and their dunders act on the value.
             return self.plain_call(fn, args, kwargs)
@@ -385,6 +387,7 @@ class Tagger:
 
 
 _BuiltinMethod = type(len)
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _Function = type(_own)
 _Method = type(Shadow().__bool__)
 
