@@ -18,6 +18,7 @@ import __future__
 import ast
 import copy
 import dis
+import inspect
 import threading
 import types
 import warnings
@@ -56,8 +57,10 @@ def _entries(code: types.CodeType) -> dict:
 
     def evict(_ref: weakref.ref, key: int = key) -> None:
         with _lock:
-            if _by_code.get(key, (None,))[0] is _ref:
+            slot = _by_code.get(key)
+            if slot is not None and slot[0] is _ref:
                 del _by_code[key]
+        # `slot` dies here, outside the lock: freeing its code objects may evict nested ones.
 
     with _lock:
         slot = _by_code.get(key)
@@ -138,8 +141,9 @@ def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
     if isinstance(located, _source.NoSource):
         return located
     node = copy_tree(located.node)
-    for a_pass in passes:
-        node = _apply_pass(a_pass, node, code)
+    if not located.passes_applied:
+        for a_pass in passes:
+            node = _apply_pass(a_pass, node, code)
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
     rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
     rewriter.rewrite_function(node)
@@ -150,8 +154,38 @@ def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
             raise  # our own bug: let it be seen
         raise ValueError(f"overdub: the passes {list(passes)!r} produced invalid code for "
                          f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}") from exc
+    _record_nested(new, node, located.class_name, bool(passes))
     cells = tuple(_CONSTANT_CELLS.get(name) for name in new.co_freevars)
     return Rewritten(new, cells)
+
+
+def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | None,
+                   passes_applied: bool) -> None:
+    """Remember the AST of the functions defined inside ``compiled``.
+
+    Their bodies were compiled from our (pass-transformed) tree, not from the file: when one is
+    called and recursed into, it is rewritten from that tree, without looking the source up
+    again (the file would not match a body the passes changed).
+    """
+    nested: dict[tuple[str, int], list] = {}
+    for child in ast.walk(node):
+        if child is node:
+            continue
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = child.decorator_list[0].lineno if child.decorator_list else child.lineno
+            nested.setdefault((child.name, first), []).append(child)
+        elif isinstance(child, ast.Lambda):
+            nested.setdefault(("<lambda>", child.lineno), []).append(child)
+    pending = list(compiled.co_consts)
+    while pending:
+        const = pending.pop()
+        if not isinstance(const, types.CodeType):
+            continue
+        pending.extend(const.co_consts)
+        candidates = nested.get((const.co_name, const.co_firstlineno), [])
+        if len(candidates) == 1:  # a class body or comprehension has no node here: skipped
+            _entries(const).setdefault("source", _source.Located(
+                candidates[0], class_name, passes_applied=passes_applied))
 
 
 def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
@@ -190,10 +224,22 @@ def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
                        flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
     found = _find_code(compiled, "<lambda>" if isinstance(node, ast.Lambda) else "@target",
                        code.co_firstlineno)
-    found = found.replace(co_name=code.co_name)
-    if hasattr(found, "co_qualname"):  # 3.11+
-        found = found.replace(co_qualname=code.co_qualname)
+    # types.coroutine marks a generator's code as awaitable; the compiler cannot know that.
+    found = found.replace(co_name=code.co_name,
+                          co_flags=found.co_flags | (code.co_flags & inspect.CO_ITERABLE_COROUTINE))
+    if hasattr(found, "co_qualname"):  # 3.11+: the user's qualified names, nested ones too
+        found = _requalify(found, found.co_qualname, code.co_qualname)
     return found
+
+
+def _requalify(code: types.CodeType, compiled: str, original: str) -> types.CodeType:
+    """Replace the synthetic ``@factory.<locals>...@target`` prefix of qualified names."""
+    consts = tuple(_requalify(c, compiled, original) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    qualname = code.co_qualname
+    if qualname.startswith(compiled):
+        qualname = original + qualname[len(compiled):]
+    return code.replace(co_consts=consts, co_qualname=qualname)
 
 
 def _find_code(container: types.CodeType, name: str, firstlineno: int) -> types.CodeType:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import types
 from typing import Any, Callable, TypeVar
 
 from . import _dispatch, _primitives
@@ -221,5 +222,7 @@ def opaque(fn: F) -> F:
     if not callable(fn):
         raise TypeError(f"opaque: {fn!r} is not callable")
     target = getattr(fn, "__func__", fn)
+    if not isinstance(target, types.FunctionType):
+        return fn  # C functions and other callables without Python code are leaves already
     target.__overdub_opaque__ = True
     return fn

@@ -64,7 +64,14 @@ CATEGORY_OF.update({id(fn): ATTRIBUTE for fn in ATTRIBUTE_FNS})
 HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
     *BINOPS.values(), *INPLACE_OPS.values(), *UNARYOPS.values(), *COMPAREOPS.values(),
     *SUBSCRIPT_FNS, *ATTRIBUTE_FNS)}
-HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types})
+def _hide(namespace: dict | list) -> dict | list:
+    """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names."""
+    if isinstance(namespace, dict):
+        return {k: v for k, v in namespace.items() if not k.startswith("@")}
+    return [name for name in namespace if not name.startswith("@")]
+
+
+HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types, "@hide": _hide})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -169,6 +176,7 @@ class Overdubber(ast.NodeTransformer):
         self.used: set[str] = set()
         self._temps = 0
         self._no_walrus = 0
+        self._class_bodies = 0  # depth inside class bodies, where locals() is the namespace
         self._walrus_targets: set[str] = set()  # user names some `:=` binds (set per function)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -315,7 +323,9 @@ class Overdubber(ast.NodeTransformer):
         node.keywords = [self.visit(k) for k in node.keywords]
         outer, self.class_name = self.class_name, node.name
         self._no_walrus += 1
+        self._class_bodies += 1
         node.body = self._statements(node.body)
+        self._class_bodies -= 1
         self._no_walrus -= 1
         self.class_name = outer
         return node
@@ -339,6 +349,10 @@ class Overdubber(ast.NodeTransformer):
         node.args = [self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
         if frame_sensitive:
+            if (isinstance(func, ast.Name) and func.id in ("locals", "vars", "dir")
+                    and not node.args and not self._class_bodies):
+                # The frame's namespace without our hidden `@` names (a snapshot either way).
+                return _place(ast.Call(self._name("@hide"), [node], []), node)
             return node
         node.func = self.visit(func)
         if CALL not in self.categories:

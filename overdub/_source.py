@@ -31,10 +31,12 @@ class Located:
 
     ``node`` is shared with the parsed-file cache: deep-copy before changing it.
     ``class_name`` is the innermost enclosing class (private names are mangled with it).
+    ``passes_applied``: the node already went through the context's passes.
     """
 
     node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
     class_name: str | None
+    passes_applied: bool = False  # a nested function compiled from a pass-transformed tree
 
 
 @dataclass

@@ -50,7 +50,8 @@ class LogContext(Context):
     ``LogContext(file=sys.stdout)``.  Example::
 
         overdub(LogContext(), lambda x: math.sin(x) * 2, 1.0)
-        # prints: math.sin(1.0) / _operator.mul(0.8414709848078965, 2)
+        # prints <lambda>(1.0), getattr(<module 'math' ...>, 'sin'), math.sin(1.0) and
+        # operator.mul(0.8414709848078965, 2), one per line
     """
 
     def __init__(self, *, file: TextIO | None = None, **options: Any) -> None:
@@ -71,7 +72,7 @@ class CountContext(Context):
 
         ctx = CountContext(types=(str, int))
         overdub(ctx, lambda: list(map(str, range(1, 11))))
-        ctx.counts[str]  # 10
+        ctx.counts[str]  # 10 (and ctx.total is 12: the argument-less lambda and range(1, 11))
     """
 
     def __init__(self, *, types: type | tuple[type, ...] | None = None, **options: Any) -> None:
@@ -120,6 +121,12 @@ class TraceContext(Context):
     @property
     def trace(self) -> list:
         return self.metadata
+
+    def similar(self, metadata: Any = None) -> "TraceContext":
+        """A sibling recording into ``metadata`` (a new list by default)."""
+        sibling = super().similar([] if metadata is None else metadata)
+        sibling._open = [sibling.metadata]
+        return sibling
 
     def overdub(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         subtrace: list = []
