@@ -141,9 +141,10 @@ def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
     if isinstance(located, _source.NoSource):
         return located
     node = copy_tree(located.node)
-    if not located.passes_applied:
+    if not located.passes_applied and passes:
         for a_pass in passes:
             node = _apply_pass(a_pass, node, code)
+        ast.fix_missing_locations(node)  # passes may leave new nodes unpositioned
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
     rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
     rewriter.rewrite_function(node)
@@ -236,6 +237,8 @@ def _requalify(code: types.CodeType, compiled: str, original: str) -> types.Code
     """Replace the synthetic ``@factory.<locals>...@target`` prefix of qualified names."""
     consts = tuple(_requalify(c, compiled, original) if isinstance(c, types.CodeType) else c
                    for c in code.co_consts)
+    consts = tuple(original + c[len(compiled):]  # a class body's __qualname__ constant
+                   if isinstance(c, str) and c.startswith(compiled + ".") else c for c in consts)
     qualname = code.co_qualname
     if qualname.startswith(compiled):
         qualname = original + qualname[len(compiled):]

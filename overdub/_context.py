@@ -178,11 +178,17 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     state = _state(ctx)
     enclosing = _dispatch.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
+    if enclosing is not None and enclosing is not state:
+        state.include(enclosing.categories)
     previous = state.set_parent(parent)
     previous_enclosing, state.enclosing = state.enclosing, enclosing
     token = _dispatch.active.set(state)
     try:
         return state.od(fn, *args, **kwargs)
+    except BaseException as exc:
+        if state.observe:
+            _dispatch.note_inline_hook_failure(exc, state)
+        raise
     finally:
         _dispatch.active.reset(token)
         state.enclosing = previous_enclosing
@@ -222,7 +228,6 @@ def opaque(fn: F) -> F:
     if not callable(fn):
         raise TypeError(f"opaque: {fn!r} is not callable")
     target = getattr(fn, "__func__", fn)
-    if not isinstance(target, types.FunctionType):
-        return fn  # C functions and other callables without Python code are leaves already
-    target.__overdub_opaque__ = True
-    return fn
+    if isinstance(target, types.FunctionType) or hasattr(target, "__dict__"):
+        target.__overdub_opaque__ = True  # a function, or a callable object (this instance)
+    return fn  # C functions have no Python code: they are leaves already

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import types
+import weakref
 from typing import Any, Callable
 
 from . import _active, _cache, _primitives, _tagging
@@ -41,6 +42,22 @@ _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute
 
 def _overridden(cls: type, base: type, name: str) -> bool:
     return getattr(cls, name) is not getattr(base, name)
+
+
+def note_inline_hook_failure(exc: BaseException, state: "State") -> None:
+    """Name the prehook when it raised from an inline call in rewritten code (observe mode:
+    no dispatcher frame was there to add the note).  Found from the traceback, at the exit of
+    ``overdub``, so the user's frames carry no handler."""
+    prehook = state.ctx.prehook
+    code = getattr(getattr(prehook, "__func__", None), "__code__", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        inner = tb.tb_next
+        if inner.tb_frame.f_code is code and not tb.tb_frame.f_code.co_filename.startswith(
+                "<overdub dispatcher"):
+            _hook_failed(exc, state.ctx, "prehook", inner.tb_frame.f_locals.get("fn"))
+            return
+        tb = inner
 
 
 def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
@@ -119,9 +136,10 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
         src.append("        return out")
 
     function_target = [
-        "entry = functions.get(FN)",
-        "if entry is not None and entry[0] is FN.__code__ and entry[1] is FN.__defaults__:",
-        "    target = entry[2]",
+        "entry = functions.get(id(FN))",
+        "if (entry is not None and entry[0]() is FN and entry[1] is FN.__code__",
+        "        and entry[2] is FN.__defaults__):",
+        "    target = entry[3]",
         "else:",
         "    target = rewritten(FN)"]
     structural = ["handler = handlers.get(id(fn))",
@@ -188,13 +206,14 @@ class State:
         self.cells: dict[str, types.CellType] = {}
         self._configure(bool(ctx.__dict__.get("_overdub_tags")))
 
-    def _configure(self, tags: bool) -> None:
-        """Choose what to rewrite and generate the dispatchers (again, when tags start)."""
+    def _configure(self, tags: bool, inherited: frozenset[str] = frozenset()) -> None:
+        """Choose what to rewrite and generate the dispatchers (again, when tags start or an
+        enclosing context intercepts more: ``inherited``)."""
         ctx, overridden = self.ctx, self.overridden
         if overridden or tags:
             categories = ALL_CATEGORIES
         else:
-            categories = self.table.categories | ({CALL} if ctx.passes else set())
+            categories = self.table.categories | ({CALL} if ctx.passes else set()) | inherited
             if categories:
                 categories |= {CALL}  # to reach what is intercepted inside called functions
         self.categories = frozenset(categories)
@@ -232,7 +251,13 @@ class State:
     def enable_tags(self) -> None:
         if not self.tags:
             _tagging.register_numpy_handlers()
-            self._configure(True)
+            self._configure(True, self.categories)
+
+    def include(self, categories: frozenset[str]) -> None:
+        """Intercept at least ``categories`` (an enclosing context's): what this context would
+        leave native must reach the enclosing context, which runs what this one executes."""
+        if not categories <= self.categories:
+            self._configure(self.tags, self.categories | categories)
 
     def set_parent(self, parent: Callable | None) -> Callable | None:
         """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""
@@ -263,19 +288,27 @@ class State:
 
     # -- recursion -------------------------------------------------------------------------
     def rewritten(self, fn: types.FunctionType) -> Callable | None:
-        """``fn`` rewritten for this context, or None when it runs natively (a leaf)."""
-        entry = self.functions.get(fn)
+        """``fn`` rewritten for this context, or None when it runs natively (a leaf).
+
+        ``functions`` maps ``id(fn)`` to ``(weak ref to fn, code, defaults, rewritten)``: a
+        reassigned ``__code__``/``__defaults__`` rebuilds, and a dead function's entry goes.
+        """
+        key = id(fn)
+        entry = self.functions.get(key)
         code = fn.__code__
-        if entry is not None and entry[0] is code and entry[1] is fn.__defaults__:
-            return entry[2]
+        if (entry is not None and entry[0]() is fn and entry[1] is code
+                and entry[2] is fn.__defaults__):
+            return entry[3]
         built = None
-        if not (code.co_filename.startswith(_PACKAGE_DIR)
-                or getattr(fn, "__overdub_opaque__", False)):
+        if self.categories and not (code.co_filename.startswith(_PACKAGE_DIR)
+                                    or getattr(fn, "__overdub_opaque__", False)):
             found = _cache.cached_rewrite(code, fn.__globals__, self.key, self.passes,
                                           self.categories, self.observe)
             if isinstance(found, _cache.Rewritten):
                 built = self._build(fn, found)
-        self.functions[fn] = (code, fn.__defaults__, built)
+        functions = self.functions
+        ref = weakref.ref(fn, lambda _, key=key: functions.pop(key, None))
+        functions[key] = (ref, code, fn.__defaults__, built)
         return built
 
     def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable:
@@ -317,7 +350,7 @@ class State:
         if is_static(t):
             return protocol_for(self.od, fn, args)
         call = lookup(t, "__call__")
-        if type(call) is _Function:
+        if type(call) is _Function and not getattr(fn, "__overdub_opaque__", False):
             new = self.rewritten(call)
             return None if new is None else _Partial(new, fn)
         return None

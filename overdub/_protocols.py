@@ -178,14 +178,14 @@ def _attribute_get(od: Callable, obj: Any, name: str) -> Any:
             return _call_dunder(od, t, "__getattr__", obj, name)
     attr = lookup(t, name)
     getter = _python_get(attr)
-    if getter is not None:
-        is_data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-        if is_data or name not in getattr(obj, "__dict__", {}):
-            return getter(od, attr, obj, t)
     try:
+        if getter is not None:
+            is_data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+            if is_data or name not in getattr(obj, "__dict__", {}):
+                return getter(od, attr, obj, t)
         return object.__getattribute__(obj, name) if t.__getattribute__ is object.__getattribute__ \
             else getattr(obj, name)
-    except AttributeError:
+    except AttributeError:  # from the descriptor too, as type.__getattribute__ does
         if _python(t, "__getattr__"):
             return _call_dunder(od, t, "__getattr__", obj, name)
         raise

@@ -292,8 +292,8 @@ class Overdubber(ast.NodeTransformer):
                                 if isinstance(n, ast.NamedExpr)}
         if isinstance(node, ast.Lambda):
             node.body = self.visit(node.body)
-        else:
-            node.body = self._statements(node.body)
+            return
+        node.body = self._statements(node.body)
 
     def _statements(self, body: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -328,6 +328,13 @@ class Overdubber(ast.NodeTransformer):
         self._class_bodies -= 1
         self._no_walrus -= 1
         self.class_name = outer
+        return node
+
+    def visit_match_case(self, node: ast.match_case) -> ast.AST:
+        # Patterns are not expressions: their dotted names must stay attribute lookups.
+        if node.guard is not None:
+            node.guard = self.visit(node.guard)
+        node.body = self._statements(node.body)
         return node
 
     def _comprehension(self, node: ast.AST) -> ast.AST:

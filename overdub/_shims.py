@@ -17,6 +17,9 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import os
+import sys
+import warnings
 from typing import Any, Callable, Iterable
 
 from ._protocols import is_static, lookup
@@ -169,6 +172,25 @@ def _callable_iter(od: Callable, func: Any, sentinel: Any) -> Any:
         yield value
 
 
+_OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _warn(od: Callable, message: Any, category: Any = None, stacklevel: int = 1,
+          *args: Any, **kwargs: Any) -> None:
+    """``warnings.warn`` counting only the user's frames: the dispatcher frames between a
+    caller and a leaf call would otherwise get the blame (file ``<overdub dispatcher>``)."""
+    frame, depth, users = sys._getframe(1), 1, 0
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_OVERDUB_DIR) or filename.startswith("<overdub dispatcher")):
+            users += 1
+            if users == stacklevel:
+                break
+        frame, depth = frame.f_back, depth + 1
+    warnings.warn(message, category, depth + 1 if frame is not None else stacklevel, *args,
+                  **kwargs)
+
+
 def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> Callable:
     def shim(od: Callable, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
@@ -229,6 +251,7 @@ _register(max, _has_key, _extreme(max))
 _register(functools.reduce, _always, _reduce)
 _register(sum, _always, _sum)
 _register(functools.cmp_to_key, _always, _cmp_to_key)
+_register(warnings.warn, _always, _warn)
 _register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
 _register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
 for _builtin, _name, _check in (
