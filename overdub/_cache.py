@@ -55,7 +55,8 @@ def _entries(code: types.CodeType) -> dict:
         return slot[1]
     key = id(code)
 
-    def evict(_ref: weakref.ref, key: int = key) -> None:
+    def evict(_ref: weakref.ref, key: int = key, _by_code: dict = _by_code,
+              _lock: threading.Lock = _lock) -> None:  # bound now: safe at interpreter exit
         with _lock:
             slot = _by_code.get(key)
             if slot is not None and slot[0] is _ref:
