@@ -1,0 +1,12 @@
+"""overdub_ad: forward- and reverse-mode automatic differentiation as overdub contexts.
+
+Differentiate ordinary Python and NumPy code -- loops, branches, recursion, closures, in-place
+writes -- without changing a line of it.  Rules live in tables (``defjvp``/``defvjp``).
+"""
+
+from . import rules as _rules_tables  # noqa: F401  (registers the rule tables)
+from ._forward import D, ForwardContext, derivative, jacfwd, jvp
+from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
+
+__all__ = ["jvp", "derivative", "D", "jacfwd", "ForwardContext", "defjvp", "defvjp",
+           "nondifferentiable", "ZERO", "LINEAR", "MissingRuleError"]

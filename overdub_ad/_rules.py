@@ -15,10 +15,13 @@ test suite exercises):
   the cotangent at the broadcast shape.
 
 In place of a rule, ``ZERO`` says the argument has no derivative (an integer, a shape, an
-index) and ``LINEAR`` says ``fn`` is linear in it, the other arguments held as parameters
-(``reshape``, ``transpose``, ``sum``): its tangent is ``fn`` applied to the tangent (forward
-mode only; reverse mode needs the explicit transpose).  ``None`` for an argument means "no rule
-registered": differentiating through it raises :class:`MissingRuleError`.
+index) and ``LINEAR`` says ``fn`` is linear in it, the other arguments held as parameters:
+its tangent is ``fn`` applied to the tangent, with the call's keywords (forward mode only;
+reverse mode needs the explicit transpose).  Because the tangent may carry leading batch
+dimensions, ``LINEAR`` is right only where ``fn`` treats leading dimensions as a stack and
+takes no ``out=`` buffer (``operator.neg``, ``np.real``, ``np.matrix_transpose``); ``reshape``,
+``sum(axis=0)`` or ``x * y`` with broadcasting need a written rule.  ``None`` for an argument
+means "no rule registered": differentiating through it raises :class:`MissingRuleError`.
 
 ``nondifferentiable(fn, ...)`` lists functions whose derivative is zero almost everywhere
 (``floor``, ``sign``, comparisons, ``argmax``): every mode passes them through, giving zero

@@ -1,0 +1,72 @@
+"""Pytrees: nested tuples, lists and dicts of leaves (floats, complex numbers, arrays).
+
+``flatten(tree) -> (leaves, treedef)`` and ``unflatten(treedef, leaves)`` as in JAX; dict keys
+are kept in insertion order.  Anything that is not a tuple, list or dict is a leaf (``None``
+included, so ``argnums``-style code can pass it through).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TreeDef:
+    """The shape of a pytree: ``kind`` ('leaf', tuple, list or dict), keys, children."""
+
+    __slots__ = ("kind", "keys", "children")
+
+    def __init__(self, kind: Any, keys: tuple = (), children: tuple = ()) -> None:
+        self.kind = kind
+        self.keys = keys
+        self.children = children
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, TreeDef) and self.kind is other.kind and self.keys == other.keys
+                and self.children == other.children)
+
+    def __hash__(self) -> int:
+        return hash((id(self.kind), self.keys, self.children))
+
+    def __repr__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        return f"{getattr(self.kind, '__name__', self.kind)}{self.children!r}"
+
+
+_LEAF = TreeDef("leaf")
+
+
+def flatten(tree: Any) -> tuple[list, TreeDef]:
+    leaves: list = []
+
+    def walk(node: Any) -> TreeDef:
+        kind = type(node)
+        if kind is tuple or kind is list:
+            return TreeDef(kind, (), tuple(walk(child) for child in node))
+        if kind is dict:
+            keys = tuple(node)
+            return TreeDef(dict, keys, tuple(walk(node[k]) for k in keys))
+        leaves.append(node)
+        return _LEAF
+
+    return leaves, walk(tree)
+
+
+def unflatten(treedef: TreeDef, leaves: list) -> Any:
+    items = iter(leaves)
+
+    def build(node: TreeDef) -> Any:
+        if node.kind == "leaf":
+            return next(items)
+        children = [build(child) for child in node.children]
+        if node.kind is dict:
+            return dict(zip(node.keys, children))
+        return node.kind(children)
+
+    return build(treedef)
+
+
+def tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
+    leaves, treedef = flatten(tree)
+    others = [flatten(r)[0] for r in rest]
+    return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])

@@ -1,0 +1,194 @@
+"""Helpers shared by the rule families (not rules themselves).
+
+Abbreviations as in every rule module: ``x, y`` arguments, ``out`` the primal output, ``dx`` a
+tangent (with ``nb`` extra leading batch dimensions, ``B`` their shape), ``ct`` a cotangent.
+
+Conventions every family follows (stated once here, relied on by the engine):
+
+- A forward contribution has exactly the shape ``B + shape(out)``; broadcast inputs are lifted
+  (:func:`lift`) so that the batch dimensions stay in front, and :func:`fit` broadcasts a
+  contribution that does not depend on every output element.  Contributions may be read-only
+  broadcast views: the engine combines them functionally (``a + b``), never in place.
+- A reverse rule may return its cotangent at the broadcast shape (the engine sums away the
+  broadcast dimensions); a reduction's cotangent is returned at the argument's full shape.
+- A container argument (the list given to ``np.concatenate``, ``np.array``, ``math.fsum``...)
+  has a tangent (cotangent) of the same structure; an element that carries no derivative may
+  be ``None`` there, which rules read as zero (:func:`fill`).
+- A function with several outputs (``np.linalg.eigh``, ``np.split``, ``math.frexp``) has a tuple
+  (list) of tangents, and receives a tuple (list) of cotangents; ``None`` in either stands for
+  a zero component, and integer outputs always get ``None``.  (Summing the contributions of
+  several arguments is then elementwise over the tuple, ``None`` being zero.)
+- Rules receive the arguments as they were *before* the call: for an in-place operation
+  (``operator.imul`` on an array) the engine passes a copy of the mutated argument.
+- Rules are per *positional* argument: a differentiated value given by keyword
+  (``np.clip(x, a_min=lo)`` with ``lo`` differentiated) has no rule unless the engine binds it
+  to its position.  Float parameters whose derivative no rule provides (the ``ord`` of
+  ``np.linalg.norm``, the order of ``scipy.special.jv``) have no rule either, so
+  differentiating them raises ``MissingRuleError``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Rules of variadic functions (math.hypot, np.einsum, builtin max...) are registered for this
+# many positional arguments; a call with more raises MissingRuleError, never a silent zero.
+VARIADIC = 32
+
+
+def indexed(factory, n: int = VARIADIC) -> tuple:
+    """``(factory(0), ..., factory(n-1))``: per-argument rules of a variadic function."""
+    return tuple(factory(i) for i in range(n))
+
+
+def nbatch(dx, x) -> int:
+    """The number of leading batch dimensions of the tangent ``dx`` of ``x``."""
+    return np.ndim(dx) - np.ndim(x)
+
+
+def bshape(dx, x) -> tuple:
+    """``B``, the batch shape of the tangent ``dx`` of ``x``."""
+    return np.shape(dx)[:np.ndim(dx) - np.ndim(x)]
+
+
+def lift(dx, x, out):
+    """``dx`` reshaped so that it broadcasts against ``out`` with its batch dimensions in front."""
+    nx, no, nd = np.ndim(x), np.ndim(out), np.ndim(dx)
+    if nd == nx or no <= nx:
+        return dx
+    s = np.shape(dx)
+    return np.reshape(dx, s[:nd - nx] + (1,) * (no - nx) + s[nd - nx:])
+
+
+def fit(t, dx, x, out):
+    """The contribution ``t`` broadcast to ``B + shape(out)`` (if it is not already)."""
+    shape = np.shape(dx)[:np.ndim(dx) - np.ndim(x)] + np.shape(out)
+    return t if np.shape(t) == shape else np.broadcast_to(t, shape)
+
+
+def neg_axes(axis, ndim: int) -> tuple:
+    """``axis`` (None, an int or a tuple) as a tuple of negative axes of an ``ndim`` array."""
+    if axis is None:
+        return tuple(range(-ndim, 0))
+    if isinstance(axis, (tuple, list)):
+        return tuple(int(a) % ndim - ndim for a in axis) if ndim else ()
+    return (int(axis) % ndim - ndim,) if ndim else ()
+
+
+def neg_axis(axis: int, ndim: int) -> int:
+    return int(axis) % ndim - ndim
+
+
+def expand(ct, axes: tuple, keepdims: bool):
+    """``ct`` of a reduction over the negative ``axes`` with its reduced axes back (size 1)."""
+    if keepdims or not axes:
+        return ct
+    return np.expand_dims(ct, tuple(sorted(axes)))
+
+
+def zero_like(x):
+    """A zero of the type and shape of ``x`` (a float, complex or array)."""
+    if isinstance(x, (bool, int, float)):
+        return 0.0
+    if isinstance(x, complex):
+        return 0j
+    return np.zeros(np.shape(x), np.result_type(x, float))
+
+
+def fill(dxs, xs) -> list:
+    """The tangents ``dxs`` of the elements ``xs`` of a container, ``None`` made zeros that
+    carry the batch shape of the others."""
+    dxs, xs = list(dxs), list(xs)
+    batch = ()
+    for d, x in zip(dxs, xs):
+        if d is not None:
+            batch = bshape(d, x)
+            break
+    return [np.zeros(batch + np.shape(x), np.result_type(x, float)) if d is None
+            else (d if bshape(d, x) == batch else np.broadcast_to(d, batch + np.shape(x)))
+            for d, x in zip(dxs, xs)]
+
+
+def cts(ct, like) -> list:
+    """The cotangent ``ct`` of a multi-output function with each ``None`` made a zero of the
+    matching element of ``like`` (the primal output)."""
+    return [zero_like(o) if c is None else c for c, o in zip(ct, like)]
+
+
+def map_batch(f, dx, nd: int):
+    """``f`` (linear, written for an ``nd``-dimensional argument) applied to each batch slice of
+    ``dx``; the fallback for linear maps that cannot be told about leading dimensions."""
+    nb = np.ndim(dx) - nd
+    if nb == 0:
+        return f(dx)
+    shape = np.shape(dx)
+    flat = np.reshape(dx, (-1,) + shape[nb:])
+    res = np.stack([f(t) for t in flat]) if len(flat) else None
+    if res is None:
+        res = np.zeros((0,) + np.shape(f(np.zeros(shape[nb:], dx.dtype))), dx.dtype)
+    return np.reshape(res, shape[:nb] + np.shape(res)[1:])
+
+
+def gather(dx, x, index):
+    """Tangent of ``x.flat[index]``: ``index`` is an integer array of flat positions of ``x``."""
+    s = np.shape(dx)
+    return np.reshape(dx, s[:np.ndim(dx) - np.ndim(x)] + (-1,))[..., index]
+
+
+def scatter(ct, x, index):
+    """Transpose of :func:`gather`: ``ct`` summed into the flat positions ``index`` of ``x``."""
+    n = int(np.size(x))
+    i = np.ravel(index)
+    c = np.ravel(ct)
+    if np.iscomplexobj(c):
+        g = np.bincount(i, np.real(c), n) + 1j * np.bincount(i, np.imag(c), n)
+    else:
+        g = np.bincount(i, c, n)
+    return np.reshape(g, np.shape(x))
+
+
+def positions(x):
+    """The flat positions of ``x``'s elements, shaped like ``x`` (for index-map rules)."""
+    return np.reshape(np.arange(np.size(x)), np.shape(x))
+
+
+def _leaf(x) -> bool:
+    return not isinstance(x, (list, tuple))
+
+
+def _first_batch(dx, x):
+    if dx is None:
+        return None
+    if _leaf(x):
+        return bshape(dx, x)
+    for d, item in zip(dx, x):
+        b = _first_batch(d, item)
+        if b is not None:
+            return b
+    return None
+
+
+def _stack_tree(dx, x, batch):
+    if _leaf(x):
+        if dx is None:
+            return np.zeros(batch + np.shape(x))
+        return np.broadcast_to(dx, batch + np.shape(x))
+    return np.stack([_stack_tree(d, item, batch)
+                     for d, item in zip([None] * len(x) if dx is None else dx, x)],
+                    axis=len(batch))
+
+
+def as_array_tangent(dx, x):
+    """The tangent of an array-like argument as an array ``B + np.shape(x)``: a (nested) list
+    argument has a list tangent, stacked here behind its batch dimensions."""
+    if _leaf(x):
+        return dx
+    return _stack_tree(dx, x, _first_batch(dx, x) or ())
+
+
+def like_argument(g, x):
+    """The cotangent ``g`` (an array) in the structure of the argument ``x`` (nested lists)."""
+    if _leaf(x):
+        return np.reshape(g, np.shape(x))
+    g = np.reshape(g, np.shape(np.asarray(x)))
+    return [like_argument(g[i], item) for i, item in enumerate(x)]

@@ -1,0 +1,239 @@
+"""Rules for indexing and selection: ``x[idx]``, take, take_along_axis, choose, compress, sort...
+
+Abbreviations: ``x`` the indexed array, ``idx`` the index, ``out`` the primal output, ``dx`` a
+tangent with leading batch dimensions ``B``, ``ct`` a cotangent.
+
+Conventions:
+
+- Forward rules index the tangent the same way, behind its batch dimensions.  Where NumPy's
+  rules would move the batch dimensions (advanced indices separated by a slice, ``axis=None``
+  flattening), they gather through an index map instead: the selection applied to the flat
+  positions ``arange(x.size)`` (see ``_common.gather``).
+- Reverse rules scatter the cotangent into zeros of ``x``'s shape and *accumulate*, so an
+  element selected twice (``x[[0, 0]]``, ``np.take`` with ``mode="clip"``) gets both
+  contributions (``np.bincount`` on the index map; basic indices write into the fresh zeros).
+- The selection indices themselves (``idx``, ``indices``, the condition of ``compress``, the
+  ``a`` of ``choose``) are ``ZERO``.  ``argsort``, ``searchsorted`` & co. are nondifferentiable.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .._rules import ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from ._common import (as_array_tangent, fill, gather, lift, like_argument, map_batch, nbatch,
+                      positions, scatter)
+
+
+def _as_tuple(idx):
+    return idx if isinstance(idx, tuple) else (idx,)
+
+
+def _advanced(idx) -> bool:
+    """Whether ``idx`` uses advanced (array, list or boolean) indexing."""
+    return any(isinstance(i, (list, np.ndarray)) or isinstance(i, (bool, np.bool_))
+               for i in _as_tuple(idx))
+
+
+def _getitem_jvp(dx, out, /, x, idx):
+    if isinstance(x, (list, tuple)):  # a Python container: its tangent is one too
+        return dx[idx]
+    nb = nbatch(dx, x)
+    if nb == 0:
+        return dx[idx]
+    if _advanced(idx):
+        return gather(dx, x, positions(x)[idx])
+    return dx[(slice(None),) * nb + _as_tuple(idx)]
+
+
+def _getitem_vjp(ct, out, /, x, idx):
+    if isinstance(x, (list, tuple)):
+        g = [None] * len(x)
+        if isinstance(idx, slice):
+            for k, c in zip(range(*idx.indices(len(x))), ct):
+                g[k] = c
+        else:
+            g[idx] = ct
+        return g
+    if _advanced(idx):
+        return scatter(ct, x, positions(x)[idx])
+    g = np.zeros(np.shape(x), np.result_type(ct, float))
+    g[idx] = ct
+    return g
+
+
+defjvp(operator.getitem, _getitem_jvp, ZERO)
+defvjp(operator.getitem, _getitem_vjp, ZERO)
+
+
+def _selection_rules(fn, index_map, *rest, first=0):
+    """Rules of ``fn``, which selects elements of its argument ``first``: ``index_map`` maps
+    the call's arguments (with positions in place of that argument) to the selected ones."""
+    def moved(x_pos, args, kwargs):
+        args = list(args)
+        args[first] = x_pos
+        return index_map(*args, **kwargs)
+
+    def jvp(dx, out, /, *args, **kwargs):
+        x = args[first]
+        return gather(dx, x, moved(positions(x), args, kwargs))
+
+    def vjp(ct, out, /, *args, **kwargs):
+        x = args[first]
+        return scatter(ct, x, moved(positions(x), args, kwargs))
+    rules = [ZERO] * (first + 1 + len(rest))
+    jv, vj = list(rules), list(rules)
+    jv[first], vj[first] = jvp, vjp
+    defjvp(fn, *jv)
+    defvjp(fn, *vj)
+
+
+_selection_rules(np.take, lambda p, indices, axis=None, out=None, mode="raise":
+                 np.take(p, indices, axis=axis, mode=mode), ZERO)
+_selection_rules(np.take_along_axis, lambda p, indices, axis=-1, **kw:
+                 np.take_along_axis(p, indices, axis=axis), ZERO)
+_selection_rules(np.compress, lambda condition, p, axis=None, out=None:
+                 np.compress(condition, p, axis=axis), first=1)
+_selection_rules(np.extract, lambda condition, p: np.extract(condition, p), first=1)
+
+
+def _sort_map(p, x, axis=-1, kind=None, order=None, **kw):
+    if axis is None:
+        return np.take(np.ravel(p), np.argsort(np.ravel(x), kind="stable"))
+    return np.take_along_axis(p, np.argsort(x, axis=axis, kind="stable"), axis=axis)
+
+
+defjvp(np.sort, lambda dx, out, /, x, *a, **k: gather(dx, x, _sort_map(positions(x), x, *a, **k)))
+defvjp(np.sort, lambda ct, out, /, x, *a, **k: scatter(ct, x, _sort_map(positions(x), x, *a,
+                                                                        **k)))
+
+
+# choose(a, choices): a picks, for each element, which choice it comes from
+def _choose_jvp(dcs, out, /, a, choices, _out=None, mode="raise"):
+    return np.choose(a, [lift(d, c, out) for d, c in zip(fill(dcs, choices), choices)],
+                     mode=mode)
+
+
+def _choose_vjp(ct, out, /, a, choices, _out=None, mode="raise"):
+    picked = np.choose(a, np.arange(len(choices)), mode=mode)
+    return [np.where(picked == j, ct, 0.0) for j in range(len(choices))]
+
+
+defjvp(np.choose, ZERO, _choose_jvp)
+defvjp(np.choose, ZERO, _choose_vjp)
+
+
+# bincount(x, weights, minlength) is linear in the weights
+defjvp(np.bincount, ZERO, lambda dw, out, /, x, weights=None, minlength=0: map_batch(
+    lambda w: np.bincount(x, w, len(out)), dw, 1))
+defvjp(np.bincount, ZERO, lambda ct, out, /, x, weights=None, minlength=0: ct[x])
+
+
+# interp(x, xp, fp): piecewise linear in x (flat outside [xp[0], xp[-1]] unless left/right
+# are given, which are flat too), linear in fp
+def _interp_parts(x, xp, left, right, period):
+    if period is not None:
+        raise NotImplementedError("no derivative rule for np.interp(..., period=...)")
+    xp = np.asarray(xp)
+    i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
+    t = (x - xp[i]) / (xp[i + 1] - xp[i])
+    below, above = np.less(x, xp[0]), np.greater(x, xp[-1])
+    return i, t, below, above
+
+
+def _interp_x(x, xp, fp, left, right, period):
+    i, t, below, above = _interp_parts(x, xp, left, right, period)
+    fp = np.asarray(fp)
+    slope = (fp[i + 1] - fp[i]) / (np.asarray(xp)[i + 1] - np.asarray(xp)[i])
+    return np.where(below | above, 0.0, slope)
+
+
+def _interp_fp_weights(x, xp, fp, left, right, period):
+    """(lower index, weight of fp[i], weight of fp[i + 1]) of each x."""
+    i, t, below, above = _interp_parts(x, xp, left, right, period)
+    w_lo = np.where(below, left is None, np.where(above, 0.0, 1.0 - t))
+    w_hi = np.where(above, right is None, np.where(below, 0.0, t))
+    # below the range fp[0] is used (index 0 = i), above it fp[-1] (index i + 1)
+    return i, w_lo * 1.0, w_hi * 1.0
+
+
+def _knot_jvp(dk, knots, i, w_lo, w_hi):
+    dk = as_array_tangent(dk, knots)
+    batch = np.shape(dk)[:-1]
+    lo = np.take(dk, i, axis=-1) * w_lo
+    hi = np.take(dk, i + 1, axis=-1) * w_hi
+    return np.reshape(lo + hi, batch + np.shape(i))
+
+
+def _knot_vjp(ct, knots, i, w_lo, w_hi):
+    n = len(knots)
+    g = scatter(np.concatenate([np.ravel(ct * w_lo), np.ravel(ct * w_hi)]), np.zeros(n),
+                np.concatenate([np.ravel(i), np.ravel(i) + 1]))
+    return like_argument(g, knots)
+
+
+def _interp_fp_jvp(dfp, out, /, x, xp, fp, left=None, right=None, period=None):
+    i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
+    return _knot_jvp(dfp, fp, i, w_lo, w_hi)
+
+
+def _interp_fp_vjp(ct, out, /, x, xp, fp, left=None, right=None, period=None):
+    i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
+    return _knot_vjp(ct, fp, i, w_lo, w_hi)
+
+
+def _interp_xp_weights(x, xp, fp, left, right, period):
+    """out = fp[i] + t (fp[i+1] - fp[i]) with t = (x - xp[i]) / (xp[i+1] - xp[i]): moving the
+    knots moves t, d out = -slope ((1 - t) dxp[i] + t dxp[i+1]) inside the range, 0 outside."""
+    i, t, below, above = _interp_parts(x, xp, left, right, period)
+    slope = -_interp_x(x, xp, fp, left, right, period)
+    return i, slope * (1.0 - t), slope * t
+
+
+def _interp_xp_jvp(dxp, out, /, x, xp, fp, left=None, right=None, period=None):
+    i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
+    return _knot_jvp(dxp, xp, i, w_lo, w_hi)
+
+
+def _interp_xp_vjp(ct, out, /, x, xp, fp, left=None, right=None, period=None):
+    i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
+    return _knot_vjp(ct, xp, i, w_lo, w_hi)
+
+
+def _interp_side(which, mode):
+    """Rules for ``left``/``right``: the value taken below/above the knots."""
+    def rule(d, out, /, x, xp, fp, left=None, right=None, period=None):
+        _, _, below, above = _interp_parts(x, xp, left, right, period)
+        mask = (below if which == "left" else above) * 1.0
+        if mode == "rev":
+            return d * mask
+        return lift(d, (left, right)[which == "right"], out) * mask
+    return rule
+
+
+defjvp(np.interp, lambda dx, out, /, x, xp, fp, left=None, right=None, period=None:
+       dx * _interp_x(x, xp, fp, left, right, period), _interp_xp_jvp, _interp_fp_jvp,
+       _interp_side("left", "fwd"), _interp_side("right", "fwd"), ZERO)
+defvjp(np.interp, lambda ct, out, /, x, xp, fp, left=None, right=None, period=None:
+       ct * _interp_x(x, xp, fp, left, right, period), _interp_xp_vjp, _interp_fp_vjp,
+       _interp_side("left", "rev"), _interp_side("right", "rev"), ZERO)
+
+nondifferentiable(np.argsort, np.searchsorted, np.lexsort, np.argpartition)
+
+
+# -- ndarray methods ----------------------------------------------------------------------------
+
+defjvp(np.ndarray.take, *jvp_rules(np.take))
+defvjp(np.ndarray.take, *vjp_rules(np.take))
+
+
+def _item_position(x, args):
+    """The flat position that ``x.item(*args)`` reads."""
+    return positions(x).item(*args)
+
+
+# x.item(*index): a Python scalar; its tangent keeps the batch dimensions
+defjvp(np.ndarray.item, lambda dx, out, /, x, *args: gather(dx, x, _item_position(x, args)))
+defvjp(np.ndarray.item, lambda ct, out, /, x, *args: scatter(ct, x, _item_position(x, args)))

@@ -1,0 +1,989 @@
+"""Rules for products and ``np.linalg``: matmul, dot, einsum, solve, inv, det, cholesky, eigh,
+svd, qr, norm...
+
+Abbreviations: ``a, b`` (``x, y``) arguments, ``out`` the primal output, ``dx`` a tangent with
+leading batch dimensions ``B``, ``ct`` a cotangent; ``_T`` swaps the last two axes, ``_H`` also
+conjugates.
+
+Conventions:
+
+- Matrices may be stacked (``(..., m, n)``) wherever NumPy allows it; forward rules keep batch
+  dimensions in front of the stack dimensions (they are lifted like broadcast dimensions).
+- Complex: reverse rules are the *transposes* of the forward rules under ``Re(sum(a * b))``
+  (autograd/JAX).  So ``vjp(a @ b)`` is ``ct @ b.T`` without conjugation, and for the
+  decompositions the rules are derived with the real inner product ``Re<A, B>`` and then
+  conjugated (``g = conj(adjoint(conj(ct)))``).
+- Decompositions are differentiated as NumPy computes them: ``cholesky`` and ``eigh`` read one
+  triangle of their argument (lower by default), so their tangent sees only that triangle (the
+  other is taken as its mirror) and their cotangent lives on it.  Eigen- and singular vectors
+  of *complex* matrices have an arbitrary phase; the rules fix it as JAX does (no change of
+  phase along the tangent), which is right for any phase-invariant use of the vectors.
+- Repeated eigenvalues / singular values make vector derivatives infinite, as in every AD
+  system; ``qr`` is supported for ``m >= n`` (reduced), ``svd`` for ``full_matrices=False`` or
+  square matrices.
+"""
+
+from __future__ import annotations
+
+import operator
+import string
+
+import numpy as np
+
+from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from ._common import bshape, cts, expand, fit, indexed, lift, nbatch, neg_axes, neg_axis
+
+
+def _T(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _H(a):
+    return np.conj(np.swapaxes(a, -1, -2))
+
+
+def _diag_embed(v):
+    """The stacked diagonal matrices with diagonals ``v`` (..., n) -> (..., n, n)."""
+    n = np.shape(v)[-1]
+    return np.expand_dims(v, -1) * np.eye(n)
+
+
+def _diag(a):
+    return np.diagonal(a, 0, -2, -1)
+
+
+def _lift_to(dx, x, nd):
+    """``dx`` (tangent of ``x``) with 1s inserted after its batch dims to have ``nd`` dims
+    besides the batch."""
+    nb = nbatch(dx, x)
+    s = np.shape(dx)
+    return np.reshape(dx, s[:nb] + (1,) * (nd - np.ndim(x)) + s[nb:])
+
+
+# -- matmul ---------------------------------------------------------------------------------
+
+def _matmul_jvp(pos):
+    def rule(d, out, /, x, y, *a, **k):
+        arg = (x, y)[pos]
+        nd_out = np.ndim(out) + (np.ndim(x) == 1) + (np.ndim(y) == 1)  # out as matrices
+        if np.ndim(arg) == 1:  # a vector: make it a matrix, then lift it against out
+            d = np.expand_dims(d, -2 if pos == 0 else -1)
+            arg = np.expand_dims(arg, -2 if pos == 0 else -1)
+        d = _lift_to(d, arg, nd_out)
+        if pos == 0:
+            t = np.matmul(d, y if np.ndim(y) > 1 else np.expand_dims(y, -1))
+        else:
+            t = np.matmul(x if np.ndim(x) > 1 else np.expand_dims(x, -2), d)
+        if np.ndim(y) == 1:
+            t = t[..., 0]
+        if np.ndim(x) == 1:
+            t = t[..., 0, :] if np.ndim(y) > 1 else t[..., 0]
+        return t
+    return rule
+
+
+def _matmul_vjp_x(ct, out, /, x, y, *a, **k):
+    if np.ndim(x) == 1 and np.ndim(y) == 1:
+        return ct * y
+    if np.ndim(y) == 1:
+        return np.expand_dims(ct, -1) * y
+    if np.ndim(x) == 1:
+        return np.matmul(np.expand_dims(ct, -2), _T(y))[..., 0, :]
+    return np.matmul(ct, _T(y))
+
+
+def _matmul_vjp_y(ct, out, /, x, y, *a, **k):
+    if np.ndim(x) == 1 and np.ndim(y) == 1:
+        return ct * x
+    if np.ndim(x) == 1:
+        return np.expand_dims(x, -1) * np.expand_dims(ct, -2)
+    if np.ndim(y) == 1:
+        return np.matmul(_T(x), np.expand_dims(ct, -1))[..., 0]
+    return np.matmul(_T(x), ct)
+
+
+for _fn in (np.matmul, operator.matmul, operator.imatmul, getattr(np.linalg, "matmul", None)):
+    if _fn is not None:
+        defjvp(_fn, _matmul_jvp(0), _matmul_jvp(1))
+        defvjp(_fn, _matmul_vjp_x, _matmul_vjp_y)
+
+
+# -- einsum and the products written with it --------------------------------------------------
+
+_LETTERS = string.ascii_letters
+
+
+def _explicit(subs, shapes, out):
+    """Input and output subscripts with every ``...`` spelled out in fresh letters."""
+    used = set("".join(subs) + (out or ""))
+    free = [c for c in _LETTERS if c not in used]
+    ell = 0
+    for s, shape in zip(subs, shapes):
+        if "..." in s:
+            ell = max(ell, len(shape) - (len(s) - 3))
+    ell_letters = "".join(free[:ell])
+    spelled = []
+    for s, shape in zip(subs, shapes):
+        if "..." in s:
+            k = len(shape) - (len(s) - 3)
+            s = s.replace("...", ell_letters[ell - k:] if k else "")
+        spelled.append(s)
+    if out is None:  # implicit mode: broadcast dims, then the letters used once, sorted
+        counts = {}
+        for s in spelled:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell_letters + "".join(sorted(c for c, n in counts.items()
+                                           if n == 1 and c not in ell_letters))
+    else:
+        out = out.replace("...", ell_letters)
+    return spelled, out, free[ell:]
+
+
+def _sublist_letters(sub):
+    return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
+
+
+def _parse_einsum(args):
+    """(explicit input subscripts, output subscripts, spare letters, operands, the position in
+    ``args`` of each operand)."""
+    if isinstance(args[0], str):
+        spec = args[0].replace(" ", "")
+        ins, out = spec.split("->") if "->" in spec else (spec, None)
+        subs = ins.split(",")
+        operands = list(args[1:])
+        where = list(range(1, len(args)))
+    else:  # einsum(op0, sublist0, op1, sublist1, ..., [sublistout])
+        operands = list(args[0:len(args) - len(args) % 2:2])
+        subs = [_sublist_letters(s) for s in args[1::2]]
+        out = _sublist_letters(args[-1]) if len(args) % 2 else None
+        where = list(range(0, 2 * len(operands), 2))
+    subs, out, spare = _explicit(subs, [np.shape(o) for o in operands], out)
+    return subs, out, spare, operands, where
+
+
+def _einsum_jvp_core(subs, out, spare, operands, k, d, optimize=False):
+    nb = nbatch(d, operands[k])
+    batch = "".join(spare[:nb])
+    ops = list(operands)
+    ops[k] = d
+    s = list(subs)
+    s[k] = batch + s[k]
+    return np.einsum(",".join(s) + "->" + batch + out, *ops, optimize=optimize)
+
+
+def _einsum_vjp_core(subs, out, spare, operands, k, ct, optimize=False):
+    target = subs[k]
+    x = operands[k]
+    shape = np.shape(x)
+    others = [s for j, s in enumerate(subs) if j != k] + [out]
+    others_ops = [o for j, o in enumerate(operands) if j != k] + [ct]
+    avail = set("".join(others))
+    unique = "".join(dict.fromkeys(target))
+    kept = "".join(c for c in unique if c in avail)
+    g = np.einsum(",".join(others) + "->" + kept, *others_ops, optimize=optimize)
+    size = {c: shape[target.index(c)] for c in unique}
+    # letters only in this operand were summed away in the primal: broadcast back
+    g = np.reshape(g, tuple(np.shape(g)[kept.index(c)] if c in kept else 1 for c in unique))
+    g = np.broadcast_to(g, tuple(np.shape(g)[i] if np.shape(g)[i] != 1 else size[c]
+                                 for i, c in enumerate(unique)))
+    if len(unique) != len(target):  # repeated letters: a diagonal of x, embed g in it
+        spare_iter = iter(spare)
+        seen, letters, eyes = set(), [], []
+        for c in target:
+            if c in seen:
+                new = next(spare_iter)
+                eyes.append((c + new, np.eye(size[c])))
+                letters.append(new)
+            else:
+                seen.add(c)
+                letters.append(c)
+        g = np.einsum(",".join([unique] + [e[0] for e in eyes]) + "->" + "".join(letters), g,
+                      *[e[1] for e in eyes])
+    # size-1 dimensions of x that broadcast in the primal
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return g
+
+
+def _einsum_rule(i, mode):
+    def rule(d, out, /, *args, **kwargs):
+        subs, out_subs, spare, operands, where = _parse_einsum(args)
+        k = where.index(i)
+        opt = kwargs.get("optimize", False)
+        if mode == "fwd":
+            return _einsum_jvp_core(subs, out_subs, spare, operands, k, d, opt)
+        return _einsum_vjp_core(subs, out_subs, spare, operands, k, d, opt)
+    return rule
+
+
+# string form: argument 0 (the subscripts) is never differentiated; interleaved form
+# (op0, sublist0, op1, ...): the operands sit at even positions
+defjvp(np.einsum, *indexed(lambda i: _einsum_rule(i, "fwd")))
+defvjp(np.einsum, *indexed(lambda i: _einsum_rule(i, "rev")))
+
+
+def _spec_rules(fn, spec_of, *rest):
+    """Rules of a bilinear ``fn(x, y, ...)`` that is ``einsum(spec_of(x, y, ...), x, y)``."""
+    def jvp(pos):
+        def rule(d, out, /, x, y, *a, **k):
+            subs, out_subs, spare = spec_of(x, y, *a, **k)
+            if subs is None:  # a scalar operand: a plain product
+                return fit(lift(d, (x, y)[pos], out) * (y, x)[pos], d, (x, y)[pos], out)
+            return _einsum_jvp_core(subs, out_subs, spare, [x, y], pos, d)
+        return rule
+
+    def vjp(pos):
+        def rule(ct, out, /, x, y, *a, **k):
+            subs, out_subs, spare = spec_of(x, y, *a, **k)
+            if subs is None:
+                return ct * (y, x)[pos]
+            return _einsum_vjp_core(subs, out_subs, spare, [x, y], pos, ct)
+        return rule
+    defjvp(fn, jvp(0), jvp(1), *rest)
+    defvjp(fn, vjp(0), vjp(1), *rest)
+
+
+def _letters(n, start=0):
+    return _LETTERS[start:start + n]
+
+
+def _spare(used):
+    return [c for c in _LETTERS if c not in used]
+
+
+def _dot_spec(x, y, *a, **k):
+    nx, ny = np.ndim(x), np.ndim(y)
+    if nx == 0 or ny == 0:
+        return None, None, None
+    xs = _letters(nx - 1) + "Z"
+    if ny == 1:
+        ys = "Z"
+    else:
+        ys = _letters(ny - 2, 20) + "Z" + _letters(1, 40)
+    out = xs[:-1] + ys.replace("Z", "")
+    return [xs, ys], out, _spare(xs + ys)
+
+
+def _inner_spec(x, y, *a, **k):
+    nx, ny = np.ndim(x), np.ndim(y)
+    if nx == 0 or ny == 0:
+        return None, None, None
+    xs = _letters(nx - 1) + "Z"
+    ys = _letters(ny - 1, 20) + "Z"
+    return [xs, ys], xs[:-1] + ys[:-1], _spare(xs + ys)
+
+
+def _tensordot_spec(x, y, axes=2, **k):
+    nx, ny = np.ndim(x), np.ndim(y)
+    if isinstance(axes, (int, np.integer)):
+        ax_x, ax_y = list(range(nx - axes, nx)), list(range(axes))
+    else:
+        ax_x, ax_y = axes
+        ax_x = [ax_x] if isinstance(ax_x, (int, np.integer)) else list(ax_x)
+        ax_y = [ax_y] if isinstance(ax_y, (int, np.integer)) else list(ax_y)
+    xs = list(_letters(nx))
+    ys = list(_letters(ny, 26))
+    for i, j in zip(ax_x, ax_y):
+        ys[j % ny] = xs[i % nx]
+    out = [c for i, c in enumerate(xs) if i not in {a % nx for a in ax_x}] + \
+          [c for j, c in enumerate(ys) if j not in {b % ny for b in ax_y}]
+    return ["".join(xs), "".join(ys)], "".join(out), _spare(xs + ys)
+
+
+_spec_rules(np.dot, _dot_spec)
+_spec_rules(np.inner, _inner_spec)
+_spec_rules(np.tensordot, _tensordot_spec, ZERO)
+if hasattr(np.linalg, "tensordot"):  # NumPy 2
+    _spec_rules(np.linalg.tensordot, _tensordot_spec)
+
+
+def _kron_parts(x, y):
+    nd = max(np.ndim(x), np.ndim(y))
+    sx = (1,) * (nd - np.ndim(x)) + np.shape(x)
+    sy = (1,) * (nd - np.ndim(y)) + np.shape(y)
+    xs, ys = _letters(nd), _letters(nd, 26)
+    inter = "".join(a + b for a, b in zip(xs, ys))
+    return sx, sy, xs, ys, inter
+
+
+def _kron_jvp(pos):
+    def rule(d, out, /, x, y):
+        sx, sy, xs, ys, inter = _kron_parts(x, y)
+        batch = bshape(d, (x, y)[pos])
+        b = "".join(_spare(xs + ys)[:len(batch)])
+        ops = [np.reshape(d, batch + sx), y] if pos == 0 else [x, np.reshape(d, batch + sy)]
+        ops[1 - pos] = np.reshape(ops[1 - pos], (sy, sx)[pos])
+        subs = [b + xs, ys] if pos == 0 else [xs, b + ys]
+        t = np.einsum(",".join(subs) + "->" + b + inter, *ops)
+        return np.reshape(t, batch + np.shape(out))
+    return rule
+
+
+def _kron_vjp(pos):
+    def rule(ct, out, /, x, y):
+        sx, sy, xs, ys, inter = _kron_parts(x, y)
+        c = np.reshape(ct, tuple(n for pair in zip(sx, sy) for n in pair))
+        other = np.reshape((y, x)[pos], (sy, sx)[pos])
+        g = np.einsum(inter + "," + (ys, xs)[pos] + "->" + (xs, ys)[pos], c, other)
+        return np.reshape(g, np.shape((x, y)[pos]))
+    return rule
+
+
+defjvp(np.kron, _kron_jvp(0), _kron_jvp(1))
+defvjp(np.kron, _kron_vjp(0), _kron_vjp(1))
+
+
+# outer(x, y) = ravel(x)[:, None] * ravel(y)[None, :]
+def _outer_jvp(pos):
+    def rule(d, out, /, x, y, *a, **k):
+        batch = bshape(d, (x, y)[pos])
+        if pos == 0:
+            return np.reshape(d, batch + (-1, 1)) * np.ravel(y)
+        return np.reshape(np.ravel(x), (-1, 1)) * np.reshape(d, batch + (1, -1))
+    return rule
+
+
+defjvp(np.outer, _outer_jvp(0), _outer_jvp(1))
+defvjp(np.outer, lambda ct, out, /, x, y, *a, **k: np.reshape(ct @ np.ravel(y), np.shape(x)),
+       lambda ct, out, /, x, y, *a, **k: np.reshape(np.ravel(x) @ ct, np.shape(y)))
+if hasattr(np.linalg, "outer"):  # NumPy 2 (vectors only)
+    defjvp(np.linalg.outer, _outer_jvp(0), _outer_jvp(1))
+    defvjp(np.linalg.outer, lambda ct, out, /, x, y: ct @ y, lambda ct, out, /, x, y: x @ ct)
+
+
+# vdot(x, y) = sum(conj(ravel(x)) * ravel(y))
+def _vdot_jvp(pos):
+    def rule(d, out, /, x, y):
+        batch = bshape(d, (x, y)[pos])
+        flat = np.reshape(d, batch + (-1,))
+        if pos == 0:
+            return np.sum(np.conj(flat) * np.ravel(y), axis=-1)
+        return np.sum(np.conj(np.ravel(x)) * flat, axis=-1)
+    return rule
+
+
+defjvp(np.vdot, _vdot_jvp(0), _vdot_jvp(1))
+defvjp(np.vdot, lambda ct, out, /, x, y: np.reshape(np.conj(ct * y), np.shape(x)),
+       lambda ct, out, /, x, y: np.reshape(ct * np.conj(x), np.shape(y)))
+
+
+# vecdot(x, y, axis) = sum(conj(x) * y, axis) ; matvec(A, v) = A @ v ; vecmat(v, A) = conj(v) @ A
+def _vecdot_rules(fn, keyword_only):
+    def jvp(pos):
+        def rule(d, out, /, x, y, *a, axis=-1, **k):
+            nd = max(np.ndim(x), np.ndim(y))
+            dl = _lift_to(d, (x, y)[pos], nd)
+            ax = neg_axis(axis, nd)
+            t = np.sum(np.conj(dl) * y if pos == 0 else np.conj(x) * dl, axis=ax)
+            return fit(t, d, (x, y)[pos], out)
+        return rule
+
+    def vjp(pos):
+        def rule(ct, out, /, x, y, *a, axis=-1, **k):
+            nd = max(np.ndim(x), np.ndim(y))
+            c = np.expand_dims(ct, neg_axis(axis, nd))
+            return np.conj(c * y) if pos == 0 else c * np.conj(x)
+        return rule
+    defjvp(fn, jvp(0), jvp(1))
+    defvjp(fn, vjp(0), vjp(1))
+
+
+for _fn in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
+    if _fn is not None:
+        _vecdot_rules(_fn, True)
+
+if hasattr(np, "matvec"):  # NumPy 2.2+
+    def _matvec_jvp(pos):
+        def rule(d, out, /, x, y, *a, **k):
+            arg = (x, y)[pos]
+            dl = _lift_to(d, arg, np.ndim(out) + (1 if pos == 0 else 0) + (np.ndim(arg) == 1
+                                                                              and pos == 0))
+            return np.matvec(dl, y) if pos == 0 else np.matvec(x, dl)
+        return rule
+
+    def _vecmat_jvp(pos):
+        def rule(d, out, /, x, y, *a, **k):
+            arg = (x, y)[pos]
+            dl = _lift_to(d, arg, np.ndim(out) + (0 if pos == 0 else 1))
+            return np.vecmat(dl, y) if pos == 0 else np.vecmat(x, dl)
+        return rule
+
+    defjvp(np.matvec, _matvec_jvp(0), _matvec_jvp(1))
+    defvjp(np.matvec, lambda ct, out, /, x, y, *a, **k:
+           np.expand_dims(ct, -1) * np.expand_dims(y, -2),
+           lambda ct, out, /, x, y, *a, **k: np.matvec(_T(x), ct))
+    defjvp(np.vecmat, _vecmat_jvp(0), _vecmat_jvp(1))
+    defvjp(np.vecmat, lambda ct, out, /, x, y, *a, **k: np.conj(np.matvec(y, ct)),
+           lambda ct, out, /, x, y, *a, **k:
+           np.expand_dims(np.conj(x), -1) * np.expand_dims(ct, -2))
+
+
+# cross(x, y): 3-vectors (and 2-vectors) along the last axis
+def _cross_check(kwargs):
+    if any(kwargs.get(k, -1) != -1 for k in ("axisa", "axisb", "axisc")) or \
+            kwargs.get("axis") not in (None, -1):
+        raise NotImplementedError("no derivative rule for np.cross with axis arguments")
+
+
+def _cross2(x, y):
+    return x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0]
+
+
+def _cross_jvp(pos):
+    def rule(d, out, /, x, y, *a, **k):
+        _cross_check(k)
+        nd = max(np.ndim(x), np.ndim(y))
+        dl = _lift_to(d, (x, y)[pos], nd)
+        if np.shape(x)[-1] == 2:
+            t = _cross2(dl, y) if pos == 0 else _cross2(x, dl)
+        else:
+            t = np.cross(dl, y) if pos == 0 else np.cross(x, dl)
+        return fit(t, d, (x, y)[pos], out)
+    return rule
+
+
+def _cross_vjp(pos):
+    def rule(ct, out, /, x, y, *a, **k):
+        _cross_check(k)
+        if np.shape(x)[-1] == 2:  # ct * (x0 y1 - x1 y0)
+            other = (y, x)[pos]
+            sign = 1.0 if pos == 0 else -1.0
+            return sign * np.expand_dims(ct, -1) * np.stack([other[..., 1], -other[..., 0]], -1)
+        # ct . (dx x y) = dx . (y x ct) ; ct . (x x dy) = dy . (ct x x)
+        return np.cross(y, ct) if pos == 0 else np.cross(ct, x)
+    return rule
+
+
+for _fn in (np.cross, getattr(np.linalg, "cross", None)):
+    if _fn is not None:
+        defjvp(_fn, _cross_jvp(0), _cross_jvp(1))
+        defvjp(_fn, _cross_vjp(0), _cross_vjp(1))
+
+
+# -- trace over the last two axes (NumPy 2's np.linalg.trace) ----------------------------------
+
+if hasattr(np.linalg, "trace"):
+    defjvp(np.linalg.trace, lambda dx, out, /, x, *, offset=0, dtype=None:
+           np.trace(dx, offset, -2, -1))
+    defvjp(np.linalg.trace, lambda ct, out, /, x, *, offset=0, dtype=None:
+           np.reshape(ct, np.shape(ct) + (1, 1)) * np.eye(*np.shape(x)[-2:], k=offset))
+if hasattr(np.linalg, "matrix_transpose"):
+    defjvp(np.linalg.matrix_transpose, LINEAR)
+    defvjp(np.linalg.matrix_transpose, lambda ct, out, /, x: _T(ct))
+
+
+# -- inverse, solve, determinants ---------------------------------------------------------------
+
+defjvp(np.linalg.inv, lambda dx, out, /, a: -(out @ dx @ out))
+defvjp(np.linalg.inv, lambda ct, out, /, a: -(_T(out) @ ct @ _T(out)))
+
+
+def _solve_jvp_a(da, out, /, a, b):
+    if np.ndim(b) == 1:
+        return -np.linalg.solve(a, da @ np.expand_dims(out, -1))[..., 0]
+    return -np.linalg.solve(a, da @ out)
+
+
+def _solve_jvp_b(db, out, /, a, b):
+    if np.ndim(b) == 1:
+        dl = lift(db, b, out)
+        return np.linalg.solve(a, np.expand_dims(dl, -1))[..., 0]
+    return np.linalg.solve(a, _lift_to(db, b, np.ndim(out)))
+
+
+def _solve_vjp_b(ct, out, /, a, b):
+    if np.ndim(b) == 1:
+        return np.linalg.solve(_T(a), np.expand_dims(ct, -1))[..., 0]
+    return np.linalg.solve(_T(a), ct)
+
+
+def _solve_vjp_a(ct, out, /, a, b):
+    gb = _solve_vjp_b(ct, out, a, b)
+    if np.ndim(b) == 1:
+        return -np.expand_dims(gb, -1) * np.expand_dims(out, -2)
+    return -(gb @ _T(out))
+
+
+defjvp(np.linalg.solve, _solve_jvp_a, _solve_jvp_b)
+defvjp(np.linalg.solve, _solve_vjp_a, _solve_vjp_b)
+
+
+def _trace_solve(a, da):
+    return np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)
+
+
+defjvp(np.linalg.det, lambda da, out, /, a: out * _trace_solve(a, da))
+defvjp(np.linalg.det, lambda ct, out, /, a:
+       np.reshape(ct * out, np.shape(out) + (1, 1)) * _T(np.linalg.inv(a)))
+
+
+def _slogdet_jvp(da, out, /, a):
+    sign, _ = out
+    t = _trace_solve(a, da)
+    return (sign * (1j * np.imag(t)) if np.iscomplexobj(sign) else None, np.real(t))
+
+
+def _slogdet_vjp(ct, out, /, a):
+    c_sign, c_log = cts(ct, out)
+    c = c_log * 1.0
+    if np.iscomplexobj(out[0]):
+        c = c + 1j * np.imag(c_sign * out[0])
+    return np.reshape(c, np.shape(c) + (1, 1)) * _T(np.linalg.inv(a))
+
+
+defjvp(np.linalg.slogdet, _slogdet_jvp)
+defvjp(np.linalg.slogdet, _slogdet_vjp)
+
+
+def _matrix_power_terms(a, n):
+    """(powers of the base, exponent, base is the inverse)."""
+    base = a if n >= 0 else np.linalg.inv(a)
+    m = abs(int(n))
+    powers = [np.broadcast_to(np.eye(np.shape(a)[-1]), np.shape(a))]
+    for _ in range(1, m):
+        powers.append(powers[-1] @ base)
+    return base, m, powers
+
+
+def _matrix_power_jvp(da, out, /, a, n):
+    base, m, powers = _matrix_power_terms(a, n)
+    dbase = da if n >= 0 else -(base @ da @ base)
+    t = 0.0
+    for k in range(m):
+        t = t + powers[k] @ dbase @ powers[m - 1 - k]
+    return t if m else np.zeros(np.shape(da))
+
+
+def _matrix_power_vjp(ct, out, /, a, n):
+    base, m, powers = _matrix_power_terms(a, n)
+    g = 0.0
+    for k in range(m):
+        g = g + _T(powers[k]) @ ct @ _T(powers[m - 1 - k])
+    if m == 0:
+        return np.zeros(np.shape(a))
+    return g if n >= 0 else -(_T(base) @ g @ _T(base))
+
+
+defjvp(np.linalg.matrix_power, _matrix_power_jvp, ZERO)
+defvjp(np.linalg.matrix_power, _matrix_power_vjp, ZERO)
+
+
+def _multi_dot_parts(xs):
+    """The factors as matrices (a first vector a row, a last one a column)."""
+    mats = list(xs)
+    if np.ndim(mats[0]) == 1:
+        mats[0] = np.reshape(mats[0], (1, -1))
+    if np.ndim(mats[-1]) == 1:
+        mats[-1] = np.reshape(mats[-1], (-1, 1))
+    return mats
+
+
+def _chain(mats):
+    out = mats[0]
+    for m in mats[1:]:
+        out = out @ m
+    return out
+
+
+def _multi_dot_jvp(dxs, out, /, xs, **kw):
+    mats = _multi_dot_parts(xs)
+    t = None
+    for i, d in enumerate(dxs):
+        if d is None:
+            continue
+        batch = bshape(d, xs[i])
+        dm = np.reshape(d, batch + np.shape(mats[i]))
+        left = _chain(mats[:i]) if i else None
+        right = _chain(mats[i + 1:]) if i + 1 < len(mats) else None
+        term = dm if left is None else left @ dm
+        term = term if right is None else term @ right
+        term = np.reshape(term, batch + np.shape(out))
+        t = term if t is None else t + term
+    return t
+
+
+def _multi_dot_vjp(ct, out, /, xs, **kw):
+    mats = _multi_dot_parts(xs)
+    c = np.reshape(ct, (np.shape(mats[0])[0], np.shape(mats[-1])[-1]))
+    gs = []
+    for i in range(len(mats)):
+        g = c
+        if i + 1 < len(mats):
+            g = g @ _T(_chain(mats[i + 1:]))
+        if i:
+            g = _T(_chain(mats[:i])) @ g
+        gs.append(np.reshape(g, np.shape(xs[i])))
+    return gs
+
+
+defjvp(np.linalg.multi_dot, _multi_dot_jvp)
+defvjp(np.linalg.multi_dot, _multi_dot_vjp)
+
+
+# -- Hermitian decompositions: cholesky, eigh, eigvalsh ------------------------------------------
+
+def _tri(a, k, lower):
+    return np.tril(a, k) if lower else np.triu(a, -k)
+
+
+def _sym(da, lower):
+    """The Hermitian matrix NumPy sees when it reads only one triangle of ``a + da``."""
+    off = _tri(da, -1, lower)
+    d = _diag(da)
+    return off + _H(off) + _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
+
+
+def _sym_adjoint(g, lower):
+    """Adjoint of :func:`_sym` under Re<A, B>: the cotangent lives on the triangle read."""
+    d = _diag(g)
+    return _tri(g + _H(g), -1, lower) + _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
+
+
+def _phi(x):
+    """The lower triangle with half the (real part of the) diagonal."""
+    d = _diag(x)
+    return np.tril(x, -1) + 0.5 * _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
+
+
+def _right_solve(m, l):
+    """m @ inv(l)."""
+    return _H(np.linalg.solve(_H(l), _H(m)))
+
+
+def _cholesky_jvp(da, out, /, a, *, upper=False):
+    l = _H(out) if upper else out
+    s = _sym(da, not upper)
+    x = _right_solve(np.linalg.solve(l, s), _H(l))       # L^-1 S L^-H
+    dl = l @ _phi(x)
+    return _H(dl) if upper else dl
+
+
+def _cholesky_vjp(ct, out, /, a, *, upper=False):
+    l = _H(out) if upper else out
+    c = np.conj(_H(ct) if upper else ct)                # Re<C, dL> pairing
+    y = _phi(_H(l) @ c)
+    g0 = _right_solve(np.linalg.solve(_H(l), y), l)      # L^-H Phi(L^H C) L^-1
+    return np.conj(_sym_adjoint(g0, not upper))
+
+
+defjvp(np.linalg.cholesky, _cholesky_jvp)
+defvjp(np.linalg.cholesky, _cholesky_vjp)
+
+
+def _eig_gaps(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+    diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
+    eye = np.eye(np.shape(w)[-1], dtype=bool)
+    return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+
+
+def _eigh_jvp(da, out, /, a, UPLO="L"):
+    w, v = out
+    m = _H(v) @ _sym(da, UPLO.upper() == "L") @ v
+    dw = np.real(_diag(m))
+    return (dw, v @ (_eig_gaps(w) * m))
+
+
+def _eigh_vjp(ct, out, /, a, UPLO="L"):
+    w, v = out
+    cw, cv = cts(ct, out)
+    inner = _diag_embed(np.real(cw) * 1.0) + _eig_gaps(w) * (_H(v) @ np.conj(cv))
+    g = v @ inner @ _H(v)
+    return np.conj(_sym_adjoint(g, UPLO.upper() == "L"))
+
+
+defjvp(np.linalg.eigh, _eigh_jvp)
+defvjp(np.linalg.eigh, _eigh_vjp)
+
+
+def _eigvalsh_jvp(da, out, /, a, UPLO="L"):
+    _, v = np.linalg.eigh(a, UPLO)
+    return np.real(_diag(_H(v) @ _sym(da, UPLO.upper() == "L") @ v))
+
+
+def _eigvalsh_vjp(ct, out, /, a, UPLO="L"):
+    _, v = np.linalg.eigh(a, UPLO)
+    g = v @ _diag_embed(np.real(ct) * 1.0) @ _H(v)
+    return np.conj(_sym_adjoint(g, UPLO.upper() == "L"))
+
+
+defjvp(np.linalg.eigvalsh, _eigvalsh_jvp)
+defvjp(np.linalg.eigvalsh, _eigvalsh_vjp)
+
+
+# eigvals of a general matrix: dw = diag(V^-1 dA V)
+def _eigvals_jvp(da, out, /, a):
+    w, v = np.linalg.eig(a)
+    t = _diag(np.linalg.solve(v, da @ v))
+    return t if np.iscomplexobj(out) else np.real(t)
+
+
+def _eigvals_vjp(ct, out, /, a):
+    w, v = np.linalg.eig(a)
+    return _T(v @ _diag_embed(ct * (1.0 + 0j)) @ np.linalg.inv(v))
+
+
+defjvp(np.linalg.eigvals, _eigvals_jvp)
+defvjp(np.linalg.eigvals, _eigvals_vjp)
+
+
+# -- svd ------------------------------------------------------------------------------------
+
+def _svd_check(a, full_matrices, compute_uv, hermitian):
+    m, n = np.shape(a)[-2:]
+    if full_matrices and compute_uv and m != n:
+        raise NotImplementedError("no derivative rule for np.linalg.svd(full_matrices=True) "
+                                  "of a non-square matrix; use full_matrices=False")
+    if hermitian:
+        raise NotImplementedError("no derivative rule for np.linalg.svd(hermitian=True)")
+
+
+def _svd_parts(a, out, compute_uv):
+    if compute_uv:
+        u, s, vh = out
+    else:
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u, s, _H(vh)
+
+
+def _svd_f(s):
+    """F[..., i, j] = 1 / (s_j^2 - s_i^2) off the diagonal."""
+    return _eig_gaps(s * s)
+
+
+def _inv_nonzero(s):
+    zero = s == 0
+    return np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, s))
+
+
+def _svd_jvp(da, out, /, a, full_matrices=True, compute_uv=True, hermitian=False):
+    _svd_check(a, full_matrices, compute_uv, hermitian)
+    u, s, v = _svd_parts(a, out, compute_uv)
+    p = _H(u) @ da @ v
+    ds = np.real(_diag(p))
+    if not compute_uv:
+        return ds
+    f = _svd_f(s)
+    row = np.expand_dims(s, -2)                         # [i, j] -> s_j
+    ps, sp = p * row, _T(row) * p                       # P S, S P
+    s_inv = _inv_nonzero(s)
+    inner_u = f * (ps + _H(ps))
+    if np.iscomplexobj(p):  # the phase gauge of JAX: the imaginary diagonal goes to U
+        inner_u = inner_u + _diag_embed(1j * np.imag(_diag(p)) * s_inv)
+    du = u @ inner_u
+    dv = v @ (f * (sp + _H(sp)))
+    m, n = np.shape(a)[-2:]
+    if m > n:
+        dav = da @ v
+        du = du + (dav - u @ (_H(u) @ dav)) * np.expand_dims(s_inv, -2)
+    if n > m:
+        dahu = _H(da) @ u
+        dv = dv + (dahu - v @ (_H(v) @ dahu)) * np.expand_dims(s_inv, -2)
+    return (du, ds, _H(dv))
+
+
+def _svd_vjp(ct, out, /, a, full_matrices=True, compute_uv=True, hermitian=False):
+    _svd_check(a, full_matrices, compute_uv, hermitian)
+    u, s, v = _svd_parts(a, out, compute_uv)
+    if not compute_uv:
+        return np.conj(u @ _diag_embed(np.real(ct) * 1.0) @ _H(v))
+    c_u, c_s, c_vh = cts(ct, out)
+    cu, cv = np.conj(c_u), _T(c_vh)                     # Re<C, .> pairings
+    f = _svd_f(s)
+    row = np.expand_dims(s, -2)
+    j1 = f * (_H(u) @ cu)
+    j2 = f * (_H(v) @ cv)
+    s_inv = _inv_nonzero(s)
+    inner = _diag_embed(np.real(c_s) * 1.0) + (j1 + _H(j1)) * row + _T(row) * (j2 + _H(j2))
+    if np.iscomplexobj(u) or np.iscomplexobj(cu):
+        inner = inner + _diag_embed(1j * np.imag(_diag(_H(u) @ cu)) * s_inv)
+    k = u @ inner @ _H(v)
+    m, n = np.shape(a)[-2:]
+    if m > n:
+        k = k + ((cu - u @ (_H(u) @ cu)) * np.expand_dims(s_inv, -2)) @ _H(v)
+    if n > m:
+        k = k + (u * np.expand_dims(s_inv, -2)) @ _H(cv - v @ (_H(v) @ cv))
+    return np.conj(k)
+
+
+defjvp(np.linalg.svd, _svd_jvp)
+defvjp(np.linalg.svd, _svd_vjp)
+if hasattr(np.linalg, "svdvals"):  # NumPy 2
+    defjvp(np.linalg.svdvals, lambda da, out, /, a: _svd_jvp(da, out, a, False, False))
+    defvjp(np.linalg.svdvals, lambda ct, out, /, a: _svd_vjp(ct, out, a, False, False))
+
+
+# -- qr (reduced, m >= n) -------------------------------------------------------------------
+
+def _qr_check(a, mode):
+    m, n = np.shape(a)[-2:]
+    if mode not in ("reduced", "r", "complete") or m < n or (mode == "complete" and m != n):
+        raise NotImplementedError(f"no derivative rule for np.linalg.qr(mode={mode!r}) of a "
+                                  f"{m}x{n} matrix (supported: m >= n, reduced)")
+
+
+def _qr_parts(a, out, mode):
+    return (out.Q, out.R) if mode != "r" else np.linalg.qr(a)
+
+
+def _omega(c):
+    """Q^H dQ from C = Q^H dA R^-1: antihermitian, with the gauge of a real diagonal of R."""
+    low = np.tril(c, -1)
+    om = low - _H(low)
+    if np.iscomplexobj(c):
+        om = om + _diag_embed(1j * np.imag(_diag(c)))
+    return om
+
+
+def _omega_adjoint(n):
+    low = np.tril(n, -1)
+    om = low - np.tril(_H(n), -1)
+    if np.iscomplexobj(n):
+        om = om + _diag_embed(1j * np.imag(_diag(n)))
+    return om
+
+
+def _qr_jvp(da, out, /, a, mode="reduced"):
+    _qr_check(a, mode)
+    q, r = _qr_parts(a, out, mode)
+    dar = _right_solve(da, r)                           # dA R^-1
+    c = _H(q) @ dar
+    om = _omega(c)
+    dr = (c - om) @ r
+    if mode == "r":
+        return dr
+    return (q @ om + dar - q @ c, dr)
+
+
+def _qr_vjp(ct, out, /, a, mode="reduced"):
+    _qr_check(a, mode)
+    q, r = _qr_parts(a, out, mode)
+    if mode == "r":
+        c_q, c_r = np.zeros(np.shape(q)), ct
+    else:
+        c_q, c_r = cts(ct, out)
+    cq, cr = np.conj(c_q), np.conj(c_r)
+    qcq = _H(q) @ cq
+    k = cr @ _H(r) + _omega_adjoint(qcq - cr @ _H(r))
+    g = _right_solve(q @ k + cq - q @ qcq, _H(r))        # (...) R^-H
+    return np.conj(g)
+
+
+defjvp(np.linalg.qr, _qr_jvp)
+defvjp(np.linalg.qr, _qr_vjp)
+
+
+# -- norms ----------------------------------------------------------------------------------
+
+def _unit(x):
+    """conj(x) / |x| (the derivative of |x|), 0 at 0."""
+    ax = np.abs(x)
+    zero = ax == 0
+    return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, ax))
+
+
+def _tie_weights(v, target, ax):
+    hit = np.equal(v, target)
+    return hit / np.maximum(np.sum(hit, axis=ax, keepdims=True), 1)
+
+
+def _vector_norm_grad(x, out_k, ord, ax):
+    """G with d norm = Re(sum(G * dx)) over the axes ``ax``."""
+    if ord is None or ord == 2:
+        zero = out_k == 0
+        return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, out_k))
+    absx = np.abs(x)
+    if ord == np.inf or ord == -np.inf:
+        return _tie_weights(absx, out_k, ax) * _unit(x)
+    if ord == 0:
+        return np.zeros(np.shape(x))
+    if ord == 1:
+        return _unit(x)
+    p = float(ord)
+    zero = absx == 0
+    scale = np.where(zero, 0.0, np.where(zero, 1.0, absx) ** (p - 1))
+    return scale * _unit(x) * np.where(out_k == 0, 0.0, out_k) ** (1 - p)
+
+
+def _matrix_norm_grad(x, out_k, ord, r, c):
+    """G for a matrix norm over the axes (r, c) of x."""
+    if ord in (None, "fro"):
+        zero = out_k == 0
+        return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, out_k))
+    xm = np.moveaxis(x, (r, c), (-2, -1))
+    if ord in ("nuc", 2, -2):
+        u, s, vh = np.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            gm = np.conj(u @ vh)
+        else:
+            k = 0 if ord == 2 else -1
+            gm = np.conj(np.expand_dims(u[..., :, k], -1) * np.expand_dims(vh[..., k, :], -2))
+    elif ord in (1, -1, np.inf, -np.inf):
+        axis = -2 if ord in (1, -1) else -1            # columns sums: over rows
+        sums = np.sum(np.abs(xm), axis=axis, keepdims=True)
+        pick = np.max(sums, axis=-1 if axis == -2 else -2, keepdims=True) if ord > 0 else \
+            np.min(sums, axis=-1 if axis == -2 else -2, keepdims=True)
+        w = _tie_weights(sums, pick, -1 if axis == -2 else -2)
+        gm = w * _unit(xm)
+    else:
+        raise NotImplementedError(f"no derivative rule for the matrix norm ord={ord!r}")
+    return np.moveaxis(gm, (-2, -1), (r, c))
+
+
+def _norm_setup(x, ord, axis, keepdims, out):
+    """(G, negative reduced axes, keepdims) for np.linalg.norm."""
+    nd = np.ndim(x)
+    kd = bool(keepdims)
+    if axis is None and (ord is None or nd == 1):
+        ax = tuple(range(-nd, 0))
+        out_k = expand(out, ax, kd)
+        if ord is None:
+            return _vector_norm_grad(x, out_k, None, ax), ax, kd
+        return _vector_norm_grad(x, out_k, ord, ax), ax, kd
+    if axis is None:
+        axis = (0, 1)
+    if isinstance(axis, (tuple, list)) and len(axis) == 2:
+        r, c = int(axis[0]) % nd, int(axis[1]) % nd
+        ax = (r - nd, c - nd)
+        return _matrix_norm_grad(x, expand(out, ax, kd), ord, r, c), ax, kd
+    ax = neg_axes(axis, nd)
+    return _vector_norm_grad(x, expand(out, ax, kd), ord, ax), ax, kd
+
+
+def _norm_jvp(dx, out, /, x, ord=None, axis=None, keepdims=False):
+    g, ax, kd = _norm_setup(x, ord, axis, keepdims, out)
+    return np.sum(np.real(g * dx), axis=ax, keepdims=kd)
+
+
+def _norm_vjp(ct, out, /, x, ord=None, axis=None, keepdims=False):
+    g, ax, kd = _norm_setup(x, ord, axis, keepdims, out)
+    return expand(ct, ax, kd) * g
+
+
+# ord is a float parameter with a derivative we do not provide: no rule (MissingRuleError)
+defjvp(np.linalg.norm, _norm_jvp)
+defvjp(np.linalg.norm, _norm_vjp)
+
+if hasattr(np.linalg, "vector_norm"):  # NumPy 2
+    def _vnorm(x, axis, keepdims, ord, out):
+        ax = neg_axes(axis, np.ndim(x))
+        return _vector_norm_grad(x, expand(out, ax, keepdims), ord, ax), ax
+
+    defjvp(np.linalg.vector_norm, lambda dx, out, /, x, *, axis=None, keepdims=False, ord=2:
+           np.sum(np.real(_vnorm(x, axis, keepdims, ord, out)[0] * dx),
+                  axis=_vnorm(x, axis, keepdims, ord, out)[1], keepdims=keepdims))
+    defvjp(np.linalg.vector_norm, lambda ct, out, /, x, *, axis=None, keepdims=False, ord=2:
+           expand(ct, neg_axes(axis, np.ndim(x)), keepdims) * _vnorm(x, axis, keepdims, ord,
+                                                                     out)[0])
+    defjvp(np.linalg.matrix_norm, lambda dx, out, /, x, *, keepdims=False, ord="fro":
+           _norm_jvp(dx, out, x, ord, (-2, -1), keepdims))
+    defvjp(np.linalg.matrix_norm, lambda ct, out, /, x, *, keepdims=False, ord="fro":
+           _norm_vjp(ct, out, x, ord, (-2, -1), keepdims))
+
+nondifferentiable(np.linalg.matrix_rank)
+
+# x.dot(y) is np.ndarray.dot(x, y)
+defjvp(np.ndarray.dot, *jvp_rules(np.dot))
+defvjp(np.ndarray.dot, *vjp_rules(np.dot))

@@ -1,0 +1,458 @@
+"""Rules for NumPy reductions and scans: sum, mean, prod, max/min, std/var, cumsum, cumprod...
+
+Abbreviations: ``x`` the reduced array, ``out`` the primal output, ``dx`` a tangent (leading batch
+dimensions allowed), ``ct`` a cotangent, ``ax`` the reduced axes as negative numbers (so that
+they name the same axes of ``x`` and of a batched ``dx``).
+
+Conventions:
+
+- Rules take NumPy's own signatures (``axis``, ``dtype``, ``out``, ``keepdims``, ``initial``,
+  ``where``); ``out=`` buffers and ``dtype=`` are the engine's business and are ignored.
+- A reverse rule returns the cotangent at ``x``'s full shape (a broadcast view).
+- ``prod`` and ``cumprod`` are exact with zeros (products of the other factors, no division).
+- Ties in ``max``/``min``/``amax``/``amin``/``ptp`` (and the NaN-ignoring variants) split the
+  derivative evenly among the tied entries.
+- Complex: ``sum``/``mean``/``prod``/``cumsum``/``cumprod`` are holomorphic; ``var``/``std`` are
+  real-valued, with the autograd/JAX reverse convention (gradient ``df/dx - i df/dy``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._rules import ZERO, defjvp, defvjp, jvp_rules, vjp_rules
+from ._common import bshape, cts, expand, neg_axes, neg_axis
+
+_NOVALUE = np._NoValue
+
+
+def _kd(keepdims) -> bool:
+    return False if keepdims is _NOVALUE else bool(keepdims)
+
+
+def _wh(where):
+    return True if where is _NOVALUE else where
+
+
+def _full(g, x):
+    """``g`` broadcast to ``x``'s shape."""
+    return np.broadcast_to(g, np.shape(x))
+
+
+def _count(x, ax, where):
+    """Number of reduced elements, with keepdims (the ``where`` mask counted)."""
+    if where is True:
+        n = 1
+        for a in ax:
+            n *= np.shape(x)[a]
+        return n
+    return np.sum(np.broadcast_to(where, np.shape(x)), axis=ax, keepdims=True)
+
+
+# -- sum, mean ------------------------------------------------------------------------------
+
+def _sum_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
+             where=True, **kw):
+    return np.sum(dx, axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims), where=_wh(where))
+
+
+def _sum_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
+             where=True, **kw):
+    ax = neg_axes(axis, np.ndim(x))
+    g = _full(expand(ct, ax, _kd(keepdims)), x)
+    where = _wh(where)
+    return g if where is True else np.where(where, g, 0.0)
+
+
+def _mean_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, *, where=True,
+              **kw):
+    return np.mean(dx, axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims), where=_wh(where))
+
+
+def _mean_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, *, where=True,
+              **kw):
+    ax = neg_axes(axis, np.ndim(x))
+    where = _wh(where)
+    g = _full(expand(ct, ax, _kd(keepdims)) / _count(x, ax, where), x)
+    return g if where is True else np.where(where, g, 0.0)
+
+
+defjvp(np.sum, _sum_jvp)
+defvjp(np.sum, _sum_vjp)
+defjvp(np.mean, _mean_jvp)
+defvjp(np.mean, _mean_vjp)
+
+
+def _nan_mask(x):
+    return np.logical_not(np.isnan(x))
+
+
+defjvp(np.nansum, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       np.sum(dx * _nan_mask(x), axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims)))
+defvjp(np.nansum, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       _sum_vjp(ct, out, x, axis, keepdims=keepdims) * _nan_mask(x))
+defjvp(np.nanmean, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       _mean_jvp(dx, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
+defvjp(np.nanmean, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       _mean_vjp(ct, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
+
+
+# -- prod (exact with zeros) ------------------------------------------------------------------
+
+def _exclusive_products(x, ax):
+    """For each entry of ``x``, the product of the other entries of its reduced group."""
+    nd = np.ndim(x)
+    if not ax:
+        return np.ones(np.shape(x), np.result_type(x, float))
+    dest = tuple(range(-len(ax), 0))
+    moved = np.moveaxis(x, ax, dest)
+    shape = np.shape(moved)
+    flat = np.reshape(moved, shape[:nd - len(ax)] + (-1,))
+    ones = np.ones(shape[:nd - len(ax)] + (1,), np.result_type(x, float))
+    left = np.concatenate([ones, np.cumprod(flat[..., :-1], axis=-1)], axis=-1)
+    right = np.concatenate([np.flip(np.cumprod(np.flip(flat[..., 1:], -1), axis=-1), -1), ones],
+                           axis=-1)
+    return np.moveaxis(np.reshape(left * right, shape), dest, ax)
+
+
+def _prod_parts(x, axis, initial, where):
+    ax = neg_axes(axis, np.ndim(x))
+    where = _wh(where)
+    xw = x if where is True else np.where(where, x, 1)
+    others = _exclusive_products(xw, ax)
+    if initial is not None and initial is not _NOVALUE:
+        others = others * initial
+    if where is not True:
+        others = np.where(where, others, 0.0)
+    return ax, others
+
+
+def _prod_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
+              where=True, **kw):
+    ax, others = _prod_parts(x, axis, initial, where)
+    return np.sum(dx * others, axis=ax, keepdims=_kd(keepdims))
+
+
+def _prod_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
+              where=True, **kw):
+    ax, others = _prod_parts(x, axis, initial, where)
+    return expand(ct, ax, _kd(keepdims)) * others
+
+
+defjvp(np.prod, _prod_jvp)
+defvjp(np.prod, _prod_vjp)
+defjvp(np.nanprod, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       _prod_jvp(dx, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
+defvjp(np.nanprod, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
+       _prod_vjp(ct, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
+
+
+# -- max, min (ties split evenly) -------------------------------------------------------------
+
+def _extremum_weights(x, out, ax, keepdims, where):
+    hit = np.equal(x, expand(out, ax, keepdims))
+    where = _wh(where)
+    if where is not True:
+        hit = np.logical_and(hit, where)
+    n = np.sum(hit, axis=ax, keepdims=True)
+    return hit / np.maximum(n, 1)
+
+
+def _extremum_rules(fn):
+    def jvp(dx, out, /, x, axis=None, _out=None, keepdims=False, initial=None, where=True, **kw):
+        ax = neg_axes(axis, np.ndim(x))
+        w = _extremum_weights(x, out, ax, _kd(keepdims), where)
+        return np.sum(dx * w, axis=ax, keepdims=_kd(keepdims))
+
+    def vjp(ct, out, /, x, axis=None, _out=None, keepdims=False, initial=None, where=True, **kw):
+        ax = neg_axes(axis, np.ndim(x))
+        return _extremum_weights(x, out, ax, _kd(keepdims), where) * expand(ct, ax,
+                                                                             _kd(keepdims))
+    defjvp(fn, jvp)
+    defvjp(fn, vjp)
+
+
+for _fn in (np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin):
+    _extremum_rules(_fn)
+
+
+def _ptp_weights(x, axis, keepdims):
+    ax = neg_axes(axis, np.ndim(x))
+    kd = _kd(keepdims)
+    hi = _extremum_weights(x, np.max(x, axis=ax, keepdims=kd), ax, kd, True)
+    lo = _extremum_weights(x, np.min(x, axis=ax, keepdims=kd), ax, kd, True)
+    return ax, hi - lo
+
+
+def _ptp_jvp(dx, out, /, x, axis=None, _out=None, keepdims=False):
+    ax, w = _ptp_weights(x, axis, keepdims)
+    return np.sum(dx * w, axis=ax, keepdims=_kd(keepdims))
+
+
+def _ptp_vjp(ct, out, /, x, axis=None, _out=None, keepdims=False):
+    ax, w = _ptp_weights(x, axis, keepdims)
+    return w * expand(ct, ax, _kd(keepdims))
+
+
+defjvp(np.ptp, _ptp_jvp)
+defvjp(np.ptp, _ptp_vjp)
+
+
+# -- var, std -------------------------------------------------------------------------------
+
+def _var_parts(x, axis, ddof, keepdims, where, mean, correction):
+    """(axes, keepdims, coefficient array c): d var = Re(sum(c * dx)) over the axes."""
+    ax = neg_axes(axis, np.ndim(x))
+    kd = _kd(keepdims)
+    where = _wh(where)
+    if correction is not _NOVALUE and correction is not None:
+        ddof = correction
+    if mean is _NOVALUE or mean is None:
+        mean = np.mean(x, axis=ax, keepdims=True, where=where)
+    centered = x - mean
+    if where is not True:
+        centered = np.where(where, centered, 0.0)
+    n = _count(x, ax, where)
+    return ax, kd, 2.0 * np.conj(centered) / (n - ddof)
+
+
+def _var_rules(fn, std, nan=False):
+    def parts(x, axis, ddof, keepdims, where, mean, correction):
+        if nan:
+            where = _nan_mask(x) if where is _NOVALUE else np.logical_and(where, _nan_mask(x))
+            x = np.where(np.isnan(x), 0.0, x)
+        return _var_parts(x, axis, ddof, keepdims, where, mean, correction)
+
+    def jvp(dx, out, /, x, axis=None, dtype=None, _out=None, ddof=0, keepdims=_NOVALUE, *,
+            where=_NOVALUE, mean=_NOVALUE, correction=_NOVALUE, **kw):
+        ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
+        t = np.sum(np.real(c * dx), axis=ax, keepdims=kd)
+        return t / (2.0 * out) if std else t
+
+    def vjp(ct, out, /, x, axis=None, dtype=None, _out=None, ddof=0, keepdims=_NOVALUE, *,
+            where=_NOVALUE, mean=_NOVALUE, correction=_NOVALUE, **kw):
+        ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
+        if std:
+            ct = ct / (2.0 * out)
+        return expand(ct, ax, kd) * c
+    defjvp(fn, jvp)
+    defvjp(fn, vjp)
+
+
+_var_rules(np.var, std=False)
+_var_rules(np.std, std=True)
+_var_rules(np.nanvar, std=False, nan=True)
+_var_rules(np.nanstd, std=True, nan=True)
+
+
+# -- average --------------------------------------------------------------------------------
+
+def _average_args(a, axis, weights):
+    """(axes, weights broadcast against a, sum of weights with keepdims)."""
+    ax = neg_axes(axis, np.ndim(a))
+    if weights is None:
+        w = np.ones(np.shape(a))
+    else:
+        w = _weights_like(weights, a, axis, ())
+    return ax, w, np.sum(np.broadcast_to(w, np.shape(a)), axis=ax, keepdims=True)
+
+
+def _weights_like(w, a, axis, batch):
+    """``w`` (1-D along ``axis``, or a's shape) shaped to broadcast against a (with batch)."""
+    if np.ndim(w) - len(batch) == np.ndim(a):
+        return w
+    shape = [1] * np.ndim(a)
+    shape[int(axis) % np.ndim(a)] = -1
+    return np.reshape(w, tuple(batch) + tuple(shape))
+
+
+def _average_out(out, returned):
+    return (out[0], out[1]) if returned else (out, None)
+
+
+def _average_jvp(pos):
+    def rule(d, out, /, a, axis=None, weights=None, returned=False, *, keepdims=False, **kw):
+        avg, _ = _average_out(out, returned)
+        kd = _kd(keepdims)
+        ax, w, sw = _average_args(a, axis, weights)
+        if pos == 0:
+            t = np.sum(d * w, axis=ax, keepdims=True) / sw
+            dsw = None
+        else:
+            dw = _weights_like(d, a, axis, bshape(d, weights))
+            t = np.sum(dw * (a - expand(avg, ax, kd)), axis=ax, keepdims=True) / sw
+            dsw = np.sum(np.broadcast_to(dw, np.shape(dw)[:np.ndim(dw) - np.ndim(a)]
+                                         + np.shape(a)), axis=ax, keepdims=kd)
+        if not kd:
+            t = np.squeeze(t, axis=ax)
+        if not returned:
+            return t
+        return (t, np.zeros(np.shape(t)) if dsw is None else np.broadcast_to(dsw, np.shape(t)))
+    return rule
+
+
+def _average_vjp(pos):
+    def rule(ct, out, /, a, axis=None, weights=None, returned=False, *, keepdims=False, **kw):
+        avg, _ = _average_out(out, returned)
+        kd = _kd(keepdims)
+        ax, w, sw = _average_args(a, axis, weights)
+        if returned:
+            ct, ct_sw = cts(ct, out)
+        else:
+            ct_sw = 0.0
+        c = expand(ct, ax, kd) / sw
+        if pos == 0:
+            return _full(c * w, a)
+        g = _full(c * (a - expand(avg, ax, kd)) + expand(ct_sw, ax, kd), a)
+        if np.ndim(weights) != np.ndim(a):  # 1-D weights along axis
+            keep = int(axis) % np.ndim(a)
+            g = np.sum(g, axis=tuple(i for i in range(np.ndim(a)) if i != keep))
+        return g
+    return rule
+
+
+defjvp(np.average, _average_jvp(0), ZERO, _average_jvp(2))
+defvjp(np.average, _average_vjp(0), ZERO, _average_vjp(2))
+
+
+# -- scans ----------------------------------------------------------------------------------
+
+def _scan_axis(x, axis):
+    """(flattened?, negative axis) of a scan over ``axis`` (None: the flattened array)."""
+    if axis is None and np.ndim(x) != 1:
+        return True, -1
+    return False, neg_axis(0 if axis is None else axis, max(np.ndim(x), 1))
+
+
+def _flat_tangent(dx, x, flat):
+    return np.reshape(dx, bshape(dx, x) + (-1,)) if flat else dx
+
+
+def _rev_cumsum(ct, axis):
+    return np.flip(np.cumsum(np.flip(ct, axis), axis=axis), axis)
+
+
+defjvp(np.cumsum, lambda dx, out, /, x, axis=None, dtype=None, _out=None, **kw: np.cumsum(
+    _flat_tangent(dx, x, _scan_axis(x, axis)[0]), axis=_scan_axis(x, axis)[1]))
+defvjp(np.cumsum, lambda ct, out, /, x, axis=None, dtype=None, _out=None, **kw: np.reshape(
+    _rev_cumsum(ct, _scan_axis(x, axis)[1]), np.shape(x)))
+
+
+def _initial_slice(t, axis, include_initial):
+    """Drop the initial element (0 or 1) that ``include_initial`` prepended along ``axis``."""
+    if not include_initial:
+        return t
+    return np.take(t, np.arange(1, np.shape(t)[axis]), axis=axis)
+
+
+if hasattr(np, "cumulative_sum"):  # NumPy 2.1+
+    def _csum_jvp(dx, out, /, x, *, axis=None, dtype=None, out_=None, include_initial=False,
+                  **kw):
+        ax = neg_axis(0 if axis is None else axis, np.ndim(x))
+        return np.cumulative_sum(dx, axis=ax, include_initial=include_initial)
+
+    def _csum_vjp(ct, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+        ax = neg_axis(0 if axis is None else axis, np.ndim(x))
+        g = _rev_cumsum(ct, ax)
+        return _initial_slice(g, ax, include_initial)
+
+    defjvp(np.cumulative_sum, _csum_jvp)
+    defvjp(np.cumulative_sum, _csum_vjp)
+
+
+def _cumprod_matrix(x, ax):
+    """J[..., i, j] = d cumprod(x)_i / d x_j along the negative axis ``ax`` moved last (exact
+    with zeros; O(n^2), used only when x has zeros)."""
+    xm = np.moveaxis(x, ax, -1)
+    n = np.shape(xm)[-1]
+    k = np.arange(n)
+    later = k[None, :] > k[:, None]                          # [j, k]: k > j
+    m = np.where(later, xm[..., None, :], 1)                 # [..., j, k]
+    c = np.cumprod(m, axis=-1)                               # [..., j, i] = prod_{j<k<=i} x_k
+    ones = np.ones(np.shape(xm)[:-1] + (1,), np.result_type(x, float))
+    left = np.concatenate([ones, np.cumprod(xm[..., :-1], axis=-1)], axis=-1)  # prod_{k<j}
+    jac = np.swapaxes(c * left[..., :, None], -1, -2)        # [..., i, j]
+    return np.where(k[:, None] >= k[None, :], jac, 0)
+
+
+def _cumprod_jvp_core(dx, x, out, ax):
+    if np.all(x != 0):
+        return out * np.cumsum(dx / x, axis=ax)
+    jac = _cumprod_matrix(x, ax)
+    t = np.einsum("...ij,...j->...i", jac, np.moveaxis(dx, ax, -1))
+    return np.moveaxis(t, -1, ax)
+
+
+def _cumprod_vjp_core(ct, x, out, ax):
+    if np.all(x != 0):
+        return _rev_cumsum(ct * out, ax) / x
+    jac = _cumprod_matrix(x, ax)
+    g = np.einsum("...ij,...i->...j", jac, np.moveaxis(ct, ax, -1))
+    return np.moveaxis(g, -1, ax)
+
+
+def _cumprod_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, **kw):
+    flat, ax = _scan_axis(x, axis)
+    xf = np.reshape(x, (-1,)) if flat else x
+    return _cumprod_jvp_core(_flat_tangent(dx, x, flat), xf, out, ax)
+
+
+def _cumprod_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, **kw):
+    flat, ax = _scan_axis(x, axis)
+    xf = np.reshape(x, (-1,)) if flat else x
+    return np.reshape(_cumprod_vjp_core(ct, xf, out, ax), np.shape(x))
+
+
+defjvp(np.cumprod, _cumprod_jvp)
+defvjp(np.cumprod, _cumprod_vjp)
+
+if hasattr(np, "cumulative_prod"):  # NumPy 2.1+
+    def _cprod_core(x, axis, out, include_initial):
+        ax = neg_axis(0 if axis is None else axis, np.ndim(x))
+        return ax, _initial_slice(out, ax, include_initial)
+
+    def _cprod_jvp(dx, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+        ax, core = _cprod_core(x, axis, out, include_initial)
+        t = _cumprod_jvp_core(dx, x, core, ax)
+        if include_initial:
+            pad = [(0, 0)] * np.ndim(t)
+            pad[ax] = (1, 0)
+            t = np.pad(t, pad)
+        return t
+
+    def _cprod_vjp(ct, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+        ax, core = _cprod_core(x, axis, out, include_initial)
+        return _cumprod_vjp_core(_initial_slice(ct, ax, include_initial), x, core, ax)
+
+    defjvp(np.cumulative_prod, _cprod_jvp)
+    defvjp(np.cumulative_prod, _cprod_vjp)
+
+
+# -- trace ----------------------------------------------------------------------------------
+
+def _trace_jvp(dx, out, /, x, offset=0, axis1=0, axis2=1, dtype=None, _out=None, **kw):
+    nd = np.ndim(x)
+    return np.trace(dx, offset, neg_axis(axis1, nd), neg_axis(axis2, nd))
+
+
+def _trace_vjp(ct, out, /, x, offset=0, axis1=0, axis2=1, dtype=None, _out=None, **kw):
+    nd = np.ndim(x)
+    a1, a2 = int(axis1) % nd, int(axis2) % nd
+    eye = np.eye(np.shape(x)[a1], np.shape(x)[a2], k=offset)
+    g = np.reshape(ct, np.shape(ct) + (1, 1)) * eye
+    return np.moveaxis(g, (-2, -1), (a1, a2)) if (a1, a2) != (nd - 2, nd - 1) else g
+
+
+defjvp(np.trace, _trace_jvp)
+defvjp(np.trace, _trace_vjp)
+
+
+# -- the same reductions as ndarray methods (``x.sum(axis)`` is ``np.ndarray.sum(x, axis)``) ----
+
+for _method, _fn in ((np.ndarray.sum, np.sum), (np.ndarray.mean, np.mean),
+                     (np.ndarray.prod, np.prod), (np.ndarray.max, np.max),
+                     (np.ndarray.min, np.min), (np.ndarray.std, np.std), (np.ndarray.var, np.var),
+                     (np.ndarray.cumsum, np.cumsum), (np.ndarray.cumprod, np.cumprod),
+                     (np.ndarray.trace, np.trace)):
+    defjvp(_method, *jvp_rules(_fn))
+    defvjp(_method, *vjp_rules(_fn))

@@ -1,0 +1,512 @@
+"""Rules for scalar Python: ``math``, ``cmath``, ``operator`` and builtins.
+
+Abbreviations: ``x, y`` (``z`` for cmath) arguments, ``out`` the primal output, ``dx`` a
+tangent, ``ct`` a cotangent.  Every rule is ``rule(dx, out, /, *args)`` (forward) or
+``rule(ct, out, /, *args)`` (reverse), one per positional argument.
+
+Conventions:
+
+- ``math``/``cmath`` arguments are numbers; their tangents may be numbers or arrays of shape
+  ``B`` (a batch of directions), so rules only multiply ``dx`` by numbers.
+- ``operator`` rules also serve NumPy arrays (``a * b`` on arrays calls ``operator.mul``): they
+  lift and broadcast tangents as the ufunc rules do (see ``_common``).
+- Complex: ``cmath`` functions are holomorphic, their rules are written as for reals.  ``abs``
+  and ``cmath.phase`` are real-valued: reverse rules follow autograd/JAX (gradient
+  ``df/dx - i df/dy``), i.e. every reverse rule is the transpose of the forward one under
+  ``Re(sum(a * b))``.
+- Non-smooth points take documented Clarke elements: ``abs'(0) = 0``, ties in ``min``/``max``
+  split evenly, ``copysign`` is flat in its second argument.
+- In-place operators (``iadd``...) have the rules of their pure siblings; the engine hands them
+  the arguments as they were before the call (a mutated first argument must be copied).
+- Variadic functions (``math.hypot``, ``max``) have rules for up to ``VARIADIC`` arguments.
+"""
+
+from __future__ import annotations
+
+import builtins
+import cmath
+import math
+import operator
+
+import numpy as np
+
+from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable
+from ._common import cts, fill, fit, indexed, lift
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _unary(fn, deriv) -> None:
+    """Register ``fn(x)`` with ``f'(x) = deriv(x, out)`` in both modes."""
+    defjvp(fn, lambda dx, out, /, x: dx * deriv(x, out))
+    defvjp(fn, lambda ct, out, /, x: ct * deriv(x, out))
+
+
+def digamma(x: float) -> float:
+    """The digamma function for real ``x`` in plain Python (``math`` has none), so that the
+    rules of ``math.gamma``/``math.lgamma`` are themselves differentiable."""
+    if x <= 0.0 and x == math.floor(x):
+        return math.nan
+    if x < 0.5:  # reflection: psi(1 - x) - psi(x) = pi / tan(pi x)
+        return digamma(1.0 - x) - math.pi / math.tan(math.pi * x)
+    acc = 0.0
+    while x < 10.0:
+        acc -= 1.0 / x
+        x += 1.0
+    inv2 = 1.0 / (x * x)
+    series = inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
+        1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 - inv2 / 12.0))))))
+    return acc + math.log(x) - 0.5 / x - series
+
+
+def _sign(x):
+    """sign with sign(0) = 0, for numbers and arrays."""
+    if isinstance(x, (int, float)):
+        return (x > 0) - (x < 0) + 0.0
+    return np.sign(x)
+
+
+# -- math: one argument -----------------------------------------------------------------------
+
+_unary(math.sin, lambda x, out: math.cos(x))
+_unary(math.cos, lambda x, out: -math.sin(x))
+_unary(math.tan, lambda x, out: 1.0 + out * out)
+_unary(math.asin, lambda x, out: 1.0 / math.sqrt(1.0 - x * x))
+_unary(math.acos, lambda x, out: -1.0 / math.sqrt(1.0 - x * x))
+_unary(math.atan, lambda x, out: 1.0 / (1.0 + x * x))
+_unary(math.sinh, lambda x, out: math.cosh(x))
+_unary(math.cosh, lambda x, out: math.sinh(x))
+_unary(math.tanh, lambda x, out: 1.0 - out * out)
+_unary(math.asinh, lambda x, out: 1.0 / math.sqrt(x * x + 1.0))
+_unary(math.acosh, lambda x, out: 1.0 / math.sqrt(x * x - 1.0))
+_unary(math.atanh, lambda x, out: 1.0 / (1.0 - x * x))
+_unary(math.exp, lambda x, out: out)
+_unary(math.expm1, lambda x, out: out + 1.0)
+if hasattr(math, "exp2"):  # Python 3.11+
+    _unary(math.exp2, lambda x, out: out * _LN2)
+_unary(math.log1p, lambda x, out: 1.0 / (1.0 + x))
+_unary(math.log2, lambda x, out: 1.0 / (x * _LN2))
+_unary(math.log10, lambda x, out: 1.0 / (x * _LN10))
+_unary(math.sqrt, lambda x, out: 0.5 / out)
+if hasattr(math, "cbrt"):  # Python 3.11+
+    _unary(math.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
+_unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x))
+_unary(math.erfc, lambda x, out: -_TWO_OVER_SQRT_PI * math.exp(-x * x))
+_unary(math.gamma, lambda x, out: out * digamma(x))
+_unary(math.lgamma, lambda x, out: digamma(x))
+_unary(math.fabs, lambda x, out: _sign(x))
+_unary(math.degrees, lambda x, out: 180.0 / math.pi)
+_unary(math.radians, lambda x, out: math.pi / 180.0)
+
+# math.log(x) and math.log(x, base) = log(x) / log(base)
+defjvp(math.log,
+       lambda dx, out, /, x, *base: dx / (x * math.log(*base)) if base else dx / x,
+       lambda db, out, /, x, base: -db * out / (base * math.log(base)))
+defvjp(math.log,
+       lambda ct, out, /, x, *base: ct / (x * math.log(*base)) if base else ct / x,
+       lambda ct, out, /, x, base: -ct * out / (base * math.log(base)))
+
+
+# -- math: several arguments ------------------------------------------------------------------
+
+defjvp(math.atan2, lambda dy, out, /, y, x: dy * (x / (x * x + y * y)),
+       lambda dx, out, /, y, x: dx * (-y / (x * x + y * y)))
+defvjp(math.atan2, lambda ct, out, /, y, x: ct * (x / (x * x + y * y)),
+       lambda ct, out, /, y, x: ct * (-y / (x * x + y * y)))
+
+
+def _hypot_rule(i):
+    # d hypot / d x_i = x_i / out, and 0 at the origin (a Clarke element)
+    def rule(dx, out, /, *xs):
+        return dx * (xs[i] / out if out else 0.0)
+    return rule
+
+
+defjvp(math.hypot, *indexed(_hypot_rule))
+defvjp(math.hypot, *indexed(_hypot_rule))
+
+
+def _pow_dx(x, y):
+    """d(x**y)/dx = y * x**(y-1), 0 when y == 0 (also at x == 0)."""
+    return 0.0 * x if y == 0 else y * x ** (y - 1)
+
+
+def _pow_dy(x, y, out):
+    """d(x**y)/dy = log(x) * x**y; 0 at x == 0 (y > 0), nan for negative x with real out."""
+    if x == 0:
+        return 0.0 * out
+    if isinstance(x, (int, float)) and x < 0:
+        return out * cmath.log(x) if isinstance(out, complex) else math.nan
+    return out * (cmath.log(x) if isinstance(x, complex) else math.log(x))
+
+
+defjvp(math.pow, lambda dx, out, /, x, y: dx * _pow_dx(x, y),
+       lambda dy, out, /, x, y: dy * _pow_dy(x, y, out))
+defvjp(math.pow, lambda ct, out, /, x, y: ct * _pow_dx(x, y),
+       lambda ct, out, /, x, y: ct * _pow_dy(x, y, out))
+
+# copysign(x, y) = |x| sign(y): flat in y
+defjvp(math.copysign, lambda dx, out, /, x, y: dx * (_sign(x) * math.copysign(1.0, y)), ZERO)
+defvjp(math.copysign, lambda ct, out, /, x, y: ct * (_sign(x) * math.copysign(1.0, y)), ZERO)
+
+
+def _int_quot(x, y, out):
+    """The integer quotient q with out == x - q * y (exact, read off the result)."""
+    return float(round((x - out) / y))
+
+
+# fmod(x, y) = x - trunc(x / y) * y ; remainder(x, y) = x - round(x / y) * y
+for _fn in (math.fmod, math.remainder):
+    defjvp(_fn, lambda dx, out, /, x, y: dx * 1.0,
+           lambda dy, out, /, x, y: -dy * _int_quot(x, y, out))
+    defvjp(_fn, lambda ct, out, /, x, y: ct * 1.0,
+           lambda ct, out, /, x, y: -ct * _int_quot(x, y, out))
+
+defjvp(math.ldexp, lambda dx, out, /, x, i: dx * 2.0 ** i, ZERO)
+defvjp(math.ldexp, lambda ct, out, /, x, i: ct * 2.0 ** i, ZERO)
+# nextafter(x, y) moves x by one ulp: the identity in x, flat in y
+defjvp(math.nextafter, lambda dx, out, /, x, y, **kw: dx * 1.0, ZERO)
+defvjp(math.nextafter, lambda ct, out, /, x, y, **kw: ct * 1.0, ZERO)
+
+# frexp(x) = (m, e) with x = m * 2**e: m = x * 2**-e, e an integer
+defjvp(math.frexp, lambda dx, out, /, x: (dx * 2.0 ** -out[1], None))
+defvjp(math.frexp, lambda ct, out, /, x: 0.0 if ct[0] is None else ct[0] * 2.0 ** -out[1])
+# modf(x) = (fractional part, integral part)
+defjvp(math.modf, lambda dx, out, /, x: (dx * 1.0, None))
+defvjp(math.modf, lambda ct, out, /, x: 0.0 if ct[0] is None else ct[0] * 1.0)
+
+
+# -- math: iterables (container arguments) ----------------------------------------------------
+
+def _sum_tangents(dxs, xs):
+    total = 0.0
+    for d in fill(dxs, xs):
+        total = total + d
+    return total
+
+
+defjvp(math.fsum, lambda dxs, out, /, xs: _sum_tangents(dxs, xs))
+defvjp(math.fsum, lambda ct, out, /, xs: [ct * 1.0 for _ in xs])
+
+
+def _others(xs, start=1):
+    """[start * prod(xs[j] for j != i)] without division (exact with zeros)."""
+    n = len(xs)
+    left = [start] * n
+    for i in range(1, n):
+        left[i] = left[i - 1] * xs[i - 1]
+    right = [1] * n
+    for i in range(n - 2, -1, -1):
+        right[i] = right[i + 1] * xs[i + 1]
+    return [a * b for a, b in zip(left, right)]
+
+
+def _prod_jvp(dxs, out, /, xs, *, start=1):
+    total = 0.0
+    for d, o in zip(fill(dxs, xs), _others(list(xs), start)):
+        total = total + d * o
+    return total
+
+
+defjvp(math.prod, _prod_jvp)
+defvjp(math.prod, lambda ct, out, /, xs, *, start=1: [ct * o for o in _others(list(xs), start)])
+
+
+def _dist_rule(sign):
+    def jvp(dps, out, /, p, q):
+        total = 0.0
+        for d, a, b in zip(fill(dps, p), p, q):
+            total = total + d * (sign * (a - b) / out if out else 0.0)
+        return total
+
+    def vjp(ct, out, /, p, q):
+        return [ct * (sign * (a - b) / out if out else 0.0) for a, b in zip(p, q)]
+    return jvp, vjp
+
+
+defjvp(math.dist, _dist_rule(1.0)[0], _dist_rule(-1.0)[0])
+defvjp(math.dist, _dist_rule(1.0)[1], _dist_rule(-1.0)[1])
+
+if hasattr(math, "sumprod"):  # Python 3.12+
+    defjvp(math.sumprod, lambda dps, out, /, p, q: _prod_pairs(fill(dps, p), q),
+           lambda dqs, out, /, p, q: _prod_pairs(p, fill(dqs, q)))
+    defvjp(math.sumprod, lambda ct, out, /, p, q: [ct * b for b in q],
+           lambda ct, out, /, p, q: [ct * a for a in p])
+
+
+def _prod_pairs(a, b):
+    total = 0.0
+    for u, v in zip(a, b):
+        total = total + u * v
+    return total
+
+
+if hasattr(math, "fma"):  # Python 3.13+: fma(x, y, z) = x * y + z
+    defjvp(math.fma, lambda dx, out, /, x, y, z: dx * y, lambda dy, out, /, x, y, z: dy * x,
+           lambda dz, out, /, x, y, z: dz * 1.0)
+    defvjp(math.fma, lambda ct, out, /, x, y, z: ct * y, lambda ct, out, /, x, y, z: ct * x,
+           lambda ct, out, /, x, y, z: ct * 1.0)
+
+nondifferentiable(math.floor, math.ceil, math.trunc, math.isfinite, math.isinf, math.isnan,
+                  math.isclose, math.factorial, math.comb, math.perm, math.gcd, math.lcm,
+                  math.isqrt, math.ulp)
+
+
+# -- cmath: holomorphic ---------------------------------------------------------------------
+
+_unary(cmath.sin, lambda z, out: cmath.cos(z))
+_unary(cmath.cos, lambda z, out: -cmath.sin(z))
+_unary(cmath.tan, lambda z, out: 1.0 + out * out)
+_unary(cmath.asin, lambda z, out: 1.0 / cmath.sqrt(1.0 - z * z))
+_unary(cmath.acos, lambda z, out: -1.0 / cmath.sqrt(1.0 - z * z))
+_unary(cmath.atan, lambda z, out: 1.0 / (1.0 + z * z))
+_unary(cmath.sinh, lambda z, out: cmath.cosh(z))
+_unary(cmath.cosh, lambda z, out: cmath.sinh(z))
+_unary(cmath.tanh, lambda z, out: 1.0 - out * out)
+_unary(cmath.asinh, lambda z, out: 1.0 / cmath.sqrt(z * z + 1.0))
+_unary(cmath.acosh, lambda z, out: 1.0 / (cmath.sqrt(z - 1.0) * cmath.sqrt(z + 1.0)))
+_unary(cmath.atanh, lambda z, out: 1.0 / (1.0 - z * z))
+_unary(cmath.exp, lambda z, out: out)
+_unary(cmath.log10, lambda z, out: 1.0 / (z * _LN10))
+_unary(cmath.sqrt, lambda z, out: 0.5 / out)
+defjvp(cmath.log,
+       lambda dz, out, /, z, *base: dz / (z * cmath.log(*base)) if base else dz / z,
+       lambda db, out, /, z, base: -db * out / (base * cmath.log(base)))
+defvjp(cmath.log,
+       lambda ct, out, /, z, *base: ct / (z * cmath.log(*base)) if base else ct / z,
+       lambda ct, out, /, z, base: -ct * out / (base * cmath.log(base)))
+
+
+# -- cmath: real-valued and real-argument functions -----------------------------------------
+
+def _abs_jvp(dz, z, r):
+    """Tangent of |z|: Re(conj(z) dz) / |z| (0 at z = 0)."""
+    if isinstance(z, complex):
+        return (z.real * np.real(dz) + z.imag * np.imag(dz)) / r if r else 0.0 * np.real(dz)
+    return dz * _sign(z)
+
+
+def _abs_vjp(ct, z, r):
+    if isinstance(z, complex):
+        return ct * z.conjugate() / r if r else 0.0 * ct
+    return ct * _sign(z)
+
+
+def _phase_jvp(dz, z):
+    """Tangent of arg(z): Im(conj(z) dz) / |z|^2."""
+    r2 = z.real * z.real + z.imag * z.imag
+    return (z.real * np.imag(dz) - z.imag * np.real(dz)) / r2 if r2 else 0.0 * np.real(dz)
+
+
+def _phase_vjp(ct, z):
+    z = complex(z)
+    r2 = z.real * z.real + z.imag * z.imag
+    return -1j * ct * z.conjugate() / r2 if r2 else 0.0 * ct
+
+
+defjvp(cmath.phase, lambda dz, out, /, z: _phase_jvp(dz, complex(z)))
+defvjp(cmath.phase, lambda ct, out, /, z: _phase_vjp(ct, z))
+
+
+def _polar_jvp(dz, out, /, z):
+    return (_abs_jvp(dz, complex(z), out[0]), _phase_jvp(dz, complex(z)))
+
+
+def _polar_vjp(ct, out, /, z):
+    c_abs, c_phase = cts(ct, out)
+    return _abs_vjp(c_abs, complex(z), out[0]) + _phase_vjp(c_phase, z)
+
+
+defjvp(cmath.polar, _polar_jvp)
+defvjp(cmath.polar, _polar_vjp)
+# rect(r, phi) = r * exp(i phi)
+defjvp(cmath.rect, lambda dr, out, /, r, phi: dr * cmath.rect(1.0, phi),
+       lambda dphi, out, /, r, phi: dphi * (1j * out))
+defvjp(cmath.rect, lambda ct, out, /, r, phi: ct * cmath.rect(1.0, phi),
+       lambda ct, out, /, r, phi: ct * (1j * out))
+nondifferentiable(cmath.isfinite, cmath.isinf, cmath.isnan, cmath.isclose)
+
+
+# -- operator (numbers and arrays) -------------------------------------------------------------
+
+def _numbers(*xs) -> bool:
+    return all(type(x) in (float, int, complex, bool) for x in xs)
+
+
+def _pass(dx, x, out):
+    """The tangent of an argument that enters ``out`` with coefficient 1."""
+    if _numbers(x, out):
+        return dx
+    return fit(lift(dx, x, out), dx, x, out)
+
+
+def _scaled(dx, x, out, factor):
+    if _numbers(x, out):
+        return dx * factor
+    return fit(lift(dx, x, out) * factor, dx, x, out)
+
+
+def _quot(x, y, out):
+    """q with out == x - q * y for x % y (floor) and fmod-like results, read off ``out``."""
+    if _numbers(x, y, out):
+        return float(round((x - out) / y))
+    return np.round((x - out) / y)
+
+
+def _pow_dx_any(x, y):
+    if _numbers(x, y):
+        return _pow_dx(x, y)
+    y0 = np.equal(y, 0)
+    return np.where(y0, 0.0, y * np.power(x, np.where(y0, 1, y - 1)))
+
+
+def _pow_dy_any(x, y, out):
+    if _numbers(x, y, out):
+        return _pow_dy(x, y, out)
+    x0 = np.equal(x, 0)
+    return np.where(x0, 0.0, out * np.log(np.where(x0, 1, x)))
+
+
+def _abs_any_jvp(dx, out, /, x):
+    if _numbers(x):
+        return _abs_jvp(dx, x, out)
+    if np.iscomplexobj(x):
+        safe = np.where(out == 0, 1.0, out)
+        return np.where(out == 0, 0.0, np.real(np.conj(x) * dx) / safe)
+    return dx * np.sign(x)
+
+
+def _abs_any_vjp(ct, out, /, x):
+    if _numbers(x):
+        return _abs_vjp(ct, x, out)
+    if np.iscomplexobj(x):
+        safe = np.where(out == 0, 1.0, out)
+        return np.where(out == 0, 0.0, ct * np.conj(x) / safe)
+    return ct * np.sign(x)
+
+
+_ADD = (lambda dx, out, /, x, y: _pass(dx, x, out), lambda dy, out, /, x, y: _pass(dy, y, out))
+_ADD_T = (lambda ct, out, /, x, y: ct, lambda ct, out, /, x, y: ct)
+_SUB = (lambda dx, out, /, x, y: _pass(dx, x, out), lambda dy, out, /, x, y: -_pass(dy, y, out))
+_SUB_T = (lambda ct, out, /, x, y: ct, lambda ct, out, /, x, y: -ct)
+_MUL = (lambda dx, out, /, x, y: _scaled(dx, x, out, y),
+        lambda dy, out, /, x, y: _scaled(dy, y, out, x))
+_MUL_T = (lambda ct, out, /, x, y: ct * y, lambda ct, out, /, x, y: ct * x)
+_DIV = (lambda dx, out, /, x, y: _scaled(dx, x, out, 1.0 / y),
+        lambda dy, out, /, x, y: _scaled(dy, y, out, -out / y))
+_DIV_T = (lambda ct, out, /, x, y: ct / y, lambda ct, out, /, x, y: -ct * out / y)
+_MOD = (lambda dx, out, /, x, y: _pass(dx, x, out),
+        lambda dy, out, /, x, y: _scaled(dy, y, out, -_quot(x, y, out)))
+_MOD_T = (lambda ct, out, /, x, y: ct * 1.0, lambda ct, out, /, x, y: -ct * _quot(x, y, out))
+_POW = (lambda dx, out, /, x, y, *m: _scaled(dx, x, out, _pow_dx_any(x, y)),
+        lambda dy, out, /, x, y, *m: _scaled(dy, y, out, _pow_dy_any(x, y, out)))
+_POW_T = (lambda ct, out, /, x, y, *m: ct * _pow_dx_any(x, y),
+          lambda ct, out, /, x, y, *m: ct * _pow_dy_any(x, y, out))
+
+for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
+                           ((operator.sub, operator.isub), _SUB, _SUB_T),
+                           ((operator.mul, operator.imul), _MUL, _MUL_T),
+                           ((operator.truediv, operator.itruediv), _DIV, _DIV_T),
+                           ((operator.mod, operator.imod), _MOD, _MOD_T),
+                           ((operator.pow, operator.ipow, builtins.pow), _POW, _POW_T)):
+    for _fn in _fns:
+        defjvp(_fn, *_jvps)
+        defvjp(_fn, *_vjps)
+
+defjvp(operator.neg, LINEAR)
+defvjp(operator.neg, lambda ct, out, /, x: -ct)
+defjvp(operator.pos, LINEAR)
+defvjp(operator.pos, lambda ct, out, /, x: ct)
+for _fn in (operator.abs, builtins.abs):
+    defjvp(_fn, _abs_any_jvp)
+    defvjp(_fn, _abs_any_vjp)
+
+nondifferentiable(operator.floordiv, operator.ifloordiv, operator.lt, operator.le, operator.eq,
+                  operator.ne, operator.ge, operator.gt, operator.not_, operator.truth,
+                  operator.is_, operator.is_not, operator.and_, operator.or_, operator.xor,
+                  operator.iand, operator.ior, operator.ixor, operator.invert, operator.inv,
+                  operator.lshift, operator.rshift, operator.ilshift, operator.irshift,
+                  operator.index, operator.contains, operator.countOf, operator.indexOf,
+                  operator.length_hint)
+
+
+# -- builtins -----------------------------------------------------------------------------------
+
+def _to_scalar_jvp(dx, out, /, x=0.0, *rest):
+    # float(x) / complex(x) of a number or a one-element array: the tangent keeps its batch
+    return np.reshape(dx, np.shape(dx)[:np.ndim(dx) - np.ndim(x)]) if np.ndim(x) else dx
+
+
+def _to_scalar_vjp(ct, out, /, x=0.0, *rest):
+    return np.reshape(ct, np.shape(x)) if np.ndim(x) else ct
+
+
+defjvp(builtins.float, _to_scalar_jvp)
+defvjp(builtins.float, _to_scalar_vjp)
+# complex(re, im) = re + 1j * im
+defjvp(builtins.complex, _to_scalar_jvp,
+       lambda dy, out, /, x, y: 1j * _to_scalar_jvp(dy, out, y))
+defvjp(builtins.complex, _to_scalar_vjp,
+       lambda ct, out, /, x, y: _to_scalar_vjp(1j * ct, out, y))
+
+
+def _extremum_weights(out, xs):
+    """Weights of the candidates of min/max: 1 on the winner, ties split evenly."""
+    hits = [x == out for x in xs]
+    n = sum(hits)
+    return [h / n if n else 0.0 for h in hits]
+
+
+def _extremum_rule(i, mode):
+    def rule(d, out, /, *xs, **kw):
+        if len(xs) == 1:  # max(iterable)
+            items = list(xs[0])
+            if "key" in kw:  # the first item the key picked
+                first = next(k for k, x in enumerate(items) if x is out)
+                w = [float(k == first) for k in range(len(items))]
+            else:
+                w = _extremum_weights(out, items)
+            if isinstance(xs[0], np.ndarray):  # a 1-D array iterates over its elements
+                return np.sum(d * np.array(w), axis=-1) if mode == "fwd" else d * np.array(w)
+            if mode == "rev":
+                return [d * wk for wk in w]
+            return _prod_pairs(fill(d, items), w)
+        if "key" in kw:
+            first = next(k for k, x in enumerate(xs) if x is out)
+            return d * float(i == first)
+        return d * _extremum_weights(out, xs)[i]
+    return rule
+
+
+for _fn in (builtins.max, builtins.min):
+    defjvp(_fn, *indexed(lambda i: _extremum_rule(i, "fwd")))
+    defvjp(_fn, *indexed(lambda i: _extremum_rule(i, "rev")))
+
+
+def _builtin_sum_jvp(dxs, out, /, xs, start=0):
+    if isinstance(xs, np.ndarray):
+        return np.sum(dxs, axis=-xs.ndim)
+    return _sum_tangents(dxs, xs)
+
+
+def _builtin_sum_vjp(ct, out, /, xs, start=0):
+    if isinstance(xs, np.ndarray):
+        return np.broadcast_to(np.expand_dims(ct, 0), xs.shape)
+    return [ct * 1.0 if not isinstance(x, np.ndarray) else ct * np.ones(np.shape(x))
+            for x in xs]
+
+
+defjvp(builtins.sum, _builtin_sum_jvp, lambda ds, out, /, xs, start=0: _pass(ds, start, out))
+defvjp(builtins.sum, _builtin_sum_vjp, lambda ct, out, /, xs, start=0: ct)
+
+# divmod(x, y) = (x // y, x % y): the quotient is flat
+defjvp(builtins.divmod,
+       lambda dx, out, /, x, y: (None, _pass(dx, x, out[1])),
+       lambda dy, out, /, x, y: (None, _scaled(dy, y, out[1], -_quot(x, y, out[1]))))
+defvjp(builtins.divmod,
+       lambda ct, out, /, x, y: 0.0 * x if ct[1] is None else ct[1] * 1.0,
+       lambda ct, out, /, x, y: 0.0 * y if ct[1] is None else -ct[1] * _quot(x, y, out[1]))
+
+nondifferentiable(builtins.round, builtins.int, builtins.bool, builtins.len, builtins.hash)

@@ -1,0 +1,520 @@
+"""Rules for NumPy's shape, joining, splitting and array-building functions.
+
+Abbreviations: ``x`` the array argument, ``xs`` a list of arrays, ``out`` the primal output,
+``dx`` a tangent with ``nb`` leading batch dimensions of shape ``B``, ``ct`` a cotangent.
+
+Conventions:
+
+- Every function here is linear in its array arguments.  A forward rule applies the same
+  operation to ``dx``, with axis arguments turned negative so that they name the same axes of
+  ``x`` and of a batched ``dx``.  Operations that move elements around in ways that do not
+  translate that simply (``pad``, ``repeat``, ``diag``) use an *index map*: the operation
+  applied to the positions ``arange(x.size)``, gathered from ``dx`` (forward) and summed back
+  with ``bincount`` (reverse), which is exact for repeated positions.
+- A container argument (``np.concatenate``'s list) has a list tangent/cotangent; ``None`` in a
+  tangent list is a zero.  A function with several outputs (``np.split``) has a list or tuple of
+  tangents, and receives one of cotangents in which ``None`` is a zero.
+- ``np.array``/``np.asarray`` of a (nested) list of scalars or arrays stack the tangents; the
+  reverse rule splits the cotangent back into the same nested structure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
+                      lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter,
+                      zero_like)
+
+
+def _to_shape(dx, x, out):
+    """``dx`` reshaped to ``B + out.shape`` (for operations that only reshape)."""
+    return np.reshape(dx, bshape(dx, x) + np.shape(out))
+
+
+def _back(ct, out, /, x, *a, **k):
+    return np.reshape(ct, np.shape(x))
+
+
+def _reshape_order(x, order):
+    if order == "A":
+        return "F" if np.isfortran(np.asarray(x)) else "C"
+    return order
+
+
+# -- reshaping ------------------------------------------------------------------------------
+
+def _reshape_jvp(dx, out, /, x, *args, order="C", **kw):
+    order = _reshape_order(x, args[1] if len(args) > 1 else order)
+    if order == "C":
+        return _to_shape(dx, x, out)
+    return map_batch(lambda t: np.reshape(t, np.shape(out), order=order), dx, np.ndim(x))
+
+
+def _reshape_vjp(ct, out, /, x, *args, order="C", **kw):
+    order = _reshape_order(x, args[1] if len(args) > 1 else order)
+    return np.reshape(ct, np.shape(x), order=order)
+
+
+defjvp(np.reshape, _reshape_jvp, ZERO)
+defvjp(np.reshape, _reshape_vjp, ZERO)
+defjvp(np.ravel, lambda dx, out, /, x, order="C": _reshape_jvp(dx, out, x, -1, order))
+defvjp(np.ravel, lambda ct, out, /, x, order="C": _reshape_vjp(ct, out, x, -1, order))
+for _fn in (np.squeeze, np.expand_dims, np.copy, np.ascontiguousarray, np.asfortranarray):
+    defjvp(_fn, lambda dx, out, /, x, *a, **k: _to_shape(dx, x, out), ZERO)
+    defvjp(_fn, _back, ZERO)
+
+
+def _transpose_perm(x, axes):
+    nd = np.ndim(x)
+    return tuple(range(nd - 1, -1, -1)) if axes is None else tuple(int(a) % nd for a in axes)
+
+
+def _transpose_jvp(dx, out, /, x, axes=None):
+    nb = nbatch(dx, x)
+    return np.transpose(dx, tuple(range(nb)) + tuple(nb + p for p in _transpose_perm(x, axes)))
+
+
+defjvp(np.transpose, _transpose_jvp, ZERO)
+defvjp(np.transpose, lambda ct, out, /, x, axes=None:
+       np.transpose(ct, np.argsort(_transpose_perm(x, axes))), ZERO)
+if hasattr(np, "matrix_transpose"):  # NumPy 2
+    defjvp(np.matrix_transpose, LINEAR)
+    defvjp(np.matrix_transpose, lambda ct, out, /, x: np.matrix_transpose(ct))
+defjvp(np.moveaxis, lambda dx, out, /, x, source, destination: np.moveaxis(
+    dx, neg_axes(source, np.ndim(x)), neg_axes(destination, np.ndim(x))), ZERO, ZERO)
+defvjp(np.moveaxis, lambda ct, out, /, x, source, destination:
+       np.moveaxis(ct, destination, source), ZERO, ZERO)
+defjvp(np.swapaxes, lambda dx, out, /, x, axis1, axis2: np.swapaxes(
+    dx, neg_axis(axis1, np.ndim(x)), neg_axis(axis2, np.ndim(x))), ZERO, ZERO)
+defvjp(np.swapaxes, lambda ct, out, /, x, axis1, axis2: np.swapaxes(ct, axis1, axis2),
+       ZERO, ZERO)
+
+
+# -- broadcasting -----------------------------------------------------------------------------
+
+defjvp(np.broadcast_to, lambda dx, out, /, x, shape, **kw: np.broadcast_to(
+    lift(dx, x, out), bshape(dx, x) + np.shape(out)), ZERO)
+defvjp(np.broadcast_to, lambda ct, out, /, x, shape, **kw: ct, ZERO)
+
+
+def _broadcast_arrays_rule(i, mode):
+    def rule(d, out, /, *xs, **kw):
+        if mode == "rev":
+            return zero_like(out[i]) if d[i] is None else d[i]
+        t = fit(lift(d, xs[i], out[i]), d, xs[i], out[i])
+        return tuple(t if k == i else None for k in range(len(xs)))
+    return rule
+
+
+defjvp(np.broadcast_arrays, *indexed(lambda i: _broadcast_arrays_rule(i, "fwd")))
+defvjp(np.broadcast_arrays, *indexed(lambda i: _broadcast_arrays_rule(i, "rev")))
+
+
+def _atleast_rule(i, mode):
+    def rule(d, out, /, *xs):
+        if len(xs) == 1:
+            return _to_shape(d, xs[0], out) if mode == "fwd" else np.reshape(d, np.shape(xs[0]))
+        if mode == "rev":
+            return np.reshape(cts(d, out)[i], np.shape(xs[i]))
+        return tuple(_to_shape(d, xs[i], out[i]) if k == i else None for k in range(len(xs)))
+    return rule
+
+
+for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
+    defjvp(_fn, *indexed(lambda i: _atleast_rule(i, "fwd")))
+    defvjp(_fn, *indexed(lambda i: _atleast_rule(i, "rev")))
+
+
+# -- joining and splitting --------------------------------------------------------------------
+
+def _concat_parts(xs, axis):
+    """(arrays as concatenated, negative axis) for np.concatenate(xs, axis)."""
+    if axis is None:
+        return [np.ravel(x) for x in xs], -1
+    nd = np.ndim(xs[0])
+    return list(xs), neg_axis(axis, nd)
+
+
+def _concat_jvp(dxs, out, /, xs, axis=0, *a, **kw):
+    dxs = fill(dxs, xs)
+    if axis is None:
+        dxs = [np.reshape(d, bshape(d, x) + (-1,)) for d, x in zip(dxs, xs)]
+        return np.concatenate(dxs, axis=-1)
+    return np.concatenate(dxs, axis=neg_axis(axis, np.ndim(xs[0])))
+
+
+def _split_back(ct, pieces, ax):
+    """``ct`` split along ``ax`` into parts as long as ``pieces`` are along it."""
+    sizes = [np.shape(p)[ax] for p in pieces]
+    return np.split(ct, np.cumsum(sizes)[:-1], axis=ax)
+
+
+def _concat_vjp(ct, out, /, xs, axis=0, *a, **kw):
+    parts, ax = _concat_parts(xs, axis)
+    return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, parts, ax), xs)]
+
+
+for _fn in {np.concatenate, getattr(np, "concat", np.concatenate)}:
+    defjvp(_fn, _concat_jvp)
+    defvjp(_fn, _concat_vjp)
+
+
+def _stack_jvp(dxs, out, /, xs, axis=0, *a, **kw):
+    return np.stack(fill(dxs, xs), axis=neg_axis(axis, np.ndim(out)))
+
+
+def _stack_vjp(ct, out, /, xs, axis=0, *a, **kw):
+    ax = neg_axis(axis, np.ndim(out))
+    return [np.take(ct, i, axis=ax) for i in range(len(xs))]
+
+
+defjvp(np.stack, _stack_jvp)
+defvjp(np.stack, _stack_vjp)
+
+
+def _column(x):
+    return np.reshape(x, (-1, 1)) if np.ndim(x) < 2 else x
+
+
+_STACKERS = {  # function: (promotion of each input, axis of the promoted inputs)
+    np.hstack: (np.atleast_1d, lambda nd: 0 if nd == 1 else 1),
+    np.vstack: (np.atleast_2d, lambda nd: 0),
+    np.dstack: (np.atleast_3d, lambda nd: 2),
+    np.column_stack: (_column, lambda nd: 1),
+}
+
+
+def _stacker_rules(fn):
+    promote, axis_of = _STACKERS[fn]
+
+    def parts(xs):
+        arrays = [promote(np.asarray(x)) for x in xs]
+        return arrays, neg_axis(axis_of(np.ndim(arrays[0])), np.ndim(arrays[0]))
+
+    def jvp(dxs, out, /, xs, **kw):
+        arrays, ax = parts(xs)
+        dxs = [np.reshape(d, bshape(d, x) + np.shape(p))
+               for d, x, p in zip(fill(dxs, xs), xs, arrays)]
+        return np.concatenate(dxs, axis=ax)
+
+    def vjp(ct, out, /, xs, **kw):
+        arrays, ax = parts(xs)
+        return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, arrays, ax), xs)]
+    defjvp(fn, jvp)
+    defvjp(fn, vjp)
+
+
+for _fn in _STACKERS:
+    _stacker_rules(_fn)
+
+
+def _append_jvp(pos):
+    def rule(d, out, /, arr, values, axis=None):
+        d = as_array_tangent(d, (arr, values)[pos])
+        arr, values = np.asarray(arr), np.asarray(values)
+        xs = [arr, values]
+        dxs = [d if k == pos else None for k in range(2)]
+        if axis is None:
+            dxs = [None if t is None else np.reshape(t, bshape(t, x) + (-1,))
+                   for t, x in zip(dxs, xs)]
+            return np.concatenate(fill(dxs, [np.ravel(x) for x in xs]), axis=-1)
+        return np.concatenate(fill(dxs, xs), axis=neg_axis(axis, np.ndim(arr)))
+    return rule
+
+
+def _append_vjp(pos):
+    def rule(ct, out, /, arr, values, axis=None):
+        parts, ax = _concat_parts([np.asarray(arr), np.asarray(values)], axis)
+        return like_argument(_split_back(ct, parts, ax)[pos], (arr, values)[pos])
+    return rule
+
+
+defjvp(np.append, _append_jvp(0), _append_jvp(1))
+defvjp(np.append, _append_vjp(0), _append_vjp(1))
+
+
+_SPLIT_AXIS = {np.split: None, np.array_split: None, np.hsplit: "h", np.vsplit: 0,
+               np.dsplit: 2}
+
+
+def _split_axis(fn, x, args, kwargs):
+    fixed = _SPLIT_AXIS[fn]
+    if fixed is None:
+        return args[0] if args else kwargs.get("axis", 0)
+    if fixed == "h":
+        return 1 if np.ndim(x) > 1 else 0
+    return fixed
+
+
+def _split_rules(fn):
+    def jvp(dx, out, /, x, ios, *args, **kwargs):
+        ax = neg_axis(_split_axis(fn, x, args, kwargs), np.ndim(x))
+        return list(np.array_split(dx, ios, axis=ax))
+
+    def vjp(ct, out, /, x, ios, *args, **kwargs):
+        ax = neg_axis(_split_axis(fn, x, args, kwargs), np.ndim(x))
+        return np.concatenate(cts(ct, out), axis=ax)
+    defjvp(fn, jvp, ZERO)
+    defvjp(fn, vjp, ZERO)
+
+
+for _fn in _SPLIT_AXIS:
+    _split_rules(_fn)
+
+if hasattr(np, "unstack"):  # NumPy 2.1+
+    defjvp(np.unstack, lambda dx, out, /, x, *, axis=0:
+           tuple(np.unstack(dx, axis=neg_axis(axis, np.ndim(x)))))
+    defvjp(np.unstack, lambda ct, out, /, x, *, axis=0: np.stack(cts(ct, out), axis=axis))
+
+
+# -- repeating, rolling, flipping, padding ------------------------------------------------------
+
+def _index_rules(fn, index_map, *rest):
+    """Rules of a linear ``fn`` that only moves elements: ``index_map(x, *args, **kwargs)``
+    gives, for each output element, the flat position of ``x`` it comes from (-1: a zero)."""
+    def jvp(dx, out, /, x, *args, **kwargs):
+        idx = index_map(x, *args, **kwargs)
+        t = gather(dx, x, np.maximum(idx, 0))
+        return t if np.all(idx >= 0) else np.where(idx >= 0, t, 0.0)
+
+    def vjp(ct, out, /, x, *args, **kwargs):
+        idx = index_map(x, *args, **kwargs)
+        keep = idx >= 0
+        return scatter(np.where(keep, ct, 0.0), x, np.maximum(idx, 0))
+    defjvp(fn, jvp, *rest)
+    defvjp(fn, vjp, *rest)
+
+
+def _padded_positions(x, f):
+    """``f`` applied to positions + 1, minus 1: the zeros that ``f`` inserts become -1."""
+    return f(positions(x) + 1) - 1
+
+
+_index_rules(np.repeat, lambda x, repeats, axis=None: np.repeat(positions(x), repeats, axis),
+             ZERO)
+_index_rules(np.tile, lambda x, reps: np.tile(positions(x), reps), ZERO)
+_index_rules(np.diag, lambda x, k=0: _padded_positions(x, lambda p: np.diag(p, k)) if np.ndim(x)
+             == 1 else np.diag(positions(x), k))
+_index_rules(np.diagflat, lambda x, k=0: _padded_positions(x, lambda p: np.diagflat(p, k)))
+
+
+def _pad_map(x, pad_width, mode="constant", **kwargs):
+    if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise NotImplementedError(f"no derivative rule for np.pad(mode={mode!r})")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise NotImplementedError("no derivative rule for np.pad(reflect_type='odd')")
+    if mode == "constant":
+        return np.pad(positions(x), pad_width, mode="constant", constant_values=-1)
+    return np.pad(positions(x), pad_width, mode=mode)
+
+
+_index_rules(np.pad, _pad_map, ZERO)
+
+
+def _roll_jvp(dx, out, /, x, shift, axis=None):
+    if axis is None:
+        flat = np.reshape(dx, bshape(dx, x) + (-1,))
+        return np.reshape(np.roll(flat, shift, axis=-1), np.shape(dx))
+    return np.roll(dx, shift, axis=neg_axes(axis, np.ndim(x)) if isinstance(axis, (tuple, list))
+                   else neg_axis(axis, np.ndim(x)))
+
+
+def _negated(shift):
+    return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -np.asarray(shift)
+
+
+defjvp(np.roll, _roll_jvp, ZERO)
+defvjp(np.roll, lambda ct, out, /, x, shift, axis=None: np.roll(ct, _negated(shift), axis),
+       ZERO)
+defjvp(np.flip, lambda dx, out, /, x, axis=None: np.flip(dx, neg_axes(axis, np.ndim(x))))
+defvjp(np.flip, lambda ct, out, /, x, axis=None: np.flip(ct, axis))
+defjvp(np.flipud, lambda dx, out, /, x: np.flip(dx, neg_axis(0, np.ndim(x))))
+defvjp(np.flipud, lambda ct, out, /, x: np.flipud(ct))
+defjvp(np.fliplr, lambda dx, out, /, x: np.flip(dx, neg_axis(1, np.ndim(x))))
+defvjp(np.fliplr, lambda ct, out, /, x: np.fliplr(ct))
+defjvp(np.rot90, lambda dx, out, /, x, k=1, axes=(0, 1):
+       np.rot90(dx, k, axes=neg_axes(axes, np.ndim(x))))
+defvjp(np.rot90, lambda ct, out, /, x, k=1, axes=(0, 1): np.rot90(ct, -k, axes=axes))
+
+
+# -- triangles and diagonals -----------------------------------------------------------------
+
+def _tri_mask(x, k, upper):
+    n, m = np.shape(x)[-2:]
+    lower = np.tri(n, m, k - 1 if upper else k, dtype=bool)
+    return np.logical_not(lower) if upper else lower
+
+
+defjvp(np.triu, lambda dx, out, /, x, k=0: dx * _tri_mask(x, k, True))
+defvjp(np.triu, lambda ct, out, /, x, k=0: ct * _tri_mask(x, k, True))
+defjvp(np.tril, lambda dx, out, /, x, k=0: dx * _tri_mask(x, k, False))
+defvjp(np.tril, lambda ct, out, /, x, k=0: ct * _tri_mask(x, k, False))
+
+
+def _diagonal_jvp(dx, out, /, x, offset=0, axis1=0, axis2=1):
+    nd = np.ndim(x)
+    return np.diagonal(dx, offset, neg_axis(axis1, nd), neg_axis(axis2, nd))
+
+
+defjvp(np.diagonal, _diagonal_jvp)
+defvjp(np.diagonal, lambda ct, out, /, x, offset=0, axis1=0, axis2=1: scatter(
+    ct, x, np.diagonal(positions(x), offset, axis1, axis2)))
+if hasattr(np.linalg, "diagonal"):  # NumPy 2: the last two axes
+    defjvp(np.linalg.diagonal, lambda dx, out, /, x, *, offset=0: np.diagonal(dx, offset, -2, -1))
+    defvjp(np.linalg.diagonal, lambda ct, out, /, x, *, offset=0: scatter(
+        ct, x, np.diagonal(positions(x), offset, -2, -1)))
+
+
+# -- differences ----------------------------------------------------------------------------
+
+def _diff_extra(v, x, ax, batch):
+    """The zero tangent of a ``prepend``/``append`` value ``v`` (or None)."""
+    if v is np._NoValue or v is None:
+        return None
+    shape = list(batch + np.shape(x))
+    shape[ax] = 1 if np.ndim(v) == 0 else np.shape(v)[ax]
+    return np.zeros(shape)
+
+
+def _diff_jvp(dx, out, /, x, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    ax = neg_axis(axis, np.ndim(x))
+    batch = bshape(dx, x)
+    parts = [p for p in (_diff_extra(prepend, x, ax, batch), dx,
+                         _diff_extra(append, x, ax, batch)) if p is not None]
+    t = np.concatenate(parts, axis=ax) if len(parts) > 1 else dx
+    return np.diff(t, n, axis=ax)
+
+
+def _diff_vjp(ct, out, /, x, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    ax = neg_axis(axis, np.ndim(x))
+    g = ct
+    for _ in range(n):
+        g = -np.diff(g, axis=ax, prepend=0, append=0)
+    start = 0 if _diff_extra(prepend, x, ax, ()) is None else \
+        np.shape(_diff_extra(prepend, x, ax, ()))[ax]
+    return np.take(g, np.arange(start, start + np.shape(x)[ax]), axis=ax)
+
+
+defjvp(np.diff, _diff_jvp, ZERO, ZERO)
+defvjp(np.diff, _diff_vjp, ZERO, ZERO)
+
+
+# -- building arrays ------------------------------------------------------------------------
+
+def _cast_tangent(t, out):
+    dtype = np.asarray(out).dtype
+    if not np.issubdtype(dtype, np.inexact):
+        return np.zeros(np.shape(t))
+    return np.real(t) if not np.issubdtype(dtype, np.complexfloating) else t
+
+
+def _array_jvp(dx, out, /, obj, *a, **kw):
+    t = as_array_tangent(dx, obj)
+    return _cast_tangent(np.reshape(t, bshape(t, obj) + np.shape(out)), out)
+
+
+def _array_vjp(ct, out, /, obj, *a, **kw):
+    return like_argument(ct, obj)
+
+
+for _fn in (np.array, np.asarray, np.asanyarray):
+    defjvp(_fn, _array_jvp, ZERO)
+    defvjp(_fn, _array_vjp, ZERO)
+if hasattr(np, "astype"):  # NumPy 2
+    defjvp(np.astype, lambda dx, out, /, x, dtype, **kw: _cast_tangent(dx, out), ZERO)
+    defvjp(np.astype, lambda ct, out, /, x, dtype, **kw: ct, ZERO)
+
+
+def _fill_jvp(dv, out, /, *args, **kw):
+    v = args[1] if len(args) > 1 else kw["fill_value"]
+    return np.broadcast_to(lift(dv, v, out), bshape(dv, v) + np.shape(out))
+
+
+for _fn in (np.full, np.full_like):
+    defjvp(_fn, ZERO, _fill_jvp)
+    defvjp(_fn, ZERO, lambda ct, out, /, *args, **kw: ct)
+
+
+def _linspace_t(start, stop, num, endpoint, axis, out):
+    """(fractions t shaped along the sample axis, the axis, the samples output)."""
+    samples = out[0] if isinstance(out, tuple) else out
+    ax = int(axis) % np.ndim(samples)
+    t = np.linspace(0.0, 1.0, num, endpoint=endpoint)
+    shape = [1] * np.ndim(samples)
+    shape[ax] = num
+    return np.reshape(t, shape), ax, samples
+
+
+def _linspace_rule(pos, mode):
+    def rule(d, out, /, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0,
+             **kw):
+        t, ax, samples = _linspace_t(start, stop, num, endpoint, axis, out)
+        w = 1.0 - t if pos == 0 else t
+        div = (num - 1 if endpoint else num) or 1
+        sign = -1.0 if pos == 0 else 1.0
+        arg = (start, stop)[pos]
+        if mode == "rev":
+            c, c_step = cts(d, out) if retstep else (d, 0.0)
+            g = np.sum(c * w, axis=ax) + sign * c_step / div
+            return g
+        batch = bshape(d, arg)
+        nd = np.ndim(samples) - 1
+        lifted = np.reshape(d, batch + (1,) * (nd - np.ndim(arg)) + np.shape(arg))
+        t_samples = np.expand_dims(lifted, len(batch) + ax) * w
+        t_samples = np.broadcast_to(t_samples, batch + np.shape(samples))
+        if not retstep:
+            return t_samples
+        return (t_samples, fit(sign * lifted / div, d, arg, out[1]))
+    return rule
+
+
+defjvp(np.linspace, _linspace_rule(0, "fwd"), _linspace_rule(1, "fwd"), ZERO)
+defvjp(np.linspace, _linspace_rule(0, "rev"), _linspace_rule(1, "rev"), ZERO)
+
+nondifferentiable(*(getattr(np, name) for name in (
+    "argwhere", "nonzero", "flatnonzero", "count_nonzero", "argmax", "argmin", "nanargmax",
+    "nanargmin", "digitize", "histogram", "unravel_index", "ravel_multi_index", "all", "any",
+    "isin")
+    if hasattr(np, name)))
+
+
+# -- ndarray methods ----------------------------------------------------------------------------
+
+def _method_shape(args):
+    """The shape given to ``x.reshape(*shape)``: a tuple or the integers themselves."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+
+
+def _method_reshape_jvp(dx, out, /, x, *shape, order="C"):
+    return _reshape_jvp(dx, out, x, _method_shape(shape), order)
+
+
+def _method_reshape_vjp(ct, out, /, x, *shape, order="C"):
+    return _reshape_vjp(ct, out, x, _method_shape(shape), order)
+
+
+defjvp(np.ndarray.reshape, _method_reshape_jvp)
+defvjp(np.ndarray.reshape, _method_reshape_vjp)
+
+
+def _method_axes(x, axes):
+    axes = _method_shape(axes)
+    return None if not axes or axes == (None,) else axes
+
+
+defjvp(np.ndarray.transpose, lambda dx, out, /, x, *axes: _transpose_jvp(dx, out, x,
+                                                                         _method_axes(x, axes)))
+defvjp(np.ndarray.transpose, lambda ct, out, /, x, *axes: np.transpose(
+    ct, np.argsort(_transpose_perm(x, _method_axes(x, axes)))))
+for _method, _fn in ((np.ndarray.ravel, np.ravel), (np.ndarray.flatten, np.ravel),
+                     (np.ndarray.squeeze, np.squeeze), (np.ndarray.swapaxes, np.swapaxes),
+                     (np.ndarray.repeat, np.repeat), (np.ndarray.copy, np.copy),
+                     (np.ndarray.diagonal, np.diagonal)):
+    defjvp(_method, *jvp_rules(_fn))
+    defvjp(_method, *vjp_rules(_fn))
+defjvp(np.ndarray.astype, lambda dx, out, /, x, dtype, *a, **kw: _cast_tangent(dx, out), ZERO)
+defvjp(np.ndarray.astype, lambda ct, out, /, x, dtype, *a, **kw: ct, ZERO)
+nondifferentiable(np.ndarray.argmax, np.ndarray.argmin, np.ndarray.argsort, np.ndarray.nonzero,
+                  np.ndarray.all, np.ndarray.any, np.ndarray.round)

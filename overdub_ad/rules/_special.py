@@ -1,0 +1,197 @@
+"""Rules for ``scipy.special`` (registered only when SciPy is importable).
+
+Abbreviations: ``x`` (``z``) the argument, ``v``/``n`` an order, ``out`` the primal output,
+``dx`` a tangent (leading batch dimensions allowed), ``ct`` a cotangent.
+
+Conventions:
+
+- Elementwise functions follow the ufunc conventions (broadcast tangents lifted against
+  ``out``, cotangents returned at the broadcast shape).  Functions holomorphic where SciPy
+  accepts complex input (``erf``, ``gamma``, ``loggamma``, ``expit``...) use the real formulas.
+- An integer order or degree (``polygamma``'s ``n``, ``expn``'s ``n``) is ``ZERO``.  A real
+  order whose derivative we do not provide (``jv``'s ``v``, ``gammainc``'s ``a``,
+  ``betainc``'s ``a, b``) has no rule, so differentiating with respect to it raises
+  ``MissingRuleError`` instead of returning a wrong zero.
+- ``softmax``, ``log_softmax`` and ``logsumexp`` take NumPy's ``axis``/``keepdims``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._rules import ZERO, defjvp, defvjp
+from ._common import expand, fit, lift, neg_axes
+
+try:
+    import scipy.special as sc
+except ImportError:  # pragma: no cover - overdub_ad works without SciPy
+    sc = None
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _get(name):
+    return getattr(sc, name, None)
+
+
+def _rule(deriv, pos, nargs, mode):
+    """The rule for argument ``pos`` of an ``nargs``-ary elementwise function whose partial
+    derivative is ``deriv(*args, out)``."""
+    def jvp(d, out, /, *args, **kw):
+        return fit(lift(d, args[pos], out) * deriv(*args[:nargs], out), d, args[pos], out)
+
+    def vjp(ct, out, /, *args, **kw):
+        return ct * deriv(*args[:nargs], out)
+    return jvp if mode == "fwd" else vjp
+
+
+def _elementwise(name, *partials) -> None:
+    """Register ``scipy.special.<name>`` with one partial derivative (or ZERO/None) per
+    argument; each partial is ``partial(*args, out)``."""
+    fn = _get(name)
+    if fn is None:
+        return
+    n = len(partials)
+    jv = [p if p is ZERO or p is None else _rule(p, k, n, "fwd") for k, p in enumerate(partials)]
+    vj = [p if p is ZERO or p is None else _rule(p, k, n, "rev") for k, p in enumerate(partials)]
+    defjvp(fn, *jv)
+    defvjp(fn, *vj)
+
+
+def _safe_div(a, b):
+    zero = np.equal(b, 0)
+    return np.where(zero, 0.0, a / np.where(zero, 1.0, b))
+
+
+if sc is not None:
+    # gamma family
+    _elementwise("gamma", lambda x, out: out * sc.psi(x))
+    _elementwise("rgamma", lambda x, out: -out * sc.psi(x))
+    _elementwise("gammaln", lambda x, out: sc.psi(x))
+    _elementwise("loggamma", lambda x, out: sc.psi(x))
+    _elementwise("digamma", lambda x, out: sc.polygamma(1, x))
+    _elementwise("psi", lambda x, out: sc.polygamma(1, x))
+    _elementwise("polygamma", ZERO, lambda n, x, out: sc.polygamma(np.add(n, 1), x))
+    _elementwise("multigammaln", lambda a, d, out: np.sum(
+        sc.psi(np.expand_dims(a, -1) - 0.5 * np.arange(int(d))), axis=-1), ZERO)
+    _elementwise("beta", lambda a, b, out: out * (sc.psi(a) - sc.psi(a + b)),
+                 lambda a, b, out: out * (sc.psi(b) - sc.psi(a + b)))
+    _elementwise("betaln", lambda a, b, out: sc.psi(a) - sc.psi(a + b),
+                 lambda a, b, out: sc.psi(b) - sc.psi(a + b))
+    _elementwise("gammainc", None, lambda a, x, out: np.exp(-x + (a - 1) * np.log(x)
+                                                            - sc.gammaln(a)))
+    _elementwise("gammaincc", None, lambda a, x, out: -np.exp(-x + (a - 1) * np.log(x)
+                                                              - sc.gammaln(a)))
+    _elementwise("betainc", None, None, lambda a, b, x, out: np.exp(
+        (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b)))
+
+    # error functions and the normal distribution
+    _elementwise("erf", lambda x, out: 2.0 / _SQRT_PI * np.exp(-x * x))
+    _elementwise("erfc", lambda x, out: -2.0 / _SQRT_PI * np.exp(-x * x))
+    _elementwise("erfi", lambda x, out: 2.0 / _SQRT_PI * np.exp(x * x))
+    _elementwise("erfcx", lambda x, out: 2.0 * x * out - 2.0 / _SQRT_PI)
+    _elementwise("erfinv", lambda x, out: _SQRT_PI / 2.0 * np.exp(out * out))
+    _elementwise("erfcinv", lambda x, out: -_SQRT_PI / 2.0 * np.exp(out * out))
+    _elementwise("dawsn", lambda x, out: 1.0 - 2.0 * x * out)
+    _elementwise("ndtr", lambda x, out: np.exp(-0.5 * x * x) / _SQRT_2PI)
+    _elementwise("log_ndtr", lambda x, out: np.exp(-0.5 * x * x - out) / _SQRT_2PI)
+    _elementwise("ndtri", lambda x, out: _SQRT_2PI * np.exp(0.5 * out * out))
+
+    # logistic and friends
+    _elementwise("expit", lambda x, out: out * (1.0 - out))
+    _elementwise("log_expit", lambda x, out: sc.expit(-x))
+    _elementwise("logit", lambda x, out: 1.0 / (x * (1.0 - x)))
+    _elementwise("xlogy", lambda x, y, out: np.log(y), lambda x, y, out: _safe_div(x, y))
+    _elementwise("xlog1py", lambda x, y, out: np.log1p(y), lambda x, y, out: _safe_div(x, 1.0 + y))
+    _elementwise("entr", lambda x, out: -(np.log(x) + 1.0))
+    _elementwise("rel_entr", lambda x, y, out: np.log(x / y) + 1.0, lambda x, y, out: -x / y)
+    _elementwise("kl_div", lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - x / y)
+    _elementwise("expm1", lambda x, out: out + 1.0)
+    _elementwise("log1p", lambda x, out: 1.0 / (1.0 + x))
+    _elementwise("cosm1", lambda x, out: -np.sin(x))
+    _elementwise("exprel", lambda x, out: _safe_div(np.exp(x) - out, x) + 0.5 * np.equal(x, 0))
+    _elementwise("expi", lambda x, out: np.exp(x) / x)
+    _elementwise("exp1", lambda x, out: -np.exp(-x) / x)
+    _elementwise("expn", ZERO, lambda n, x, out: -sc.expn(np.subtract(n, 1), x))
+    _elementwise("lambertw", lambda z, *rest: rest[-1] / (z * (1.0 + rest[-1])), ZERO, ZERO)
+
+    # Bessel functions: x-derivatives by the recurrences
+    _elementwise("j0", lambda x, out: -sc.j1(x))
+    _elementwise("j1", lambda x, out: 0.5 * (sc.j0(x) - sc.jv(2, x)))
+    _elementwise("y0", lambda x, out: -sc.y1(x))
+    _elementwise("y1", lambda x, out: 0.5 * (sc.y0(x) - sc.yv(2, x)))
+    _elementwise("i0", lambda x, out: sc.i1(x))
+    _elementwise("i1", lambda x, out: 0.5 * (sc.i0(x) + sc.iv(2, x)))
+    _elementwise("k0", lambda x, out: -sc.k1(x))
+    _elementwise("k1", lambda x, out: -0.5 * (sc.k0(x) + sc.kv(2, x)))
+    _elementwise("i0e", lambda x, out: sc.i1e(x) - np.sign(x) * out)
+    _elementwise("i1e", lambda x, out: 0.5 * (sc.i0e(x) + sc.ive(2, x)) - np.sign(x) * out)
+    _elementwise("k0e", lambda x, out: out - sc.k1e(x))
+    _elementwise("k1e", lambda x, out: out - 0.5 * (sc.k0e(x) + sc.kve(2, x)))
+    _elementwise("jv", None, lambda v, x, out: 0.5 * (sc.jv(v - 1, x) - sc.jv(v + 1, x)))
+    _elementwise("yv", None, lambda v, x, out: 0.5 * (sc.yv(v - 1, x) - sc.yv(v + 1, x)))
+    _elementwise("iv", None, lambda v, x, out: 0.5 * (sc.iv(v - 1, x) + sc.iv(v + 1, x)))
+    _elementwise("kv", None, lambda v, x, out: -0.5 * (sc.kv(v - 1, x) + sc.kv(v + 1, x)))
+    _elementwise("ive", None, lambda v, x, out: 0.5 * (sc.ive(v - 1, x) + sc.ive(v + 1, x))
+                 - np.sign(np.real(x)) * out)
+    _elementwise("kve", None, lambda v, x, out: out - 0.5 * (sc.kve(v - 1, x)
+                                                             + sc.kve(v + 1, x)))
+
+    # complete elliptic integrals of the parameter m
+    _elementwise("ellipk", lambda m, out: (sc.ellipe(m) - (1.0 - m) * out)
+                 / (2.0 * m * (1.0 - m)))
+    _elementwise("ellipe", lambda m, out: (out - sc.ellipk(m)) / (2.0 * m))
+
+    # -- softmax, log_softmax, logsumexp (not elementwise) ------------------------------------
+
+    def _softmax_jvp(dx, out, /, x, axis=None):
+        ax = neg_axes(axis, np.ndim(x))
+        return out * (dx - np.sum(out * dx, axis=ax, keepdims=True))
+
+    def _softmax_vjp(ct, out, /, x, axis=None):
+        ax = neg_axes(axis, np.ndim(x))
+        return out * (ct - np.sum(out * ct, axis=ax, keepdims=True))
+
+    def _log_softmax_jvp(dx, out, /, x, axis=None):
+        ax = neg_axes(axis, np.ndim(x))
+        return dx - np.sum(np.exp(out) * dx, axis=ax, keepdims=True)
+
+    def _log_softmax_vjp(ct, out, /, x, axis=None):
+        ax = neg_axes(axis, np.ndim(x))
+        return ct - np.exp(out) * np.sum(ct, axis=ax, keepdims=True)
+
+    defjvp(sc.softmax, _softmax_jvp)
+    defvjp(sc.softmax, _softmax_vjp)
+    defjvp(sc.log_softmax, _log_softmax_jvp)
+    defvjp(sc.log_softmax, _log_softmax_vjp)
+
+    def _lse_parts(a, axis, b, keepdims, return_sign, out):
+        """(axes, weights w = d out / d a, weights d out / d b) as arrays shaped like a."""
+        ax = neg_axes(axis, np.ndim(a))
+        value, sign = (out[0], out[1]) if return_sign else (out, 1.0)
+        value_k = expand(value, ax, keepdims)
+        sign_k = expand(sign, ax, keepdims) if return_sign else 1.0
+        e = np.exp(a - value_k) / sign_k
+        return ax, e if b is None else b * e, e
+
+    def _lse_rule(pos, mode):
+        def rule(d, out, /, a, axis=None, b=None, keepdims=False, return_sign=False, **kw):
+            ax, wa, wb = _lse_parts(a, axis, b, keepdims, return_sign, out)
+            w, arg = (wa, a) if pos == 0 else (wb, b)
+            if mode == "rev":
+                c = d
+                if return_sign:
+                    c = np.zeros(np.shape(out[0])) if d[0] is None else d[0]
+                return expand(c, ax, keepdims) * w
+            nd = np.ndim(w)
+            dl = np.reshape(d, np.shape(d)[:np.ndim(d) - np.ndim(arg)]
+                            + (1,) * (nd - np.ndim(arg)) + np.shape(arg))
+            t = np.sum(dl * w, axis=ax, keepdims=keepdims)
+            return (t, None) if return_sign else t
+        return rule
+
+    defjvp(sc.logsumexp, _lse_rule(0, "fwd"), ZERO, _lse_rule(2, "fwd"))
+    defvjp(sc.logsumexp, _lse_rule(0, "rev"), ZERO, _lse_rule(2, "rev"))

@@ -1,0 +1,303 @@
+"""Rules for NumPy's elementwise functions: ufuncs and their function cousins.
+
+Abbreviations: ``x, y`` arguments, ``out`` the primal output, ``dx`` a tangent (leading batch
+dimensions allowed), ``ct`` a cotangent.  Rules are ``rule(dx, out, /, x, y, **kwargs)``.
+
+Conventions:
+
+- Broadcasting: a forward contribution is the argument's tangent lifted against ``out`` (batch
+  dimensions stay in front) and broadcast to ``B + out.shape``; a reverse rule returns its
+  cotangent at the broadcast shape and the engine sums it down to the argument's shape.
+- ufunc keywords (``out=``, ``where=``, ``dtype=``, ``casting=``) are ignored by the rules: the
+  engine owns writes into ``out=`` buffers.
+- Complex: holomorphic ufuncs (``exp``, ``sin``, ``power``...) use the real formulas;
+  ``absolute``, ``angle``, ``real``, ``imag``, ``conjugate`` follow autograd/JAX (a reverse rule
+  is the transpose of the forward rule under ``Re(sum(a * b))``; the gradient of a real ``f`` at
+  ``z = x + iy`` is ``df/dx - i df/dy``).
+- Non-smooth points: ``absolute'(0) = 0``; ties in ``maximum``/``minimum``/``fmax``/``fmin``
+  (and at the bounds of ``clip``, which is ``minimum(maximum(x, lo), hi)``) split evenly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from ._common import fit, lift
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+def _unary(fn, deriv) -> None:
+    """Register the elementwise ``fn(x)`` with ``f'(x) = deriv(x, out)``."""
+    defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(x, out))
+    defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(x, out))
+
+
+def _contribution(dx, arg, out, factor=None):
+    t = lift(dx, arg, out)
+    if factor is not None:
+        t = t * factor
+    return fit(t, dx, arg, out)
+
+
+def _binary(fn, dfx, dfy) -> None:
+    """Register ``fn(x, y)`` with partial derivatives ``dfx(x, y, out)``, ``dfy(x, y, out)``
+    (``None`` for the constant 1, or ``ZERO``)."""
+    def jvp(d, pos):
+        if d is ZERO:
+            return ZERO
+        if d is None:
+            return lambda dx, out, /, x, y, *a, **k: _contribution(dx, (x, y)[pos], out)
+        return lambda dx, out, /, x, y, *a, **k: _contribution(dx, (x, y)[pos], out,
+                                                                d(x, y, out))
+
+    def vjp(d):
+        if d is ZERO:
+            return ZERO
+        if d is None:
+            return lambda ct, out, /, x, y, *a, **k: ct
+        return lambda ct, out, /, x, y, *a, **k: ct * d(x, y, out)
+    defjvp(fn, jvp(dfx, 0), jvp(dfy, 1))
+    defvjp(fn, vjp(dfx), vjp(dfy))
+
+
+def _safe_div(a, b):
+    """a / b, with 0 where b == 0."""
+    zero = np.equal(b, 0)
+    return np.where(zero, 0.0, a / np.where(zero, 1.0, b))
+
+
+# -- unary ----------------------------------------------------------------------------------
+
+_unary(np.negative, lambda x, out: -1.0)
+_unary(np.positive, lambda x, out: 1.0)
+_unary(np.exp, lambda x, out: out)
+_unary(np.exp2, lambda x, out: out * _LN2)
+_unary(np.expm1, lambda x, out: out + 1.0)
+_unary(np.log, lambda x, out: 1.0 / x)
+_unary(np.log2, lambda x, out: 1.0 / (x * _LN2))
+_unary(np.log10, lambda x, out: 1.0 / (x * _LN10))
+_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x))
+_unary(np.sqrt, lambda x, out: 0.5 / out)
+_unary(np.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
+_unary(np.square, lambda x, out: 2.0 * x)
+_unary(np.reciprocal, lambda x, out: -out * out)
+_unary(np.sin, lambda x, out: np.cos(x))
+_unary(np.cos, lambda x, out: -np.sin(x))
+_unary(np.tan, lambda x, out: 1.0 + out * out)
+_unary(np.arcsin, lambda x, out: 1.0 / np.sqrt(1.0 - x * x))
+_unary(np.arccos, lambda x, out: -1.0 / np.sqrt(1.0 - x * x))
+_unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x))
+_unary(np.sinh, lambda x, out: np.cosh(x))
+_unary(np.cosh, lambda x, out: np.sinh(x))
+_unary(np.tanh, lambda x, out: 1.0 - out * out)
+_unary(np.arcsinh, lambda x, out: 1.0 / np.sqrt(x * x + 1.0))
+_unary(np.arccosh, lambda x, out: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
+_unary(np.arctanh, lambda x, out: 1.0 / (1.0 - x * x))
+for _fn in (np.deg2rad, np.radians):
+    _unary(_fn, lambda x, out: np.pi / 180.0)
+for _fn in (np.rad2deg, np.degrees):
+    _unary(_fn, lambda x, out: 180.0 / np.pi)
+_unary(np.fabs, lambda x, out: np.sign(x))
+# sinc(x) = sin(pi x) / (pi x); sinc'(x) = (cos(pi x) - sinc(x)) / x, 0 at 0
+_unary(np.sinc, lambda x, out: _safe_div(np.cos(np.pi * x) - out, x))
+# nan_to_num: the identity on finite entries, flat on the replaced ones
+_unary(np.nan_to_num, lambda x, out: np.isfinite(x) * 1.0)
+
+
+# -- unary, complex-aware ---------------------------------------------------------------------
+
+def _abs_jvp(dx, out, /, x, *a, **k):
+    if np.iscomplexobj(x):
+        return _safe_div(np.real(np.conj(x) * dx), out)
+    return dx * np.sign(x)
+
+
+def _abs_vjp(ct, out, /, x, *a, **k):
+    if np.iscomplexobj(x):
+        return _safe_div(ct * np.conj(x), out)
+    return ct * np.sign(x)
+
+
+defjvp(np.absolute, _abs_jvp)
+defvjp(np.absolute, _abs_vjp)
+for _fn in (np.conjugate, np.conj):  # the same ufunc in NumPy 2; listed for older versions
+    defjvp(_fn, lambda dx, out, /, x, *a, **k: np.conj(dx))
+    defvjp(_fn, lambda ct, out, /, x, *a, **k: np.conj(ct))
+defjvp(np.real, LINEAR)
+defvjp(np.real, lambda ct, out, /, x: ct * 1.0)
+defjvp(np.imag, LINEAR)
+defvjp(np.imag, lambda ct, out, /, x: -1j * ct)
+
+
+def _angle_scale(deg):
+    return 180.0 / np.pi if deg else 1.0
+
+
+def _angle_jvp(dz, out, /, z, deg=False):
+    # d arg(z) = Im(conj(z) dz) / |z|^2; 0 for real z (arg is 0 or pi there)
+    if not np.iscomplexobj(z):
+        return np.zeros(np.shape(dz))
+    return _safe_div(np.imag(np.conj(z) * dz), np.real(z * np.conj(z))) * _angle_scale(deg)
+
+
+def _angle_vjp(ct, out, /, z, deg=False):
+    return _safe_div(-1j * ct * np.conj(z), np.real(z * np.conj(z))) * _angle_scale(deg)
+
+
+defjvp(np.angle, _angle_jvp)
+defvjp(np.angle, _angle_vjp)
+
+
+# -- binary ---------------------------------------------------------------------------------
+
+def _quot(x, y, out):
+    """The integer q with out == x - q * y (fmod, remainder), read off the result."""
+    return np.round((x - out) / y)
+
+
+def _pow_dx(x, y, out):
+    y0 = np.equal(y, 0)
+    return np.where(y0, 0.0, y * np.power(x, np.where(y0, 1, y - 1)))
+
+
+def _pow_dy(x, y, out):
+    x0 = np.equal(x, 0)
+    return np.where(x0, 0.0, out * np.log(np.where(x0, 1, x)))
+
+
+def _max_weight(x, y):
+    """Weight of x in maximum(x, y): 1 where x wins, 1/2 on ties."""
+    return np.greater(x, y) + 0.5 * np.equal(x, y)
+
+
+def _fmax_weight(x, y):
+    """As :func:`_max_weight` but NaN loses (fmax ignores NaNs)."""
+    return np.where(np.isnan(y), 1.0, np.where(np.isnan(x), 0.0, _max_weight(x, y)))
+
+
+def _hypot_r(x, y, out):
+    return _safe_div(x, out)
+
+
+_binary(np.add, None, None)
+_binary(np.subtract, None, lambda x, y, out: -1.0)
+_binary(np.multiply, lambda x, y, out: y, lambda x, y, out: x)
+for _fn in (np.divide, np.true_divide):
+    _binary(_fn, lambda x, y, out: 1.0 / y, lambda x, y, out: -out / y)
+for _fn in (np.power, np.float_power):
+    _binary(_fn, _pow_dx, _pow_dy)
+_binary(np.arctan2, lambda x, y, out: _safe_div(y, x * x + y * y),
+        lambda x, y, out: _safe_div(-x, x * x + y * y))
+_binary(np.hypot, lambda x, y, out: _safe_div(x, out), lambda x, y, out: _safe_div(y, out))
+_binary(np.maximum, lambda x, y, out: _max_weight(x, y), lambda x, y, out: _max_weight(y, x))
+_binary(np.minimum, lambda x, y, out: _max_weight(y, x), lambda x, y, out: _max_weight(x, y))
+_binary(np.fmax, lambda x, y, out: _fmax_weight(x, y), lambda x, y, out: _fmax_weight(y, x))
+_binary(np.fmin, lambda x, y, out: _fmax_weight(-x, -y), lambda x, y, out: _fmax_weight(-y, -x))
+_binary(np.logaddexp, lambda x, y, out: np.exp(x - out), lambda x, y, out: np.exp(y - out))
+_binary(np.logaddexp2, lambda x, y, out: np.exp2(x - out), lambda x, y, out: np.exp2(y - out))
+_binary(np.copysign, lambda x, y, out: np.sign(x) * np.copysign(1.0, y), ZERO)
+for _fn in (np.fmod, np.remainder, np.mod):
+    _binary(_fn, lambda x, y, out: 1.0, lambda x, y, out: -_quot(x, y, out))
+_binary(np.ldexp, lambda x, y, out: np.exp2(y), ZERO)
+_binary(np.nextafter, lambda x, y, out: 1.0, ZERO)
+
+
+# -- several outputs ------------------------------------------------------------------------
+
+def _first(ct, like):
+    return np.zeros(np.shape(like)) if ct is None else ct
+
+
+# divmod(x, y) = (floor_divide(x, y), mod(x, y)): the quotient is flat
+defjvp(np.divmod,
+       lambda dx, out, /, x, y, *a, **k: (None, _contribution(dx, x, out[1])),
+       lambda dy, out, /, x, y, *a, **k: (None, _contribution(dy, y, out[1],
+                                                             -_quot(x, y, out[1]))))
+defvjp(np.divmod,
+       lambda ct, out, /, x, y, *a, **k: _first(ct[1], out[1]) * 1.0,
+       lambda ct, out, /, x, y, *a, **k: -_first(ct[1], out[1]) * _quot(x, y, out[1]))
+# frexp(x) = (m, e), x = m * 2**e ; modf(x) = (fractional part, integral part)
+defjvp(np.frexp, lambda dx, out, /, x, *a, **k: (dx * np.exp2(-out[1]), None))
+defvjp(np.frexp, lambda ct, out, /, x, *a, **k: _first(ct[0], x) * np.exp2(-out[1]))
+defjvp(np.modf, lambda dx, out, /, x, *a, **k: (dx * 1.0, None))
+defvjp(np.modf, lambda ct, out, /, x, *a, **k: _first(ct[0], x) * 1.0)
+
+
+# -- clip and where ---------------------------------------------------------------------------
+
+_NO = object()
+
+
+def _clip_args(args, kwargs):
+    """(x, lo, hi) of np.clip(a, a_min, a_max, out, *, min, max); None for a missing bound."""
+    x = args[0]
+    lo = args[1] if len(args) > 1 else kwargs.get("a_min", kwargs.get("min", None))
+    hi = args[2] if len(args) > 2 else kwargs.get("a_max", kwargs.get("max", None))
+    return x, lo, hi
+
+
+def _clip_weights(x, lo, hi):
+    """Weights of (x, lo, hi) in clip = minimum(maximum(x, lo), hi), ties split evenly."""
+    if lo is None:
+        m, wx_m, wlo = x, 1.0, 0.0
+    else:
+        m = np.maximum(x, lo)
+        wx_m, wlo = _max_weight(x, lo), _max_weight(lo, x)
+    if hi is None:
+        return wx_m, wlo, 0.0
+    w_m, whi = _max_weight(hi, m), _max_weight(m, hi)
+    return wx_m * w_m, wlo * w_m, whi
+
+
+def _clip_rule(pos, mode):
+    def rule(d, out, /, *args, **kwargs):
+        x, lo, hi = _clip_args(args, kwargs)
+        w = _clip_weights(x, lo, hi)[pos]
+        if mode == "rev":
+            return d * w
+        return _contribution(d, (x, lo, hi)[pos], out, w)
+    return rule
+
+
+defjvp(np.clip, _clip_rule(0, "fwd"), _clip_rule(1, "fwd"), _clip_rule(2, "fwd"))
+defvjp(np.clip, _clip_rule(0, "rev"), _clip_rule(1, "rev"), _clip_rule(2, "rev"))
+
+
+def _where_rule(pos, mode):
+    def rule(d, out, /, cond, x, y):
+        keep = cond if pos == 1 else np.logical_not(cond)
+        if mode == "rev":
+            return np.where(keep, d, 0.0)
+        return fit(np.where(keep, lift(d, (x, y)[pos - 1], out), 0.0), d, (x, y)[pos - 1], out)
+    return rule
+
+
+defjvp(np.where, ZERO, _where_rule(1, "fwd"), _where_rule(2, "fwd"))
+defvjp(np.where, ZERO, _where_rule(1, "rev"), _where_rule(2, "rev"))
+
+
+# -- piecewise constant --------------------------------------------------------------------
+
+nondifferentiable(*(getattr(np, name) for name in (
+    "sign", "heaviside", "floor", "ceil", "rint", "trunc", "fix", "round", "around",
+    "floor_divide", "spacing", "signbit", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "isreal", "iscomplex", "isclose", "allclose", "array_equal", "array_equiv",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "bitwise_not", "left_shift",
+    "right_shift", "gcd", "lcm", "isnat", "iscomplexobj", "isrealobj", "isscalar",
+    "zeros_like", "ones_like", "empty_like", "shape", "ndim", "size", "result_type",
+    "can_cast", "min_scalar_type") if hasattr(np, name)))
+
+
+# -- ndarray methods ----------------------------------------------------------------------------
+
+for _method, _fn in ((np.ndarray.conj, np.conjugate), (np.ndarray.conjugate, np.conjugate),
+                     (np.ndarray.clip, np.clip)):
+    defjvp(_method, *jvp_rules(_fn))
+    defvjp(_method, *vjp_rules(_fn))
