@@ -4,7 +4,7 @@ A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental m
 """
 
 from ._context import Context, can_recurse, opaque, overdub, recurse
-from ._tagging import Tagged, TagError, has_metadata, metadata, tag, untag
+from ._tagging import Tagged, TagError, carries_tags, has_metadata, metadata, tag, untag
 
 __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque",
-           "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError"]
+           "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags"]

@@ -581,3 +581,24 @@ def register_numpy_handlers() -> None:
 def handlers() -> dict[int, tuple]:
     """The structural functions tagged values keep their metadata through (by ``id``)."""
     return _HANDLERS
+
+
+_MOVERS = {id(f): f for f in (zip, enumerate, reversed, iter, next, list, tuple, dict, set,
+                               frozenset, id, type, isinstance, issubclass, len, repr, str,
+                               format, print, hash, callable, hasattr)}
+
+
+def carries_tags(fn: Any) -> bool:
+    """Whether tagged values go through ``fn`` without it computing with them.
+
+    True for heap operations that keep metadata (attribute and item access, ``list.append``,
+    ``list.pop``...), for functions that only move values (``zip``, ``list``, ``iter``...) and
+    for those that only look at them (``type``, ``len``, ``isinstance``...).  A context that
+    must not drop metadata silently (automatic differentiation) needs rules for everything
+    else a tagged value reaches.
+    """
+    if _HANDLERS.get(id(fn), (None,))[0] is fn or _MOVERS.get(id(fn)) is fn:
+        return True
+    return (type(fn) is _BuiltinMethod and type(getattr(fn, "__self__", None)) in (list, dict)
+            and fn.__name__ in ("append", "insert", "extend", "pop", "get", "setdefault",
+                                "copy", "index", "count", "keys", "values", "items"))

@@ -6,7 +6,11 @@ writes -- without changing a line of it.  Rules live in tables (``defjvp``/``def
 
 from . import rules as _rules_tables  # noqa: F401  (registers the rule tables)
 from ._forward import D, ForwardContext, derivative, jacfwd, jvp
+from ._reverse import (ReverseContext, checkpoint, custom_vjp, grad, hessian, hvp, jacobian,
+                       jacrev, value_and_grad, vjp)
 from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
 
 __all__ = ["jvp", "derivative", "D", "jacfwd", "ForwardContext", "defjvp", "defvjp",
-           "nondifferentiable", "ZERO", "LINEAR", "MissingRuleError"]
+           "nondifferentiable", "ZERO", "LINEAR", "MissingRuleError",
+           "vjp", "grad", "value_and_grad", "jacrev", "jacobian", "hessian", "hvp",
+           "custom_vjp", "checkpoint", "ReverseContext"]

@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, opaque, overdub, tag,
-                     untag)
+from overdub import (Context, Tagged, can_recurse, carries_tags, has_metadata, metadata, opaque,
+                     overdub, tag, untag)
 
 from . import _rules
 from ._pytree import flatten, unflatten
@@ -68,8 +68,7 @@ class ForwardContext(Context):
             return True
         if _rules.jvp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
             return True
-        if id(fn) in _INDIFFERENT or fn in (setattr, operator.setitem, delattr,
-                                            operator.delitem):
+        if id(fn) in _INDIFFERENT or carries_tags(fn):
             return False  # the tag machinery: plain value, or metadata kept in the heap
         # Python code (recursed into, or run natively with its tags) vs a C function, which
         # needs a rule: MissingRuleError rather than a silently dropped derivative.
