@@ -33,6 +33,22 @@ def scalar_loop(n: int) -> float:
     return s
 
 
+def lorenz_rk4(x: float, y: float, z: float, steps: int = 200, h: float = 0.01) -> float:
+    """RK4 integration of the Lorenz system in a plain Python loop (the AD benchmarks' workload)."""
+    def rhs(x: float, y: float, z: float) -> tuple:
+        return 10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z
+
+    for _ in range(steps):
+        k1 = rhs(x, y, z)
+        k2 = rhs(x + h / 2 * k1[0], y + h / 2 * k1[1], z + h / 2 * k1[2])
+        k3 = rhs(x + h / 2 * k2[0], y + h / 2 * k2[1], z + h / 2 * k2[2])
+        k4 = rhs(x + h * k3[0], y + h * k3[1], z + h * k3[2])
+        x += h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        y += h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        z += h / 6 * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+    return x + y + z
+
+
 def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
@@ -96,6 +112,8 @@ def main() -> dict[str, float]:
     plain = best_of(lambda: scalar_loop(n))
     quiet = best_of(lambda: overdub(TanhOnly(), scalar_loop, n))
     counted = best_of(lambda: overdub(CountContext(), scalar_loop, n))
+    lorenz_plain = best_of(lambda: lorenz_rk4(1.0, 1.0, 1.0))
+    lorenz_counted = best_of(lambda: overdub(CountContext(), lorenz_rk4, 1.0, 1.0, 1.0))
     heavy_plain = best_of(call_heavy)
     heavy_counted = best_of(lambda: overdub(CountContext(), call_heavy))
 
@@ -109,6 +127,7 @@ def main() -> dict[str, float]:
     results = {
         "scalar loop, no-match context / plain (target <= 1.2)": quiet / plain,
         "scalar loop, CountContext / plain (target <= 8)": counted / plain,
+        "RK4 Lorenz (calls, tuples, arithmetic), CountContext / plain": lorenz_counted / lorenz_plain,
         "call-heavy, cProfile / plain": heavy_profiled / heavy_plain,
         "call-heavy, CountContext / plain": heavy_counted / heavy_plain,
         "call-heavy, CountContext / cProfile (target <= 1.5)": heavy_counted / heavy_profiled,

@@ -103,28 +103,21 @@ def _checked_source(code: types.CodeType, module_globals: dict) -> _source.Locat
 
 
 # The compiler picks among these by what it knows of the *module* (3.11+ loads an imported
-# module's attribute with LOAD_ATTR, not LOAD_METHOD), which a lone function cannot reproduce.
-_CONTEXT_DEPENDENT_OPS = {"LOAD_METHOD", "LOAD_ATTR", "PUSH_NULL", "PRECALL", "CALL",
-                          "CALL_METHOD", "CALL_FUNCTION", "PRECALL_METHOD"}
-
-
-_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
-
-
-def _argument(instruction: dis.Instruction) -> object:
-    if instruction.opcode in _JUMPS:
-        return None  # offsets move with the context-dependent instructions above
-    if isinstance(instruction.argval, types.CodeType):
-        return instruction.argval.co_name
-    return repr(instruction.argval)  # not argrepr: "NULL + math" depends on the call site too
+# module's attribute with LOAD_ATTR, not LOAD_METHOD), which a lone function cannot reproduce;
+# jump offsets (and so EXTENDED_ARG) move with them.  CACHE entries are not instructions.
+_CONTEXT_DEPENDENT = bytes(dis.opmap[name] for name in (
+    "LOAD_METHOD", "LOAD_ATTR", "PUSH_NULL", "PRECALL", "CALL", "CALL_METHOD", "CALL_FUNCTION",
+    "PRECALL_METHOD", "EXTENDED_ARG", "CACHE", "NOP") if name in dis.opmap)
 
 
 def _fingerprint(code: types.CodeType) -> tuple:
-    """What must agree between a function's code and its source compiled again."""
-    ops = tuple((i.opname, _argument(i)) for i in dis.get_instructions(code)
-                if i.opname not in _CONTEXT_DEPENDENT_OPS)
-    consts = tuple(repr(c) for c in code.co_consts if not isinstance(c, types.CodeType))
-    return ops, consts, code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+    """What must agree between a function's code and its source compiled again (cheap: the
+    opcode sequence, names, constants and variables, compared as byte strings and tuples)."""
+    opcodes = code.co_code[::2].translate(None, _CONTEXT_DEPENDENT)
+    consts = tuple(c.co_name if isinstance(c, types.CodeType) else repr(c)
+                   for c in code.co_consts)
+    return opcodes, consts, code.co_names, code.co_varnames, code.co_argcount, \
+        code.co_kwonlyargcount
 
 
 def _apply_pass(a_pass: object, node: ast.AST, code: types.CodeType) -> ast.AST:
