@@ -55,13 +55,13 @@ def _entries(code: types.CodeType) -> dict:
         return slot[1]
     key = id(code)
 
-    def evict(_ref: weakref.ref, key: int = key, _by_code: dict = _by_code,
-              _lock: threading.Lock = _lock) -> None:  # bound now: safe at interpreter exit
-        with _lock:
-            slot = _by_code.get(key)
-            if slot is not None and slot[0] is _ref:
-                del _by_code[key]
-        # `slot` dies here, outside the lock: freeing its code objects may evict nested ones.
+    def evict(_ref: weakref.ref, key: int = key, _by_code: dict = _by_code) -> None:
+        # No lock: this runs whenever a code object dies, also inside a garbage collection
+        # triggered while this thread holds `_lock`.  Dict operations are atomic; at worst a
+        # racing insert under a reused id is dropped, which is only a cache miss.
+        slot = _by_code.get(key)
+        if slot is not None and slot[0] is _ref:
+            _by_code.pop(key, None)
 
     with _lock:
         slot = _by_code.get(key)
@@ -114,7 +114,8 @@ def _fingerprint(code: types.CodeType) -> tuple:
     """What must agree between a function's code and its source compiled again (cheap: the
     opcode sequence, names, constants and variables, compared as byte strings and tuples)."""
     opcodes = code.co_code[::2].translate(None, _CONTEXT_DEPENDENT)
-    consts = tuple(c.co_name if isinstance(c, types.CodeType) else repr(c)
+    consts = tuple(c.co_name if isinstance(c, types.CodeType) else
+                   sorted(map(repr, c)) if isinstance(c, frozenset) else repr(c)  # hash order
                    for c in code.co_consts)
     return opcodes, consts, code.co_names, code.co_varnames, code.co_argcount, \
         code.co_kwonlyargcount

@@ -22,8 +22,9 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
-from typing import Callable
+from typing import Any, Callable
 
+from . import _frames
 from ._protocols import static_types
 
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
@@ -71,7 +72,8 @@ def _hide(namespace: dict | list) -> dict | list:
     return [name for name in namespace if not name.startswith("@")]
 
 
-HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types, "@hide": _hide})
+HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types, "@hide": _hide,
+                         "@getframe": _frames.getframe})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -130,6 +132,11 @@ def copy_tree(node: ast.AST) -> ast.AST:
 _C_CONSTANTS = (int, float, complex, str, bytes, bool, type(None), type(...))
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_COMPOUND = (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Match,
+             ast.Try)
+
+
 def _is_simple(node: ast.expr) -> bool:
     """Operands that can be repeated without evaluating anything twice: temporaries, constants."""
     return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id[0] == "@")
@@ -178,6 +185,7 @@ class Overdubber(ast.NodeTransformer):
         self._no_walrus = 0
         self._class_bodies = 0  # depth inside class bodies, where locals() is the namespace
         self._walrus_targets: set[str] = set()  # user names some `:=` binds (set per function)
+        self._fresh: list[str] = []  # `:=` temporaries made in the statement being visited
 
     # -- helpers ---------------------------------------------------------------------------
     def _name(self, hidden: str, ctx: ast.expr_context | None = None,
@@ -235,6 +243,7 @@ class Overdubber(ast.NodeTransformer):
                 binds.append(_copy(operand, at))
             else:
                 temp = self._temp()
+                self._fresh.append(temp)
                 refs.append(ast.Name(temp, ast.Load(), **at))
                 binds.append(ast.NamedExpr(ast.Name(temp, ast.Store(), **at), operand, **at))
         order = list(range(len(operands)))[::-1] if swap else list(range(len(operands)))
@@ -284,6 +293,30 @@ class Overdubber(ast.NodeTransformer):
         temps.append(temp)
         self._pending.append(_place(ast.Assign([ast.Name(temp, ast.Store())], value), template))
         return ast.Name(temp, ast.Load())
+
+    # -- statements and the temporaries their expressions made ----------------------------
+    def visit(self, node: ast.AST) -> Any:
+        if not isinstance(node, ast.stmt) or isinstance(node, _SCOPES):
+            return super().visit(node)
+        outer, self._fresh = self._fresh, []
+        result = super().visit(node)
+        made, self._fresh = self._fresh, outer
+        if not made or isinstance(node, (ast.Return, ast.Raise)):
+            return result
+        # Clear the `:=` temporaries once the statement is done with them, so they keep no
+        # object alive longer than the plain code would (a memoryview blocking a resize).
+        def cleanup() -> ast.stmt:
+            return _place(ast.Assign([ast.Name(t, ast.Store()) for t in made],
+                                     ast.Constant(None)), node)
+        if isinstance(node, _COMPOUND):
+            for field in ("body", "orelse"):
+                block = getattr(node, field, None)
+                if block:
+                    block.insert(0, cleanup())
+            if isinstance(node, ast.While):
+                return [result, cleanup()]
+            return result
+        return [*(result if isinstance(result, list) else [result]), cleanup()]
 
     # -- scopes ----------------------------------------------------------------------------
     def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
@@ -356,6 +389,11 @@ class Overdubber(ast.NodeTransformer):
         node.args = [self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
         if frame_sensitive:
+            if (isinstance(func, ast.Attribute) and func.attr == "_getframe"
+                    and len(node.args) == 1 and not node.keywords):
+                # sys._getframe(n): count the user's frames, not the dispatchers between them
+                here = ast.Call(func, [], [])
+                return _place(ast.Call(self._name("@getframe"), [here, node.args[0]], []), node)
             if (isinstance(func, ast.Name) and func.id in ("locals", "vars", "dir")
                     and not node.args and not self._class_bodies):
                 # The frame's namespace without our hidden `@` names (a snapshot either way).
@@ -407,6 +445,7 @@ class Overdubber(ast.NodeTransformer):
         for i, (op, right) in enumerate(zip(node.ops, node.comparators)):
             if i < len(node.ops) - 1:
                 temp = self._temp()
+                self._fresh.append(temp)
                 bound = _place(ast.NamedExpr(target=ast.Name(temp, ast.Store()), value=right), right)
                 parts.append(self._compare(op, left, bound, node))
                 left = _place(ast.Name(temp, ast.Load()), right)

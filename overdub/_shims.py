@@ -17,43 +17,66 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import os
 import sys
 import warnings
 from typing import Any, Callable, Iterable
 
+from ._frames import user_frame
 from ._protocols import is_static, lookup
+from ._tagging import Tagged
 
 _Function = type(lambda: None)
 _BuiltinMethod = type(len)
 _MISSING = object()
 
 
+# The generators below end where the builtin's iterator would: a StopIteration raised by the
+# user's function stops them (PEP 479 would turn it into a RuntimeError inside a generator).
+
 def _map(od: Callable, func: Any, *iterables: Iterable) -> Any:
     for items in zip(*iterables):
-        yield od(func, *items)
+        try:
+            value = od(func, *items)
+        except StopIteration:
+            return
+        yield value
 
 
 def _filter(od: Callable, func: Any, iterable: Iterable) -> Any:
     for item in iterable:
-        if od(func, item):
+        try:
+            keep = od(func, item)
+        except StopIteration:
+            return
+        if keep:
             yield item
 
 
 def _filterfalse(od: Callable, func: Any, iterable: Iterable) -> Any:
     for item in iterable:
-        if not od(func, item):
+        try:
+            drop = od(func, item)
+        except StopIteration:
+            return
+        if not drop:
             yield item
 
 
 def _starmap(od: Callable, func: Any, iterable: Iterable) -> Any:
     for items in iterable:
-        yield od(func, *items)
+        try:
+            value = od(func, *items)
+        except StopIteration:
+            return
+        yield value
 
 
 def _takewhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
     for item in iterable:
-        if not od(pred, item):
+        try:
+            if not od(pred, item):
+                return
+        except StopIteration:
             return
         yield item
 
@@ -61,7 +84,11 @@ def _takewhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
 def _dropwhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
     iterator = iter(iterable)
     for item in iterator:
-        if not od(pred, item):
+        try:
+            dropping = od(pred, item)
+        except StopIteration:
+            return
+        if not dropping:
             yield item
             break
     yield from iterator
@@ -77,7 +104,10 @@ def _accumulate(od: Callable, iterable: Iterable, func: Any = None, *, initial: 
             return
     yield total
     for item in iterator:
-        total = od(func, total, item)
+        try:
+            total = od(func, total, item)
+        except StopIteration:
+            return
         yield total
 
 
@@ -166,29 +196,34 @@ def _cmp_to_key(od: Callable, cmp: Any) -> type:
 
 def _callable_iter(od: Callable, func: Any, sentinel: Any) -> Any:
     while True:
-        value = od(func)
+        try:
+            value = od(func)
+        except StopIteration:
+            return
         if value == sentinel:
             return
         yield value
-
-
-_OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _warn(od: Callable, message: Any, category: Any = None, stacklevel: int = 1,
           *args: Any, **kwargs: Any) -> None:
     """``warnings.warn`` counting only the user's frames: the dispatcher frames between a
     caller and a leaf call would otherwise get the blame (file ``<overdub dispatcher>``)."""
-    frame, depth, users = sys._getframe(1), 1, 0
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith(_OVERDUB_DIR) or filename.startswith("<overdub dispatcher")):
-            users += 1
-            if users == stacklevel:
-                break
+    target = user_frame(max(stacklevel, 1))
+    depth, frame = 1, sys._getframe(1)
+    while frame is not None and frame is not target:
         frame, depth = frame.f_back, depth + 1
     warnings.warn(message, category, depth + 1 if frame is not None else stacklevel, *args,
                   **kwargs)
+
+
+def _type3(od: Callable, name: str, bases: tuple, namespace: dict, **kwargs: Any) -> type:
+    """``type(name, bases, ns)`` names the module of the *user's* calling frame, as natively."""
+    if "__module__" not in namespace:
+        frame = user_frame()
+        if frame is not None and "__name__" in frame.f_globals:
+            namespace = {**namespace, "__module__": frame.f_globals["__name__"]}
+    return type(name, bases, namespace, **kwargs)
 
 
 def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> Callable:
@@ -219,7 +254,8 @@ def _has_key(args: tuple, kwargs: dict) -> bool:
 
 
 def _python_dunder(name: str) -> Callable[[tuple, dict], bool]:
-    return lambda args, kwargs: (len(args) == 1 and not kwargs
+    # A Tagged value's dunders are not user code: the context's tag handling deals with it.
+    return lambda args, kwargs: (len(args) == 1 and not kwargs and type(args[0]) is not Tagged
                                  and isinstance(lookup(type(args[0]), name), _Function))
 
 
@@ -252,6 +288,7 @@ _register(functools.reduce, _always, _reduce)
 _register(sum, _always, _sum)
 _register(functools.cmp_to_key, _always, _cmp_to_key)
 _register(warnings.warn, _always, _warn)
+_register(type, lambda a, k: len(a) == 3 and isinstance(a[2], dict), _type3)
 _register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
 _register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
 for _builtin, _name, _check in (

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import sys
-from types import MethodType
+from types import MethodType, ModuleType
 from collections import Counter
 from typing import Any, Iterable, TextIO
 
@@ -62,13 +62,17 @@ class LogContext(Context):
         print(_call_text(fn, args, kwargs), file=self.file or sys.stdout)
 
 
+_BuiltinMethod = type(len)
+
+
 class CountContext(Context):
     """Count calls by callee (operators included).
 
     ``CountContext(types=None)``: with ``types`` (a class or tuple of classes) only calls whose
     positional and keyword arguments are *all* instances of ``types`` are counted.  ``metadata``
-    is a plain dict ``{callee: count}`` (bound methods are counted under their function);
-    ``counts`` gives it as a ``collections.Counter``.  Example::
+    is a plain dict ``{callee: count}`` (a bound method is counted under its function or method
+    descriptor, ``Point.norm`` or ``list.append``, keeping no instance alive); ``counts`` gives it
+    as a ``collections.Counter``.  Example::
 
         ctx = CountContext(types=(str, int))
         overdub(ctx, lambda: list(map(str, range(1, 11))))
@@ -96,6 +100,9 @@ class CountContext(Context):
             return
         if type(fn) is MethodType:
             fn = fn.__func__
+        elif type(fn) is _BuiltinMethod and not isinstance(fn.__self__, ModuleType):
+            # m.tobytes -> memoryview.tobytes: count the method, do not keep `m` alive
+            fn = getattr(type(fn.__self__), fn.__name__, fn)
         counts = self.metadata
         counts[fn] = counts.get(fn, 0) + 1
 

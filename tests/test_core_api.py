@@ -744,7 +744,9 @@ def _by_name(counts: Counter) -> Counter:
     out: Counter = Counter()
     for fn, n in counts.items():
         owner = getattr(fn, "__self__", None)
-        if owner is not None and not isinstance(owner, types.ModuleType):
+        if getattr(fn, "__objclass__", None) is not None:  # CountContext's key for w.upper
+            out[(fn.__objclass__.__name__, fn.__name__)] += n
+        elif owner is not None and not isinstance(owner, types.ModuleType):
             out[(type(owner).__name__, fn.__name__)] += n
         elif isinstance(fn, types.FunctionType):
             out[fn.__code__] += n  # a lambda is a new function object on every run

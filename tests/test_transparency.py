@@ -2049,9 +2049,7 @@ def _caller_name():
     return sys._getframe(1).f_code.co_name
 
 
-@case(xfail={m: "overdub bug: dispatcher frames (`od`) sit between a caller and its callee, "
-                "so sys._getframe(1) in the callee sees `od`, not the user's caller "
-                "(_dispatch._make_dispatchers)" for m in ("recorder", "prepost", "trace")})
+@case()
 def case_sys_getframe_caller():
     return _caller_name()
 
