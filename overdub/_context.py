@@ -183,6 +183,7 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     previous = state.set_parent(parent)
     previous_enclosing, state.enclosing = state.enclosing, enclosing
     token = _dispatch.active.set(state)
+    state.depth += 1
     try:
         return state.od(fn, *args, **kwargs)
     except BaseException as exc:
@@ -190,6 +191,9 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
             _dispatch.note_inline_hook_failure(exc, state)
         raise
     finally:
+        state.depth -= 1
+        if state.depth == 0 and state.tagger is not None:
+            state.tagger.shadow.clear()  # the heap's metadata lasts for the run, no longer
         _dispatch.active.reset(token)
         state.enclosing = previous_enclosing
         state.set_parent(previous)

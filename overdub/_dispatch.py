@@ -197,11 +197,12 @@ class State:
     def __init__(self, ctx: Any, base: type) -> None:
         cls = type(ctx)
         self.ctx = ctx
-        self.table = _primitives.Table(cls)
+        self.table = _primitives.Table(cls, _tagging.owner_of(ctx))
         self.overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
         self.passes = ctx.passes
         self.parent: Callable | None = None
         self.enclosing: State | None = None  # the State running when this one was entered
+        self.depth = 0  # runs of this context in progress (overdub() calls not yet returned)
         self.functions: dict[Any, tuple] = {}
         self.cells: dict[str, types.CellType] = {}
         self._configure(bool(ctx.__dict__.get("_overdub_tags")))
@@ -218,6 +219,8 @@ class State:
                 categories |= {CALL}  # to reach what is intercepted inside called functions
         self.categories = frozenset(categories)
         self.tags = tags
+        if tags:
+            _tagging.register_numpy_handlers()
         self.tagger = _tagging.Tagger(self) if tags else None
         # Observe-only (a prehook and nothing else that could act on an operator): operators
         # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
@@ -250,7 +253,6 @@ class State:
 
     def enable_tags(self) -> None:
         if not self.tags:
-            _tagging.register_numpy_handlers()
             self._configure(True, self.categories)
 
     def include(self, categories: frozenset[str]) -> None:

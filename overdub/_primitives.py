@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ._rewrite import CALL, CATEGORY_OF
+from ._tagging import Tagged
 
 _generation = itertools.count(1)
 current_generation = 0  # bumped by every registration; merged tables compare against it
@@ -32,9 +33,9 @@ class Primitive:
     impl: Callable
     owner: type
 
-    def matches(self, args: tuple) -> bool:
+    def matches(self, kinds: tuple) -> bool:
         return self.types is None or (
-            len(args) == len(self.types) and all(map(isinstance, args, self.types)))
+            len(kinds) == len(self.types) and all(map(issubclass, kinds, self.types)))
 
     def at_least_as_specific(self, other: "Primitive", arity: int) -> bool:
         mine = self.types or (object,) * arity
@@ -70,7 +71,8 @@ def register(cls: type, fn: Any, types: Any, impl: Callable) -> None:
 class Table:
     """The merged primitives of one context class, with a per-signature choice cache."""
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, owner: Any = None) -> None:
+        self.owner = owner  # the context's tag identity: only its own tags match `Tagged`
         merged: dict[int, list[Primitive]] = {}
         for klass in reversed(cls.__mro__):
             for key, entries in klass.__dict__.get("_overdub_primitives", {}).items():
@@ -89,26 +91,36 @@ class Table:
             return None
         if len(entries) == 1 and entries[0].types is None:
             return entries[0].impl
-        key = (id(fn), *map(type, args))
+        kinds = tuple(map(self._kind, args))
+        key = (id(fn), *kinds)
         try:
             return self._chosen[key]
         except KeyError:
-            chosen = self._choose(entries, args)
+            chosen = self._choose(entries, kinds)
             self._chosen[key] = chosen
             return chosen
 
-    def _choose(self, entries: list[Primitive], args: tuple) -> Callable | None:
-        candidates = [p for p in entries if p.matches(args)]
+    def _kind(self, arg: Any) -> type:
+        """The type dispatch sees: another context's tagged value is just its plain value."""
+        kind = type(arg)
+        if kind is Tagged and arg.owner is not self.owner:
+            while type(arg) is Tagged and arg.owner is not self.owner:
+                arg = arg.value
+            kind = type(arg)
+        return kind
+
+    def _choose(self, entries: list[Primitive], kinds: tuple) -> Callable | None:
+        candidates = [p for p in entries if p.matches(kinds)]
         if not candidates:
             return None
-        arity = len(args)
+        arity = len(kinds)
         best = [p for p in candidates
                 if all(p.at_least_as_specific(q, arity) for q in candidates)]
         if len(best) != 1:
             a, b = (best or candidates)[:2]
             raise TypeError(
                 f"ambiguous primitives on {self.cls.__name__} for {_name(a.fn)} with argument "
-                f"types {tuple(type(x).__name__ for x in args)}: types={_types(a)} and "
+                f"types {tuple(k.__name__ for k in kinds)}: types={_types(a)} and "
                 f"types={_types(b)} both match and neither is more specific; register one for "
                 f"the intersection")
         return best[0].impl

@@ -51,11 +51,11 @@ class Tagged:
 
     __slots__ = ("value", "meta", "owner", "_label", "__weakref__")
 
-    def __init__(self, value: Any, meta: Any, owner: weakref.ref, label: str) -> None:
+    def __init__(self, value: Any, meta: Any, owner: weakref.ref, label: Any) -> None:
         self.value = value
         self.meta = meta
         self.owner = owner
-        self._label = label
+        self._label = label  # the owner's Labels: named in errors even once it is gone
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise TypeError("Tagged cannot be subclassed")
@@ -73,6 +73,12 @@ class Tagged:
 
     def __repr__(self) -> str:
         return f"Tagged({self.value!r}, meta={self.meta!r}, by {self._label})"
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._plain("subscript")[key]
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._plain("`in`")
 
     def __bool__(self) -> bool:
         return bool(self._plain("truth test"))
@@ -148,6 +154,11 @@ def _running(ctx: Any) -> bool:
 
 # -- the public API ----------------------------------------------------------------------------
 
+def owner_of(ctx: Any) -> weakref.ref:
+    """The weak reference that identifies ``ctx``'s tags (one per context instance)."""
+    return _owner(ctx)
+
+
 def _owner(ctx: Any) -> weakref.ref:
     ref = ctx.__dict__.get("_overdub_ref")
     if ref is None:
@@ -155,8 +166,26 @@ def _owner(ctx: Any) -> weakref.ref:
     return ref
 
 
-def _label(ctx: Any) -> str:
-    return f"{type(ctx).__name__} context at {id(ctx):#x}"
+class _Label:
+    """Names a context in messages (formatted only when one is shown)."""
+
+    __slots__ = ("kind", "address")
+
+    def __init__(self, ctx: Any) -> None:
+        self.kind, self.address = type(ctx).__name__, id(ctx)
+
+    def __str__(self) -> str:
+        return f"{self.kind} context at {self.address:#x}"
+
+
+def _label(ctx: Any) -> _Label:
+    label = ctx.__dict__.get("_overdub_label")
+    if label is None:
+        label = ctx.__dict__["_overdub_label"] = _Label(ctx)
+    return label
+
+
+_Context: Any = None  # overdub.Context, bound on first use (the modules import each other)
 
 
 def tag(value: Any, ctx: Any, meta: Any) -> Tagged:
@@ -175,23 +204,32 @@ def tag(value: Any, ctx: Any, meta: Any) -> Tagged:
 
     See also: :func:`untag`, :func:`metadata`, :func:`has_metadata`.
     """
-    from ._context import Context  # the one cycle: tags are checked against contexts
-    if not isinstance(ctx, Context):
+    global _Context
+    if _Context is None:
+        from ._context import Context as _Context
+    if not isinstance(ctx, _Context):
         raise TypeError(f"tag(value, ctx, meta): ctx must be a Context instance, got {ctx!r}")
-    owner = _owner(ctx)
-    value = untag(value, ctx)
+    fields = ctx.__dict__
+    owner = fields.get("_overdub_ref") or _owner(ctx)
     plain = value
-    while type(plain) is Tagged:
-        plain = plain.value
+    if type(value) is Tagged:
+        value = untag(value, ctx)
+        plain = innermost(value)
     allowed = ctx.metadata_type(type(plain))
+    if allowed is not object:
+        _check_metadata(ctx, plain, meta, allowed)
+    if not fields.get("_overdub_tags"):
+        _active.enable_tags(ctx)
+    return Tagged(value, meta, owner, fields.get("_overdub_label") or _label(ctx))
+
+
+def _check_metadata(ctx: Any, plain: Any, meta: Any, allowed: Any) -> None:
     if allowed is None:
         raise TypeError(f"{type(ctx).__name__} cannot tag values of type "
                         f"{type(plain).__name__} (see {type(ctx).__name__}.metadata_type)")
-    if not isinstance(meta, allowed):
+    if not isinstance(innermost(meta), allowed):  # an enclosing context may tag the metadata
         raise TypeError(f"{type(ctx).__name__} allows metadata of type {_names(allowed)} on "
                         f"{type(plain).__name__} values, got {type(meta).__name__}")
-    _active.enable_tags(ctx)
-    return Tagged(value, meta, owner, _label(ctx))
 
 
 def _names(allowed: Any) -> str:
@@ -200,8 +238,17 @@ def _names(allowed: Any) -> str:
     return allowed.__name__
 
 
-def _layer(x: Any, ctx: Any) -> Tagged | None:
-    owner = ctx.__dict__.get("_overdub_ref")
+def _context_fields(ctx: Any, verb: str) -> dict:
+    global _Context
+    if _Context is None:
+        from ._context import Context as _Context
+    if not isinstance(ctx, _Context):
+        raise TypeError(f"{verb}(x, ctx): ctx must be a Context instance, got {ctx!r}")
+    return ctx.__dict__
+
+
+def _layer(x: Any, ctx: Any, verb: str = "metadata") -> Tagged | None:
+    owner = _context_fields(ctx, verb).get("_overdub_ref")
     while type(x) is Tagged:
         if x.owner is owner:
             return x
@@ -212,8 +259,10 @@ def _layer(x: Any, ctx: Any) -> Tagged | None:
 def untag(x: Any, ctx: Any) -> Any:
     """``x`` without ``ctx``'s layer (other contexts' layers stay); ``x`` itself if ``ctx`` did
     not tag it."""
-    owner = ctx.__dict__.get("_overdub_ref") if hasattr(ctx, "__dict__") else None
-    if type(x) is not Tagged or owner is None:
+    if type(x) is not Tagged:
+        return x
+    owner = _context_fields(ctx, "untag").get("_overdub_ref")
+    if owner is None:
         return x
     if x.owner is owner:
         return x.value
@@ -233,7 +282,7 @@ def metadata(x: Any, ctx: Any) -> Any:
 
 def has_metadata(x: Any, ctx: Any) -> bool:
     """Whether ``ctx`` tagged ``x``."""
-    return _layer(x, ctx) is not None
+    return _layer(x, ctx, "has_metadata") is not None
 
 
 def _short(x: Any) -> str:
@@ -254,24 +303,36 @@ def _own(x: Any, owner: weakref.ref) -> bool:
     return type(x) is Tagged and x.owner is owner
 
 
+_MISSING = object()
+
+
 class Shadow:
     """A context's metadata for values it stored into the heap (plain values are stored).
 
     ``places``: ``(id(container), kind, key) -> (container, stored object, meta)`` for
-    attributes and mapping items (the container is kept alive so its id stays unique);
-    ``members``: ``id(list) -> (list, {id(element): (element, meta)})`` for list elements;
-    ``arrays``: ``id(array) -> (weakref, meta array, mask)`` for NumPy element writes.
+    attributes and mapping items; ``sequences``: ``id(list or tuple) -> (sequence, [entry or
+    None per position])`` with ``entry = (stored object, meta)``, kept in step with the list
+    operations the context sees (a read checks that the position still holds that object);
+    ``arrays``: ``id(array) -> [weak ref, metadata array, mask]`` for NumPy element writes (one
+    metadata array of the array's shape, widened to another dtype when needed, released with
+    the array).  Containers are kept alive until :meth:`clear` (the end of the context's run),
+    so their ids stay unique.
     """
 
     def __init__(self) -> None:
         self.places: dict[tuple, tuple] = {}
-        self.members: dict[int, tuple] = {}
-        self.arrays: dict[int, tuple] = {}
+        self.sequences: dict[int, tuple] = {}
+        self.arrays: dict[int, list] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.places or self.members or self.arrays)
+        return bool(self.places or self.sequences or self.arrays)
 
-    # places (attributes, dict items)
+    def clear(self) -> None:
+        self.places.clear()
+        self.sequences.clear()
+        self.arrays.clear()
+
+    # attributes and mapping items
     def put(self, container: Any, kind: str, key: Any, stored: Any, meta: Any) -> None:
         self.places[(id(container), kind, key)] = (container, innermost(stored), meta)
 
@@ -284,34 +345,48 @@ class Shadow:
             return _MISSING
         return entry[2]
 
-    # list members, by identity
-    def add_member(self, container: list, stored: Any, meta: Any) -> None:
-        slot = self.members.get(id(container))
-        if slot is None:
-            slot = self.members[id(container)] = (container, {})
-        plain = innermost(stored)
-        slot[1][id(plain)] = (plain, meta)
+    # lists and tuples, by position
+    def positions(self, sequence: Any) -> list:
+        """The per-position entries of ``sequence``, padded to its length."""
+        slot = self.sequences.get(id(sequence))
+        if slot is None or slot[0] is not sequence:
+            slot = self.sequences[id(sequence)] = (sequence, [])
+        entries = slot[1]
+        if len(entries) < len(sequence):
+            entries.extend([None] * (len(sequence) - len(entries)))
+        return entries
 
-    def member(self, container: Any, value: Any) -> Any:
-        slot = self.members.get(id(container))
-        if slot is None:
+    def at(self, sequence: Any, index: int, value: Any) -> Any:
+        slot = self.sequences.get(id(sequence))
+        if slot is None or slot[0] is not sequence:
             return _MISSING
-        plain = innermost(value)
-        entry = slot[1].get(id(plain))
-        return entry[1] if entry is not None and entry[0] is plain else _MISSING
+        try:
+            entry = slot[1][index]
+        except (IndexError, TypeError):
+            return _MISSING
+        if entry is None or entry[0] is not innermost(value):
+            return _MISSING
+        return entry[1]
 
-    # NumPy arrays: one metadata array and one mask, released with the array
-    def array_slot(self, array: Any, meta: Any) -> tuple:
-        slot = self.arrays.get(id(array))
-        if slot is not None and slot[0]() is array:
-            return slot
+    # NumPy arrays
+    def array_slot(self, array: Any, meta: Any) -> list:
+        """The metadata array and mask of ``array``, able to hold ``meta``."""
         np = sys.modules["numpy"]
-        sample = np.asarray(meta)
-        dtype = sample.dtype if sample.dtype != object else object
-        key = id(array)
-        ref = weakref.ref(array, lambda _, key=key: self.arrays.pop(key, None))
-        slot = (ref, np.zeros(array.shape, dtype=dtype), np.zeros(array.shape, dtype=bool))
-        self.arrays[key] = slot
+        sample = np.asarray(innermost(meta))
+        slot = self.arrays.get(id(array))
+        if slot is None or slot[0]() is not array:
+            key = id(array)
+            arrays = self.arrays
+            ref = weakref.ref(array, lambda _, key=key: arrays.pop(key, None))
+            dtype = sample.dtype if sample.dtype.kind in "biufc" and type(innermost(meta)) \
+                is not Tagged and sample.ndim == 0 else object
+            slot = arrays[key] = [ref, np.zeros(array.shape, dtype=dtype),
+                                  np.zeros(array.shape, dtype=bool)]
+        elif slot[1].dtype != object:
+            if not (sample.dtype.kind in "biufc" and sample.ndim == 0) or type(meta) is Tagged:
+                slot[1] = slot[1].astype(object)
+            elif np.result_type(slot[1].dtype, sample.dtype) != slot[1].dtype:
+                slot[1] = slot[1].astype(np.result_type(slot[1].dtype, sample.dtype))
         return slot
 
     def array_meta(self, array: Any, index: Any) -> Any:
@@ -323,8 +398,11 @@ class Shadow:
             return _MISSING
         return slot[1][index]
 
-
-_MISSING = object()
+    def drop_array(self, array: Any) -> None:
+        """``array`` was changed in a way we cannot follow: its metadata is gone."""
+        slot = self.arrays.get(id(array))
+        if slot is not None and slot[0]() is array:
+            slot[2][...] = False
 
 
 def _is_array(x: Any) -> bool:
@@ -338,6 +416,15 @@ def _hashable(key: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+# ndarray methods and functions that change an array in place in ways the shadow cannot follow
+_ARRAY_MUTATORS = {"fill", "sort", "put", "resize", "partition", "itemset", "setfield",
+                   "byteswap", "setflags"}
+_INPLACE_OPERATORS = {id(op): op for op in (
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift)}
 
 
 class Tagger:
@@ -359,6 +446,46 @@ class Tagger:
     def strip(self, x: Any) -> Any:
         return x.value if type(x) is Tagged and x.owner is self.owner else x
 
+    def scrub(self, value: Any, depth: int = 2) -> Any:
+        """``value`` ready to be stored into the heap: this context's tags inside lists, dicts
+        and tuples (two levels down) move to the shadow; a tuple is rebuilt without them."""
+        if depth == 0:
+            return value
+        kind = type(value)
+        owner = self.owner
+        if kind is list:
+            entries = None
+            for i, item in enumerate(value):
+                if type(item) is Tagged and item.owner is owner:
+                    entries = entries or self.shadow.positions(value)
+                    value[i] = item.value
+                    entries[i] = (innermost(item.value), item.meta)
+                elif type(item) in (list, tuple, dict):
+                    new = self.scrub(item, depth - 1)
+                    if new is not item:
+                        value[i] = new
+        elif kind is dict:
+            for key, item in list(value.items()):
+                if type(item) is Tagged and item.owner is owner:
+                    value[key] = item.value
+                    if _hashable(key):
+                        self.shadow.put(value, "item", key, item.value, item.meta)
+                elif type(item) in (list, tuple, dict):
+                    value[key] = self.scrub(item, depth - 1)
+        elif isinstance(value, tuple) and (kind is tuple or hasattr(value, "_make")):
+            if not any(type(v) is Tagged and v.owner is owner or type(v) in (list, tuple, dict)
+                       for v in value):
+                return value
+            items = [self.strip(v) if type(v) is Tagged else self.scrub(v, depth - 1)
+                     for v in value]
+            new = kind(items) if kind is tuple else kind._make(items)
+            entries = self.shadow.positions(new)
+            for i, v in enumerate(value):
+                if type(v) is Tagged and v.owner is owner:
+                    entries[i] = (innermost(v.value), v.meta)
+            return new
+        return value
+
     def leaf(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         """A call the context does not recurse into: keep metadata through the heap, drop it
         for other C functions (they receive values without this context's layer)."""
@@ -372,11 +499,27 @@ class Tagger:
             # Python code run natively (no source, opaque, overdub's own API) gets the tagged
             # values themselves: it can pass them on, and their dunders act on the value.
             return self.plain_call(fn, args, kwargs)
-        self_ = getattr(fn, "__self__", None)
-        if type(fn) is _BuiltinMethod and type(self_) is list:
-            method = _LIST_METHODS.get(fn.__name__)
-            if method is not None:
-                return method(self, self_, args)
+        if _INPLACE_OPERATORS.get(id(fn)) is fn and args:
+            target = args[0]
+            if type(target) is list and fn is operator.iadd:
+                _list_extend(self, target, args[1:])
+                return target
+            if self.shadow.arrays and _is_array(target):
+                self.shadow.drop_array(target)
+        elif kind is _BuiltinMethod:
+            receiver = fn.__self__
+            if type(receiver) is list:
+                method = _LIST_METHODS.get(fn.__name__)
+                if method is not None:
+                    return method(self, receiver, args)
+                if id(receiver) in self.shadow.sequences:
+                    return _list_reorder(self, fn, receiver, args, kwargs)
+            elif type(receiver) is dict and fn.__name__ in ("update", "setdefault"):
+                return _dict_store(self, fn, receiver, args, kwargs)
+            elif self.shadow.arrays and fn.__name__ in _ARRAY_MUTATORS and _is_array(receiver):
+                self.shadow.drop_array(receiver)
+        if self.shadow.arrays and _is_array(kwargs.get("out")):
+            self.shadow.drop_array(kwargs["out"])
         owner = self.owner
         if any(type(a) is Tagged and a.owner is owner for a in args) or \
                 any(type(v) is Tagged and v.owner is owner for v in kwargs.values()):
@@ -389,7 +532,14 @@ class Tagger:
 _BuiltinMethod = type(len)
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _Function = type(_own)
-_Method = type(Shadow().__bool__)
+_Method = type(Shadow().clear)
+
+
+def _store_value(t: Tagger, value: Any) -> tuple[Any, Any]:
+    """(what to store, its metadata or _MISSING)."""
+    if type(value) is Tagged and value.owner is t.owner:
+        return value.value, value.meta
+    return t.scrub(value), _MISSING
 
 
 def _getattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
@@ -403,13 +553,14 @@ def _getattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _setattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
-    obj, name, value = t.strip(args[0]), args[1], args[2]
-    if _own(value, t.owner):
-        out = t.plain_call(fn, (obj, name, value.value), kwargs)
-        t.shadow.put(obj, "attr", name, value.value, value.meta)
-        return out
-    t.shadow.forget(obj, "attr", name)
-    return t.plain_call(fn, (obj, name, value), kwargs)
+    obj, name = t.strip(args[0]), args[1]
+    stored, meta = _store_value(t, args[2])
+    out = t.plain_call(fn, (obj, name, stored), kwargs)
+    if meta is _MISSING:
+        t.shadow.forget(obj, "attr", name)
+    else:
+        t.shadow.put(obj, "attr", name, stored, meta)
+    return out
 
 
 def _delattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
@@ -426,10 +577,16 @@ def _getitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     if _is_array(container):
         meta = t.shadow.array_meta(container, key)
         return value if meta is _MISSING else t.wrap(value, meta)
-    if type(container) is list or isinstance(container, list):
+    if isinstance(container, (list, tuple)):
         if isinstance(key, slice):
-            return [_rewrap(t, container, v) for v in value]
-        return _rewrap(t, container, value)
+            indices = range(len(container))[key]
+            if not isinstance(value, (list, tuple)) or len(indices) != len(value):
+                return value
+            items = [_rewrap(t, container, i, v) for i, v in zip(indices, value)]
+            return type(value)(items) if type(value) in (list, tuple) else value
+        if isinstance(key, int):
+            return _rewrap(t, container, key, value)
+        return value
     if _hashable(key):
         meta = t.shadow.get(container, "item", key, value)
         if meta is not _MISSING:
@@ -437,8 +594,8 @@ def _getitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     return value
 
 
-def _rewrap(t: Tagger, container: list, value: Any) -> Any:
-    meta = t.shadow.member(container, value)
+def _rewrap(t: Tagger, sequence: Any, index: int, value: Any) -> Any:
+    meta = t.shadow.at(sequence, index, value)
     return value if meta is _MISSING else t.wrap(value, meta)
 
 
@@ -447,44 +604,58 @@ def _setitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     if _is_array(container):
         return _set_array(t, fn, container, key, value)
     if isinstance(container, list):
-        if isinstance(key, slice) and isinstance(value, (list, tuple)):
-            plain = [t.strip(v) for v in value]
-            out = t.plain_call(fn, (container, key, plain), kwargs)
-            for v, p in zip(value, plain):
-                if _own(v, t.owner):
-                    t.shadow.add_member(container, p, v.meta)
+        if isinstance(key, slice):
+            items = list(value)
+            stored = [_store_value(t, v) for v in items]
+            entries = t.shadow.positions(container)
+            indices = range(len(container))[key]
+            out = t.plain_call(fn, (container, key, [s for s, _ in stored]), kwargs)
+            if key.step is None or key.step == 1:  # a resize: the entries move like the list
+                entries[indices.start:indices.stop] = [
+                    None if m is _MISSING else (innermost(s), m) for s, m in stored]
+            else:
+                for i, (s, m) in zip(indices, stored):
+                    entries[i] = None if m is _MISSING else (innermost(s), m)
             return out
-        if _own(value, t.owner):
-            out = t.plain_call(fn, (container, key, value.value), kwargs)
-            t.shadow.add_member(container, value.value, value.meta)
-            return out
-        return t.plain_call(fn, (container, key, value), kwargs)
-    if _own(value, t.owner):
-        out = t.plain_call(fn, (container, key, value.value), kwargs)
-        if _hashable(key):
-            t.shadow.put(container, "item", key, value.value, value.meta)
+        stored, meta = _store_value(t, value)
+        out = t.plain_call(fn, (container, key, stored), kwargs)
+        entries = t.shadow.positions(container) if (meta is not _MISSING
+                                                    or id(container) in t.shadow.sequences) \
+            else None
+        if entries is not None:
+            entries[key] = None if meta is _MISSING else (innermost(stored), meta)
         return out
-    if t.shadow and _hashable(key):
-        t.shadow.forget(container, "item", key)
-    return t.plain_call(fn, (container, key, value), kwargs)
+    stored, meta = _store_value(t, value)
+    out = t.plain_call(fn, (container, key, stored), kwargs)
+    if _hashable(key):
+        if meta is _MISSING:
+            t.shadow.forget(container, "item", key)
+        else:
+            t.shadow.put(container, "item", key, stored, meta)
+    return out
 
 
 def _set_array(t: Tagger, fn: Any, array: Any, key: Any, value: Any) -> Any:
     np = sys.modules["numpy"]
     if _own(value, t.owner):
         out = t.plain_call(fn, (array, key, value.value), {})
-        _, metas, mask = t.shadow.array_slot(array, value.meta)
-        metas[key] = value.meta
-        mask[key] = True
+        meta = innermost(value.meta)  # an array value carries one metadata per element
+        elementwise = np.ndim(innermost(value.value)) > 0 and np.ndim(meta) > 0
+        slot = t.shadow.array_slot(array, np.ravel(meta)[0] if elementwise else value.meta)
+        slot[1][key] = value.meta
+        slot[2][key] = True
         return out
     if isinstance(value, (list, tuple)) and any(_own(v, t.owner) for v in value):
         plain = [t.strip(v) for v in value]
         out = t.plain_call(fn, (array, key, plain), {})
         sample = next(v.meta for v in value if _own(v, t.owner))
-        _, metas, mask = t.shadow.array_slot(array, sample)
-        zero = np.zeros_like(np.asarray(sample))
-        metas[key] = [v.meta if _own(v, t.owner) else zero for v in value]
-        mask[key] = [_own(v, t.owner) for v in value]
+        slot = t.shadow.array_slot(array, sample)
+        for v in value:
+            if _own(v, t.owner):
+                slot = t.shadow.array_slot(array, v.meta)
+        zero = np.zeros((), dtype=slot[1].dtype)[()] if slot[1].dtype != object else None
+        slot[1][key] = [v.meta if _own(v, t.owner) else zero for v in value]
+        slot[2][key] = [_own(v, t.owner) for v in value]
         return out
     slot = t.shadow.arrays.get(id(array))
     if slot is not None and slot[0]() is array:
@@ -494,71 +665,111 @@ def _set_array(t: Tagger, fn: Any, array: Any, key: Any, value: Any) -> Any:
 
 def _delitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     container, key = t.strip(args[0]), t.strip(args[1])
-    if not isinstance(container, list) and not _is_array(container) and _hashable(key):
+    if isinstance(container, list):
+        if id(container) in t.shadow.sequences:
+            del t.shadow.positions(container)[key]
+    elif not _is_array(container) and _hashable(key):
         t.shadow.forget(container, "item", key)
     return t.plain_call(fn, (container, key), kwargs)
 
 
 def _list_append(t: Tagger, lst: list, args: tuple) -> Any:
-    value = args[0] if args else None
-    if _own(value, t.owner):
-        lst.append(value.value) if t.state.parent is None else t.plain_call(lst.append,
-                                                                             (value.value,), {})
-        t.shadow.add_member(lst, value.value, value.meta)
-        return None
-    return t.plain_call(lst.append, args, {})
+    stored, meta = _store_value(t, args[0]) if args else (None, _MISSING)
+    if meta is _MISSING and id(lst) not in t.shadow.sequences:
+        return t.plain_call(lst.append, (stored,), {})
+    entries = t.shadow.positions(lst)
+    t.plain_call(lst.append, (stored,), {})
+    entries.append(None if meta is _MISSING else (innermost(stored), meta))
+    return None
 
 
 def _list_insert(t: Tagger, lst: list, args: tuple) -> Any:
     index, value = args
-    if _own(value, t.owner):
-        t.plain_call(lst.insert, (index, value.value), {})
-        t.shadow.add_member(lst, value.value, value.meta)
-        return None
-    return t.plain_call(lst.insert, args, {})
+    stored, meta = _store_value(t, value)
+    if meta is _MISSING and id(lst) not in t.shadow.sequences:
+        return t.plain_call(lst.insert, (index, stored), {})
+    entries = t.shadow.positions(lst)
+    t.plain_call(lst.insert, (index, stored), {})
+    entries.insert(index, None if meta is _MISSING else (innermost(stored), meta))
+    return None
 
 
 def _list_extend(t: Tagger, lst: list, args: tuple) -> Any:
-    items = list(args[0])
-    plain = [t.strip(v) for v in items]
-    t.plain_call(lst.extend, (plain,), {})
-    for v, p in zip(items, plain):
-        if _own(v, t.owner):
-            t.shadow.add_member(lst, p, v.meta)
+    stored = [_store_value(t, v) for v in list(args[0])]
+    entries = t.shadow.positions(lst) if any(m is not _MISSING for _, m in stored) or \
+        id(lst) in t.shadow.sequences else None
+    t.plain_call(lst.extend, ([s for s, _ in stored],), {})
+    if entries is not None:
+        entries.extend(None if m is _MISSING else (innermost(s), m) for s, m in stored)
     return None
 
 
 def _list_pop(t: Tagger, lst: list, args: tuple) -> Any:
-    value = t.plain_call(lst.pop, tuple(t.strip(a) for a in args), {})
-    return _rewrap(t, lst, value) if t.shadow else value
+    index = t.strip(args[0]) if args else -1
+    slot = t.shadow.sequences.get(id(lst))
+    entry = None
+    if slot is not None and slot[0] is lst:
+        entries = t.shadow.positions(lst)
+        entry = entries.pop(index) if entries else None
+    value = t.plain_call(lst.pop, (index,), {})
+    if entry is not None and entry[0] is innermost(value):
+        return t.wrap(value, entry[1])
+    return value
+
+
+def _list_reorder(t: Tagger, fn: Any, lst: list, args: tuple, kwargs: dict) -> Any:
+    """``reverse``/``sort``/``remove``/``clear``... on a list with metadata: move it along."""
+    entries = t.shadow.positions(lst)
+    if fn.__name__ == "reverse":
+        out = t.plain_call(fn, args, kwargs)
+        entries.reverse()
+        return out
+    if fn.__name__ == "sort" and kwargs.get("key") is None:
+        order = sorted(range(len(lst)), key=lst.__getitem__, reverse=bool(kwargs.get("reverse")))
+        out = t.plain_call(fn, args, kwargs)  # the same stable order as `order`
+        entries[:] = [entries[i] for i in order]
+        return out
+    t.shadow.sequences.pop(id(lst), None)  # an order we cannot follow: metadata dropped
+    return t.plain_call(fn, args, kwargs)
+
+
+def _dict_store(t: Tagger, fn: Any, target: dict, args: tuple, kwargs: dict) -> Any:
+    """``d.update(...)`` / ``d.setdefault(k, v)`` with this context's tagged values."""
+    if fn.__name__ == "setdefault":
+        key = args[0]
+        if key in target:
+            return _getitem(t, operator.getitem, (target, key), {})
+        _setitem(t, operator.setitem, (target, key, args[1] if len(args) > 1 else None), {})
+        return args[1] if len(args) > 1 else None
+    items = dict(*args, **kwargs)
+    for key, value in items.items():
+        _setitem(t, operator.setitem, (target, key, value), {})
+    return None
 
 
 def _np_append(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     """``np.append(arr, values)``: the result's shadow is the inputs' metadata, concatenated."""
     np = sys.modules["numpy"]
-    arr, values = args[0], args[1]
-    if not (any(_own(v, t.owner) for v in (arr, values))
-            or (isinstance(values, (list, tuple)) and any(_own(v, t.owner) for v in values))
-            or (_is_array(arr) and t.shadow.array_meta(arr, ...) is not _MISSING)):
-        return t.plain_call(fn, args, kwargs)
+    arr, values = t.strip(args[0]), args[1]
     items = list(values) if isinstance(values, (list, tuple)) else [values]
-    plain_items = [t.strip(v) for v in items]
-    out = t.plain_call(fn, (t.strip(arr), plain_items, *args[2:]), kwargs)
+    own = [_own(v, t.owner) for v in items]
+    base = t.shadow.array_meta(arr, ...) if _is_array(arr) else _MISSING
+    if not any(own) and base is _MISSING:
+        return t.plain_call(fn, (arr, values, *args[2:]), kwargs)
+    out = t.plain_call(fn, (arr, [t.strip(v) for v in items], *args[2:]), kwargs)
     if kwargs.get("axis") is not None or len(args) > 2:
         return out  # metadata for appends along an axis is not tracked (docs/limitations.md)
-    metas = [v.meta for v in items if _own(v, t.owner)]
-    base = t.shadow.array_meta(t.strip(arr), ...) if _is_array(t.strip(arr)) else _MISSING
-    sample = metas[0] if metas else base
-    _, out_meta, out_mask = t.shadow.array_slot(out, np.asarray(sample).ravel()[0])
-    n = np.size(t.strip(arr))
+    n = np.size(arr)
     if base is not _MISSING:
-        slot = t.shadow.arrays[id(t.strip(arr))]
-        out_meta[:n] = np.ravel(slot[1])
-        out_mask[:n] = np.ravel(slot[2])
+        source = t.shadow.arrays[id(arr)]
+        slot = t.shadow.array_slot(out, np.ravel(source[1])[0] if source[1].size else 0.0)
+        slot[1][:n] = np.ravel(source[1])
+        slot[2][:n] = np.ravel(source[2])
     for i, v in enumerate(items):
-        if _own(v, t.owner):
-            out_meta[n + i] = v.meta
-            out_mask[n + i] = True
+        if own[i]:
+            slot = t.shadow.array_slot(out, v.meta)
+            slot[1][n + i] = v.meta
+            slot[2][n + i] = True
     return out
 
 
@@ -601,4 +812,4 @@ def carries_tags(fn: Any) -> bool:
         return True
     return (type(fn) is _BuiltinMethod and type(getattr(fn, "__self__", None)) in (list, dict)
             and fn.__name__ in ("append", "insert", "extend", "pop", "get", "setdefault",
-                                "copy", "index", "count", "keys", "values", "items"))
+                                "copy", "index", "count", "keys", "values", "items", "update"))
