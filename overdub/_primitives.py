@@ -91,7 +91,9 @@ class Table:
             return None
         if len(entries) == 1 and entries[0].types is None:
             return entries[0].impl
-        kinds = tuple(map(self._kind, args))
+        kinds = tuple(map(type, args))
+        if Tagged in kinds:  # whose tag it is matters (foreign tags dispatch as plain values)
+            kinds = tuple(map(self._kind, args))
         key = (id(fn), *kinds)
         try:
             return self._chosen[key]

@@ -492,6 +492,9 @@ class Tagger:
         handler = _HANDLERS.get(id(fn))
         if handler is not None and handler[0] is fn:
             return handler[1](self, fn, args, kwargs)
+        if type(fn) is _BuiltinMethod and fn.__self__ is _operator_module and \
+                Tagged not in map(type, args) and not self.shadow.arrays:
+            return self.plain_call(fn, args, kwargs)  # arithmetic on plain values: the hot path
         kind = type(fn)
         if kind is _Function or (kind is _Method and type(fn.__func__) is _Function) or (
                 kind.__flags__ & _HEAPTYPE and isinstance(getattr(kind, "__call__", None),
@@ -521,8 +524,9 @@ class Tagger:
         if self.shadow.arrays and _is_array(kwargs.get("out")):
             self.shadow.drop_array(kwargs["out"])
         owner = self.owner
-        if any(type(a) is Tagged and a.owner is owner for a in args) or \
-                any(type(v) is Tagged and v.owner is owner for v in kwargs.values()):
+        if (Tagged in map(type, args) or (kwargs and Tagged in map(type, kwargs.values()))) and (
+                any(type(a) is Tagged and a.owner is owner for a in args)
+                or any(type(v) is Tagged and v.owner is owner for v in kwargs.values())):
             args = tuple(a.value if type(a) is Tagged and a.owner is owner else a for a in args)
             kwargs = {k: v.value if type(v) is Tagged and v.owner is owner else v
                       for k, v in kwargs.items()}
@@ -530,6 +534,7 @@ class Tagger:
 
 
 _BuiltinMethod = type(len)
+_operator_module = operator.add.__self__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _Function = type(_own)
 _Method = type(Shadow().clear)
