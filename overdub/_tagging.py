@@ -493,7 +493,7 @@ class Tagger:
         if handler is not None and handler[0] is fn:
             return handler[1](self, fn, args, kwargs)
         if type(fn) is _BuiltinMethod and fn.__self__ is _operator_module and \
-                Tagged not in map(type, args) and not self.shadow.arrays:
+                Tagged not in map(type, args) and id(fn) not in _INPLACE_OPERATORS:
             return self.plain_call(fn, args, kwargs)  # arithmetic on plain values: the hot path
         kind = type(fn)
         if kind is _Function or (kind is _Method and type(fn.__func__) is _Function) or (
