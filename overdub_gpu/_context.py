@@ -1,0 +1,529 @@
+"""Array-backend contexts: run NumPy/``math`` code on another array namespace, unchanged.
+
+``ArrayBackendContext(xp)`` registers one primitive per NumPy callable (and per ``math``
+function).  Each looks its callable up in the swap table (:mod:`overdub_gpu._table`: the
+backend's own table first, then the array-API default) and calls the counterpart in ``xp``; the
+lookup is done once per callable and context, then cached in the context's :class:`Backend`.
+``GPUContext`` is ``ArrayBackendContext(cupy)`` with a device check.
+
+Nothing crosses between host and device behind the user's back: ``to_device`` and ``to_host``
+are the only transfers (plus ``numpy.asarray(host_data)`` inside the context, which *is* an
+upload), a NumPy array passed where the namespace expects its own arrays is a
+:class:`HostArrayError`, and a NumPy function with no counterpart is a
+:class:`MissingCounterpartError` unless ``host_fallback=True`` asks for host computation.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+from overdub import Context, opaque
+
+from . import _table
+from ._table import MissingCounterpartError, Rule
+from ._float32 import Float32Literals
+
+__all__ = ["ArrayBackendContext", "GPUContext", "to_device", "to_host", "HostArrayError",
+           "GPUUnavailableError", "Backend"]
+
+
+class HostArrayError(TypeError):
+    """A NumPy (host) array reached a function that computes in another array namespace."""
+
+
+class GPUUnavailableError(RuntimeError):
+    """``GPUContext()`` could not find CuPy or a CUDA device."""
+
+
+_NUMPY_LIKE = ("numpy", "cupy", "dask.array")  # take NumPy dtypes and Python scalars as-is
+_DTYPE_ARGS = (type, np.dtype, str)
+
+
+class Backend:
+    """What a context knows about its array namespace ``xp``, and its cache of swaps.
+
+    Attributes (set once, never reset): ``xp``; ``name`` (``xp.__name__``); ``table`` (the
+    backend's own swap table, empty for a namespace without one); ``numpy_like`` (takes NumPy
+    dtypes and Python scalars as NumPy does); ``float32``; ``host_fallback``; ``runners``
+    (``id(numpy callable) -> callable`` doing the swap, filled on first use).
+    """
+
+    def __init__(self, xp: Any, float32: bool, host_fallback: bool) -> None:
+        self.xp = xp
+        self.name = getattr(xp, "__name__", type(xp).__name__)
+        self.is_numpy = xp is np
+        self.numpy_like = self.name in _NUMPY_LIKE
+        self.table = _table.BACKENDS.get(self.name, {})
+        self.float32 = float32
+        self.host_fallback = host_fallback
+        self.runners: dict[int, Callable[..., Any]] = {}
+        self._array_types: tuple[type, ...] | None = None
+        if not self.is_numpy:
+            seal(self.name.split(".")[0])
+
+    # -- arrays and dtypes -----------------------------------------------------------------
+    @property
+    def array_types(self) -> tuple[type, ...]:
+        if self._array_types is None:
+            if self.is_numpy:
+                found: tuple[type, ...] = (np.ndarray, np.generic)
+            else:
+                kinds = [t for t in (getattr(self.xp, "ndarray", None),
+                                     getattr(self.xp, "Array", None)) if isinstance(t, type)]
+                found = tuple(kinds) or (type(self.xp.asarray(0)),)
+            self._array_types = found
+        return self._array_types
+
+    def is_array(self, x: Any) -> bool:
+        return isinstance(x, self.array_types)
+
+    def resolve_name(self, dotted: str) -> Any:
+        """``xp.<dotted>``; AttributeError when ``xp`` lacks it."""
+        obj = self.xp
+        for part in dotted.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def dtype(self, d: Any) -> Any:
+        """NumPy's spelling of a dtype (``np.float32``, ``float``, ``"f4"``) in ``xp``."""
+        if d is None or self.numpy_like or not isinstance(d, _DTYPE_ARGS):
+            return d
+        name = np.dtype(d).name
+        try:
+            return self.resolve_name(name)
+        except AttributeError:
+            raise MissingCounterpartError(f"dtype {name} has no counterpart in {self.name}") \
+                from None
+
+    def astype(self, x: Any, d: Any) -> Any:
+        d = self.dtype(d)
+        astype = getattr(self.xp, "astype", None)
+        return astype(x, d) if astype is not None and not self.name == "dask.array" \
+            else x.astype(d)
+
+    def arrays(self, values: tuple, like: Any = None) -> tuple:
+        """``values`` with Python/NumPy scalars and lists as ``xp`` arrays (strict namespaces).
+
+        A scalar next to an array takes the array's dtype when it is of the same kind or
+        narrower (NumPy's "weak scalar" rule), so ``maximum(x32, 0.5)`` stays float32.
+        """
+        if self.numpy_like:
+            return values
+        if like is None:
+            like = next((v for v in values if self.is_array(v)), None)
+        return tuple(v if self.is_array(v) else self._scalar_array(v, like) for v in values)
+
+    def _scalar_array(self, v: Any, like: Any) -> Any:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if like is not None and isinstance(v, (bool, int, float, complex)):
+            kind = _kind(like.dtype, self.xp)
+            if kind is not None and _SCALAR_RANK[type(v)] <= _KIND_RANK[kind]:
+                return self.xp.asarray(v, dtype=like.dtype)
+        if self.float32 and type(v) is float:
+            return self.xp.asarray(v, dtype=self.xp.float32)
+        return self.xp.asarray(v)
+
+    def python_scalar(self, v: Any, dtype: Any) -> tuple[Any, Any]:
+        """``(v as a Python number, dtype)`` for functions that take Python numbers only: a 0-d
+        array (a float32 literal) gives its value, and its dtype unless one was given."""
+        if isinstance(v, np.generic):
+            return v.item(), dtype if dtype is not None else v.dtype
+        if self.is_array(v) and not self.numpy_like and getattr(v, "ndim", None) == 0:
+            kind = _kind(v.dtype, self.xp)
+            convert = {"bool": bool, "integral": int, "real floating": float}.get(
+                kind or "", complex)
+            return convert(v), dtype if dtype is not None else v.dtype
+        return v, dtype
+
+    # -- moving data -------------------------------------------------------------------------
+    def upload(self, a: Any) -> Any:
+        if self.is_array(a):
+            return a
+        if self.name == "dask.array" and isinstance(a, np.ndarray):
+            return self.xp.from_array(a)
+        if isinstance(a, np.generic):
+            if self.numpy_like:
+                return self.xp.asarray(np.asarray(a))
+            return self.xp.asarray(a.item(), dtype=self.dtype(a.dtype))
+        return self.xp.asarray(a)
+
+    def download(self, a: Any) -> Any:
+        if isinstance(a, np.ndarray) or not self.is_array(a):
+            return a
+        if self.name == "cupy":
+            return a.get()
+        if self.name == "dask.array":
+            return np.asarray(a.compute())
+        try:
+            return np.array(np.from_dlpack(a))  # the array API's way across namespaces
+        except (TypeError, ValueError, AttributeError, BufferError, RuntimeError):
+            return np.asarray(a)
+
+    # -- the swap ----------------------------------------------------------------------------
+    def runner(self, fn: Any, label: str) -> Callable[..., Any]:
+        """The callable that runs ``fn`` in this backend (built once, then cached)."""
+        run = self.runners.get(id(fn))
+        if run is None:
+            run = self.runners[id(fn)] = self._build(fn, label)
+        return run
+
+    def _lookup(self, fn: Any) -> tuple[Rule | None, Any, list[str]]:
+        """(rule, xp callable or None, the names looked for)."""
+        looked = []
+        for table in (self.table, _table.DEFAULT):
+            rule = table.get(fn)
+            if rule is None:
+                continue
+            looked.append(f"{self.name}.{rule.name}")
+            try:
+                return rule, self.resolve_name(rule.name), looked
+            except AttributeError:
+                continue
+        return None, None, looked
+
+    def _build(self, fn: Any, label: str) -> Callable[..., Any]:
+        is_math = label.startswith("math.")
+        if self.is_numpy and not is_math:
+            rule = _table.CUPY.get(fn) or _table.DEFAULT.get(fn)
+            f, call = fn, fn                        # NumPy is its own counterpart
+            kind = rule.kind if rule is not None else "call"
+        else:
+            rule, f, looked = self._lookup(fn)
+            if f is None:
+                return self._missing(fn, label, looked)
+            kind = rule.kind
+            call = f if rule.adapt is None else functools.partial(rule.adapt, f, self)
+        if kind == "math":
+            return self._for_arrays_only(fn, call)
+        if not self.is_numpy and kind not in ("upload", "creation", "random"):
+            call = self._refusing_host_arrays(label, call)
+        if self.float32 and kind in ("creation", "random", "upload"):
+            call = self._float32_default(call, kind)
+        return call
+
+    def _for_arrays_only(self, fn: Any, call: Callable[..., Any]) -> Callable[..., Any]:
+        is_array = self.is_array
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            for a in args:
+                if is_array(a):
+                    return call(*args, **kwargs)
+            return fn(*args, **kwargs)  # Python numbers: the math function itself
+        return run
+
+    def _refusing_host_arrays(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        name = self.name
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            for i, a in enumerate(args):
+                if type(a) is np.ndarray or (type(a) in (list, tuple) and any(
+                        type(v) is np.ndarray for v in a)):
+                    raise HostArrayError(
+                        f"{label} got a NumPy (host) array as argument {i} inside an "
+                        f"ArrayBackendContext({name}): move it with to_device(ctx, a) first "
+                        f"(nothing is copied between host and device implicitly)")
+            for key, a in kwargs.items():
+                if type(a) is np.ndarray:
+                    raise HostArrayError(
+                        f"{label} got a NumPy (host) array as {key}= inside an "
+                        f"ArrayBackendContext({name}): move it with to_device(ctx, a) first")
+            return call(*args, **kwargs)
+        return run
+
+    def _float32_default(self, call: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        narrower = {}
+        for wide, narrow in (("float64", "float32"), ("complex128", "complex64")):
+            try:
+                narrower[self.dtype(np.dtype(wide)) if not self.numpy_like else np.dtype(wide)] \
+                    = narrow
+            except MissingCounterpartError:
+                pass
+        is_array = self.is_array
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = call(*args, **kwargs)
+            if "dtype" in kwargs or any(isinstance(a, _DTYPE_ARGS) and not isinstance(a, str)
+                                        or isinstance(a, str) and _is_dtype_name(a)
+                                        for a in args[1:]):
+                return out  # a dtype the user asked for
+            if kind == "upload" and args and (is_array(args[0]) or
+                                              isinstance(args[0], np.ndarray)):
+                return out  # existing arrays keep their dtype
+            narrow = narrower.get(getattr(out, "dtype", None))
+            return out if narrow is None else self.astype(out, narrow)
+        return run
+
+    def _missing(self, fn: Any, label: str, looked: list[str]) -> Callable[..., Any]:
+        if self.host_fallback:
+            return self._on_host(fn)
+        where = f"looked for {' and '.join(looked)}" if looked else "no rule in the swap table"
+        name = self.name
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if label.startswith("math.") and not any(self.is_array(a) for a in args):
+                return fn(*args, **kwargs)
+            raise MissingCounterpartError(
+                f"{label} has no counterpart in {name} ({where}): register a primitive for it "
+                f"on your context (@MyContext.primitive({label})), or allow computing it on "
+                f"the host with ArrayBackendContext({name}, host_fallback=True)")
+        return run
+
+    def _on_host(self, fn: Any) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*_map(self.download, args), **dict(zip(kwargs, _map(
+                self.download, tuple(kwargs.values())))))
+            return _map(self.upload, out) if isinstance(out, (tuple, list)) else (
+                self.upload(out) if isinstance(out, (np.ndarray, np.generic)) else out)
+        return run
+
+
+_sealed: set[str] = set()
+
+
+def seal(package: str) -> None:
+    """Mark the functions and methods of ``package`` (the namespace's own code) ``opaque``.
+
+    A namespace written in Python (``array_api_strict``, ``dask``) implements its arrays with
+    NumPy.  Recursing into that code would swap its own NumPy calls for itself; as leaves, its
+    functions and array methods run exactly as written.  Modules imported after a context was
+    made are sealed when the next context is made.
+    """
+    for name, module in list(sys.modules.items()):
+        if module is None or name in _sealed or not (
+                name == package or name.startswith(package + ".")):
+            continue
+        _sealed.add(name)
+        for obj in list(vars(module).values()):
+            if isinstance(obj, types.FunctionType) and _owned(obj, package):
+                opaque(obj)
+            elif isinstance(obj, type) and _owned(obj, package):
+                for klass in obj.__mro__[:-1]:
+                    if not _owned(klass, package):
+                        continue  # a base from elsewhere (the standard library...): not ours
+                    for attr in list(vars(klass).values()):
+                        for fn in (attr, getattr(attr, "__func__", None),
+                                   getattr(attr, "fget", None), getattr(attr, "fset", None)):
+                            if isinstance(fn, types.FunctionType) and _owned(fn, package):
+                                opaque(fn)
+
+
+def _owned(obj: Any, package: str) -> bool:
+    return (getattr(obj, "__module__", None) or "").split(".")[0] == package
+
+
+def _is_dtype_name(s: str) -> bool:
+    try:
+        np.dtype(s)
+    except TypeError:
+        return False
+    return True
+
+
+_SCALAR_RANK = {bool: 0, int: 1, float: 2, complex: 3}
+_KIND_RANK = {"bool": 0, "integral": 1, "real floating": 2, "complex floating": 3}
+
+
+def _kind(dtype: Any, xp: Any) -> str | None:
+    isdtype = getattr(xp, "isdtype", None)
+    if isdtype is None:
+        return None
+    for kind in ("bool", "integral", "real floating", "complex floating"):
+        if isdtype(dtype, kind):
+            return kind
+    return None
+
+
+def _map(f: Callable[[Any], Any], value: Any) -> Any:
+    """``f`` over arrays in (nested) tuples, lists and dicts."""
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_map(f, v) for v in value)
+    if isinstance(value, tuple):  # a named tuple (SVDResult...)
+        return type(value)(*(_map(f, v) for v in value))
+    if isinstance(value, list):
+        return [_map(f, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _map(f, v) for k, v in value.items()}
+    return f(value)
+
+
+class ArrayBackendContext(Context):
+    """``ArrayBackendContext(xp, float32=False, host_fallback=False, *, metadata=None,
+    passes=())``: run NumPy and scalar ``math`` code with the array namespace ``xp``.
+
+    Inside ``overdub(ctx, f, ...)`` every NumPy function ``f`` calls (array creation, ufuncs,
+    reductions, shape ops, ``linalg``, ``fft``, ``random``, ``where``, ``einsum``, ``matmul``)
+    runs as its counterpart in ``xp``, and ``math`` functions called with an ``xp`` array do
+    too; operators on ``xp`` arrays (``a @ b``, ``a * 2``) are the arrays' own.  ``xp`` may be
+    ``numpy``, ``cupy``, ``dask.array``, ``array_api_strict`` or any array-API namespace.
+    ``float32=True`` keeps float32 data float32: float literals become float32 (the
+    :class:`~overdub_gpu.Float32Literals` pass) and arrays created without a dtype are float32.
+    A NumPy function with no counterpart raises :class:`MissingCounterpartError` unless you
+    register a primitive for it or pass ``host_fallback=True`` (then it runs on the host, with
+    its arguments copied there and its result copied back).
+
+    Example::
+
+        import array_api_strict as xp
+        ctx = ArrayBackendContext(xp)
+        out = overdub(ctx, lambda: np.linspace(0, 1, 5) ** 2)   # an array_api_strict array
+
+    See also: :class:`GPUContext`, :func:`to_device`, :func:`to_host`, :func:`broadcast`.
+    """
+
+    def __init__(self, xp: Any, float32: bool = False, host_fallback: bool = False, *,
+                 metadata: Any = None, passes: Any = ()) -> None:
+        if not hasattr(xp, "asarray"):
+            raise TypeError(f"ArrayBackendContext(xp): xp must be an array namespace such as "
+                            f"numpy, cupy or array_api_strict, got {xp!r}")
+        try:
+            passes = tuple(passes)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__}(passes=...) takes a list of passes, "
+                            f"got {passes!r}") from None
+        if float32 and not any(isinstance(p, Float32Literals) for p in passes):
+            passes = (*passes, Float32Literals())
+        super().__init__(metadata=metadata, passes=passes)
+        self.xp = xp
+        self.float32 = bool(float32)
+        self.host_fallback = bool(host_fallback)
+        self.backend = Backend(xp, self.float32, self.host_fallback)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}=True" for k in ("float32", "host_fallback") if getattr(self, k))
+        return f"{type(self).__name__}({self.backend.name}{extra})"
+
+    def similar(self, *args: Any, **kwargs: Any) -> Context:
+        sibling = super().similar(*args, **kwargs)
+        for name in ("_overdub_gpu__Broadcasting", "_overdub_gpu__Checking"):
+            sibling.__dict__.pop(name, None)
+        return sibling
+
+    def _run(self, fn: Any, label: str, args: tuple, kwargs: dict) -> Any:
+        """Run NumPy's ``fn`` as its counterpart in ``xp`` (every primitive comes here)."""
+        return self.backend.runner(fn, label)(*args, **kwargs)
+
+
+def _swap(fn: Any, label: str) -> Callable[..., Any]:
+    def swap(ctx: ArrayBackendContext, /, *args: Any, **kwargs: Any) -> Any:
+        return ctx._run(fn, label, args, kwargs)
+    swap.__name__ = swap.__qualname__ = f"swap[{label}]"
+    return opaque(swap)
+
+
+# One primitive per NumPy callable and per math function: swapped where the table has a
+# counterpart, a clear error (or host fallback) where it has none.
+for _label, _fn in (*_table.numpy_callables(), *_table.math_callables()):
+    ArrayBackendContext.primitive(_fn)(_swap(_fn, _label))
+del _label, _fn
+
+
+# -- the GPU ---------------------------------------------------------------------------------
+
+_INSTALL = ('install CuPy with pip install "overdub[gpu]" (cupy-cuda12x, for CUDA 12) on a '
+            'machine with an NVIDIA GPU')
+_INSTEAD = "or run the same code on the CPU with ArrayBackendContext(numpy)"
+
+
+def _cupy() -> Any:
+    try:
+        import cupy  # noqa: PLC0415 (optional dependency)
+    except Exception as exc:  # ImportError, or a CUDA library that fails to load
+        raise GPUUnavailableError(
+            f"GPUContext needs CuPy, which could not be imported ({type(exc).__name__}: "
+            f"{exc}): {_INSTALL}, {_INSTEAD}") from exc
+    return cupy
+
+
+def _device_count(cupy: Any) -> int:
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device
+        raise GPUUnavailableError(
+            f"GPUContext found no CUDA device: CuPy is installed but "
+            f"cupy.cuda.runtime.getDeviceCount() failed ({type(exc).__name__}: {exc}); run on "
+            f"a machine with an NVIDIA GPU and a CUDA 12 driver (nvidia-smi should list it), "
+            f"{_INSTEAD}") from exc
+
+
+class GPUContext(ArrayBackendContext):
+    """``GPUContext(device=None, float32=False, host_fallback=False)``: ArrayBackendContext
+    with CuPy, on CUDA device ``device`` (CuPy's current device when None).
+
+    Raises :class:`GPUUnavailableError` naming what is missing (CuPy, or a CUDA device) and
+    what to do instead.  Results stay on the device; :func:`to_host` brings them back.
+
+    Example::
+
+        ctx = GPUContext()
+        x = to_device(ctx, np.random.rand(1000, 1000))
+        y = to_host(ctx, overdub(ctx, my_numpy_function, x))
+
+    See also: :class:`ArrayBackendContext`, :func:`to_device`, :func:`to_host`.
+    """
+
+    def __init__(self, device: int | None = None, float32: bool = False,
+                 host_fallback: bool = False, *, metadata: Any = None,
+                 passes: Any = ()) -> None:
+        cupy = _cupy()
+        count = _device_count(cupy)
+        if count == 0:
+            raise GPUUnavailableError(f"GPUContext found no CUDA device (CuPy sees 0 devices); "
+                                      f"{_INSTEAD}")
+        if device is not None and not (isinstance(device, int) and 0 <= device < count):
+            raise GPUUnavailableError(f"GPUContext(device={device!r}): there are {count} CUDA "
+                                      f"device(s), numbered 0 to {count - 1}")
+        super().__init__(cupy, float32, host_fallback, metadata=metadata, passes=passes)
+        self.device = device
+
+    def _run(self, fn: Any, label: str, args: tuple, kwargs: dict) -> Any:
+        if self.device is None:
+            return self.backend.runner(fn, label)(*args, **kwargs)
+        with self.xp.cuda.Device(self.device):
+            return self.backend.runner(fn, label)(*args, **kwargs)
+
+
+# -- explicit transfers ------------------------------------------------------------------------
+
+@opaque
+def to_device(ctx: ArrayBackendContext, a: Any) -> Any:
+    """``to_device(ctx, a)``: ``a`` (a NumPy array, scalar or nested list, or tuples, lists and
+    dicts of them) as arrays of ``ctx``'s namespace, on its device.  Arrays already there are
+    returned as they are; dtypes are kept.
+
+    Example::
+
+        x = to_device(GPUContext(), np.ones((3, 3)))      # a cupy.ndarray
+
+    See also: :func:`to_host`.
+    """
+    _check_ctx(ctx, "to_device")
+    if isinstance(ctx, GPUContext) and ctx.device is not None:
+        with ctx.xp.cuda.Device(ctx.device):
+            return _map(ctx.backend.upload, a) if isinstance(a, (tuple, dict)) \
+                else ctx.backend.upload(a)
+    return _map(ctx.backend.upload, a) if isinstance(a, (tuple, dict)) else \
+        ctx.backend.upload(a)
+
+
+@opaque
+def to_host(ctx: ArrayBackendContext, a: Any) -> Any:
+    """``to_host(ctx, a)``: arrays of ``ctx``'s namespace in ``a`` (or in tuples, lists and
+    dicts) copied to NumPy arrays on the host; a lazy Dask array is computed.  The only way
+    results come back: nothing inside the context copies to the host for you.
+
+    See also: :func:`to_device`.
+    """
+    _check_ctx(ctx, "to_host")
+    return _map(ctx.backend.download, a)
+
+
+def _check_ctx(ctx: Any, verb: str) -> None:
+    if not isinstance(ctx, ArrayBackendContext):
+        raise TypeError(f"{verb}(ctx, a): ctx must be an ArrayBackendContext (or GPUContext), "
+                        f"got {ctx!r}")
