@@ -3,15 +3,20 @@
     python examples/quickstart.py
 
 Four short demos of the core: logging, counting (through C's ``map``), tracing, and a primitive
-that replaces ``math.sin`` inside one context only.  See docs/index.md for the rest.
+that replaces ``math.sin`` inside one context only; then the two plug-ins built on it:
+derivatives (``overdub_ad``) and another array backend (``overdub_gpu``).  See docs/index.md.
 """
 
 import io
 import math
 from math import sin  # `math.sin(t)` works too; the log would also show getattr(math, 'sin')
 
+import numpy as np
+
 from overdub import Context, overdub
 from overdub.contexts import CountContext, LogContext, TraceContext, describe
+from overdub_ad import D, grad
+from overdub_gpu import ArrayBackendContext, GPUContext, to_device, to_host
 
 
 def wave(t):
@@ -24,6 +29,10 @@ def numbers():
 
 def f(x, y, z):
     return x * y + y * z
+
+
+def loss(w):
+    return np.sum(np.tanh(w) ** 2) / 2
 
 
 class Degrees(Context):
@@ -58,11 +67,20 @@ def main():
     print(f"   overdub(Degrees(), wave, 30.0) = {overdub(Degrees(), wave, 30.0):.6f}  (sin(30 deg) = 0.5)")
     print(f"   wave(30.0)                     = {wave(30.0):.6f}  (sin(30 rad), untouched)")
 
-    # TODO(#4): automatic differentiation demo goes here (overdub_ad: derivative(wave)(1.0)
-    # against 2*cos(1) + 1/2, and grad of a small NumPy function).
+    print("5. Derivatives, nested without confusion, and a NumPy gradient (overdub_ad):")
+    nested = D(lambda x: x * D(lambda y: x * y, 3.0), 5.0)
+    print(f"   D(x * D(y -> x*y)(3))(5)       = {nested}")
+    print(f"   D(wave)(1.0)                   = {D(wave, 1.0):.6f}  (2 cos 1 + 1/2)")
+    print(f"   grad(loss)(ones(3))            = {grad(loss)(np.ones(3))}")
 
-    # TODO(#6): GPU demo goes here (overdub_gpu: the same NumPy code under GPUContext(), or
-    # ArrayBackendContext(numpy) when no CUDA device is present).
+    print("6. The same NumPy code on another array backend (overdub_gpu):")
+    try:
+        backend, where = GPUContext(), "the GPU"
+    except RuntimeError as missing:
+        backend, where = ArrayBackendContext(np), "NumPy"
+        print(f"   no GPU: {str(missing).splitlines()[0][:60]}...")
+    value = to_host(backend, overdub(backend, loss, to_device(backend, np.ones(3))))
+    print(f"   loss(ones(3)) on {where:<12}  = {float(value):.6f}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ EXPECTED = {
         "operator.add(2, 6)",
         "overdub(Degrees(), wave, 30.0) = 16.000000  (sin(30 deg) = 0.5)",
         "wave(30.0)                     = 13.023937  (sin(30 rad), untouched)",
+        "D(x * D(y -> x*y)(3))(5)       = 10.0",
+        "D(wave)(1.0)                   = 1.580605  (2 cos 1 + 1/2)",
+        "grad(loss)(ones(3))            = [0.31985 0.31985 0.31985]",
     ],
 }
 
