@@ -46,6 +46,11 @@ class Rewritten:
 _CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTANTS.items()}
 _by_code: dict[int, tuple[weakref.ref, dict]] = {}
 _lock = threading.Lock()
+# CPython 3.11's conversions between Python and C ASTs (compile() of an AST, ast.parse) count
+# their recursion depth in state shared by all threads: concurrent calls can fail with
+# "SystemError: AST constructor recursion depth mismatch".  They take turns (one lock, shared
+# with _source's parsing).
+AST_LOCK = _source.AST_LOCK
 _warned: set[int] = set()
 
 
@@ -216,8 +221,9 @@ def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
         wrapper.col_offset = wrapper.end_col_offset = 0  # type: ignore[attr-defined]
         if "type_params" in wrapper._fields:  # 3.12+
             wrapper.type_params = []  # type: ignore[attr-defined]
-    compiled = compile(module, code.co_filename, "exec",
-                       flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
+    with AST_LOCK:
+        compiled = compile(module, code.co_filename, "exec",
+                           flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
     found = _find_code(compiled, "<lambda>" if isinstance(node, ast.Lambda) else "@target",
                        code.co_firstlineno)
     # types.coroutine marks a generator's code as awaitable; the compiler cannot know that.

@@ -181,7 +181,9 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     if enclosing is not None and enclosing is not state:
         state.include(enclosing.categories)
     previous = state.set_parent(parent)
-    previous_enclosing, state.enclosing = state.enclosing, enclosing
+    previous_enclosing = state.enclosing
+    if enclosing is not state:  # re-entering a running context keeps its own enclosing one
+        state.enclosing = enclosing
     token = _dispatch.active.set(state)
     state.depth += 1
     try:

@@ -48,6 +48,8 @@ class _ParsedFile:
 
 _files: dict[str, _ParsedFile] = {}
 _files_lock = threading.Lock()
+# See _cache.AST_LOCK: CPython 3.11 cannot convert ASTs in two threads at once.
+AST_LOCK = threading.Lock()
 
 
 def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
@@ -77,7 +79,8 @@ def _parsed_file(filename: str, module_globals: dict | None) -> _ParsedFile | No
     if cached is not None and cached.lines is lines:
         return cached
     try:
-        tree = ast.parse("".join(lines), filename)
+        with AST_LOCK:
+            tree = ast.parse("".join(lines), filename)
     except (SyntaxError, ValueError) as exc:
         return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)
     parsed = _index(tree, lines)

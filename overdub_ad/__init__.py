@@ -5,7 +5,8 @@ writes -- without changing a line of it.  Rules live in tables (``defjvp``/``def
 """
 
 from . import rules as _rules_tables  # noqa: F401  (registers the rule tables)
-from ._forward import D, ForwardContext, derivative, jacfwd, jvp
+from ._check_grads import GradCheckError, check_grads
+from ._forward import D, ForwardContext, custom_jvp, derivative, jacfwd, jvp
 from ._reverse import (ReverseContext, checkpoint, custom_vjp, grad, hessian, hvp, jacobian,
                        jacrev, value_and_grad, vjp)
 from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
@@ -13,4 +14,5 @@ from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferent
 __all__ = ["jvp", "derivative", "D", "jacfwd", "ForwardContext", "defjvp", "defvjp",
            "nondifferentiable", "ZERO", "LINEAR", "MissingRuleError",
            "vjp", "grad", "value_and_grad", "jacrev", "jacobian", "hessian", "hvp",
-           "custom_vjp", "checkpoint", "ReverseContext"]
+           "custom_vjp", "checkpoint", "ReverseContext", "custom_jvp", "check_grads",
+           "GradCheckError"]

@@ -8,6 +8,32 @@ needs no change.  Everything the context executes -- the primal call and the rul
 through the enclosing context, if any, which is how nesting differentiates derivatives: a fresh
 context (and tag) per call means no perturbation confusion.
 
+What the engine does beyond "call the rule" (each one a convention of ``rules/_common.py``):
+
+- a list or tuple argument whose elements carry tangents (``np.concatenate([a, b])``,
+  ``np.array([x, y])``) gets a tangent of the same structure, ``None`` for plain elements;
+- a function with several outputs gets a tuple (list) of tangents, ``None`` meaning zero;
+- a differentiated value passed by keyword is bound to its position (rules are positional);
+- an in-place operation (``a += t``, ``np.add(x, y, out=a)``) gives its rules a copy of the
+  mutated argument as it was before the call;
+- methods of arrays and numbers are their classes' method descriptors (``x.reshape(2, 3)`` is
+  ``np.ndarray.reshape(x, 2, 3)``), which is what the tables register.
+
+Arrays are mutable, so a tangent cannot ride on an array the way it rides on a float: an array
+that receives differentiated values in place (``cache[:] = 2 * y``, ``a += t``, ``out=a``,
+``grid[i][j] = t``) keeps plain numbers and the tangent of its memory lives in the context
+(:class:`_ArrayTangents`), found again through any array viewing that memory.
+
+Iteration is native in Python, so the context's pass (:class:`_IterationPass`) makes it a call,
+``iter(x)``: iterating a differentiated array yields differentiated rows, and a list whose
+members the core keeps metadata of (built by ``append``) yields tagged members.  C functions
+that only move values (``list``, ``zip``, ``sorted``, ``dict``...) get the same treatment.
+
+Nothing is silently dropped: a C function without a rule that receives a differentiated value
+(directly, in a list, or from an iterator it consumes) raises :class:`MissingRuleError`, unless
+what it returns carries no derivative at all (integers, booleans, strings: ``math.floor``,
+comparisons, ``len``...); so does a Python function without source, which would run natively.
+
 A function-valued result is differentiated lazily (Manzyuk et al., JFP 2019): the derivative of
 ``x -> g_x`` at ``x0`` is the function ``y -> d/dx g_x(y)`` at ``x0``, each call a fresh
 derivative, so ``derivative(shift)(3.0)`` composes correctly with itself.
@@ -15,119 +41,789 @@ derivative, so ``derivative(shift)(3.0)`` composes correctly with itself.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import functools
+import inspect
+import itertools
 import numbers
 import operator
 import types
+import weakref
 from typing import Any, Callable
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, carries_tags, has_metadata, metadata, opaque,
-                     overdub, tag, untag)
+from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, opaque, overdub,
+                     recurse, tag, untag)
 
 from . import _rules
 from ._pytree import flatten, unflatten
+from .rules._common import as_array_tangent
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
-# Uses of a differentiated value that ignore its tangent: the result carries no tangent.
-_INDIFFERENT = {id(f): f for f in (type, isinstance, issubclass, len, id, hash, repr, str,
-                                   format, print, bool, callable, hasattr, object.__repr__)}
-# Differentiable attributes of numbers and arrays, and methods that are NumPy functions.
-_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose,
-               "mT": lambda x: np.swapaxes(x, -1, -2)}
-_METHODS = {name: getattr(np, name) for name in (
-    "sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod", "reshape", "ravel",
-    "transpose", "squeeze", "swapaxes", "dot", "clip", "conj", "conjugate", "trace", "take",
-    "repeat", "diagonal", "round", "argmax", "argmin", "argsort", "nonzero", "all", "any",
-    "sort")}
-_METHODS.update({"flatten": np.ravel, "copy": np.copy, "conjugate": np.conj,
-                 "astype": lambda x, dtype, *a, **k: np.asarray(x).astype(dtype, *a, **k),
-                 "item": lambda x, *a: np.asarray(x).item(*a),
-                 "tolist": lambda x: np.asarray(x).tolist()})
+_BUILTIN_METHOD = types.BuiltinMethodType
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+def _ids(*fns: Any) -> dict[int, Any]:
+    return {id(f): f for f in fns}
+
+
+# Uses of a differentiated value that ignore its tangent: the core hands them the plain value.
+_INDIFFERENT = _ids(type, isinstance, issubclass, len, id, hash, repr, str, format, print,
+                    bool, callable, hasattr, object.__repr__)
+# Heap writes the core keeps metadata through (shadow storage of attributes, items, lists).
+_STRUCTURAL = _ids(setattr, delattr, operator.delitem)
+# List methods the core keeps metadata through; the context notes which lists hold some.
+_LIST_WRITERS = frozenset(("append", "insert", "extend"))
+# ``operator`` functions treat lists as sequences (``[x] + [y]``), never as containers of
+# differentiated arguments: their list operands are not looked into.
+_OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
+# In-place operators: a mutated first argument must reach the rules as it was before.
+_INPLACE = _ids(operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ipow,
+                operator.imod, operator.imatmul, operator.ifloordiv)
+# C functions that only iterate their arguments or move references around: a differentiated
+# array argument is handed to them as its differentiated rows, other values pass untouched.
+_ITERATING = _ids(iter, list, tuple, zip, enumerate, reversed, sorted, set, frozenset, map,
+                  filter, any, all, functools.reduce, itertools.chain, itertools.islice,
+                  itertools.accumulate, itertools.starmap, itertools.zip_longest,
+                  itertools.product, itertools.combinations, itertools.permutations,
+                  itertools.compress, itertools.dropwhile, itertools.takewhile,
+                  itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee)
+_MOVING = {**_ITERATING, **_ids(dict)}
+_OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
+_MOVING_MODULES = frozenset(("itertools", "collections", "_collections", "functools",
+                             "_functools", "copy", "heapq", "_heapq", "bisect", "_bisect"))
+# Differentiable attributes: ``x.real`` is ``np.real(x)``.
+_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose}
+if hasattr(np, "matrix_transpose"):
+    _ATTRIBUTES["mT"] = np.matrix_transpose
+
+
+def _innermost(x: Any) -> Any:
+    while type(x) is Tagged:
+        x = x.value
+    return x
+
+
+def _flat(out: Any) -> bool:
+    """Whether ``out`` carries no derivative at all: integers, booleans, strings (a result of a
+    piecewise-constant function).  ``None`` is not flat: it is what in-place functions return."""
+    out = _innermost(out)
+    if isinstance(out, (bool, int, str, bytes, range, np.integer, np.bool_)):
+        return True
+    if isinstance(out, np.ndarray):
+        return out.dtype.kind in "biuSU"
+    if type(out) in (tuple, list):
+        return all(_flat(o) for o in out)
+    return False
+
+
+def _numeric(x: Any) -> bool:
+    return isinstance(_innermost(x), (numbers.Number, np.ndarray, np.generic))
+
+
+def _rebuild(like: Any, items: list) -> Any:
+    """A list or tuple (named tuples included) of the type of ``like`` holding ``items``."""
+    kind = type(like)
+    if kind is list or kind is tuple:
+        return kind(items)
+    if isinstance(like, tuple) and hasattr(like, "_fields"):
+        return kind(*items)
+    return kind(items)
+
+
+def _is_iterator(x: Any) -> bool:
+    return type(x) not in (float, int, str, np.ndarray, Tagged) and hasattr(type(x), "__next__")
+
+
+def _sequence_or_iterator(x: Any) -> bool:
+    kind = type(x)
+    return kind is list or kind is tuple or _is_iterator(x)
+
+
+def _is_mover(fn: Any) -> bool:
+    if id(fn) in _MOVING:
+        return True
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (set, tuple)):
+        return True
+    return getattr(fn, "__module__", None) in _MOVING_MODULES
+
+
+def _method_of(kind: type, name: str) -> Any:
+    """The C method descriptor ``name`` of ``kind`` (``np.ndarray.reshape``), or None."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found if isinstance(found, _C_METHODS) else None
+    return None
 
 
 class ForwardContext(Context):
-    """The forward-mode context: one instance per ``jvp`` call (its tags are its own)."""
+    """The forward-mode context: one instance per ``jvp`` call (its tags are its own).
+
+    Attributes: ``arrays`` (:class:`_ArrayTangents`, tangents of plain arrays changed in place)
+    and ``lists`` (ids of lists that the core holds differentiated members of).
+    """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(passes=[_ITERATION_PASS])
+        self.arrays = _ArrayTangents(self.fallback)
+        self.lists: set[int] = set()
 
     def metadata_type(self, value_type: type) -> Any:
         if issubclass(value_type, (numbers.Number, np.ndarray, np.generic)):
             return object  # a tangent: a number, an array, or another context's Tagged
         return None
 
-    def _tagged(self, x: Any) -> bool:
-        return type(x) is Tagged and x.owner() is self
+    # -- which values carry a tangent ----------------------------------------------------------
+    def _mine(self, x: Any) -> bool:
+        return type(x) is Tagged and (x.owner() is self or has_metadata(x, self))
 
+    def _carries(self, x: Any) -> bool:
+        """Whether ``x`` itself has a tangent here (a tag, or an array changed in place)."""
+        if type(x) is Tagged:
+            if self._mine(x):
+                return True
+            x = _innermost(x)
+        return bool(self.arrays) and isinstance(x, np.ndarray) and self.arrays.has(x)
+
+    def _carries_within(self, x: Any, depth: int = 8) -> bool:
+        """Whether ``x`` or, for lists and tuples, one of its elements has a tangent."""
+        if self._carries(x):
+            return True
+        if type(x) is list and id(x) in self.lists:
+            return True
+        if depth and type(x) in (list, tuple):
+            return any(self._carries_within(e, depth - 1) for e in x)
+        return False
+
+    def _tangent(self, x: Any) -> Any:
+        """The tangent of ``x`` (None if it has none): for an array whose memory was written
+        in place, the written elements' tangents, the tag's for the others."""
+        plain = untag(x, self) if type(x) is Tagged else x
+        meta = metadata(x, self) if plain is not x else None
+        if self.arrays:
+            array = _innermost(plain)
+            if isinstance(array, np.ndarray) and self.arrays.has(array):
+                return self.arrays.get(array, meta)
+        return meta
+
+    def _split(self, x: Any) -> tuple[Any, Any]:
+        """``(plain, tangent)``; a list or tuple with differentiated elements splits into a
+        container of plain values and one of tangents (None for plain elements)."""
+        kind = type(x)
+        if kind is Tagged and x.owner() is self and not (
+                self.arrays and isinstance(x.value, np.ndarray)):
+            return x.value, x.meta  # the common case: this context's layer outermost
+        if kind in (float, int, complex, bool):
+            return x, None
+        if kind is Tagged or isinstance(x, np.ndarray):
+            return untag(x, self), self._tangent(x)
+        if type(x) in (list, tuple):
+            items = self._reveal(x) if type(x) is list and id(x) in self.lists else x
+            parts = [self._split(e) for e in items]
+            if all(t is None for _, t in parts):
+                return x, None
+            return type(x)(p for p, _ in parts), type(x)(t for _, t in parts)
+        return x, None
+
+    def _reveal(self, items: list) -> list:
+        """The list with the metadata the core keeps for its members re-attached (the core
+        stores plain values in lists and re-tags them when they are read back)."""
+        return self.fallback(operator.getitem, items, slice(None))
+
+    # -- the step ------------------------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
-        if not (any(map(self._tagged, args)) or any(map(self._tagged, kwargs.values()))):
-            return False
         if fn is getattr:
+            return bool(args) and self._carries(args[0])
+        if fn is operator.getitem:
+            return bool(args) and self._carries(args[0])
+        if fn is operator.setitem:
+            return self._writes(args)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
+            receiver = fn.__self__
+            if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
+                    any(map(self._carries_within, args))
+                    or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
+                self.lists.add(id(receiver))
+            # the core keeps the metadata of list and dict members; a copy is ours to make
+            return fn.__name__ == "copy" and id(receiver) in self.lists
+        direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if not direct:
+            if id(fn) in _OPERATORS or not any(map(_sequence_or_iterator, args)):
+                return False
+            if not any(map(self._carries_within, args)):
+                # an iterator may yield differentiated values: a C function consuming it
+                # natively would drop their tangents (see _consume)
+                return any(map(_is_iterator, args)) and not (
+                    isinstance(fn, _PYTHON_CODE) or _is_mover(fn)
+                    or id(fn) in _INDIFFERENT or _rules.is_nondifferentiable(fn)
+                    or isinstance(getattr(type(fn), "__call__", None), types.FunctionType)
+                    or can_recurse(self, fn, *args, **kwargs))
+        if (_rules.jvp_rules(fn) is not None or _rules.is_nondifferentiable(fn)
+                or type(fn) is custom_jvp or fn is _tolist):
             return True
-        if _rules.jvp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+        if type(fn) is types.MethodType and _rules.jvp_rules(fn.__func__) is not None:
             return True
-        if id(fn) in _INDIFFERENT or carries_tags(fn):
-            return False  # the tag machinery: plain value, or metadata kept in the heap
+        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL:
+            return False
         # Python code (recursed into, or run natively with its tags) vs a C function, which
         # needs a rule: MissingRuleError rather than a silently dropped derivative.
-        python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
-                                                            types.FunctionType)
-        return not python and not can_recurse(self, fn, *args, **kwargs)
+        if isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
+                                                     types.FunctionType):
+            return direct and self._sourceless(fn, args, kwargs)
+        if _is_mover(fn):  # before can_recurse: map's shim would iterate a tagged array whole
+            return direct or any(type(a) is list and id(a) in self.lists for a in args)
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _sourceless(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+        """A Python function the core would run natively for want of source (``exec``, the
+        classic prompt): its arithmetic on tagged values would silently drop their tangents,
+        so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
+        receive tagged values and are left alone."""
+        target = fn.__func__ if type(fn) is types.MethodType else fn
+        if type(target) is not types.FunctionType or getattr(target, "__overdub_opaque__",
+                                                             False):
+            return False
+        if (getattr(target, "__module__", None) or "").partition(".")[0] in _OVERDUB_PACKAGES:
+            return False
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _writes(self, args: tuple) -> bool:
+        """``container[key] = value``: arrays are this context's business; lists, dicts and
+        objects the core's (it keeps the metadata), which this context only takes note of."""
+        if len(args) != 3:
+            return False
+        container, _, value = args
+        target = _innermost(container)
+        if isinstance(target, np.ndarray):
+            return (self._carries_within(value) or self._carries(container)
+                    or (bool(self.arrays) and self.arrays.has(target)))
+        if type(target) is list and self._carries_within(value):
+            self.lists.add(id(target))
+        return False
 
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if fn is getattr:
             return self._attribute(*args)
-        primals = [untag(a, self) for a in args]
-        tangents = [metadata(a, self) if self._tagged(a) else None for a in args]
-        plain_kwargs = {k: untag(v, self) for k, v in kwargs.items()}
-        run = self.fallback  # runs under the enclosing context, which sees it
-        if _rules.is_nondifferentiable(fn):
-            return run(fn, *primals, **plain_kwargs)
+        if fn is operator.setitem:
+            return self._write(*args)
+        if fn is operator.getitem and type(args[0]) is not Tagged:
+            return self._read(*args)
+        if type(fn) is custom_jvp:
+            return self._custom(fn, args, kwargs)
+        if fn is _tolist:
+            return self._tolist(*args)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is list:  # lst.copy()
+            return self._reveal(fn.__self__)
+        if type(fn) is types.MethodType:
+            fn, args = fn.__func__, (fn.__self__, *args)
         rules = _rules.jvp_rules(fn)
-        carried = [i for i, dx in enumerate(tangents) if dx is not None]
-        if rules is None or any(i >= len(rules) or rules[i] is None for i in carried) or \
-                any(self._tagged(v) for v in kwargs.values()):
-            first = next((i for i in carried if rules is None or i >= len(rules)
-                          or rules[i] is None), carried[0] if carried else 0)
-            raise _rules.missing(fn, first, "forward", type(self).__name__)
+        if rules is None and not _rules.is_nondifferentiable(fn) and _is_mover(fn):
+            return self._move(fn, args, kwargs)
+        if any(map(_is_iterator, args)):
+            args = tuple(self._consume(fn, rules, a) if _is_iterator(a) else a for a in args)
+        return self._apply(fn, rules, args, kwargs)
+
+    def _consume(self, fn: Any, rules: tuple | None, iterator: Any) -> Any:
+        """An iterator argument of a C function: a list for the rule of a builtin or ``math``
+        function that consumes it (``math.fsum(x * k for k in ks)``); for any other function
+        an iterator that raises :class:`MissingRuleError` at the first differentiated item,
+        since the function would consume it natively and drop the tangent."""
+        if rules is not None and getattr(fn, "__module__", None) in ("builtins", "math",
+                                                                     "cmath"):
+            return list(iterator)
+        return self._guard(fn, iterator)
+
+    def _guard(self, fn: Any, iterator: Any) -> Any:
+        """``iterator``'s items, until one carries a tangent ``fn`` would drop."""
+        for item in iterator:
+            if self._carries_within(item):
+                raise _rules.missing(fn, 0, "forward", type(self).__name__)
+            yield item
+
+    def _apply(self, fn: Any, rules: tuple | None, args: tuple, kwargs: dict) -> Any:
+        """Run ``fn`` on plain values; the output tangent is the sum of the rules'
+        contributions of the arguments that carry one."""
+        run = self.fallback  # runs under the enclosing context, which sees it
+        if kwargs:
+            args, plain_kwargs, differentiated_kwargs = self._keywords(fn, rules, args, kwargs)
+        else:
+            plain_kwargs, differentiated_kwargs = kwargs, ()
+        split = [self._split(a) for a in args]
+        primals = [p for p, _ in split]
+        carried = [i for i, (_, t) in enumerate(split) if t is not None]
+        target = _inplace_target(fn, primals, plain_kwargs) \
+            if plain_kwargs or id(fn) in _INPLACE else None
+        if _rules.is_nondifferentiable(fn) or not (carried or differentiated_kwargs):
+            out = run(fn, *primals, **plain_kwargs)
+            if target is not None and self.arrays.has(target):
+                self.arrays.put(target, None)  # overwritten by something with no derivative
+            return out
+        if rules is None:
+            out = run(fn, *primals, **plain_kwargs)
+            if _flat(out):
+                return out  # piecewise constant: no derivative to lose
+            first = carried[0] if carried else differentiated_kwargs[0]
+            error = _rules.missing(fn, first, "forward", type(self).__name__)
+            if isinstance(fn, _PYTHON_CODE):
+                error = _rules.MissingRuleError(
+                    f"{error}; {_rules._name(fn)} is Python without source overdub can read "
+                    f"(defined by exec or at the interactive prompt), so it cannot be "
+                    f"differentiated through")
+            raise error
+        for i in carried:
+            if i >= len(rules) or rules[i] is None:
+                raise _rules.missing(fn, i, "forward", type(self).__name__)
+        before = primals if target is None else [
+            run(np.copy, p) if _innermost(p) is target else p for p in primals]
         out = run(fn, *primals, **plain_kwargs)
+        if "out" in plain_kwargs:
+            plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         tangent = None
         for i in carried:
             rule = rules[i]
             if rule is _rules.ZERO:
                 continue
             if rule is _rules.LINEAR:
-                moved = list(primals)
-                moved[i] = tangents[i]
+                moved = list(before)
+                moved[i] = split[i][1]
                 part = run(fn, *moved, **plain_kwargs)
             else:
-                part = run(rule, tangents[i], out, *primals, **plain_kwargs)
-            tangent = part if tangent is None else run(operator.add, tangent, part)
-        return out if tangent is None else tag(out, self, tangent)
+                part = run(rule, split[i][1], out, *before, **plain_kwargs)
+            tangent = self._add(tangent, part)
+        if target is not None and _innermost(out) is target:
+            # changed in place: the array keeps plain numbers, its tangent lives here
+            self.arrays.put(target, tangent)
+            return out
+        return self._attach(out, tangent)
 
+    def _keywords(self, fn: Any, rules: tuple | None, args: tuple,
+                  kwargs: dict) -> tuple[tuple, dict, list]:
+        """``(args, plain keywords, names of differentiated keywords)``: a differentiated
+        keyword is moved to its position where it has one (rules are positional); one that
+        stays a keyword has no rule.  ``out=`` is a buffer: what it held does not matter."""
+        if any(self._carries_within(v) for k, v in kwargs.items() if k != "out"):
+            args, kwargs = _bind(fn, args, kwargs, self._carries_within)
+        plain_kwargs, differentiated = {}, []
+        for name, value in kwargs.items():
+            if name == "out":
+                plain_kwargs[name] = _untag_tree(value, self)
+                continue
+            plain_kwargs[name], dvalue = self._split(value)
+            if dvalue is not None:
+                if rules is not None:
+                    raise _rules.missing(fn, name, "forward", type(self).__name__)
+                differentiated.append(name)
+        return args, plain_kwargs, differentiated
+
+    def _add(self, a: Any, b: Any) -> Any:
+        """Sum of two contributions; tuples and lists (several outputs) elementwise, None
+        standing for zero.  Never in place: a contribution may be a read-only view."""
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if type(a) in (tuple, list):
+            return type(a)(self._add(x, y) for x, y in zip(a, b))
+        return self.fallback(operator.add, a, b)
+
+    def _attach(self, out: Any, tangent: Any) -> Any:
+        """``out`` carrying ``tangent``: several outputs get one tangent each; a (nested)
+        list output of an array tangent (``x.tolist()``) gets its elements' tangents."""
+        if tangent is None:
+            return out
+        if isinstance(out, (tuple, list)):
+            if isinstance(tangent, (tuple, list)):
+                items = [self._attach(o, t) for o, t in zip(out, tangent)]
+            else:
+                nb = np.ndim(tangent) - np.ndim(_innermost(out))
+                items = [self._attach(o, self._row(tangent, nb, i)) for i, o in enumerate(out)]
+            return _rebuild(out, items)
+        if type(out) is not float and not _numeric(out):
+            return out
+        return tag(out, self, tangent)
+
+    def _row(self, tangent: Any, nb: int, i: int) -> Any:
+        return self.fallback(operator.getitem, tangent, (slice(None),) * nb + (i,))
+
+    # -- attributes and methods ---------------------------------------------------------------
     def _attribute(self, obj: Any, name: str, *default: Any) -> Any:
+        """``obj.name`` of a differentiated value: a differentiable attribute is a function
+        applied to ``obj``; a method is its class's method descriptor with ``obj`` bound."""
         if name in _ATTRIBUTES:
             return self.execute(_ATTRIBUTES[name], obj)
-        if name in _METHODS:
-            return functools.partial(_METHODS[name], obj)
-        return getattr(untag(obj, self), name, *default)
+        kind = type(_innermost(obj))
+        if kind is np.ndarray and name == "tolist":
+            return functools.partial(_tolist, obj)
+        method = _method_of(kind, name)
+        if method is not None:
+            return functools.partial(method, obj)
+        return self.fallback(getattr, untag(obj, self), name, *default)
 
+    def _tolist(self, x: Any) -> Any:
+        plain, tangent = self._split(x)
+        return self._attach(self.fallback(np.ndarray.tolist, plain), tangent)
+
+    # -- arrays changed in place ----------------------------------------------------------------
+    def _write(self, container: Any, key: Any, value: Any) -> None:
+        """``array[key] = value``: the array gets the plain value, its tangent the value's."""
+        target = untag(container, self)
+        plain_key = untag(key, self)
+        plain, dvalue = self._split(value)
+        self.fallback(operator.setitem, target, plain_key, plain)
+        self.arrays.write(_innermost(target), plain_key, dvalue, plain)
+
+    def _read(self, container: Any, key: Any) -> Any:
+        """``array[key]`` of an array changed in place: its tangent is read at ``key``."""
+        plain_key = untag(key, self)
+        out = self.fallback(operator.getitem, container, plain_key)
+        return self._attach(out, self.arrays.read(_innermost(container), plain_key))
+
+    # -- iteration and moving references --------------------------------------------------------
+    def _move(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
+        as lists of their differentiated rows, lists whose members the core holds metadata of
+        as lists of tagged members (a copy), other values untouched (not stripped)."""
+        if id(fn) in _ITERATING:
+            args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
+                         for a in args)
+        args = tuple(self._reveal(a) if type(a) is list and id(a) in self.lists else a
+                     for a in args)
+        if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims
+            return recurse(self, fn, *args, **kwargs)
+        if any(map(self._carries, args)) or any(map(self._carries, kwargs.values())):
+            return fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
+        return self.fallback(fn, *args, **kwargs)
+
+    def _rows(self, x: Any) -> list:
+        """A differentiated array as the list of its differentiated rows."""
+        plain, tangent = self._split(x)
+        nb = np.ndim(tangent) - np.ndim(_innermost(plain))
+        return [self._attach(self.fallback(operator.getitem, plain, i), self._row(tangent, nb, i))
+                for i in range(len(_innermost(plain)))]
+
+    # -- user rules -------------------------------------------------------------------------------
+    def _custom(self, fn: "custom_jvp", args: tuple, kwargs: dict) -> Any:
+        """A :class:`custom_jvp` function: its rule gets the plain primals and the tangents
+        (zeros for arguments without one) and gives the output and its tangent."""
+        if fn.jvp is None:
+            raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
+                            f"define one with @{fn.__name__}.defjvp")
+        if kwargs:
+            args, kwargs = _bind(fn.fun, args, kwargs, lambda v: True)
+            if kwargs:
+                raise TypeError(f"custom_jvp function {_rules._name(fn.fun)}: pass the "
+                                f"arguments {sorted(kwargs)} by position")
+        leaves, tree = flatten(list(args))
+        parts = [self._split(leaf) for leaf in leaves]
+        batch = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
+                      for p, t in parts if t is not None), ())
+        primals = unflatten(tree, [p for p, _ in parts])
+        tangents = unflatten(tree, [_zero(p, batch) if t is None else t for p, t in parts])
+        result = self.fallback(fn.jvp, tuple(primals), tuple(tangents))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
+                            f"(primal_out, tangent_out), got {type(result).__name__}")
+        out, dout = result
+        outs, otree = flatten(out)
+        douts, dtree = flatten(dout)
+        if len(outs) != len(douts):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
+                            f"structure {dtree} for an output of structure {otree}")
+        return unflatten(otree, [self._attach(o, d) for o, d in zip(outs, douts)])
+
+
+def _zero(x: Any, batch: tuple) -> Any:
+    """A zero tangent for ``x`` with batch dimensions ``batch`` (None for non-numbers)."""
+    x = _innermost(x)
+    if not isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+        return None
+    if isinstance(x, np.ndarray) or batch:
+        return np.zeros(batch + np.shape(x), np.result_type(x, float))
+    return 0j if isinstance(x, complex) else 0.0
+
+
+def _bind(fn: Any, args: tuple, kwargs: dict, wanted: Callable) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` with each keyword argument for which ``wanted(value)`` holds moved
+    to its position (earlier positions filled from the call or the defaults), because rules
+    are per position.  Unchanged where the signature is unknown or the keyword has no
+    position."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return args, kwargs
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    moved = [names.index(k) for k, v in kwargs.items()
+             if k in names and k != "out" and wanted(v)]
+    if not moved:
+        return args, kwargs
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for p in positional[len(args):max(moved) + 1]:
+        if p.name in new_kwargs:
+            new_args.append(new_kwargs.pop(p.name))
+        elif p.default is np._NoValue:
+            new_args.append(None)  # NumPy's "not given" means "given as None" when positional
+        elif p.default is not p.empty:
+            new_args.append(p.default)
+        else:
+            return args, kwargs
+    return tuple(new_args), new_kwargs
+
+
+def _untag_tree(x: Any, ctx: ForwardContext) -> Any:
+    if type(x) in (tuple, list):
+        return type(x)(untag(e, ctx) for e in x)
+    return untag(x, ctx)
+
+
+def _inplace_target(fn: Any, primals: tuple, kwargs: dict) -> Any:
+    """The array ``fn`` changes in place: the first operand of ``a += b``, or ``out=``."""
+    out = kwargs.get("out")
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    out = _innermost(out)
+    if isinstance(out, np.ndarray):
+        return out
+    if id(fn) in _INPLACE and primals and isinstance(_innermost(primals[0]), np.ndarray):
+        return _innermost(primals[0])
+    return None
+
+
+def _tolist(x: Any) -> Any:
+    """``x.tolist()`` of a differentiated array: a primitive whose elements keep their
+    tangents (the tables have no rule for ``np.ndarray.tolist``)."""
+    return np.ndarray.tolist(x)
+
+
+class _ArrayTangents:
+    """Tangents of NumPy arrays changed in place by differentiated values.
+
+    ``a[i] = t``, ``a += t`` and ``np.add(x, y, out=a)`` change memory that other names, objects
+    and views share, so the tangent cannot ride on a new value: the array keeps plain numbers
+    (nothing leaks into it) and the tangent of its *memory* lives here, keyed by the array that
+    owns the memory and released with it.  Any array viewing that memory -- the array itself,
+    ``a[1:]``, ``a.T``, the row ``a[i]`` of ``a[i][j] = t`` -- reads and writes the same
+    tangent through its memory slots (element offsets into the owner's buffer).
+
+    Per owner: the tangent of each memory slot, ``B + (size,)`` (``B`` the batch of
+    directions), and which slots were written here.  A plain array's unwritten slots have
+    a zero tangent; a tagged array's have its tag's (see :meth:`get`).  All arithmetic on
+    tangents goes through ``run`` (the context's ``fallback``): under an enclosing derivative
+    the tangents are themselves differentiated values.
+    """
+
+    def __init__(self, run: Callable) -> None:
+        self._run = run
+        self._owners: dict[int, tuple] = {}  # id(owner) -> (weakref, tangents, written mask)
+        self._slots: dict[int, tuple] = {}   # id(a) -> (weakref, layout, memory slots of a)
+
+    def __bool__(self) -> bool:
+        return bool(self._owners)
+
+    def has(self, a: np.ndarray) -> bool:
+        """Whether ``a``'s memory was written with tangents here."""
+        entry = self._owners.get(id(_owner(a)))
+        return entry is not None and entry[0]() is _owner(a)
+
+    def get(self, a: np.ndarray, meta: Any = None) -> Any:
+        """``a``'s tangent, ``B + a.shape``: written slots from here, the others from
+        ``meta`` (the tag's tangent of a tagged array; None: zero)."""
+        _, tangents, written = self._owners[id(_owner(a))]
+        slots = self.slots(a)
+        here = self._run(operator.getitem, tangents, (Ellipsis, slots))
+        if meta is None:
+            return here
+        return self._run(np.where, written[slots], here, meta)
+
+    def read(self, a: np.ndarray, key: Any) -> Any:
+        """The tangent of ``a[key]`` for a plain ``a`` (unwritten elements: zero)."""
+        tangents = self._owners[id(_owner(a))][1]
+        return self._run(operator.getitem, tangents, (Ellipsis, self.slots(a)[key]))
+
+    def put(self, a: np.ndarray, tangent: Any) -> None:
+        """All of ``a`` was written: its tangent becomes ``tangent`` (None: zero)."""
+        self.write(a, Ellipsis, tangent, a)
+
+    def write(self, a: np.ndarray, key: Any, dvalue: Any, value: Any) -> None:
+        """``a[key] = value`` happened, ``dvalue`` the tangent of ``value`` (None: zero)."""
+        if not np.issubdtype(a.dtype, np.inexact):
+            return  # an integer array drops the derivative with the fractional part
+        if dvalue is None and not self.has(a):
+            return  # zero where everything is zero already
+        run = self._run
+        slots = self.slots(a)[key]
+        if dvalue is None:
+            entry = self._owners[id(_owner(a))]
+            run(operator.setitem, entry[1], (Ellipsis, slots), 0.0)
+            entry[2][slots] = True
+            return
+        if type(value) in (list, tuple):
+            dvalue = as_array_tangent(dvalue, value)
+        vshape = np.shape(value)[max(0, np.ndim(value) - slots.ndim):]
+        batch = np.shape(dvalue)[:np.ndim(dvalue) - np.ndim(value)]
+        entry = self._entry(a, batch)
+        lifted = run(np.reshape, dvalue, batch + (1,) * (slots.ndim - len(vshape)) + vshape)
+        spread = run(np.broadcast_to, lifted, batch + slots.shape)
+        if not np.iscomplexobj(a) and np.iscomplexobj(_innermost(spread)):
+            spread = run(np.real, spread)  # a real array drops imaginary parts
+        run(operator.setitem, entry[1], (Ellipsis, slots), spread)
+        entry[2][slots] = True
+
+    def slots(self, a: np.ndarray) -> np.ndarray:
+        """The memory slots of ``a``'s elements in its owner's buffer, shaped like ``a``."""
+        layout = (a.__array_interface__["data"][0], a.shape, a.strides)
+        cached = self._slots.get(id(a))
+        if cached is not None and cached[0]() is a and cached[1] == layout:
+            return cached[2]
+        slots = _memory_slots(a, _owner(a))
+        key, table = id(a), self._slots
+        table[key] = (weakref.ref(a, lambda _, key=key: table.pop(key, None)), layout, slots)
+        return slots
+
+    def _entry(self, a: np.ndarray, batch: tuple) -> tuple:
+        owner = _owner(a)
+        entry = self._owners.get(id(owner))
+        if entry is None or entry[0]() is not owner:
+            key, table = id(owner), self._owners
+            ref = weakref.ref(owner, lambda _, key=key: table.pop(key, None))
+            entry = table[key] = (ref, np.zeros(batch + (owner.size,), _dtype(owner)),
+                                  np.zeros(owner.size, bool))
+        return entry
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory (NumPy links a view to the owner directly), when ``a``
+    is a plain view of it; otherwise ``a`` itself."""
+    base = a.base
+    if (isinstance(base, np.ndarray) and base.dtype == a.dtype and base.base is None
+            and (base.flags.c_contiguous or base.flags.f_contiguous)):
+        return base
+    return a
+
+
+def _memory_slots(a: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Element offsets of ``a``'s elements from the start of ``owner``'s buffer."""
+    itemsize = owner.itemsize
+    start = a.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    if owner is not a and (start % itemsize or any(s % itemsize for s in a.strides)):
+        raise TypeError("overdub_ad: cannot follow the tangent of an array view whose strides "
+                        "are not whole elements of the array it views")
+    if owner is a and not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return np.arange(a.size).reshape(a.shape)  # owns scattered memory: its own order
+    counter = np.arange(owner.size)
+    first = counter[start // itemsize:]
+    return np.lib.stride_tricks.as_strided(
+        first, a.shape, tuple(s // itemsize * counter.itemsize for s in a.strides)).copy()
+
+
+def _dtype(a: np.ndarray) -> Any:
+    return np.result_type(a.dtype, float)
+
+
+class _IterationPass(ast.NodeTransformer):
+    """Make the iteration of ``for`` loops, comprehensions, unpacking assignments and starred
+    arguments a call, ``iter(x)``, so that the context sees it.
+
+    Python iterates natively; iterating a differentiated array natively would yield its rows
+    without their tangents.  With the call in place, ``iter`` of a differentiated array is a
+    primitive of :class:`ForwardContext` that yields differentiated rows.  Stateless.
+
+    Before and after::
+
+        for row in x: ...            for row in iter(x): ...
+        a, b = x                     a, b = iter(x)
+        f(*x)                        f(*iter(x))
+
+    (``iter`` spelled ``@overdub_ad.iter``, which no user name can shadow.)
+    """
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = _iter_call(node.iter)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if not node.is_async:
+            node.iter = _iter_call(node.iter)
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        self.generic_visit(node)
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+            node.value = _iter_call(node.value)
+        return node
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _iter_call(node.value)
+        return node
+
+
+# The pass calls ``iter`` by a name Python source cannot spell, so that a user's own ``iter``
+# (``for iter in range(n_iter)``) cannot shadow it: the builtins module resolves it.
+_ITER_NAME = "@overdub_ad.iter"
+vars(builtins).setdefault(_ITER_NAME, iter)
+
+
+def _iter_call(node: ast.expr) -> ast.expr:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Constant)):
+        return node  # a display iterates its own elements: nothing to see
+    call = ast.Call(func=ast.Name(id=_ITER_NAME, ctx=ast.Load()), args=[node], keywords=[])
+    return ast.copy_location(call, node)
+
+
+_ITERATION_PASS = _IterationPass()
+
+
+# -- the API -----------------------------------------------------------------------------------
 
 def _seed(ctx: ForwardContext, x: Any, dx: Any) -> Any:
-    if not isinstance(x, (numbers.Number, np.ndarray, np.generic, Tagged)):
+    if not isinstance(_innermost(x), (numbers.Number, np.ndarray, np.generic)):
         raise TypeError(f"jvp: cannot differentiate with respect to a {type(x).__name__} "
                         f"(expected floats, complex numbers or arrays)")
     return tag(x, ctx, dx)
 
 
 def _tangent_of(ctx: ForwardContext, y: Any, batch: tuple = ()) -> Any:
-    if has_metadata(y, ctx):
-        return metadata(y, ctx)
-    plain = untag(y, ctx)
-    return np.zeros(batch + np.shape(plain), dtype=np.result_type(plain, float)) \
-        if batch or isinstance(plain, np.ndarray) else 0.0 * plain
+    """The tangent of an output leaf: its own, or a zero of its shape (None for leaves that
+    are not numbers or arrays)."""
+    tangent = ctx._tangent(y)
+    if tangent is not None:
+        return tangent
+    plain = _innermost(y)
+    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)):
+        return None
+    return _zero(plain, batch)
+
+
+def _revealed(ctx: ForwardContext, tree: Any) -> Any:
+    """``tree`` with the lists and dicts in it re-reading their members through the context,
+    so that values the core stored plainly (``out.append(t)``, ``d[k] = t``) keep their
+    tangents when they are returned."""
+    kind = type(tree)
+    if kind is list:
+        return [_revealed(ctx, e) for e in ctx.fallback(operator.getitem, tree, slice(None))]
+    if kind is tuple:
+        return tuple(_revealed(ctx, e) for e in tree)
+    if kind is dict:
+        return {k: _revealed(ctx, ctx.fallback(operator.getitem, tree, k)) for k in tree}
+    return tree
+
+
+@opaque
+def _call_and_reveal(ctx: ForwardContext, f: Callable, *args: Any) -> Any:
+    """``f(*args)`` under ``ctx``, its output revealed while the run still holds the heap's
+    metadata (the core keeps it for the run only).  Called inside ``ctx``'s run: the call of
+    ``f`` is one more step of it (``ctx.overdub``), not a new run."""
+    out = ctx.overdub(f, *args)
+    return out if callable(out) and not _numeric(out) else _revealed(ctx, out)
 
 
 def _jvp(f: Callable, primals: tuple, tangents: tuple, batch: tuple = ()) -> tuple:
@@ -138,8 +834,8 @@ def _jvp(f: Callable, primals: tuple, tangents: tuple, batch: tuple = ()) -> tup
         raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
     seeded = unflatten(tree, [x if dx is None else _seed(ctx, x, dx)
                               for x, dx in zip(leaves, dleaves)])
-    out = overdub(ctx, f, *seeded)
-    if callable(out) and not isinstance(out, (np.ndarray, Tagged)):
+    out = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
+    if callable(out) and not _numeric(out):
         return out, _FunctionDerivative(f, primals, tangents)
     outs, otree = flatten(out)
     values = [untag(y, ctx) for y in outs]
@@ -152,13 +848,16 @@ def jvp(f: Callable, primals: Any, tangents: Any) -> tuple:
     """``(f(*primals), J_f(primals) @ tangents)``: value and directional derivative.
 
     ``primals`` and ``tangents`` are sequences (one entry per argument of ``f``) of pytrees of
-    floats, complex numbers and arrays with matching structure.  Forward mode: one pass.
+    floats, complex numbers and arrays with matching structure (``None`` for a leaf that is
+    not differentiated).  Forward mode: one pass.  A tangent may carry extra leading batch
+    dimensions (several directions at once, as :func:`jacfwd` does).  With complex numbers the
+    tangent is the real-linear directional derivative: ``f'(z) * t`` for a holomorphic ``f``.
 
     Example::
 
         jvp(math.sin, (1.0,), (1.0,))   # (sin(1), cos(1))
 
-    See also: :func:`derivative`, :func:`jacfwd`, :func:`overdub_ad.vjp`.
+    See also: :func:`derivative`, :func:`jacfwd`, :func:`check_grads`.
     """
     if not callable(f):
         raise TypeError(f"jvp: f must be callable, got {f!r}")
@@ -184,9 +883,13 @@ class _FunctionDerivative:
 def derivative(f: Callable, x: Any = None, /) -> Any:
     """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
 
-    ``x`` is a float, a complex number (holomorphic derivative) or an array (elementwise
-    directional derivative along ones).  ``D`` is the same function.  A function-valued ``f``
-    gets a function-valued derivative, correct under any nesting.
+    ``x`` is a float, a complex number or an array (elementwise directional derivative along
+    ones).  ``D`` is the same function.  A function-valued ``f`` gets a function-valued
+    derivative, correct under any nesting.
+
+    Complex ``x``: for a holomorphic ``f`` this is the complex derivative ``f'(z)``.  For any
+    other ``f`` it is the directional derivative along the real axis, ``df/dx`` at
+    ``z = x + iy`` (``= df/dz + df/dz*``); ``jvp(f, (z,), (1j,))`` gives ``df/dy``.
 
     Example::
 
@@ -196,15 +899,12 @@ def derivative(f: Callable, x: Any = None, /) -> Any:
         raise TypeError(f"derivative: f must be callable, got {f!r}")
     if x is None:
         return functools.wraps(f)(opaque(lambda x: derivative(f, x)))
-    one = np.ones_like(x) if isinstance(x, np.ndarray) else _one_like(x)
+    plain = _innermost(x)
+    if isinstance(plain, np.ndarray):
+        one = np.ones(plain.shape, np.result_type(plain, float))
+    else:
+        one = 1.0 + 0j if isinstance(plain, complex) else 1.0
     return _jvp(f, (x,), (one,))[1]
-
-
-def _one_like(x: Any) -> Any:
-    plain = x
-    while type(plain) is Tagged:
-        plain = plain.value
-    return 1.0 + 0.0 * plain if isinstance(plain, complex) else 1.0
 
 
 D = derivative
@@ -215,47 +915,111 @@ def jacfwd(f: Callable, argnums: int | tuple = 0, chunk: int | None = None) -> C
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
 
     Tangents carry ``chunk`` directions at once (ForwardDiff's chunks; default: all inputs in
-    one pass), so an ``n``-input Jacobian costs ``ceil(n / chunk)`` passes.  The result has
-    shape ``out.shape + x.shape`` (JAX's convention).
+    one pass), so an ``n``-input Jacobian costs ``ceil(n / chunk)`` passes.  For an output leaf
+    ``y`` and input ``x`` the result has shape ``y.shape + x.shape`` (JAX's convention); a
+    pytree output gives the same pytree of Jacobians, a tuple ``argnums`` a tuple of them.
 
-    See also: :func:`overdub_ad.jacrev`.
+    Example::
+
+        jacfwd(np.sin)(np.zeros(3))   # the identity matrix
+
+    See also: :func:`jvp`.
     """
     if not callable(f):
         raise TypeError(f"jacfwd: f must be callable, got {f!r}")
     multiple = isinstance(argnums, tuple)
     nums = argnums if multiple else (argnums,)
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"jacfwd: chunk must be a positive number of directions, got {chunk}")
 
     @opaque
     def jacobian(*args: Any) -> Any:
-        results = []
         for num in nums:
-            x = np.asarray(args[num], dtype=np.result_type(args[num], float))
-            n = x.size
-            k = n if chunk is None else max(1, min(chunk, n))
-            columns = []
-            for start in range(0, n, k):
-                stop = min(start + k, n)
-                seed = np.zeros((stop - start, n), dtype=x.dtype)
-                seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
-                seed = seed.reshape((stop - start,) + x.shape)
-                primals = list(args)
-                primals[num] = x if isinstance(args[num], np.ndarray) else args[num]
-                tangents = [np.zeros((stop - start,) + np.shape(a)) if i != num else
-                            (seed if isinstance(args[num], np.ndarray)
-                             else seed.reshape(stop - start))
-                            for i, a in enumerate(args)]
-                _, tangent = _jvp(f, tuple(primals), tuple(_only(tangents, num)),
-                                  batch=(stop - start,))
-                columns.append(np.asarray(tangent))
-            block = np.concatenate(columns, axis=0)  # (n, *out.shape)
-            block = np.moveaxis(block, 0, -1).reshape(block.shape[1:] + x.shape)
-            results.append(block)
-        return tuple(results) if multiple else results[0]
+            if not -len(args) <= num < len(args):
+                raise IndexError(f"jacfwd: argnums {num} is out of range for {len(args)} "
+                                 f"arguments")
+        results = tuple(_jacobian_wrt(f, args, num, chunk) for num in nums)
+        return results if multiple else results[0]
 
     return jacobian
 
 
-def _only(tangents: list, num: int) -> list:
-    """Tangents for a jacobian pass: the chosen argument's seed; zeros elsewhere are skipped by
-    giving the other arguments no tangent at all (they are not tagged)."""
-    return [t if i == num else None for i, t in enumerate(tangents)]
+def _jacobian_wrt(f: Callable, args: tuple, num: int, chunk: int | None) -> Any:
+    """The Jacobian with respect to ``args[num]``, ``ceil(n / chunk)`` forward passes, each
+    pushing a block of unit directions as one batched tangent."""
+    plain = _innermost(args[num])
+    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)):
+        raise TypeError(f"jacfwd: argument {num} is a {type(plain).__name__}, expected a float, "
+                        f"complex number or array")
+    shape = np.shape(plain)
+    n = int(np.prod(shape, dtype=int))
+    k = n if chunk is None else max(1, min(chunk, n))
+    dtype = np.result_type(plain, float)
+    blocks, tree, ctx = [], None, None
+    for start in range(0, max(n, 1), max(k, 1)):
+        stop = min(start + k, n)
+        seed = np.zeros((stop - start, n), dtype)
+        seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        tangents = [None] * len(args)
+        tangents[num] = seed.reshape((stop - start,) + shape)
+        _, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,))
+        leaves, tree = flatten(tangent)
+        blocks.append(leaves)
+    ctx = ForwardContext()  # routes the assembly through any enclosing context
+    jacobians = [overdub(ctx, _assemble, [b[i] for b in blocks], shape)
+                 for i in range(len(blocks[0]))]
+    return unflatten(tree, jacobians)
+
+
+def _assemble(blocks: list, shape: tuple) -> Any:
+    """Columns ``(k, *out.shape)`` of several passes as a Jacobian ``out.shape + x.shape``.
+    Run under a context so that an enclosing derivative sees it (the tangents may be its
+    differentiated values)."""
+    block = np.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    block = np.moveaxis(block, 0, -1)
+    return np.reshape(block, np.shape(block)[:-1] + shape)
+
+
+class custom_jvp:
+    """A function with its own forward rule, JAX's ``custom_jvp``.
+
+    Example::
+
+        @custom_jvp
+        def log1pexp(x):
+            return math.log1p(math.exp(x))
+
+        @log1pexp.defjvp
+        def log1pexp_jvp(primals, tangents):
+            (x,), (dx,) = primals, tangents
+            return log1pexp(x), dx / (1 + math.exp(-x))
+
+    Called with differentiated arguments inside :func:`jvp` & co, the rule runs instead of
+    the body: it gets the plain primals and their tangents (zeros for arguments that have
+    none), both as tuples with one entry per argument, and returns ``(output,
+    output_tangent)`` with matching pytree structures.  Everywhere else the function is
+    itself.  The rule is ordinary Python, so an enclosing derivative differentiates it.
+
+    See also: :func:`overdub_ad.defjvp` (per-argument rules for any callable).
+    """
+
+    def __init__(self, fun: Callable) -> None:
+        if not callable(fun):
+            raise TypeError(f"custom_jvp: {fun!r} is not callable")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp: Callable | None = None
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        """Register ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``jvp``."""
+        if not callable(jvp):
+            raise TypeError(f"custom_jvp.defjvp: {jvp!r} is not callable")
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fun(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<custom_jvp {_rules._name(self.fun)}>"
+
