@@ -10,41 +10,71 @@ cotangent and summing into the argument's node (broadcast dimensions summed away
 Nesting: the backward sweep runs *under the context that encloses the call* (via a bare inner
 context, which forwards everything to its parent), so ``grad(grad(f))`` differentiates the
 sweep itself and ``jacfwd(grad(f))`` pushes tangents through it: Hessians are
-forward-over-reverse.
+forward-over-reverse.  With no enclosing context, scalar arithmetic on floats is recorded as
+its local partial derivatives (one multiply per argument in the sweep) and the sweep
+accumulates into buffers it owns, in place.
 
-Mutation: arrays are versioned.  Writing into a plain array (``a[i] = v``, ``a += b``,
-``np.add(a, b, out=a)``) records a functional update on the tape and makes the array stand for
-its new node; values an entry needs that are later overwritten in place are copied first, so the
+Mutation: arrays are versioned.  Writing into an array (``a[i] = v``, ``a += b``,
+``np.add(a, b, out=a)``, ``np.copyto``, ``a.fill``, ``a.sort()``) records a functional update on
+the tape and makes the array stand for its new node; a write into a *view* (``a[i][j] = v``,
+``b = a[1:]; b += 1``) updates the array it views, and views read after a write see the new
+values.  Values an entry needs that are later overwritten in place are copied first, so the
 backward pass sees the values the forward pass used.  The array object itself is never
 replaced: a preallocated cache outside the function keeps working, and holds plain numbers.
+
+Containers: a differentiated value stored into a list or dict (``append``, ``insert``,
+``extend``, ``xs[i] = v``, ``d[k] = v``, ``setdefault``) is stored as it is, so that native
+iteration (``for v in xs``, ``sum(xs)``, ``np.stack(xs)``) keeps its derivative; when ``f``
+returns, those containers get plain values back.  Iterating a differentiated array (``for
+row in x``, ``list(x)``, ``zip(x, y)``, ``a, b = x``) is seen through a pass that makes
+iteration a call (``iter(...)``).
+
+Coverage: a NumPy function without a rule whose implementation is Python (``np.polyval``,
+``np.cov``, ``np.linalg.pinv``...) is differentiated through NumPy's own code; the C functions
+NumPy's code calls directly are the public functions' rules.  A C function without a rule, or
+a Python function without source, that receives a differentiated value -- also inside a list
+-- raises :class:`MissingRuleError`: a derivative is never silently dropped.
 """
 
 from __future__ import annotations
 
+import ast
+import bisect
+import functools
+import heapq
+import itertools
+import math
 import numbers
 import operator
+import sys
 import types
 import weakref
 from typing import Any, Callable
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, carries_tags, opaque, overdub, tag, untag)
+from overdub import (Context, Tagged, can_recurse, carries_tags, opaque, overdub, recurse, tag,
+                     untag)
 
 from . import _rules
 from ._pytree import flatten, unflatten
 
-_PYTHON_CODE = (types.FunctionType, types.MethodType)
+_PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
+_BuiltinMethod = type([].append)
 _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
             operator.imul: operator.mul, operator.itruediv: operator.truediv,
             operator.ipow: operator.pow, operator.imatmul: operator.matmul}
-_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose}
+# In-place operators whose rules read the target's old value (add/sub only need its shape).
+_READS_TARGET = {operator.imul, operator.itruediv, operator.ipow, operator.imatmul}
+_REAL_TYPES = frozenset({float, int, np.float64})
+_NATIVE_CONTAINERS = frozenset({tuple, list, range, dict, str})
 
 
 class _Node:
-    """A differentiated value on the tape (identity only)."""
+    """A differentiated value on the tape (identity only).  ``gen``: for a view of an array
+    that is written in place, the write generation of that array the view's value belongs to."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "gen")
 
 
 class _Entry:
@@ -55,225 +85,1263 @@ class _Entry:
     def __init__(self, fn: Any, primals: list, kwargs: dict, out: Any, inputs: list,
                  outputs: Any, joint: Callable | None = None) -> None:
         self.fn, self.primals, self.kwargs, self.out = fn, primals, kwargs, out
-        self.inputs = inputs    # per positional argument: a node, a list of nodes, or None
-        self.outputs = outputs  # a node, or a tuple/list of nodes (None for integer outputs)
+        self.inputs = inputs    # per positional argument: a node, a (nested) list of them, None
+        self.outputs = outputs  # a node, or a tuple of nodes (None for integer outputs)
         self.joint = joint      # custom_vjp / checkpoint: ct -> all argument cotangents
+
+
+# Scalar entries are tuples: ``(output node, argument nodes, local partial derivatives)`` for
+# float arithmetic, ``(output node, array node, index, placeholder)`` for ``x[i]``.
+
+
+def _innermost(x: Any) -> Any:
+    while type(x) is Tagged:
+        x = x.value
+    return x
 
 
 def _is_differentiable(x: Any) -> bool:
     """A float or complex number or array (an enclosing context's tags looked through)."""
-    while type(x) is Tagged:
-        x = x.value
+    x = _innermost(x)
+    t = type(x)
+    if t is float or t is np.float64:
+        return True
+    if t is int:
+        return False
     return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool) \
         and np.result_type(x).kind in "fc"
 
 
-class ReverseContext(Context):
-    """The reverse-mode context: one instance (and one tape) per ``vjp`` call."""
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array whose memory ``a`` views (``a`` itself if it owns its data)."""
+    base = a.base
+    while isinstance(base, np.ndarray):
+        a, base = base, base.base
+    return a
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.tape: list[_Entry] = []
-        # Arrays written to in place: id -> (weak ref, node of their current value).
-        self.versions: dict[int, tuple] = {}
-        # Arrays the tape holds as primal values: id -> (array, [(entry, position)]), so that an
-        # in-place write first copies the value the entries need.
-        self.held: dict[int, tuple] = {}
+
+_PLACEHOLDERS: dict[tuple, np.ndarray] = {}
+
+
+def _placeholder(x: Any) -> Any:
+    """A stand-in for ``x`` with its shape and dtype and no memory (for rules that need only
+    those): a read-only broadcast of one zero."""
+    x = _innermost(x)
+    if not isinstance(x, np.ndarray):
+        return 0.0 * x if isinstance(x, (float, complex, np.generic)) else x
+    key = (x.shape, x.dtype.str)
+    ph = _PLACEHOLDERS.get(key)
+    if ph is None:
+        if len(_PLACEHOLDERS) > 4096:
+            _PLACEHOLDERS.clear()
+        ph = _PLACEHOLDERS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    return ph
+
+
+def _element_index(view: np.ndarray, root: np.ndarray) -> tuple | None:
+    """The elements of ``root`` that ``view`` shows, as an advanced index of ``root`` with the
+    view's shape; None if ``view`` does not map element-wise onto ``root``."""
+    if view.dtype != root.dtype:
+        return None
+    item = root.itemsize
+    start = view.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if start % item or any(s % item for s in view.strides) or \
+            any(s % item for s in root.strides):
+        return None
+    pos = np.full(view.shape, start // item, dtype=np.intp)
+    for k, (n, s) in enumerate(zip(view.shape, view.strides)):
+        shape = [1] * view.ndim
+        shape[k] = n
+        pos = pos + (np.arange(n, dtype=np.intp) * (s // item)).reshape(shape)
+    strides = [s // item for s in root.strides]
+    order = sorted((k for k in range(root.ndim) if root.shape[k] > 1), key=lambda k: -strides[k])
+    if any(strides[k] <= 0 for k in order):
+        return None
+    index = [np.zeros(view.shape, np.intp) for _ in range(root.ndim)]
+    rest = pos
+    for k in order:
+        index[k], rest = np.divmod(rest, strides[k])
+    if np.any(rest != 0) or any(np.any(i >= n) for i, n in zip(index, root.shape)):
+        return None
+    return tuple(index)
+
+
+def _advanced(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, (list, np.ndarray, bool, np.bool_)) for i in items)
+
+
+def _basic(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or type(i) in (int, slice) or isinstance(i, np.integer)
+               for i in items)
+
+
+# -- iteration made visible -----------------------------------------------------------------
+
+_NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "sorted", "list",
+            "tuple"}
+
+
+class _IterPass(ast.NodeTransformer):
+    """``for v in xs`` -> ``for v in iter(xs)`` (comprehensions, unpacking ``a, b = xs`` and
+    ``f(*xs)`` too): iterating a differentiated array becomes a call the context sees."""
+
+    def _wrap(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Constant,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in _NO_WRAP:
+            return node
+        call = ast.Call(func=ast.Name(id="iter", ctx=ast.Load()), args=[node], keywords=[])
+        return ast.fix_missing_locations(ast.copy_location(call, node))
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = self._wrap(node.iter)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if not node.is_async:
+            node.iter = self._wrap(node.iter)
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        self.generic_visit(node)
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+            node.value = self._wrap(node.value)
+        return node
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = self._wrap(node.value)
+        return node
+
+
+# Builtins that iterate their arguments: a differentiated array given to them is first split
+# into its (differentiated) elements.
+_ITERATORS = {id(f): f for f in (
+    iter, list, tuple, enumerate, zip, reversed, map, filter, sorted, set, frozenset,
+    itertools.chain, itertools.chain.from_iterable, itertools.islice, itertools.zip_longest,
+    itertools.product, itertools.permutations, itertools.combinations,
+    itertools.combinations_with_replacement, itertools.cycle, itertools.tee, itertools.repeat,
+    itertools.compress, itertools.dropwhile, itertools.takewhile, itertools.filterfalse,
+    itertools.starmap, itertools.groupby, itertools.accumulate, functools.reduce,
+    *[getattr(itertools, name) for name in ("pairwise", "batched") if hasattr(itertools, name)])}
+# C functions that only compare and move values (heaps, sorted insertion): run natively with
+# the tagged values themselves, which they store as they are.
+_MOVING = {id(f): f for f in (heapq.heappush, heapq.heappop, heapq.heapify, heapq.heappushpop,
+                              heapq.heapreplace, bisect.insort, bisect.insort_left,
+                              bisect.insort_right, bisect.bisect, bisect.bisect_left,
+                              bisect.bisect_right)}
+_STORES = frozenset({"append", "insert", "extend", "__setitem__", "setdefault", "update"})
+
+
+# -- fast scalar partials (no enclosing context) -----------------------------------------------
+
+_NOT_ITERATORS = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, set,
+                            frozenset, range, type(None), np.ndarray, Tagged, slice})
+
+
+def _is_iterator(x: Any) -> bool:
+    t = type(x)
+    return t not in _NOT_ITERATORS and hasattr(t, "__next__")
+
+
+def _sign(a: float) -> float:
+    return 1.0 if a > 0 else -1.0 if a < 0 else 0.0
+
+
+def _p_pow(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple | None:
+    pa = pb = 0.0
+    if da:
+        if b == 0:
+            pa = 0.0
+        elif a == 0 and b < 1:
+            return None
+        else:
+            pa = b * a ** (b - 1)
+    if db:
+        if a > 0:
+            pb = out * math.log(a)
+        elif a == 0:
+            pb = 0.0
+        else:
+            return None
+    return pa, pb
+
+
+def _p_div(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple | None:
+    if b == 0:
+        return None
+    return 1.0 / b, -out / b
+
+
+def _ADD(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+    return _ONES
+
+
+def _SUB(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+    return _ONE_MINUS_ONE
+
+
+def _MUL(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+    return b, a
+
+
+_ONES = (1.0, 1.0)
+_ONE_MINUS_ONE = (1.0, -1.0)
+_BINARY_PARTIALS = {
+    operator.add: _ADD,
+    operator.sub: _SUB,
+    operator.mul: _MUL,
+    operator.truediv: _p_div,
+    operator.pow: _p_pow,
+}
+for _inplace, _pure in _INPLACE.items():
+    if _pure in _BINARY_PARTIALS:
+        _BINARY_PARTIALS[_inplace] = _BINARY_PARTIALS[_pure]
+_BINARY_PARTIALS.update({np.add: _BINARY_PARTIALS[operator.add],
+                         np.subtract: _BINARY_PARTIALS[operator.sub],
+                         np.multiply: _BINARY_PARTIALS[operator.mul],
+                         np.true_divide: _p_div, np.power: _p_pow, math.pow: _p_pow,
+                         pow: _p_pow})
+
+
+def _nonzero(p: Callable) -> Callable:
+    def partial(a: Any, out: Any) -> Any:
+        return None if out == 0 else p(a, out)
+    return partial
+
+
+_UNARY_PARTIALS = {
+    operator.neg: lambda a, out: -1.0, operator.pos: lambda a, out: 1.0,
+    abs: lambda a, out: _sign(a), operator.abs: lambda a, out: _sign(a),
+    float: lambda a, out: 1.0,
+    math.sin: lambda a, out: math.cos(a), math.cos: lambda a, out: -math.sin(a),
+    math.tan: lambda a, out: 1.0 + out * out, math.exp: lambda a, out: out,
+    math.log: lambda a, out: 1.0 / a, math.sqrt: _nonzero(lambda a, out: 0.5 / out),
+    math.tanh: lambda a, out: 1.0 - out * out, math.sinh: lambda a, out: math.cosh(a),
+    math.cosh: lambda a, out: math.sinh(a), math.atan: lambda a, out: 1.0 / (1.0 + a * a),
+    math.log1p: lambda a, out: 1.0 / (1.0 + a), math.expm1: lambda a, out: out + 1.0,
+    math.erf: lambda a, out: 2.0 / math.sqrt(math.pi) * math.exp(-a * a),
+    math.fabs: lambda a, out: _sign(a),
+    np.negative: lambda a, out: -1.0, np.sin: lambda a, out: math.cos(a),
+    np.cos: lambda a, out: -math.sin(a), np.tan: lambda a, out: 1.0 + out * out,
+    np.exp: lambda a, out: out, np.tanh: lambda a, out: 1.0 - out * out,
+    np.sqrt: _nonzero(lambda a, out: 0.5 / out), np.square: lambda a, out: 2.0 * a,
+    np.arctan: lambda a, out: 1.0 / (1.0 + a * a), np.sinh: lambda a, out: math.cosh(a),
+    np.cosh: lambda a, out: math.sinh(a), np.absolute: lambda a, out: _sign(a),
+    np.log1p: lambda a, out: 1.0 / (1.0 + a), np.expm1: lambda a, out: out + 1.0,
+}
+_UNARY_PARTIALS[np.log] = lambda a, out: None if a <= 0 else 1.0 / a
+# by id: the functions are kept alive by the dicts above, so their ids stay theirs
+_FAST1 = {id(f): p for f, p in _UNARY_PARTIALS.items()}
+_FAST2 = {id(f): p for f, p in _BINARY_PARTIALS.items()}
+_FAST = {**_FAST1, **_FAST2}
+
+
+# -- the context --------------------------------------------------------------------------------
+
+class ReverseContext(Context):
+    """The reverse-mode context: one instance (and one tape) per ``vjp`` call.
+
+    ``nested``: whether an enclosing context must see what this one computes (then every
+    primal call and every rule runs through it); the API functions find out for themselves.
+    """
+
+    def __init__(self, nested: bool = True) -> None:
+        super().__init__(passes=[_IterPass()])
+        self.nested = nested
+        self.tape: list = []
+        # Arrays written in place (and views read after a write): id -> [weak ref, node, gen]
+        self.versions: dict[int, list] = {}
+        # Differentiated arrays that views were taken of: id -> (weak ref, node)
+        self.roots: dict[int, tuple] = {}
+        # Arrays the tape holds as values: id(root) -> [(array, entry, path)], so that an
+        # in-place write first copies the values the entries need.
+        self.held: dict[int, list] = {}
+        # Containers holding this context's tagged values natively: id -> (container, name)
+        self.stores: dict[tuple, tuple] = {}
+        self._store_limit = 256
+        self._functions: dict[int, tuple] = {}  # id -> (Python function, is it a primitive)
+        self._ref: Any = None
+        self._label = f"{type(self).__name__} context at {id(self):#x}"
 
     def metadata_type(self, value_type: type) -> Any:
         if issubclass(value_type, (numbers.Number, np.ndarray, np.generic)):
             return _Node
         return None
 
-    # -- which calls are ours ----------------------------------------------------------------
+    # -- tagging ---------------------------------------------------------------------------
+    def _wrap(self, value: Any, node: _Node) -> Tagged:
+        ref = self._ref
+        if ref is None:
+            t = tag(value, self, node)
+            self._ref = t.owner
+            return t
+        return Tagged(value, node, ref, self._label)
+
     def _node(self, x: Any) -> Any:
         """The node ``x`` stands for in this context, or None."""
         if type(x) is Tagged:
-            if x.owner() is not self:
+            if x.owner is not self._ref:
                 return None
-            if self.versions and type(x.value) is np.ndarray:  # written to since it was tagged
-                slot = self.versions.get(id(x.value))
-                if slot is not None and slot[0]() is x.value:
-                    return slot[1]
+            if self.versions:
+                v = _innermost(x.value)
+                if type(v) is np.ndarray:
+                    return self._array_node(v, x.meta)
             return x.meta
         if type(x) is np.ndarray and self.versions:
-            slot = self.versions.get(id(x))
-            if slot is not None and slot[0]() is x:
-                return slot[1]
+            return self._array_node(x, None)
         return None
 
-    def _carries(self, x: Any) -> bool:
+    def _array_node(self, arr: np.ndarray, meta: Any) -> Any:
+        """The current node of array ``arr`` (tagged with ``meta``, or plain: None)."""
+        versions = self.versions
+        slot = versions.get(id(arr))
+        if slot is not None and slot[0]() is not arr:
+            slot = None
+        if not isinstance(arr.base, np.ndarray):
+            return meta if slot is None else slot[1]
+        root = _root(arr)
+        rslot = versions.get(id(root))
+        if rslot is None or rslot[0]() is not root:
+            return meta if slot is None else slot[1]
+        gen = rslot[2]
+        if slot is not None:
+            if slot[2] == gen:
+                return slot[1]
+        elif meta is not None and getattr(meta, "gen", 0) == gen:
+            return meta
+        # the array it views was written since: read this view's values from its new version
+        node = None
+        if rslot[1] is not None:
+            node = self._gather(root, rslot[1], arr)
+        self._set_slot(arr, node, gen)
+        return node
+
+    def _gather(self, root: np.ndarray, root_node: _Node, view: np.ndarray) -> _Node:
+        index = _element_index(view, root)
+        if index is None:
+            raise NotImplementedError(
+                f"overdub_ad reverse mode: cannot follow a view of dtype {view.dtype} into an "
+                f"array of dtype {root.dtype} that was written in place")
+        node = _Node()
+        self.tape.append(_Entry(operator.getitem, [_placeholder(root), index], {}, None,
+                                [root_node, None], node))
+        return node
+
+    def _set_slot(self, arr: np.ndarray, node: Any, gen: int) -> None:
+        key = id(arr)
+        versions = self.versions
+        slot = versions.get(key)
+        if slot is not None and slot[0]() is arr:
+            slot[1], slot[2] = node, gen
+            return
+        ref = weakref.ref(arr, lambda _, key=key: versions.pop(key, None))
+        versions[key] = [ref, node, gen]
+
+    def _carries(self, x: Any, depth: int = 0) -> bool:
         if self._node(x) is not None:
             return True
-        return type(x) in (list, tuple) and any(self._node(v) is not None for v in x)
+        if depth < 3 and type(x) in (list, tuple):
+            return any(self._carries(v, depth + 1) for v in x)
+        if depth < 3 and type(x) is dict:
+            return any(self._carries(v, depth + 1) for v in x.values())
+        return False
 
+    # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
-        if fn in (operator.setitem, operator.delitem) and isinstance(untag(args[0], self),
-                                                                     np.ndarray):
-            return self._carries(args[-1]) or self._node(args[0]) is not None
-        if kwargs.get("out") is not None and isinstance(kwargs["out"], np.ndarray):
+        ref = self._ref
+        for a in args:
+            if type(a) is Tagged and a.owner is ref:
+                if id(fn) in _FAST or fn is operator.getitem:  # always ours (a rule)
+                    return True
+                return self._direct(fn, args, kwargs)
+        if not self.nested and args:
+            # run natively in execute: cheaper than the tag machinery's path
+            if (fn is operator.getitem or fn is iter) and len(args) <= 2 \
+                    and type(args[0]) in _NATIVE_CONTAINERS:
+                return True
+            if id(fn) in _FAST and not kwargs and type(args[0]) in _REAL_TYPES and \
+                    type(args[-1]) in _REAL_TYPES:
+                return True  # arithmetic on plain floats
+        return self._indirect(fn, args, kwargs)
+
+    def _direct(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether a call with a differentiated argument is a primitive."""
+        if fn is operator.setitem or fn is operator.delitem:
+            container = _innermost(args[0])
+            if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter):
+                return True
+            return not isinstance(getattr(type(container), "__setitem__", None),
+                                  types.FunctionType)
+        if _replacement(fn) is not None:
             return True
-        direct = any(self._node(a) is not None for a in args) or \
-            any(self._node(v) is not None for v in kwargs.values())
-        if not direct:
-            # Differentiated values inside a list argument: only functions with rules for the
-            # list (np.concatenate, np.array...) act on them; others (zip, list) just move them.
-            return any(map(self._carries, args)) and _rules.vjp_rules(fn) is not None
-        if isinstance(fn, custom_vjp) or fn is getattr:
+        fn = _public(fn)
+        decision = _DECISIONS.get(id(fn))
+        if decision is not None and decision[0] is fn:
+            return decision[1]
+        if fn is getattr or fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
+                or id(fn) in _MOVING:
+            return True
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and \
+                fn.__name__ in _STORES:
             return True
         if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+            _remember(fn, True)
             return True
         if carries_tags(fn):
+            _remember(fn, False)
             return False  # the tag machinery moves it (heap), or looks at the plain value
+        if type(fn) is types.FunctionType:
+            # user code, called again and again: the decision kept for this run (a strong
+            # reference, so the id stays the function's)
+            known = self._functions.get(id(fn))
+            if known is not None and known[0] is fn:
+                return known[1]
+            decision = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
+            self._functions[id(fn)] = (fn, decision)
+            return decision
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                             types.FunctionType)
-        return not python and not can_recurse(self, fn, *args, **kwargs)
+        if python:
+            return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _indirect(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+        """A call without a differentiated argument of its own: written arrays, containers of
+        differentiated values, keywords, ``out=`` buffers."""
+        if kwargs:
+            ref = self._ref
+            for v in kwargs.values():
+                if type(v) is Tagged and v.owner is ref:
+                    return self._direct(fn, args, kwargs)
+            out = kwargs.get("out")
+            if out is not None and (self.versions or any(map(self._carries, args))):
+                return True
+        if self.versions:
+            for a in args:
+                if type(a) is np.ndarray and self._array_node(a, None) is not None:
+                    return self._direct(fn, args, kwargs)
+        if self._ref is None:
+            return False
+        if fn is operator.getitem or fn is operator.contains:
+            return False
+        if fn is operator.setitem:
+            container = args[0]
+            if type(container) in (list, dict) or isinstance(container, np.ndarray):
+                return self._carries(args[2])
+            if type(container) is np.flatiter:
+                return self._carries(args[2]) or (
+                    bool(self.versions) and self._array_node(container.base, None) is not None)
+            return False
+        if fn is setattr:
+            return self._carries(args[2]) and not isinstance(args[2], (Tagged,))
+        containers = [a for a in args if type(a) in (list, tuple, dict)]
+        if not containers:
+            # an iterator consumed by a C function (math.fsum(x * k for k in ks)): its items
+            # may be differentiated values, which the function would read natively
+            return any(map(_is_iterator, args)) and not carries_tags(fn) and \
+                id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
+                not can_recurse(self, fn, *args, **kwargs)
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
+            return fn.__name__ in _STORES and any(map(self._carries, containers))
+        if id(fn) in _MOVING:
+            return any(map(self._carries, containers))
+        if id(fn) in _ITERATORS or fn in (operator.add, operator.iadd, operator.mul,
+                                          operator.imul, operator.concat):
+            return fn is itertools.accumulate and any(map(self._carries, containers))
+        fn = _public(fn)
+        if _rules.vjp_rules(fn) is not None or fn is np.copyto:
+            return any(map(self._carries, containers))
+        if carries_tags(fn) or isinstance(fn, _PYTHON_CODE) or \
+                isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+            return False
+        # a C function given differentiated values inside a list (np.block, np.select): it
+        # would read them natively, dropping the derivative -- a rule or MissingRuleError
+        return any(map(self._carries, containers)) and not can_recurse(self, fn, *args,
+                                                                        **kwargs)
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not self.nested and not kwargs:
+            if len(args) == 2:
+                partials = _FAST2.get(id(fn))
+                if partials is not None:
+                    # float arithmetic with no enclosing context: the local partials recorded
+                    ref = self._ref
+                    a, b = args
+                    if type(a) is Tagged and a.owner is ref:
+                        na, va = a.meta, a.value
+                    else:
+                        na, va = None, a
+                    if type(b) is Tagged and b.owner is ref:
+                        nb, vb = b.meta, b.value
+                    else:
+                        nb, vb = None, b
+                    if type(va) in _REAL_TYPES and type(vb) in _REAL_TYPES:
+                        if na is None and nb is None:
+                            return fn(va, vb)
+                        if partials is _MUL:
+                            out, p = fn(va, vb), (vb, va)
+                        elif partials is _ADD:
+                            out, p = fn(va, vb), _ONES
+                        elif partials is _SUB:
+                            out, p = fn(va, vb), _ONE_MINUS_ONE
+                        else:
+                            try:
+                                out = fn(va, vb)
+                            except ZeroDivisionError:
+                                out = None
+                            p = None if out is None or type(out) not in _REAL_TYPES else \
+                                partials(va, vb, out, na is not None, nb is not None)
+                        if p is not None:
+                            node = _Node()
+                            self.tape.append((node, (na, nb), p))
+                            return Tagged(out, node, ref, self._label)
+            elif len(args) == 1:
+                partial = _FAST1.get(id(fn))
+                if partial is not None:
+                    a = args[0]
+                    if type(a) in _REAL_TYPES:
+                        return fn(a)
+                    if type(a) is Tagged and a.owner is self._ref and \
+                            type(a.value) in _REAL_TYPES:
+                        va = a.value
+                        out = fn(va)
+                        p = partial(va, out) if type(out) in _REAL_TYPES else None
+                        if p is not None:
+                            node = _Node()
+                            self.tape.append((node, (a.meta,), (p,)))
+                            return Tagged(out, node, self._ref, self._label)
+            if fn is operator.getitem:
+                container, index = args
+                if type(container) in _NATIVE_CONTAINERS:
+                    return container[index]
+                if type(container) is Tagged and container.owner is self._ref and \
+                        (type(index) is int or (type(index) is tuple and
+                                                all(type(i) is int for i in index))):
+                    array = container.value
+                    if type(array) is np.ndarray:
+                        out = array[index]
+                        if type(out) is np.float64:  # x[i] of a float array, in a loop
+                            node = _Node()
+                            self.tape.append((node, self._node(container), index,
+                                              _placeholder(array)))
+                            return Tagged(out, node, self._ref, self._label)
+            elif fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
+                return fn(*args)
         if fn is getattr:
             return self._attribute(*args)
-        if fn in (operator.setitem, operator.delitem):
-            return self._write_item(fn, *args)
-        if fn in _INPLACE and isinstance(untag(args[0], self), np.ndarray):
+        if fn is operator.setitem or fn is operator.delitem:
+            return self._setitem(fn, *args)
+        replacement = _replacement(fn)
+        if replacement is not None:
+            return recurse(self, replacement, *args, **kwargs)
+        if fn is setattr:
+            return self._setattr(*args)
+        if id(fn) in _ITERATORS:
+            return self._iterate(fn, args, kwargs)
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
+            return self._store(fn, args, kwargs)
+        if id(fn) in _MOVING:
+            for a in args:
+                if type(a) is list:
+                    self._note_store(a)
+            return fn(*args, **kwargs)
+        if fn is dict:  # dict(a=v): the values stored as they are
+            out = fn(*args, **kwargs)
+            self._note_store(out)
+            return out
+        if any(map(_is_iterator, args)):
+            return self._consume(_public(fn), args, kwargs)
+        if fn in _INPLACE and isinstance(_innermost(args[0]), np.ndarray):
             return self._write_inplace(fn, *args)
+        if fn is np.copyto:
+            return self._copyto(*args, **kwargs)
         if kwargs.get("out") is not None:
             return self._write_out(fn, args, kwargs)
+        fn = _public(fn)
+        implementation = _implementation(fn)
+        if implementation is not None:
+            return recurse(self, implementation, *args, **kwargs)
+        return self._call(fn, args, kwargs)
+
+    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` on plain values: through the enclosing context if there is one."""
+        if self.nested:
+            return self.fallback(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    def _plain(self, x: Any) -> Any:
+        if type(x) is Tagged:
+            return x.value if x.owner is self._ref else x
+        if type(x) in (list, tuple) and x:
+            return type(x)([self._plain(v) for v in x])
+        return x
+
+    def _inputs(self, x: Any) -> Any:
+        if type(x) in (list, tuple) and x:
+            nodes = [self._inputs(v) for v in x]
+            return nodes if any(n is not None for n in nodes) else None
+        return self._node(x)
+
+    def _call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """A primitive call: run on plain values, record an entry with the argument nodes."""
+        if kwargs and any(self._carries(v) for v in kwargs.values()):
+            args, kwargs = _positional(fn, args, kwargs)
+            if any(self._carries(v) for v in kwargs.values()):
+                name = next(k for k, v in kwargs.items() if self._carries(v))
+                raise _rules.MissingRuleError(
+                    f"no reverse-mode derivative rule for {_rules._name(fn)} with respect to "
+                    f"its keyword argument {name!r} under {type(self).__name__}; pass it "
+                    f"positionally or register a rule with overdub_ad.defvjp")
         primals = [self._plain(a) for a in args]
         inputs = [self._inputs(a) for a in args]
-        plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()}
-        if any(self._carries(v) for v in kwargs.values()):
-            raise _rules.missing(fn, 0, "reverse", type(self).__name__)
+        plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
         if isinstance(fn, custom_vjp):
-            out, residuals = self.fallback(fn.fwd, *primals, **plain_kwargs)
+            if fn.fwd is None:
+                return recurse(self, fn.fn, *args, **kwargs)
+            out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
             bwd = fn.bwd
-            return self._record(fn, primals, plain_kwargs, out, inputs,
-                                joint=lambda ct: bwd(residuals, ct))
-        out = self.fallback(fn, *primals, **plain_kwargs)
-        if _rules.is_nondifferentiable(fn):
-            return out
+            if getattr(fn, "_wants_inputs", False):  # checkpoint: only what is needed
+                wanted = tuple([i for i, n in enumerate(inputs) if n is not None])
+                joint = lambda ct: bwd(residuals, ct, wanted)  # noqa: E731
+            else:
+                joint = lambda ct: bwd(residuals, ct)  # noqa: E731
+            return self._record(fn, primals, plain_kwargs, out, inputs, joint=joint)
+        if _rules.is_nondifferentiable(fn) or all(n is None for n in inputs):
+            return self._run(fn, *primals, **plain_kwargs)
         rules = _rules.vjp_rules(fn)
         for i, node in enumerate(inputs):
             if node is not None and (rules is None or i >= len(rules) or rules[i] is None):
                 raise _rules.missing(fn, i, "reverse", type(self).__name__)
-        return self._record(fn, primals, plain_kwargs, out, inputs)
-
-    def _plain(self, x: Any) -> Any:
-        if type(x) in (list, tuple):
-            return type(x)(untag(v, self) for v in x)
-        return untag(x, self)
-
-    def _inputs(self, x: Any) -> Any:
-        if type(x) in (list, tuple):
-            nodes = [self._node(v) for v in x]
-            return nodes if any(n is not None for n in nodes) else None
-        return self._node(x)
+        out = self._run(fn, *primals, **plain_kwargs)
+        return self._record(fn, primals, plain_kwargs, out, inputs,
+                            shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 
     def _record(self, fn: Any, primals: list, kwargs: dict, out: Any, inputs: list,
-                joint: Callable | None = None) -> Any:
+                joint: Callable | None = None, shape_only: bool = False) -> Any:
         if isinstance(out, (tuple, list)):
-            outputs = type(out)(_Node() if _is_differentiable(o) else None for o in out)
-            result = type(out)(o if n is None else tag(o, self, n) for o, n in zip(out, outputs))
+            outputs = tuple([_Node() if _is_differentiable(o) else None for o in out])
+            if all(n is None for n in outputs):
+                return out
+            items = [o if n is None else self._wrap(o, n) for o, n in zip(out, outputs)]
+            result = type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
         elif _is_differentiable(out):
             outputs = _Node()
-            result = tag(out, self, outputs)
+            result = self._wrap(out, outputs)
         else:
+            if isinstance(out, np.ndarray) and out.dtype == object:
+                raise _rules.MissingRuleError(
+                    f"{_rules._name(fn)} turned a differentiated value into an object array "
+                    f"under {type(self).__name__}: its elements would lose their derivatives "
+                    f"(np.vectorize and object arrays are not differentiable)")
             return out
+        self._note_views(primals, inputs, out, outputs)
+        if shape_only:  # the rule needs only the first argument's shape and dtype
+            primals[0] = _placeholder(primals[0])
         entry = _Entry(fn, primals, kwargs, out, inputs, outputs, joint)
         self.tape.append(entry)
-        for position, value in enumerate(primals):
-            self._hold(value, entry, position)
+        self._hold(entry, primals, out)
         return result
 
-    def _hold(self, value: Any, entry: _Entry, position: int) -> None:
-        if type(value) is np.ndarray:
-            slot = self.held.setdefault(id(value), (value, []))
-            slot[1].append((entry, position))
+    # -- values the tape needs, and views ------------------------------------------------------
+    def _hold(self, entry: _Entry, primals: list, out: Any) -> None:
+        held = self.held
+        for i, value in enumerate(primals):
+            v = _innermost(value)
+            if type(v) is np.ndarray:
+                held.setdefault(id(_root(v)), []).append((v, entry, (i,)))
+            elif type(value) in (list, tuple):
+                for j, item in enumerate(value):
+                    w = _innermost(item)
+                    if type(w) is np.ndarray:
+                        held.setdefault(id(_root(w)), []).append((w, entry, (i, j)))
+        if isinstance(out, (tuple, list)):
+            for j, item in enumerate(out):
+                w = _innermost(item)
+                if type(w) is np.ndarray:
+                    held.setdefault(id(_root(w)), []).append((w, entry, ("out", j)))
+        else:
+            w = _innermost(out)
+            if type(w) is np.ndarray:
+                held.setdefault(id(_root(w)), []).append((w, entry, ("out",)))
 
     def _save_before_write(self, array: np.ndarray) -> None:
-        """Entries that read ``array`` keep the value they read (copied once, before a write)."""
-        slot = self.held.pop(id(array), None)
-        if slot is None or slot[0] is not array:
+        """Entries that read ``array`` (or memory it shares) keep the values they read."""
+        key = id(_root(array))
+        slot = self.held.get(key)
+        if not slot:
             return
-        saved = array.copy()
-        for entry, position in slot[1]:
-            if entry.primals[position] is array:
-                entry.primals[position] = saved
+        keep, copies = [], {}
+        for value, entry, path in slot:
+            if value is array or np.may_share_memory(value, array):
+                saved = copies.get(id(value))
+                if saved is None:
+                    if self.nested:  # the enclosing context keeps the copy's derivative
+                        saved = self._run(np.copy, _stored(entry, path))
+                    else:
+                        saved = value.copy()
+                    copies[id(value)] = saved
+                _replace(entry, path, value, saved)
+            else:
+                keep.append((value, entry, path))
+        if keep:
+            self.held[key] = keep
+        else:
+            del self.held[key]
 
-    def _set_version(self, array: np.ndarray, node: _Node | None) -> None:
-        key = id(array)
+    def _note_views(self, primals: list, inputs: list, out: Any, outputs: Any) -> None:
+        """A view of a differentiated array: remember that array's node (a write into the view
+        updates it) and the write generation the view belongs to."""
+        pairs = zip(out, outputs) if isinstance(out, (tuple, list)) else ((out, outputs),)
+        for o, node in pairs:
+            o = _innermost(o)
+            if type(o) is not np.ndarray or not isinstance(o.base, np.ndarray) or node is None:
+                continue
+            root = _root(o)
+            for p, n in zip(primals, inputs):
+                p = _innermost(p)
+                if p is root and type(n) is _Node and id(root) not in self.roots:
+                    self.roots[id(root)] = (weakref.ref(root), n)
+            rslot = self.versions.get(id(root))
+            if rslot is not None and rslot[0]() is root:
+                node.gen = rslot[2]
+
+    def _root_node(self, root: np.ndarray) -> Any:
+        node = self._array_node(root, None)
         if node is None:
-            self.versions.pop(key, None)
-            return
-        versions = self.versions
-        ref = weakref.ref(array, lambda _, key=key: versions.pop(key, None))
-        versions[key] = (ref, node)
+            slot = self.roots.get(id(root))
+            if slot is not None and slot[0]() is root:
+                node = slot[1]
+        return node
 
-    def _write_item(self, fn: Any, container: Any, index: Any, *value: Any) -> Any:
+    def _commit(self, array: np.ndarray, node: Any) -> None:
+        """``array`` now holds the value of ``node`` (None: a constant); if it is a view, the
+        array it views gets a new version too."""
+        root = _root(array)
+        if root is array:
+            self._bump(root, node)
+            return
+        old = self._root_node(root)
+        index = _element_index(array, root)
+        if index is None:
+            raise NotImplementedError(
+                f"overdub_ad reverse mode: an in-place write into a view of dtype {array.dtype} "
+                f"of an array of dtype {root.dtype} is not supported")
+        new = None
+        if old is not None or node is not None:
+            new = _Node()
+            self.tape.append(_Entry(_write, [_placeholder(root), index, _placeholder(array)], {},
+                                    None, [old, None, node], new))
+        gen = self._bump(root, new)
+        self._set_slot(array, node, gen)
+
+    def _bump(self, root: np.ndarray, node: Any) -> int:
+        slot = self.versions.get(id(root))
+        gen = slot[2] + 1 if slot is not None and slot[0]() is root else 1
+        self._set_slot(root, node, gen)
+        return gen
+
+    # -- writes --------------------------------------------------------------------------------
+    def _setitem(self, fn: Any, container: Any, index: Any, *value: Any) -> Any:
+        target = _innermost(container)
+        if type(target) in (list, dict):
+            # stored as it is, so that native iteration keeps the derivative
+            self._note_store(target)
+            return fn(target, self._plain(index), *value)
+        if type(target) is np.flatiter:  # a.flat[i] = v
+            array = target.base
+            index = np.unravel_index(np.arange(array.size)[self._plain(index)], array.shape)
+            return self._write_item(array, index, value[0])
+        if not isinstance(target, np.ndarray):
+            raise _rules.missing(getattr(type(target), "__setitem__", fn), 0, "reverse",
+                                 type(self).__name__)
+        if fn is operator.delitem:
+            return self._run(fn, untag(container, self), index)
+        return self._write_item(container, self._plain(index), value[0])
+
+    def _write_item(self, container: Any, index: Any, value: Any) -> None:
         """``a[index] = value`` on an array: a functional update on the tape, in place."""
-        array = untag(container, self)
-        old_node = self._node(container)
-        index = untag(index, self)
-        plain_value = [untag(v, self) for v in value]
+        array = _innermost(container)
+        if type(value) in (list, tuple) and self._carries(value):
+            value = self._call(np.array, (value,), {})
+        old = self._node(container)
+        value_node = self._node(value)
+        plain_value = self._plain(value)
         self._save_before_write(array)
-        before = array.copy()
-        self.fallback(fn, array, index, *plain_value)
-        value_node = self._node(value[0]) if value else None
-        node = _Node()
-        entry = _Entry(_write, [before, index, *plain_value], {}, array, [old_node, None,
-                                                                          value_node], node)
-        self.tape.append(entry)
-        self._set_version(array, node)
-        return None
+        self._run(operator.setitem, untag(container, self), index, plain_value)
+        node = None
+        if old is not None or value_node is not None:
+            node = _Node()
+            self.tape.append(_Entry(_write, [_placeholder(array), index,
+                                             _placeholder(plain_value)], {}, None,
+                                    [old, None, value_node], node))
+        self._commit(array, node)
 
     def _write_inplace(self, fn: Any, target: Any, other: Any) -> Any:
         """``a += b`` on an array: recorded as ``a = a + b``, the array object kept."""
-        array = untag(target, self)
+        array = _innermost(target)
+        inputs = [self._node(target), self._inputs(other)]
+        plain_other = self._plain(other)
+        target_p = untag(target, self)
         pure = _INPLACE[fn]
-        inputs = [self._node(target), self._node(other)]
-        plain_other = untag(other, self)
         self._save_before_write(array)
-        before = array.copy()
-        self.fallback(fn, array, plain_other)
-        node = _Node()
-        self.tape.append(_Entry(pure, [before, plain_other], {}, array.copy(), inputs, node))
-        self._set_version(array, node)
-        return array
+        if self.nested:
+            # functionally, through the enclosing context (which sees the new values), then
+            # copied into the array
+            before = self._run(np.copy, target_p) if fn in _READS_TARGET else \
+                _placeholder(array)
+            new = self._run(pure, target_p, plain_other)
+            self._run(operator.setitem, target_p, Ellipsis, new)
+        else:
+            before = array.copy() if fn in _READS_TARGET else _placeholder(array)
+            fn(array, plain_other)
+            new = array
+        node = None
+        if inputs[0] is not None or inputs[1] is not None:
+            node = _Node()
+            entry = _Entry(pure, [before, plain_other], {}, new, inputs, node)
+            self.tape.append(entry)
+            self._hold(entry, [None, plain_other], new)
+        self._commit(array, node)
+        return target
 
     def _write_out(self, fn: Any, args: tuple, kwargs: dict) -> Any:
         """``np.add(a, b, out=c)``: ``c`` gets the new value (and node); recorded without out."""
-        target = kwargs["out"]
-        target = target[0] if isinstance(target, tuple) else target
-        rest = {k: v for k, v in kwargs.items() if k != "out"}
+        out = kwargs["out"]
+        targets = out if isinstance(out, tuple) else (out,)
+        rest = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
+        where = kwargs.get("where", True)
         result = self.execute(fn, *args, **rest)
-        array = untag(target, self)
-        self._save_before_write(array)
-        self.fallback(np.copyto, array, untag(result, self))
-        self._set_version(array, self._node(result))
-        return array
+        results = result if isinstance(result, tuple) and len(targets) > 1 else (result,)
+        for target, value in zip(targets, results):
+            if target is None:
+                continue
+            if where is not True:
+                value = self._call(np.where, (where, value, target), {})
+            self._write_item(target, Ellipsis, value)
+        return targets[0] if len(targets) == 1 else out
 
-    def _attribute(self, obj: Any, name: str, *default: Any) -> Any:
+    def _copyto(self, dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+        if where is not True:
+            src = self._call(np.where, (where, src, dst), {})
+        self._write_item(dst, Ellipsis, src)
+
+    # -- containers ----------------------------------------------------------------------------
+    def _store(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        container = fn.__self__
+        if fn.__name__ in _STORES:
+            self._note_store(container)
+            return fn(*args, **kwargs)
+        return self._run(fn, *[self._plain(a) for a in args], **kwargs)
+
+    def _setattr(self, obj: Any, name: str, value: Any) -> None:
+        self.stores[(id(obj), name)] = (obj, name)
+        return setattr(_innermost(obj), name, value)
+
+    def _note_store(self, container: Any) -> None:
+        stores = self.stores
+        stores[(id(container), None)] = (container, None)
+        if len(stores) > self._store_limit:  # forget containers nobody else holds any more
+            for key in [k for k, (c, name) in stores.items() if sys.getrefcount(c) <= 3]:
+                del stores[key]
+            self._store_limit = max(256, 2 * len(stores))
+
+    def _release_stores(self) -> None:
+        """Containers get plain values back (nothing leaks into the heap)."""
+        for container, name in list(self.stores.values()):
+            if name is not None:
+                value = getattr(container, name, None)
+                cleaned = self._cleaned(value)
+                if cleaned is not value:
+                    setattr(container, name, cleaned)
+            elif type(container) is list:
+                for i, value in enumerate(container):
+                    cleaned = self._cleaned(value)
+                    if cleaned is not value:
+                        container[i] = cleaned
+            elif type(container) is dict:
+                for key, value in list(container.items()):
+                    cleaned = self._cleaned(value)
+                    if cleaned is not value:
+                        container[key] = cleaned
+        self.stores.clear()
+
+    def _cleaned(self, value: Any, depth: int = 0) -> Any:
+        if type(value) is Tagged:
+            return value.value if value.owner is self._ref else value
+        if depth < 8 and type(value) in (list, tuple):
+            items = [self._cleaned(v, depth + 1) for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                if type(value) is list:
+                    value[:] = items
+                    return value
+                return tuple(items)
+        if depth < 8 and type(value) is dict:
+            for k, v in list(value.items()):
+                c = self._cleaned(v, depth + 1)
+                if c is not v:
+                    value[k] = c
+        return value
+
+    def _consume(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """Iterator arguments of a C function: a list for a rule of a builtin or ``math``
+        function that consumes them (``math.fsum``, ``sum``, ``max``); for any other function an
+        iterator that raises :class:`MissingRuleError` at the first differentiated item."""
+        if _rules.vjp_rules(fn) is not None and \
+                getattr(fn, "__module__", None) in ("builtins", "math", "cmath"):
+            args = tuple([list(a) if _is_iterator(a) else a for a in args])
+            return self._call(fn, args, kwargs)
+        return self._run(fn, *[self._guard(fn, a) if _is_iterator(a) else a for a in args],
+                         **kwargs)
+
+    def _guard(self, fn: Any, iterator: Any) -> Any:
+        for item in iterator:
+            if self._carries(item):
+                raise _rules.missing(fn, 0, "reverse", type(self).__name__)
+            yield item
+
+    def _iterate(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """``list(x)``, ``zip(x, y)``, ``for v in x``... on a differentiated array: its
+        elements, each differentiated (one tape entry for all of them)."""
+        items = tuple([self._elements(a) if type(_innermost(a)) is np.ndarray
+                       and self._node(a) is not None else a for a in args])
+        if fn is itertools.accumulate and len(items) == 1 and kwargs.get("func") is None:
+            items += (operator.add,)  # its default sum would add natively: the shim sees it
+        if can_recurse(self, fn, *items, **kwargs):  # map, filter, sorted(key=...): shims
+            return recurse(self, fn, *items, **kwargs)
+        return self._run(fn, *items, **kwargs)
+
+    def _elements(self, x: Any) -> list:
+        if np.ndim(_innermost(x)) == 0:
+            raise TypeError("iteration over a 0-d array")
+        if _NP_UNSTACK is not None:
+            return list(self._call(_NP_UNSTACK, (x,), {}))
+        return [self._call(operator.getitem, (x, i), {}) for i in range(len(_innermost(x)))]
+
+    # -- attributes ----------------------------------------------------------------------------
+    def _attribute(self, obj: Any, name: Any, *default: Any) -> Any:
+        if name == "flat":
+            return _Flat(obj)
         if name in _ATTRIBUTES:
-            return self.execute(_ATTRIBUTES[name], obj)
-        plain = untag(obj, self)
-        method = getattr(type(plain), name, None)
-        if callable(method) and (_rules.vjp_rules(method) is not None
-                                 or _rules.is_nondifferentiable(method)):
-            return _BoundRule(method, obj)
-        return getattr(plain, name, *default)
+            return self._call(_ATTRIBUTES[name], (obj,), {})
+        plain = _innermost(obj)
+        if isinstance(plain, (np.ndarray, np.generic)):
+            method = _METHODS.get(name)
+            if method is not None:
+                return functools.partial(method, obj)
+            value = getattr(plain, name, *default)
+            if callable(value) and not isinstance(value, (type, np.dtype)) and \
+                    not name.startswith("__"):
+                return _Unsupported(getattr(type(plain), name, value))
+            return value
+        if isinstance(plain, (float, complex)) and name == "conjugate":
+            return functools.partial(np.conj, obj)
+        return self._run(getattr, untag(obj, self), name, *default)
 
 
-class _BoundRule:
-    """``x.sum`` on a differentiated array: the method descriptor, with ``x`` bound."""
+def _stored(entry: Any, path: tuple) -> Any:
+    """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array)."""
+    if path[0] == "out":
+        return entry.out if len(path) == 1 else entry.out[path[1]]
+    if len(path) == 1:
+        return entry.primals[path[0]]
+    return entry.primals[path[0]][path[1]]
 
-    __slots__ = ("method", "obj")
 
-    def __init__(self, method: Any, obj: Any) -> None:
-        self.method, self.obj = method, obj
+def _replace(entry: Any, path: tuple, value: Any, saved: Any) -> None:
+    if path[0] == "out":
+        if len(path) == 1:
+            if entry.out is value:
+                entry.out = saved
+        elif entry.out[path[1]] is value:
+            out = list(entry.out)
+            out[path[1]] = saved
+            entry.out = type(entry.out)(*out) if hasattr(entry.out, "_fields") else \
+                type(entry.out)(out)
+    elif len(path) == 1:
+        if _innermost(entry.primals[path[0]]) is value:
+            entry.primals[path[0]] = saved
+    else:
+        items = entry.primals[path[0]]
+        if _innermost(items[path[1]]) is value:
+            items = list(items)
+            items[path[1]] = saved
+            entry.primals[path[0]] = type(entry.primals[path[0]])(items)
 
+
+_DECISIONS: dict[int, tuple] = {}
+
+
+_OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
+
+
+def _sourceless(fn: Any) -> bool:
+    """A Python function the core would run natively for want of source (``exec``, the classic
+    prompt): its arithmetic on tagged values would silently drop their derivatives, so it is a
+    primitive without a rule.  Opaque functions and overdub's own API mean to receive tagged
+    values and are left alone."""
+    target = fn.__func__ if type(fn) is types.MethodType else fn
+    if type(target) is not types.FunctionType or getattr(target, "__overdub_opaque__", False):
+        return False
+    return (getattr(target, "__module__", None) or "").partition(".")[0] not in _OVERDUB_PACKAGES
+
+
+_ALIASES: dict = {}
+
+
+def _public(fn: Any) -> Any:
+    """The public NumPy function with a rule for the C function NumPy's own Python code calls
+    directly (``_multiarray_umath.concatenate`` for ``np.concatenate``); ``fn`` otherwise."""
+    if not _ALIASES:
+        for f in _rules.registered():
+            impl = getattr(f, "_implementation", None)
+            if impl is not None and type(impl) is not types.FunctionType and callable(impl):
+                _ALIASES[id(impl)] = (impl, f)
+        _ALIASES[0] = (None, None)  # built
+    found = _ALIASES.get(id(fn))
+    return found[1] if found is not None and found[0] is fn else fn
+
+
+def _implementation(fn: Any) -> Any:
+    """The Python implementation behind a NumPy function without a rule (``np.polyval``,
+    ``np.cov``, ``np.trapezoid``...): differentiated through its own code.  None otherwise."""
+    impl = getattr(fn, "_implementation", None)
+    if type(impl) is not types.FunctionType or type(fn) is types.FunctionType:
+        return None
+    if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+        return None
+    return impl
+
+
+def _remember(fn: Any, decision: bool) -> None:
+    if not isinstance(fn, _PYTHON_CODE) and len(_DECISIONS) < 100_000:
+        _DECISIONS[id(fn)] = (fn, decision)
+
+
+def _positional(fn: Any, args: tuple, kwargs: dict) -> tuple:
+    """Keyword arguments bound to their positions where ``fn``'s signature says so."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return args, kwargs
+    args, kwargs = list(args), dict(kwargs)
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        if i < len(args):
+            continue
+        if p.name in kwargs:
+            args.append(kwargs.pop(p.name))
+        elif p.default is not p.empty and any(q.name in kwargs for q in params[i + 1:]):
+            args.append(p.default)
+        else:
+            break
+    return tuple(args), kwargs
+
+
+_NP_UNSTACK = getattr(np, "unstack", None)
+
+
+class _Unsupported:
+    """A method of a differentiated array with no derivative: calling it is an error."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    @opaque
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.method(self.obj, *args, **kwargs)
+        raise _rules.missing(self.method, 0, "reverse", "ReverseContext")
 
+
+# -- methods and attributes of differentiated arrays -------------------------------------------
+
+def _matrix_transpose(x: Any) -> Any:
+    return np.swapaxes(x, -1, -2)
+
+
+_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose, "mT": _matrix_transpose}
+
+
+def _m_reshape(x: Any, *shape: Any, **kwargs: Any) -> Any:
+    return np.reshape(x, shape[0] if len(shape) == 1 else shape, **kwargs)
+
+
+def _m_transpose(x: Any, *axes: Any) -> Any:
+    return np.transpose(x, axes[0] if len(axes) == 1 else (axes if axes else None))
+
+
+def _m_flatten(x: Any, order: str = "C") -> Any:
+    return np.copy(np.ravel(x, order))
+
+
+def _m_copy(x: Any, order: str = "C") -> Any:
+    return np.copy(x, order=order)
+
+
+def _m_astype(x: Any, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+              copy: bool = True) -> Any:
+    return np.astype(x, dtype, copy=copy)
+
+
+def _m_item(x: Any, *args: Any) -> Any:
+    if not args:
+        v = np.reshape(x, ())
+    elif len(args) == 1 and not isinstance(args[0], tuple):
+        v = np.ravel(x)[args[0]]
+    else:
+        v = x[args[0] if len(args) == 1 else args]
+    kind = np.result_type(v).kind
+    if kind == "c":
+        return complex(v)
+    if kind == "f":
+        return float(v)
+    return np.asarray(v).item()
+
+
+def _m_tolist(x: Any) -> Any:
+    if np.ndim(x) == 0:
+        return _m_item(x)
+    return [_m_tolist(x[i]) for i in range(len(x))]
+
+
+def _m_fill(x: Any, value: Any) -> None:
+    x[...] = value
+
+
+def _m_sort(x: Any, axis: int = -1, kind: Any = None, order: Any = None) -> None:
+    x[...] = np.sort(x, axis=axis, kind=kind)
+
+
+def _m_compress(x: Any, condition: Any, axis: Any = None) -> Any:
+    return np.compress(condition, x, axis=axis)
+
+
+def _m_array_wrap(x: Any, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+    """``x.__array_wrap__(array)`` for a base ndarray ``x`` (NumPy's linalg wraps results so):
+    ``array`` itself."""
+    return array[()] if return_scalar and np.ndim(array) == 0 else array
+
+
+def _m_view(x: Any, dtype: Any = None, type: Any = None) -> Any:
+    if (dtype is None or np.dtype(dtype) == np.result_type(x)) and type is None:
+        return x[...]
+    raise _rules.MissingRuleError("no reverse-mode derivative for ndarray.view with another "
+                                  "dtype or type")
+
+
+def _cycled(values: Any, n: Any, positions: Any = None) -> Any:
+    """``values`` repeated cyclically to ``n`` items (at ``positions``), as NumPy's put does."""
+    flat = np.ravel(values)
+    where = np.arange(n) if positions is None else positions
+    return np.take(flat, where % np.size(flat))
+
+
+def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
+    ind = np.ravel(np.asarray(ind))
+    n = np.size(a)
+    if mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    elif mode == "wrap":
+        ind = ind % n
+    else:
+        ind = np.where(ind < 0, ind + n, ind)
+    a[np.unravel_index(ind, np.shape(a))] = _cycled(v, len(ind))
+
+
+def _putmask(a: Any, mask: Any, values: Any) -> None:
+    pos = np.flatnonzero(np.broadcast_to(mask, np.shape(a)))
+    a[np.unravel_index(pos, np.shape(a))] = _cycled(values, len(pos), pos)
+
+
+def _place(arr: Any, mask: Any, vals: Any) -> None:
+    pos = np.flatnonzero(np.broadcast_to(mask, np.shape(arr)))
+    arr[np.unravel_index(pos, np.shape(arr))] = _cycled(vals, len(pos))
+
+
+def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
+    shape = np.shape(a)
+    if len(shape) == 2:
+        step = shape[1] + 1
+        end = None if wrap else shape[1] * shape[1]
+    else:
+        step = 1 + int(np.sum(np.cumprod(shape[:-1])))
+        end = None
+    idx = np.arange(np.size(a))[:end:step]
+    a[np.unravel_index(idx, shape)] = _cycled(val, len(idx))
+
+
+def _ufunc_at(ufunc: Any, a: Any, indices: Any, b: Any = None) -> None:
+    """``np.add.at(a, indices, b)`` (and ``subtract``): unbuffered scatter-add."""
+    if ufunc not in (np.add, np.subtract) or b is None:
+        raise _rules.MissingRuleError(f"no reverse-mode derivative rule for numpy.{ufunc.__name__}"
+                                      f".at under ReverseContext (only add.at and subtract.at)")
+    pos = np.reshape(np.arange(np.size(a)), np.shape(a))[indices]
+    weights = np.ravel(np.broadcast_to(b, np.shape(pos)))
+    total = np.reshape(np.bincount(np.ravel(pos), weights, np.size(a)), np.shape(a))
+    a[...] = a + total if ufunc is np.add else a - total
+
+
+_REPLACEMENTS = {id(f): (f, r) for f, r in ((np.fill_diagonal, _fill_diagonal), (np.put, _put),
+                                            (np.putmask, _putmask), (np.place, _place))}
+
+
+def _replacement(fn: Any) -> Any:
+    """A differentiable Python version of an in-place NumPy function (None: there is none)."""
+    found = _REPLACEMENTS.get(id(fn))
+    if found is not None and found[0] is fn:
+        return found[1]
+    if type(fn) is _BuiltinMethod:
+        owner = fn.__self__
+        if isinstance(owner, np.ufunc) and fn.__name__ == "at":
+            return functools.partial(_ufunc_at, owner)
+        if isinstance(owner, (np.ndarray, np.generic)) and fn.__name__ in _METHODS:
+            # a method of a plain array given a differentiated argument (a.dot(x), a.fill(x))
+            return functools.partial(_METHODS[fn.__name__], owner)
+    return None
+
+
+class _Flat:
+    """``x.flat`` of a differentiated array: reads and writes by flat position."""
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def __getitem__(self, i: Any) -> Any:
+        return np.ravel(self.x)[i]
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        x = self.x
+        self.x[np.unravel_index(np.arange(np.size(x))[i], np.shape(x))] = value
+
+    def __len__(self) -> int:
+        return np.size(self.x)
+
+    def __iter__(self) -> Any:
+        return iter(np.ravel(self.x))
+
+
+_METHODS: dict[str, Any] = {
+    name: getattr(np, name) for name in (
+        "sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod", "ravel",
+        "squeeze", "swapaxes", "dot", "clip", "conj", "conjugate", "trace", "take", "repeat",
+        "diagonal", "round", "argmax", "argmin", "argsort", "nonzero", "all", "any",
+        "searchsorted") if hasattr(np.ndarray, name)}
+_METHODS.update({"reshape": _m_reshape, "transpose": _m_transpose, "flatten": _m_flatten,
+                 "copy": _m_copy, "astype": _m_astype, "item": _m_item, "tolist": _m_tolist,
+                 "fill": _m_fill, "sort": _m_sort, "compress": _m_compress, "view": _m_view,
+                 "put": _put, "__array_wrap__": _m_array_wrap})
+
+
+# -- in-place writes as functions ------------------------------------------------------------
 
 def _write(before: np.ndarray, index: Any, value: Any = None) -> np.ndarray:
     out = before.copy()
@@ -281,21 +1349,32 @@ def _write(before: np.ndarray, index: Any, value: Any = None) -> np.ndarray:
     return out
 
 
+def _written(before: Any, index: Any) -> Any:
+    mask = np.zeros(np.shape(before), dtype=bool)
+    mask[index] = True
+    return mask
+
+
 def _write_ct_array(ct: Any, out: Any, before: Any, index: Any, value: Any = None) -> Any:
-    kept = np.array(ct, copy=True)
-    kept[index] = 0
-    return kept
+    return np.where(_written(before, index), 0.0 * ct, ct)
 
 
 def _write_ct_value(ct: Any, out: Any, before: Any, index: Any, value: Any) -> Any:
-    return np.asarray(ct)[index]
+    picked = np.asarray(ct)[index]
+    if _advanced(index):  # a position written twice keeps the last value written there
+        ids = np.arange(np.size(picked)).reshape(np.shape(picked))
+        owner = np.full(np.shape(before), -1)
+        owner[index] = ids
+        picked = np.where(owner[index] == ids, picked, 0.0 * picked)
+    return picked
 
 
-_rules.defvjp(_write, _write_ct_array, _rules.ZERO, _write_ct_value)
-_rules.defjvp(_write, lambda dx, out, before, index, value=None: _write(dx, index, 0.0),
-              _rules.ZERO, lambda dv, out, before, index, value: _write(
-                  np.zeros(np.shape(dv)[:np.ndim(dv) - np.ndim(value)] + np.shape(before)),
-                  (Ellipsis, index) if np.ndim(dv) > np.ndim(value) else index, dv))
+# The engine's own: not in the public rule tables (it is never called, only recorded).
+_WRITE_VJPS = (_write_ct_array, _rules.ZERO, _write_ct_value)
+
+
+def _vjps(fn: Any) -> tuple:
+    return _WRITE_VJPS if fn is _write else _rules.vjp_rules(fn)
 
 
 # -- the backward sweep --------------------------------------------------------------------
@@ -307,7 +1386,7 @@ def _unbroadcast(ct: Any, x: Any) -> Any:
         extra = np.ndim(ct) - len(shape)
         if extra > 0:
             ct = np.sum(ct, axis=tuple(range(extra)))
-        axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(ct)[i] != 1)
+        axes = tuple([i for i, n in enumerate(shape) if n == 1 and np.shape(ct)[i] != 1])
         if axes:
             ct = np.sum(ct, axis=axes, keepdims=True)
         ct = np.reshape(ct, shape)
@@ -316,86 +1395,246 @@ def _unbroadcast(ct: Any, x: Any) -> Any:
     return ct
 
 
-def _add(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if isinstance(a, list):
-        return [_add(x, y) for x, y in zip(a, b)]
-    return a + b
+class _NestedSweep:
+    """The backward sweep under an enclosing context.  The bookkeeping (which node gets which
+    cotangent) runs natively: values are only moved, and a dict keeps the enclosing context's
+    tagged values as they are.  Every computation on values -- the rules, the sums over
+    broadcast dimensions, the accumulation -- runs through the enclosing context (a bare
+    context forwards it there), which sees it and may differentiate it."""
 
+    __slots__ = ("cts", "bare")
 
-def _backward(tape: list, cts: dict) -> dict:
-    """Send the output cotangents in ``cts`` (node -> cotangent) back through ``tape``."""
-    for entry in reversed(tape):
-        outputs = entry.outputs
-        if isinstance(outputs, (tuple, list)):
-            ct = type(outputs)(cts.pop(n, None) if n is not None else None for n in outputs)
-            if all(c is None for c in ct):
-                continue
+    def __init__(self, cts: dict) -> None:
+        self.cts = cts
+        self.bare = Context()
+
+    def compute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return overdub(self.bare, fn, *args, **kwargs)
+
+    def add(self, node: Any, part: Any) -> None:
+        cts = self.cts
+        if node in cts:
+            cts[node] = self.compute(operator.add, cts[node], part)
         else:
-            ct = cts.pop(outputs, None)
-            if ct is None:
+            cts[node] = part
+
+    def send(self, node: Any, part: Any, x: Any) -> None:
+        if node is None or part is None:
+            return
+        if type(node) is list:
+            for n, p, item in zip(node, part, x):
+                self.send(n, p, item)
+            return
+        if np.shape(part) != np.shape(x) or (np.iscomplexobj(part) and not np.iscomplexobj(x)):
+            part = self.compute(_unbroadcast, part, x)
+        self.add(node, part)
+
+    def run(self, tape: list) -> dict:
+        cts = self.cts
+        for entry in reversed(tape):
+            if type(entry) is tuple:
+                ct = cts.pop(entry[0], None)
+                if ct is None:
+                    continue
+                if len(entry) == 4:  # x[i], a scalar read
+                    _, node, index, x = entry
+                    self.send(node, self.compute(_vjps(operator.getitem)[0], ct, None, x, index),
+                              x)
+                    continue
+                for node, p in zip(entry[1], entry[2]):
+                    if node is not None:
+                        self.add(node, self.compute(operator.mul, ct, p))
                 continue
-        if entry.joint is not None:
-            parts = entry.joint(ct)
-            for node, part, x in zip(entry.inputs, parts, entry.primals):
-                if node is not None and part is not None:
-                    cts[node] = _add(cts.get(node), _unbroadcast(part, x))
-            continue
-        rules = _rules.vjp_rules(entry.fn)
-        for i, node in enumerate(entry.inputs):
-            if node is None or rules[i] is _rules.ZERO:
-                continue
-            part = rules[i](ct, entry.out, *entry.primals, **entry.kwargs)
-            if isinstance(node, list):
-                for j, (n, p) in enumerate(zip(node, part)):
-                    if n is not None and p is not None:
-                        cts[n] = _add(cts.get(n), _unbroadcast(p, entry.primals[i][j]))
+            outputs = entry.outputs
+            if type(outputs) is tuple:
+                ct = tuple([cts.pop(n, None) if n is not None else None for n in outputs])
+                if all(c is None for c in ct):
+                    continue
             else:
-                cts[node] = _add(cts.get(node), _unbroadcast(part, entry.primals[i]))
-    return cts
+                ct = cts.pop(outputs, None)
+                if ct is None:
+                    continue
+            if entry.joint is not None:
+                if type(ct) is tuple:
+                    ct = tuple([_zero_like(o) if c is None else c for c, o in zip(ct, entry.out)])
+                parts = self.compute(entry.joint, ct)
+                if not isinstance(parts, (tuple, list)):
+                    parts = (parts,)
+                for node, part, x in zip(entry.inputs, parts, entry.primals):
+                    self.send(node, part, x)
+                parts = part = ct = None
+                continue
+            rules = _vjps(entry.fn)
+            for i, node in enumerate(entry.inputs):
+                if node is None or rules[i] is _rules.ZERO:
+                    continue
+                part = self.compute(rules[i], ct, entry.out, *entry.primals, **entry.kwargs)
+                self.send(node, part, entry.primals[i])
+        return cts
 
 
-def _pull(ctx: "ReverseContext", out: Any, ct: Any, nodes: dict, argnums: tuple) -> tuple:
-    cts = _backward(ctx.tape, _output_cotangents(ctx, out, ct))
-    return _gradients(ctx, nodes, argnums, cts)
+def _zero_like(x: Any) -> Any:
+    x = _innermost(x)
+    if isinstance(x, np.ndarray):
+        return np.zeros_like(x, dtype=np.result_type(x, float))
+    return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
 
 
-def _sweep(ctx: "ReverseContext", out: Any, ct: Any, nodes: dict, argnums: tuple) -> tuple:
-    """The backward sweep, from output cotangent to input gradients, run under whatever context
-    encloses this call (a bare context forwards everything it runs to its parent), so that an
-    enclosing derivative differentiates it.  Everything it reads, it reads inside that run
-    (an enclosing context keeps its metadata for values stored in the heap)."""
-    return overdub(Context(), _pull, ctx, out, ct, nodes, argnums)
+class _Sweep:
+    """The backward sweep with no enclosing context: plain NumPy, accumulating in place into
+    cotangent buffers it allocated itself."""
+
+    __slots__ = ("cts", "owned")
+
+    def __init__(self, cts: dict) -> None:
+        self.cts = cts
+        self.owned: set = set()
+
+    def add(self, node: Any, part: Any) -> None:
+        cts = self.cts
+        c = cts.get(node)
+        if c is None:
+            cts[node] = part
+            return
+        if node in self.owned and np.shape(part) == c.shape and \
+                np.result_type(c, part) == c.dtype:
+            c += part
+            return
+        s = c + part
+        cts[node] = s
+        if type(s) is np.ndarray and s.ndim:
+            self.owned.add(node)
+        else:
+            self.owned.discard(node)
+
+    def send(self, node: Any, part: Any, x: Any) -> None:
+        if node is None or part is None:
+            return
+        if type(node) is list:
+            for n, p, item in zip(node, part, x):
+                self.send(n, p, item)
+            return
+        self.add(node, _unbroadcast(part, x))
+
+    def scatter(self, node: Any, ct: Any, x: np.ndarray, index: Any) -> None:
+        """``x[index]``'s cotangent added into ``node``'s buffer, in place."""
+        cts, owned = self.cts, self.owned
+        buf = cts.get(node)
+        if node not in owned or buf is None:
+            dtype = np.result_type(x.dtype, float)
+            new = np.zeros(x.shape, dtype)
+            if buf is not None:
+                new += buf
+            buf = cts[node] = new
+            owned.add(node)
+        if type(ct) not in _REAL_TYPES and np.iscomplexobj(ct) and not np.iscomplexobj(buf):
+            ct = np.real(ct)
+        buf[index] += ct
+
+    def run(self, tape: list) -> dict:
+        cts = self.cts
+        pop, get = cts.pop, cts.get
+        getitem = operator.getitem
+        for entry in reversed(tape):
+            if type(entry) is tuple:
+                ct = pop(entry[0], None)
+                if ct is None:
+                    continue
+                if len(entry) == 4:  # x[i], a scalar read
+                    self.scatter(entry[1], ct, entry[3], entry[2])
+                    continue
+                for node, p in zip(entry[1], entry[2]):
+                    if node is not None:
+                        c = get(node)
+                        if c is None:
+                            cts[node] = ct * p
+                        else:
+                            self.add(node, ct * p)
+                continue
+            outputs = entry.outputs
+            if type(outputs) is tuple:
+                ct = tuple([pop(n, None) if n is not None else None for n in outputs])
+                if all(c is None for c in ct):
+                    continue
+            else:
+                ct = pop(outputs, None)
+                if ct is None:
+                    continue
+                self.owned.discard(outputs)
+            if entry.fn is getitem and entry.joint is None:
+                x, index = entry.primals
+                node = entry.inputs[0]
+                if node is not None and type(x) is np.ndarray and _basic(index):
+                    self.scatter(node, ct, x, index)
+                    continue
+            if entry.joint is not None:
+                if type(ct) is tuple:
+                    ct = tuple([_zero_like(o) if c is None else c for c, o in zip(ct, entry.out)])
+                parts = entry.joint(ct)
+                if not isinstance(parts, (tuple, list)):
+                    parts = (parts,)
+                for node, part, x in zip(entry.inputs, parts, entry.primals):
+                    self.send(node, part, x)
+                parts = part = ct = None  # a recomputed block's cotangents go now
+                continue
+            rules = _vjps(entry.fn)
+            for i, node in enumerate(entry.inputs):
+                if node is None or rules[i] is _rules.ZERO:
+                    continue
+                part = rules[i](ct, entry.out, *entry.primals, **entry.kwargs)
+                self.send(node, part, entry.primals[i])
+        return cts
+
+
+def _probe() -> bool:
+    """True when run rewritten, i.e. under an enclosing context that sees calls."""
+    return sys._getframe().f_code is not _PROBE_CODE
+
+
+_PROBE_CODE = _probe.__code__
+
+
+def _enclosed() -> bool:
+    """Whether an enclosing context must see (and may differentiate) what we compute."""
+    return overdub(Context(), _probe)
+
+
+def _pull(tape: list, out_nodes: list, ct_leaves: list, nodes: dict, argnums: tuple,
+          fast: bool) -> tuple:
+    sweep = _Sweep({}) if fast else _NestedSweep({})
+    for node, c in zip(out_nodes, ct_leaves):
+        if node is not None and c is not None:
+            sweep.add(node, c)
+    return _gradients(nodes, argnums, sweep.run(tape))
+
+
+def _sweep(tape: list, out_nodes: list, ct_leaves: list, nodes: dict, argnums: tuple) -> tuple:
+    """The backward sweep, from output cotangents to input gradients.  Under an enclosing
+    context what it computes runs through that context, so that an enclosing derivative
+    differentiates it (see :class:`_NestedSweep`)."""
+    return _pull(tape, out_nodes, ct_leaves, nodes, argnums, not _enclosed())
 
 
 # -- the public API ------------------------------------------------------------------------
 
 def _seed(ctx: ReverseContext, x: Any) -> tuple[Any, Any]:
-    if not isinstance(untag_all(x), (numbers.Number, np.ndarray, np.generic)):
-        raise TypeError(f"cannot differentiate with respect to a {type(x).__name__} (expected "
-                        f"floats, complex numbers or arrays)")
+    plain = _innermost(x)
+    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)) or \
+            isinstance(plain, (bool, np.bool_)) or np.result_type(plain).kind == "b":
+        what = f"{plain.dtype} array" if isinstance(plain, np.ndarray) else type(plain).__name__
+        raise TypeError(f"cannot differentiate with respect to a {what} (expected floats, "
+                        f"complex numbers or arrays of them)")
+    if type(x) is not Tagged and np.result_type(plain).kind in "iu":  # an integer point
+        x = np.asarray(x, dtype=float) if isinstance(x, np.ndarray) else float(x)
     node = _Node()
-    return tag(x, ctx, node), node
-
-
-def untag_all(x: Any) -> Any:
-    while type(x) is Tagged:
-        x = x.value
-    return x
-
-
-def _zeros_like(x: Any) -> Any:
-    plain = untag_all(x)
-    if isinstance(plain, np.ndarray):
-        return np.zeros_like(plain, dtype=np.result_type(plain, float))
-    return 0.0 * plain if isinstance(plain, complex) else 0.0
+    return ctx._wrap(untag(x, ctx), node), node
 
 
 def _forward(f: Callable, args: tuple, kwargs: dict, argnums: tuple) -> tuple:
-    ctx = ReverseContext()
+    """Run ``f`` on tagged inputs; returns the tape, the output (its tree, plain leaves and
+    their nodes) and the input nodes.  The tape is detached from the context (which is part of
+    reference cycles through its dispatchers): it is freed as soon as its holder lets go."""
+    ctx = ReverseContext(nested=_enclosed())
     args = list(args)
     nodes: dict[int, tuple] = {}
     for num in argnums:
@@ -403,46 +1642,100 @@ def _forward(f: Callable, args: tuple, kwargs: dict, argnums: tuple) -> tuple:
         seeded = [_seed(ctx, x) for x in leaves]
         args[num] = unflatten(tree, [s[0] for s in seeded])
         nodes[num] = (leaves, tree, [s[1] for s in seeded])
-    out = overdub(ctx, f, *args, **kwargs)
-    return ctx, out, nodes
+    try:
+        out = overdub(ctx, f, *args, **kwargs)
+    finally:
+        ctx.roots.clear()
+    leaves, tree = flatten(out)
+    out_nodes = [ctx._node(y) for y in leaves]
+    plain = [untag(y, ctx) for y in leaves]
+    ctx._release_stores()
+    ctx.versions.clear()
+    ctx.held.clear()
+    ctx._functions.clear()
+    tape, ctx.tape = ctx.tape, []
+    return tape, (tree, plain, out_nodes), nodes
 
 
-def _gradients(ctx: ReverseContext, nodes: dict, argnums: tuple, cts: dict) -> tuple:
+def _release(tape: list) -> None:
+    """The tape's values are no longer needed."""
+    tape.clear()
+
+
+def _gradients(nodes: dict, argnums: tuple, cts: dict) -> tuple:
     # Built with displays and comprehensions, never list.append: under an enclosing context a
     # stored value's metadata lives in that context's shadow, which the caller cannot read.
-    return tuple([unflatten(nodes[num][1], [_cast(cts[n], x) if n in cts else _zeros_like(x)
-                                            for n, x in zip(nodes[num][2], nodes[num][0])])
+    return tuple([_rebuild(nodes[num][1], [_cast(cts[n], x) if n in cts else _zeros_like(x)
+                                           for n, x in zip(nodes[num][2], nodes[num][0])])
                   for num in argnums])
+
+
+# Pytree helpers for code that may run under an enclosing context: no list.append, no
+# iterators consumed by C functions (the enclosing context sees every value move).
+def _rebuild(treedef: Any, leaves: list) -> Any:
+    return _rebuild_at(treedef, leaves, 0)[0]
+
+
+def _rebuild_at(node: Any, leaves: list, start: int) -> tuple:
+    if node.kind == "leaf":
+        return leaves[start], start + 1
+    children, start = _rebuild_children(node.children, leaves, start)
+    if node.kind is dict:
+        return {k: c for k, c in zip(node.keys, children)}, start
+    return (list(children) if node.kind is list else children), start
+
+
+def _rebuild_children(children: tuple, leaves: list, start: int) -> tuple:
+    if not children:
+        return (), start
+    first, start = _rebuild_at(children[0], leaves, start)
+    rest, start = _rebuild_children(children[1:], leaves, start)
+    return (first,) + rest, start
+
+
+def _tree_leaves(tree: Any) -> list:
+    kind = type(tree)
+    if kind is tuple or kind is list:
+        return [leaf for child in tree for leaf in _tree_leaves(child)]
+    if kind is dict:
+        return [leaf for key in tree for leaf in _tree_leaves(tree[key])]
+    return [tree]
+
+
+def _zeros_like(x: Any) -> Any:
+    plain = _innermost(x)
+    if isinstance(plain, np.ndarray):
+        return np.zeros_like(plain, dtype=np.result_type(plain, float))
+    return 0.0 * plain if isinstance(plain, (complex, np.complexfloating)) else 0.0
 
 
 def _cast(ct: Any, x: Any) -> Any:
     """A cotangent in the type of its input: a float for a float, an array for an array."""
-    plain = untag_all(x)
-    if isinstance(plain, (float, int)) and not isinstance(plain, bool) and \
-            type(ct) is not Tagged and np.ndim(ct) == 0:
+    plain = _innermost(x)
+    if type(ct) is Tagged:
+        return ct
+    if isinstance(plain, np.ndarray):
+        ct = np.asarray(ct)
+        if ct.shape != plain.shape:
+            ct = np.broadcast_to(ct, plain.shape)
+        return ct if ct.flags.writeable else ct.copy()
+    if isinstance(plain, (float, int)) and not isinstance(plain, bool) and np.ndim(ct) == 0:
         return float(np.real(ct))
-    if isinstance(plain, complex) and type(ct) is not Tagged and np.ndim(ct) == 0:
+    if isinstance(plain, complex) and np.ndim(ct) == 0:
         return complex(ct)
     return ct
 
 
-def _output_cotangents(ctx: ReverseContext, out: Any, ct: Any) -> dict:
-    leaves, tree = flatten(out)
+def _check_ct(tree: Any, leaves: list, ct: Any) -> list:
     ct_leaves, ct_tree = flatten(ct)
-    if len(leaves) != len(ct_leaves):
+    if ct_tree != tree:
         raise ValueError(f"pullback: the cotangent's structure {ct_tree} does not match the "
                          f"output's {tree}")
-    cts: dict = {}
     for y, c in zip(leaves, ct_leaves):
-        node = ctx._node(y)
-        if node is not None:
-            cts[node] = _add(cts.get(node), c)
-    return cts
-
-
-def _plain_out(ctx: ReverseContext, out: Any) -> Any:
-    leaves, tree = flatten(out)
-    return unflatten(tree, [untag(y, ctx) for y in leaves])
+        if c is not None and np.shape(_innermost(c)) != np.shape(_innermost(y)):
+            raise ValueError(f"pullback: a cotangent of shape {np.shape(_innermost(c))} for an "
+                             f"output of shape {np.shape(_innermost(y))}")
+    return ct_leaves
 
 
 @opaque
@@ -450,7 +1743,7 @@ def vjp(f: Callable, *primals: Any) -> tuple:
     """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
 
     Primals and the output are pytrees of floats, complex numbers and arrays.  The tape lives
-    as long as ``pullback`` does.
+    as long as ``pullback`` does; ``pullback`` may be called any number of times.
 
     Example::
 
@@ -462,20 +1755,19 @@ def vjp(f: Callable, *primals: Any) -> tuple:
     if not callable(f):
         raise TypeError(f"vjp: f must be callable, got {f!r}")
     argnums = tuple(range(len(primals)))
-    ctx, out, nodes = _forward(f, primals, {}, argnums)
-    plain = _plain_out(ctx, out)
+    tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums)
 
     @opaque
     def pullback(ct: Any) -> tuple:
-        return _sweep(ctx, out, ct, nodes, argnums)
+        return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
 
-    return plain, pullback
+    return unflatten(tree, plain), pullback
 
 
 def _normalize_argnums(argnums: Any, n: int) -> tuple:
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     for num in nums:
-        if not isinstance(num, int) or not -n <= num < n:
+        if not isinstance(num, int) or isinstance(num, bool) or not -n <= num < n:
             raise ValueError(f"argnums {argnums!r} out of range for {n} positional arguments")
     return tuple(num % n for num in nums)
 
@@ -490,32 +1782,32 @@ def value_and_grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
     @opaque
     def value_and_gradient(*args: Any, **kwargs: Any) -> tuple:
         nums = _normalize_argnums(argnums, len(args))
-        ctx, out, nodes = _forward(f, args, kwargs, nums)
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums)
+        out = unflatten(tree, plain)
         aux = None
+        value_nodes = out_nodes
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError("has_aux=True: f must return a pair (output, auxiliary data)")
             out, aux = out
-        value = untag(out, ctx)
-        if isinstance(untag_all(value), (tuple, list, dict)) or np.ndim(untag_all(value)) != 0:
-            raise TypeError(f"grad requires a scalar output, got shape "
-                            f"{np.shape(untag_all(value))}; use jacrev for a Jacobian or vjp "
-                            f"for a vector-Jacobian product")
-        if np.iscomplexobj(untag_all(value)) and not holomorphic:
+            value_nodes = out_nodes[:len(flatten(out)[0])]
+        value = out
+        inner = _innermost(value)
+        if isinstance(inner, (tuple, list, dict)) or np.ndim(inner) != 0:
+            got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
+                   else f"shape {np.shape(inner)}")
+            raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
+                            f"Jacobian or vjp for a vector-Jacobian product")
+        if np.iscomplexobj(inner) and not holomorphic:
             raise TypeError("grad of a complex-valued function: pass holomorphic=True for the "
                             "complex derivative, or take the real part")
-        grads = _sweep(ctx, out, 1.0 + 0.0 * untag_all(value), nodes, nums)
-        if holomorphic:
-            grads = tuple(_conj_tree(g) for g in grads)
+        seed = 1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
+        grads = _sweep(tape, value_nodes, [seed], nodes, nums)
+        _release(tape)
         result = grads if isinstance(argnums, tuple) else grads[0]
-        return ((value, _plain_out(ctx, aux)), result) if has_aux else (value, result)
+        return ((value, aux), result) if has_aux else (value, result)
 
     return value_and_gradient
-
-
-def _conj_tree(tree: Any) -> Any:
-    leaves, treedef = flatten(tree)
-    return unflatten(treedef, [np.conj(x) if np.iscomplexobj(x) else x for x in leaves])
 
 
 @opaque
@@ -525,12 +1817,14 @@ def grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
 
     For real-valued ``f`` of complex ``z = x + iy`` the gradient is ``df/dx - i df/dy`` (JAX's
     and autograd's convention; PyTorch returns its conjugate).  ``holomorphic=True`` gives the
-    complex derivative of a holomorphic ``f``.
+    complex derivative ``f'(z)`` of a holomorphic ``f``.
 
     Example::
 
         grad(lambda x: np.sum(np.sin(x)))(np.zeros(3))   # ones(3)
     """
+    if not callable(f):
+        raise TypeError(f"grad: f must be callable, got {f!r}")
     value_and_gradient = value_and_grad(f, argnums, has_aux, holomorphic)
 
     @opaque
@@ -541,11 +1835,30 @@ def grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
     return gradient
 
 
+def _assemble(rows: list, y: Any, nodes: dict, nums: tuple, multiple: bool) -> Any:
+    """Jacobian blocks from the rows (one sweep per element of output ``y``).  Built with
+    comprehensions: it may run under an enclosing context (no list.append)."""
+    shape = np.shape(_innermost(y))
+    per_num = [_rebuild(nodes[num][1], [_block(rows, i, j, shape, x)
+                                        for j, x in enumerate(nodes[num][0])])
+               for i, num in enumerate(nums)]
+    return tuple(per_num) if multiple else per_num[0]
+
+
+def _block(rows: list, i: int, j: int, shape: tuple, x: Any) -> Any:
+    xshape = np.shape(_innermost(x))
+    if not rows:
+        return np.zeros(shape + xshape)
+    stacked = np.stack([np.asarray(_tree_leaves(r[i])[j]) for r in rows])
+    return np.reshape(stacked, shape + xshape)
+
+
 @opaque
 def jacrev(f: Callable, argnums: int | tuple = 0) -> Callable:
     """The Jacobian of ``f`` by reverse mode: one pullback per output element.
 
-    Shape ``out.shape + x.shape`` (JAX's convention); ``jacobian`` is the same function.
+    Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
+    leaf of pytrees; ``jacobian`` is the same function.
     """
     if not callable(f):
         raise TypeError(f"jacrev: f must be callable, got {f!r}")
@@ -553,20 +1866,24 @@ def jacrev(f: Callable, argnums: int | tuple = 0) -> Callable:
     @opaque
     def jacobian(*args: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args))
-        ctx, out, nodes = _forward(f, args, {}, nums)
-        plain = np.asarray(untag(out, ctx))
-        rows = []
-        for k in range(plain.size):
-            basis = np.zeros(plain.size, dtype=plain.dtype if plain.dtype.kind in "fc" else float)
-            basis[k] = 1.0
-            ct = basis.reshape(plain.shape) if plain.ndim else basis[0]
-            rows.append(_sweep(ctx, out, ct, nodes, nums))
-        results = []
-        for i, num in enumerate(nums):
-            x = np.asarray(untag_all(args[num]))
-            stacked = np.stack([np.asarray(r[i]) for r in rows]) if rows else np.zeros((0,) + x.shape)
-            results.append(stacked.reshape(plain.shape + x.shape))
-        return tuple(results) if isinstance(argnums, tuple) else results[0]
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
+        blocks = []
+        enclosed = _enclosed()
+        for k, y in enumerate(plain):
+            inner = np.asarray(_innermost(y))
+            dtype = inner.dtype if inner.dtype.kind in "fc" else np.dtype(float)
+            rows = []
+            for e in range(inner.size):
+                basis = np.zeros(inner.size, dtype=dtype)
+                basis[e] = 1.0
+                cts = [None] * len(plain)
+                cts[k] = basis.reshape(inner.shape) if inner.ndim else basis[0]
+                rows.append(_sweep(tape, out_nodes, cts, nodes, nums))
+            args_ = (rows, y, nodes, nums, isinstance(argnums, tuple))
+            blocks.append(overdub(Context(), _assemble, *args_) if enclosed
+                          else _assemble(*args_))
+        _release(tape)
+        return unflatten(tree, blocks)
 
     return jacobian
 
@@ -575,7 +1892,7 @@ jacobian = jacrev
 
 
 @opaque
-def hessian(f: Callable, argnums: int = 0) -> Callable:
+def hessian(f: Callable, argnums: int | tuple = 0) -> Callable:
     """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``)."""
     from ._forward import jacfwd
     return jacfwd(grad(f, argnums), argnums)
@@ -590,6 +1907,10 @@ def hvp(f: Callable, x: Any, v: Any) -> Any:
 
 class custom_vjp:
     """A function with a user-defined reverse rule (JAX's API).
+
+    ``fwd(*args) -> (out, residuals)`` runs instead of ``fn`` when differentiated in reverse
+    mode; ``bwd(residuals, ct) -> tuple of cotangents`` (one per positional argument, ``None``
+    for none).  Forward mode differentiates ``fn`` itself.
 
     Example::
 
@@ -633,8 +1954,21 @@ def checkpoint(f: Callable) -> Callable:
     def fwd(*args: Any) -> tuple:
         return f(*args), args
 
-    def bwd(args: tuple, ct: Any) -> tuple:
-        return vjp(f, *args)[1](ct)
+    def bwd(args: tuple, ct: Any, wanted: tuple | None = None) -> tuple:
+        return _recompute(f, args, ct, tuple(range(len(args))) if wanted is None else wanted)
 
     checkpointed.defvjp(fwd, bwd)
+    checkpointed._wants_inputs = True
     return checkpointed
+
+
+@opaque
+def _recompute(f: Callable, args: tuple, ct: Any, wanted: tuple) -> tuple:
+    """The cotangents of the arguments ``wanted`` of ``f`` (None for the others), by a fresh
+    forward pass whose tape is released at once."""
+    tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, wanted)
+    try:
+        grads = _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, wanted)
+    finally:
+        _release(tape)
+    return tuple([grads[wanted.index(i)] if i in wanted else None for i in range(len(args))])
