@@ -3,8 +3,8 @@
 A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental model.
 """
 
-from ._context import Context, can_recurse, opaque, overdub, recurse
+from ._context import Context, can_recurse, is_opaque, opaque, overdub, recurse
 from ._tagging import Tagged, TagError, carries_tags, has_metadata, metadata, tag, untag
 
-__all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque",
+__all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque",
            "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags"]

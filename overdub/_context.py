@@ -237,3 +237,8 @@ def opaque(fn: F) -> F:
     if isinstance(target, types.FunctionType) or hasattr(target, "__dict__"):
         target.__overdub_opaque__ = True  # a function, or a callable object (this instance)
     return fn  # C functions have no Python code: they are leaves already
+
+
+def is_opaque(fn: Any) -> bool:
+    """Whether ``fn`` (a function, method or callable object) was marked with :func:`opaque`."""
+    return bool(getattr(getattr(fn, "__func__", fn), "__overdub_opaque__", False))

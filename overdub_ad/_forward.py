@@ -54,8 +54,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, opaque, overdub,
-                     recurse, tag, untag)
+from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata, opaque,
+                     overdub, recurse, tag, untag)
 
 from . import _rules
 from ._pytree import flatten, unflatten
@@ -284,8 +284,7 @@ class ForwardContext(Context):
         so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
         receive tagged values and are left alone."""
         target = fn.__func__ if type(fn) is types.MethodType else fn
-        if type(target) is not types.FunctionType or getattr(target, "__overdub_opaque__",
-                                                             False):
+        if type(target) is not types.FunctionType or is_opaque(target):
             return False
         if (getattr(target, "__module__", None) or "").partition(".")[0] in _OVERDUB_PACKAGES:
             return False

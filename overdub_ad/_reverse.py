@@ -53,8 +53,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, carries_tags, opaque, overdub, recurse, tag,
-                     untag)
+from overdub import (Context, Tagged, can_recurse, carries_tags, is_opaque, opaque, overdub,
+                     recurse, tag, untag)
 
 from . import _rules
 from ._pytree import flatten, unflatten
@@ -1089,7 +1089,7 @@ def _sourceless(fn: Any) -> bool:
     primitive without a rule.  Opaque functions and overdub's own API mean to receive tagged
     values and are left alone."""
     target = fn.__func__ if type(fn) is types.MethodType else fn
-    if type(target) is not types.FunctionType or getattr(target, "__overdub_opaque__", False):
+    if type(target) is not types.FunctionType or is_opaque(target):
         return False
     return (getattr(target, "__module__", None) or "").partition(".")[0] not in _OVERDUB_PACKAGES
 

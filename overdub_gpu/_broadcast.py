@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from overdub import opaque, overdub, recurse
+from overdub import is_opaque, opaque, overdub, recurse
 
 from ._context import ArrayBackendContext, HostArrayError
 from ._table import MissingCounterpartError
@@ -882,7 +882,7 @@ class _Checking(_Broadcasting):
 
     def _refuse(self, fn: Any) -> None:
         be = self.backend
-        if getattr(fn, "__overdub_opaque__", False):
+        if is_opaque(fn):
             return  # our helpers, and the user's opaque functions: their choice
         owner = getattr(fn, "__self__", None)
         if be.is_array(owner):
