@@ -93,7 +93,7 @@ def main(n: int = 2048, vectorize_rows: int | None = None) -> dict[str, float]:
     ratios = {
         f"broadcast / hand-written np.where, n={n} (target <= 1.5)": broadcast_s / hand_s,
         f"np.vectorize / broadcast, n={n} (target >= 100)": vectorize_s / broadcast_s,
-        f"broadcast / hand-written sharing sigm(i)*tanh(g) (information)": broadcast_s / shared_s,
+        "broadcast / hand-written sharing sigm(i)*tanh(g) (information)": broadcast_s / shared_s,
     }
     print(f"Python {platform.python_version()}, NumPy {np.__version__} on "
           f"{platform.machine()} ({platform.processor() or 'cpu'})")

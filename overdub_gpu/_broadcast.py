@@ -39,9 +39,7 @@ on its own produces ordinary vectorised NumPy code, and inside the context it ru
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
-import math
 import operator
 import types
 import weakref
