@@ -519,6 +519,8 @@ class Tagger:
                     return _list_reorder(self, fn, receiver, args, kwargs)
             elif type(receiver) is dict and fn.__name__ in ("update", "setdefault"):
                 return _dict_store(self, fn, receiver, args, kwargs)
+            elif type(receiver) is dict and fn.__name__ in _DICT_READERS and self.shadow.places:
+                return _DICT_READERS[fn.__name__](self, fn, receiver, args, kwargs)
             elif self.shadow.arrays and fn.__name__ in _ARRAY_MUTATORS and _is_array(receiver):
                 self.shadow.drop_array(receiver)
         if self.shadow.arrays and _is_array(kwargs.get("out")):
@@ -750,6 +752,48 @@ def _dict_store(t: Tagger, fn: Any, target: dict, args: tuple, kwargs: dict) -> 
     for key, value in items.items():
         _setitem(t, operator.setitem, (target, key, value), {})
     return None
+
+
+def _dict_get(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+    """``d.get(key)`` / ``d.pop(key)``: the stored value with its metadata."""
+    key = t.strip(args[0]) if args else None
+    present = _hashable(key) and key in d
+    value = t.plain_call(fn, (key, *args[1:]), kwargs)
+    if not present:
+        return value
+    meta = t.shadow.get(d, "item", key, value)
+    if fn.__name__ == "pop":
+        t.shadow.forget(d, "item", key)
+    return value if meta is _MISSING else t.wrap(value, meta)
+
+
+def _dict_view(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+    """``d.values()`` / ``d.items()`` of a dict holding metadata: a list of re-tagged entries
+    (a list, not a live view: a view would read the plain values natively)."""
+    if not any(key[0] == id(d) for key in t.shadow.places):
+        return t.plain_call(fn, args, kwargs)
+
+    def item(key: Any) -> Any:
+        value = d[key]
+        meta = t.shadow.get(d, "item", key, value) if _hashable(key) else _MISSING
+        return value if meta is _MISSING else t.wrap(value, meta)
+
+    if fn.__name__ == "values":
+        return [item(key) for key in d]
+    return [(key, item(key)) for key in d]
+
+
+def _dict_copy(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+    """``d.copy()``: the copy gets the original's metadata."""
+    new = t.plain_call(fn, args, kwargs)
+    for (key_id, kind, key), (container, stored, meta) in list(t.shadow.places.items()):
+        if key_id == id(d) and kind == "item" and key in new and new[key] is stored:
+            t.shadow.put(new, "item", key, stored, meta)
+    return new
+
+
+_DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "items": _dict_view,
+                 "copy": _dict_copy}
 
 
 def _np_append(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
