@@ -7,7 +7,7 @@ import copy
 import types
 from typing import Any, Callable, TypeVar
 
-from . import _dispatch, _primitives
+from . import _active, _dispatch, _primitives
 
 F = TypeVar("F", bound=Callable[..., Any])
 _KEEP: Any = object()
@@ -176,7 +176,7 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     """
     _check(ctx, fn, "overdub")
     state = _state(ctx)
-    enclosing = _dispatch.active.get()
+    enclosing = _active.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
     if enclosing is not None and enclosing is not state:
         state.include(enclosing.categories)
@@ -184,7 +184,7 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     previous_enclosing = state.enclosing
     if enclosing is not state:  # re-entering a running context keeps its own enclosing one
         state.enclosing = enclosing
-    token = _dispatch.active.set(state)
+    token = _active.active.set(state)
     state.depth += 1
     try:
         return state.od(fn, *args, **kwargs)
@@ -196,7 +196,7 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
         state.depth -= 1
         if state.depth == 0 and state.tagger is not None:
             state.tagger.shadow.clear()  # the heap's metadata lasts for the run, no longer
-        _dispatch.active.reset(token)
+        _active.active.reset(token)
         state.enclosing = previous_enclosing
         state.set_parent(previous)
 

@@ -20,12 +20,12 @@ is then called through the parent, so the outer context sees it.
 from __future__ import annotations
 
 import functools
-import os
 import types
 import weakref
 from typing import Any, Callable
 
-from . import _active, _cache, _primitives, _tagging
+from . import _cache, _primitives, _tagging
+from ._frames import DISPATCHER_FILE, OVERDUB_DIR
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL
 from ._shims import shim_for
@@ -33,9 +33,7 @@ from ._shims import shim_for
 _Function = types.FunctionType
 _Method = types.MethodType
 _Partial = functools.partial
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-active = _active.active
 
 _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
 
@@ -54,7 +52,7 @@ def note_inline_hook_failure(exc: BaseException, state: "State") -> None:
     while tb is not None and tb.tb_next is not None:
         inner = tb.tb_next
         if inner.tb_frame.f_code is code and not tb.tb_frame.f_code.co_filename.startswith(
-                "<overdub dispatcher"):
+                DISPATCHER_FILE):
             _hook_failed(exc, state.ctx, "prehook", inner.tb_frame.f_locals.get("fn"))
             return
         tb = inner
@@ -171,7 +169,7 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
                 "        return op2(fn, container, item)",
                 "    return od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent"])
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(src), f"<overdub dispatcher {flags}>", "exec"), namespace)
+    exec(compile("\n".join(src), f"{DISPATCHER_FILE} {flags}>", "exec"), namespace)
     return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
 
 
@@ -302,7 +300,7 @@ class State:
                 and entry[2] is fn.__defaults__):
             return entry[3]
         built = None
-        if self.categories and not (code.co_filename.startswith(_PACKAGE_DIR)
+        if self.categories and not (code.co_filename.startswith(OVERDUB_DIR)
                                     or getattr(fn, "__overdub_opaque__", False)):
             found = _cache.cached_rewrite(code, fn.__globals__, self.key, self.passes,
                                           self.categories, self.observe)

@@ -12,12 +12,13 @@ import os
 import sys
 from typing import Any
 
-_OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+DISPATCHER_FILE = "<overdub dispatcher"  # the generated dispatchers' file names start so
 
 
 def is_machinery(frame: Any) -> bool:
     filename = frame.f_code.co_filename
-    return filename.startswith(_OVERDUB_DIR) or filename.startswith("<overdub dispatcher")
+    return filename.startswith(OVERDUB_DIR) or filename.startswith(DISPATCHER_FILE)
 
 
 def user_frame(depth: int = 1) -> Any:

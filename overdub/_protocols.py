@@ -289,6 +289,3 @@ def protocol_for(od: Callable, op: Callable, args: tuple) -> Callable | None:
         return None
     return functools.partial(entry[1], od, op)
 
-
-def is_operator(fn: Any) -> bool:
-    return id(fn) in _PROTOCOLS

@@ -66,7 +66,7 @@ class Tagged:
         if ctx is None:
             raise TagError(f"{use} of a value tagged by {self._label}, which was garbage-"
                            f"collected: untag values before their context goes away")
-        if not _running(ctx):
+        if not _active.running(ctx):
             raise TagError(f"{use} of a value tagged by {self._label} outside that context: "
                            f"use overdub.untag(x, ctx) to get the plain value")
         return self.value
@@ -148,18 +148,10 @@ def _strip_for(x: Any, owner: weakref.ref) -> Any:
     return x.value if type(x) is Tagged and x.owner is owner else x
 
 
-def _running(ctx: Any) -> bool:
-    return _active.running(ctx)
-
-
 # -- the public API ----------------------------------------------------------------------------
 
 def owner_of(ctx: Any) -> weakref.ref:
     """The weak reference that identifies ``ctx``'s tags (one per context instance)."""
-    return _owner(ctx)
-
-
-def _owner(ctx: Any) -> weakref.ref:
     ref = ctx.__dict__.get("_overdub_ref")
     if ref is None:
         ref = ctx.__dict__["_overdub_ref"] = weakref.ref(ctx)
@@ -210,7 +202,7 @@ def tag(value: Any, ctx: Any, meta: Any) -> Tagged:
     if not isinstance(ctx, _Context):
         raise TypeError(f"tag(value, ctx, meta): ctx must be a Context instance, got {ctx!r}")
     fields = ctx.__dict__
-    owner = fields.get("_overdub_ref") or _owner(ctx)
+    owner = fields.get("_overdub_ref") or owner_of(ctx)
     plain = value
     if type(value) is Tagged:
         value = untag(value, ctx)
@@ -432,7 +424,7 @@ class Tagger:
 
     def __init__(self, state: Any) -> None:
         self.state = state
-        self.owner = _owner(state.ctx)
+        self.owner = owner_of(state.ctx)
         self.label = _label(state.ctx)
         self.shadow = Shadow()
 
