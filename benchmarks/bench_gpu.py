@@ -15,7 +15,7 @@ Run: python benchmarks/bench_gpu.py
 
 from __future__ import annotations
 
-import math
+import pathlib
 import platform
 import sys
 import time
@@ -24,18 +24,9 @@ import numpy as np
 
 from overdub_gpu import ArrayBackendContext, broadcast
 
-
-def sigm(x):
-    return 1 / (1 + math.exp(-x))
-
-
-def hmlstm(z, zb, c, f, i, g):
-    if z == 1:  # FLUSH
-        return sigm(i) * math.tanh(g)
-    elif zb == 0:  # COPY
-        return c
-    else:  # UPDATE
-        return sigm(f) * c + sigm(i) * math.tanh(g)
+# The kernel measured is the example's own (examples/hmlstm_broadcast.py).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "examples"))
+from hmlstm_broadcast import hmlstm  # noqa: E402
 
 
 def np_sigm(x):
