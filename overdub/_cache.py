@@ -168,6 +168,8 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
     called and recursed into, it is rewritten from that tree, without looking the source up
     again (the file would not match a body the passes changed).
     """
+    if not any(isinstance(const, types.CodeType) for const in compiled.co_consts):
+        return  # nothing defined inside: skip walking the (large, rewritten) tree
     nested: dict[tuple[str, int], list] = {}
     for child in ast.walk(node):
         if child is node:

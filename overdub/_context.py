@@ -5,11 +5,14 @@ from __future__ import annotations
 import ast
 import copy
 import types
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from . import _active, _dispatch, _primitives
 
 F = TypeVar("F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _KEEP: Any = object()
 
 
@@ -100,14 +103,16 @@ class Context:
         of classes for ``isinstance``), or None if such values cannot be tagged.
 
         Cassette's ``metadatatype``.  Default: any value, any metadata.  An AD context, say,
-        returns ``float`` for real numbers and None for strings.
+        returns ``float`` for real numbers and None for strings.  Asked once per value type
+        and context instance (``tag`` remembers the answer), so it must not change over time.
         """
         return object
 
-    def similar(self, metadata: Any = _KEEP) -> "Context":
+    def similar(self, metadata: Any = _KEEP) -> Context:
         """A sibling context: same class and passes, fresh state, ``metadata`` if given."""
         sibling = copy.copy(self)
-        sibling.__dict__.pop("_overdub_state", None)
+        for private in [key for key in sibling.__dict__ if key.startswith("_overdub_")]:
+            del sibling.__dict__[private]  # its own state and tag identity, not a share of ours
         if metadata is not _KEEP:
             sibling.metadata = metadata
         return sibling
@@ -160,7 +165,7 @@ def _check(ctx: Any, fn: Any, verb: str) -> None:
                         f"{type(fn).__name__}")
 
 
-def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
     """Run ``fn(*args, **kwargs)`` inside ``ctx`` and return (or raise) what it does.
 
     Every call and operator ``fn`` makes -- to any depth, through methods, closures, generators
@@ -187,7 +192,8 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     token = _active.active.set(state)
     state.depth += 1
     try:
-        return state.od(fn, *args, **kwargs)
+        out: _R = state.od(fn, *args, **kwargs)
+        return out
     except BaseException as exc:
         if state.observe:
             _dispatch.note_inline_hook_failure(exc, state)
@@ -201,7 +207,7 @@ def overdub(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
         state.set_parent(previous)
 
 
-def recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+def recurse(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
     """Run ``fn``'s own body with its calls overdubbed by ``ctx`` (no hooks for ``fn`` itself).
 
     For a callable that cannot be recursed into (see :func:`can_recurse`) this is
@@ -209,12 +215,12 @@ def recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
     """
     _check(ctx, fn, "recurse")
     target = _state(ctx).resolve(fn, args, kwargs)
-    if target is None:
-        return ctx.fallback(fn, *args, **kwargs)
-    return target(*args, **kwargs)
+    out: _R = ctx.fallback(fn, *args, **kwargs) if target is None else target(*args, **kwargs)
+    return out
 
 
-def can_recurse(ctx: Context, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
+def can_recurse(ctx: Context, fn: Callable[_P, Any], /, *args: _P.args,
+                **kwargs: _P.kwargs) -> bool:
     """Whether ``ctx`` can run ``fn``'s body itself (Python source available, or a shim).
 
     False for C functions without a shim, functions without source (``exec`` strings, the
@@ -235,7 +241,7 @@ def opaque(fn: F) -> F:
         raise TypeError(f"opaque: {fn!r} is not callable")
     target = getattr(fn, "__func__", fn)
     if isinstance(target, types.FunctionType) or hasattr(target, "__dict__"):
-        target.__overdub_opaque__ = True  # a function, or a callable object (this instance)
+        setattr(target, "__overdub_opaque__", True)  # a function, or a callable object
     return fn  # C functions have no Python code: they are leaves already
 
 

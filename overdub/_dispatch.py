@@ -22,7 +22,8 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR
@@ -36,13 +37,16 @@ _Partial = functools.partial
 
 
 _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
+# A rewritten function: (weak ref to the user's function, its code, its defaults, the rewrite)
+_Entry = tuple[weakref.ref[Any], types.CodeType, tuple[Any, ...] | None,
+               Callable[..., Any] | None]
 
 
 def _overridden(cls: type, base: type, name: str) -> bool:
     return getattr(cls, name) is not getattr(base, name)
 
 
-def note_inline_hook_failure(exc: BaseException, state: "State") -> None:
+def note_inline_hook_failure(exc: BaseException, state: State) -> None:
     """Name the prehook when it raised from an inline call in rewritten code (observe mode:
     no dispatcher frame was there to add the note).  Found from the traceback, at the exit of
     ``overdub``, so the user's frames carry no handler."""
@@ -64,7 +68,7 @@ def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
                      f"{_primitives._name(fn)})")
 
 
-_TEMPLATE_CACHE: dict[tuple, Callable] = {}
+_TEMPLATE_CACHE: dict[tuple[bool, ...], Callable[..., Any]] = {}
 _OPERAND_NAMES = {1: "a", 2: "a, b", 3: "a, b, c"}
 _SUBJECT_TEST = {  # which operands' types decide whether Python dunders may be involved
     1: "(type(a) in static or is_static(type(a)))",
@@ -73,7 +77,7 @@ _SUBJECT_TEST = {  # which operands' types decide whether Python dunders may be 
 }
 
 
-def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
+def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     """Compile (once per combination of overridden verbs) a maker of specialised dispatchers.
 
     ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback,
@@ -87,8 +91,11 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
     pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
            "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
-           "         Function, Method, tag_leaf, handlers):",
+           "         Function, Method, tag_leaf, handlers, Tagged, plain_operators):",
            "    parent = None",
+           "    owner = find.__self__.owner",
+           "    chosen_for_operands = {}",
+           "    MISSING = object()",
            "    def set_parent(new):",
            "        nonlocal parent",
            "        old, parent = parent, new",
@@ -109,6 +116,24 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
                         f"{indent}    out = execute(fn, {call})",
                         f"{indent}else:"])
             indent += "    "
+        elif table and hooks and call == "a, b":
+            # Binary operators (immortal `operator` functions, so their ids are safe keys) keep
+            # the choice per operand types here, without calling find() again.
+            src.extend([f"{indent}ka = type(a)",
+                        f"{indent}kb = type(b)",
+                        f"{indent}if ((ka is Tagged and a.owner is not owner)",
+                        f"{indent}        or (kb is Tagged and b.owner is not owner)):",
+                        f"{indent}    impl = find(fn, (a, b))  # another context's tags",
+                        f"{indent}else:",
+                        f"{indent}    impl = chosen_for_operands.get((id(fn), ka, kb), MISSING)",
+                        f"{indent}    if impl is MISSING:",
+                        f"{indent}        impl = chosen_for_operands[id(fn), ka, kb] = (",
+                        f"{indent}            find(fn, (a, b)))",
+                        f"{indent}if impl is not None:",
+                        f"{indent}    out = (impl(ctx, {call}) if parent is None",
+                        f"{indent}           else parent(impl, ctx, {call}))",
+                        f"{indent}else:"])
+            indent += "    "
         elif table and hooks:
             packed = "args" if call.startswith("*") else f"({call},)"
             src.extend([f"{indent}impl = find(fn, {packed})",
@@ -118,12 +143,17 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
                         f"{indent}else:"])
             indent += "    "
         packed_args = "args" if call.startswith("*") else f"({call},)"
+        native = f"(fn({call}) if parent is None else parent(fn, {call}))"
         if custom_fallback and hooks:
             leaf = f"fallback(fn, {call})"
-        elif tags:
-            leaf = f"tag_leaf(fn, {packed_args}, {'kwargs' if '**' in call else '{}'})"
+        elif tags and call.startswith("*"):
+            leaf = "tag_leaf(fn, args, kwargs)"
+        elif tags:  # an operator: native unless an operand is tagged or the heap is involved
+            untagged = " and ".join(f"type({name}) is not Tagged" for name in call.split(", "))
+            leaf = (f"({native} if id(fn) in plain_operators and {untagged} "
+                    f"else tag_leaf(fn, {packed_args}, {{}}))")
         else:
-            leaf = f"(fn({call}) if parent is None else parent(fn, {call}))"
+            leaf = native
         src.extend(indent + line.replace("LEAF", leaf) for line in body)
         if post and hooks:
             src.extend(["        try:",
@@ -173,9 +203,9 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable:
     return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
 
 
-def _pass_fingerprint(passes: tuple) -> tuple:
+def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...]:
     """Passes are part of the cache key: by type and configuration, or identity if unhashable."""
-    prints = []
+    prints: list[Any] = []
     for a_pass in passes:
         if isinstance(a_pass, _Function):
             prints.append(a_pass)
@@ -198,10 +228,10 @@ class State:
         self.table = _primitives.Table(cls, _tagging.owner_of(ctx))
         self.overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
         self.passes = ctx.passes
-        self.parent: Callable | None = None
+        self.parent: Callable[..., Any] | None = None
         self.enclosing: State | None = None  # the State running when this one was entered
         self.depth = 0  # runs of this context in progress (overdub() calls not yet returned)
-        self.functions: dict[Any, tuple] = {}
+        self.functions: dict[int, _Entry] = {}
         self.cells: dict[str, types.CellType] = {}
         self._configure(bool(ctx.__dict__.get("_overdub_tags")))
 
@@ -234,7 +264,8 @@ class State:
             ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
             self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
             is_static, static_types, _hook_failed, _Function, _Method,
-            self.tagger.leaf if tags else None, _tagging.handlers())
+            self.tagger.leaf if self.tagger is not None else None, _tagging.handlers(),
+            _tagging.Tagged, _tagging.PLAIN_OPERATORS)
         set_parent(self.parent)
         self._set_parent = set_parent
         if "overdub" in overridden:  # the user's step handles operators too
@@ -259,14 +290,14 @@ class State:
         if not categories <= self.categories:
             self._configure(self.tags, self.categories | categories)
 
-    def set_parent(self, parent: Callable | None) -> Callable | None:
+    def set_parent(self, parent: Callable[..., Any] | None) -> Callable[..., Any] | None:
         """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""
-        old = self._set_parent(parent)
+        old: Callable[..., Any] | None = self._set_parent(parent)
         self.parent = parent
         self.cells["@flat"].cell_contents = parent is None
         return old
 
-    def generic_step(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def generic_step(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The documented step through the context's methods (``Context.overdub``'s default)."""
         ctx = self.ctx
         try:
@@ -287,7 +318,7 @@ class State:
         return out
 
     # -- recursion -------------------------------------------------------------------------
-    def rewritten(self, fn: types.FunctionType) -> Callable | None:
+    def rewritten(self, fn: types.FunctionType) -> Callable[..., Any] | None:
         """``fn`` rewritten for this context, or None when it runs natively (a leaf).
 
         ``functions`` maps ``id(fn)`` to ``(weak ref to fn, code, defaults, rewritten)``: a
@@ -307,11 +338,11 @@ class State:
             if isinstance(found, _cache.Rewritten):
                 built = self._build(fn, found)
         functions = self.functions
-        ref = weakref.ref(fn, lambda _, key=key: functions.pop(key, None))
+        ref = weakref.ref(fn, lambda _: functions.pop(key, None))
         functions[key] = (ref, code, fn.__defaults__, built)
         return built
 
-    def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable:
+    def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable[..., Any]:
         user_cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         closure = tuple(
             constant or user_cells.get(name) or self.cells[name]
@@ -326,7 +357,8 @@ class State:
         new.__dict__.update(fn.__dict__)
         return new
 
-    def resolve(self, fn: Any, args: tuple, kwargs: dict) -> Callable | None:
+    def resolve(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Callable[..., Any] | None:
         """A callable that runs ``fn(*args, **kwargs)`` with its body seen by this context."""
         t = type(fn)
         if t is _Function:
@@ -355,7 +387,7 @@ class State:
             return None if new is None else _Partial(new, fn)
         return None
 
-    def _constructor(self, cls: type) -> Callable | None:
+    def _constructor(self, cls: type) -> Callable[..., Any] | None:
         """``cls(...)`` as ``type.__call__`` runs it, with Python ``__new__``/``__init__`` seen."""
         meta_call = lookup(type(cls), "__call__")
         if type(meta_call) is _Function:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._rewrite import CALL, CATEGORY_OF
 from ._tagging import Tagged
 
 _generation = itertools.count(1)
+_UNCHOSEN = object()  # no choice cached yet for a signature (None is a cached "no primitive")
 current_generation = 0  # bumped by every registration; merged tables compare against it
 _lock = threading.Lock()
 
@@ -30,20 +32,20 @@ _lock = threading.Lock()
 class Primitive:
     fn: Any
     types: tuple[type, ...] | None
-    impl: Callable
+    impl: Callable[..., Any]
     owner: type
 
-    def matches(self, kinds: tuple) -> bool:
+    def matches(self, kinds: tuple[type, ...]) -> bool:
         return self.types is None or (
             len(kinds) == len(self.types) and all(map(issubclass, kinds, self.types)))
 
-    def at_least_as_specific(self, other: "Primitive", arity: int) -> bool:
+    def at_least_as_specific(self, other: Primitive, arity: int) -> bool:
         mine = self.types or (object,) * arity
         theirs = other.types or (object,) * arity
         return all(issubclass(a, b) for a, b in zip(mine, theirs))
 
 
-def register(cls: type, fn: Any, types: Any, impl: Callable) -> None:
+def register(cls: type, fn: Any, types: Any, impl: Callable[..., Any]) -> None:
     global current_generation
     if not callable(fn):
         raise TypeError(f"{cls.__name__}.primitive: {fn!r} is not callable, so it cannot be "
@@ -81,26 +83,38 @@ class Table:
         self.entries = merged
         self.cls = cls
         self.generation = current_generation
-        self._chosen: dict[tuple, Callable | None] = {}
+        self._chosen: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
+        # callables with a single primitive for any argument types: no choice to make
+        self._untyped = {key: entries[0].impl for key, entries in merged.items()
+                         if len(entries) == 1 and entries[0].types is None}
         self.categories = frozenset(CATEGORY_OF.get(key, CALL) for key in merged)
 
-    def find(self, fn: Any, args: tuple) -> Callable | None:
+    def find(self, fn: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
         """The implementation for calling ``fn`` with ``args``, or None."""
-        entries = self.entries.get(id(fn))
+        key = id(fn)
+        entries = self.entries.get(key)
         if entries is None:
             return None
-        if len(entries) == 1 and entries[0].types is None:
-            return entries[0].impl
-        kinds = tuple(map(type, args))
-        if Tagged in kinds:  # whose tag it is matters (foreign tags dispatch as plain values)
-            kinds = tuple(map(self._kind, args))
-        key = (id(fn), *kinds)
-        try:
-            return self._chosen[key]
-        except KeyError:
-            chosen = self._choose(entries, kinds)
-            self._chosen[key] = chosen
-            return chosen
+        if key in self._untyped:
+            return self._untyped[key]
+        # Whose tag it is matters: foreign tags dispatch as plain values.  (Binary operators
+        # are spelled out: `tuple(map(type, args))` is several times slower.)
+        owner = self.owner
+        if len(args) == 2:
+            a, b = args
+            kinds: tuple[type, ...] = (type(a), type(b))
+            foreign = ((kinds[0] is Tagged and a.owner is not owner)
+                       or (kinds[1] is Tagged and b.owner is not owner))
+        else:
+            kinds = tuple([type(arg) for arg in args])
+            foreign = Tagged in kinds and any(
+                type(arg) is Tagged and arg.owner is not owner for arg in args)
+        if foreign:
+            kinds = tuple([self._kind(arg) for arg in args])
+        chosen = self._chosen.get((key, kinds), _UNCHOSEN)
+        if chosen is _UNCHOSEN:
+            chosen = self._chosen[key, kinds] = self._choose(entries, kinds)
+        return chosen
 
     def _kind(self, arg: Any) -> type:
         """The type dispatch sees: another context's tagged value is just its plain value."""
@@ -111,7 +125,8 @@ class Table:
             kind = type(arg)
         return kind
 
-    def _choose(self, entries: list[Primitive], kinds: tuple) -> Callable | None:
+    def _choose(self, entries: list[Primitive], kinds: tuple[type, ...]
+                ) -> Callable[..., Any] | None:
         candidates = [p for p in entries if p.matches(kinds)]
         if not candidates:
             return None

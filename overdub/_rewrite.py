@@ -129,6 +129,9 @@ def copy_tree(node: ast.AST) -> ast.AST:
     return new
 
 
+# Expression contexts carry no data: one shared instance each, as CPython's parser does.
+_LOAD, _STORE = ast.Load(), ast.Store()
+
 _C_CONSTANTS = (int, float, complex, str, bytes, bool, type(None), type(...))
 
 
@@ -145,13 +148,17 @@ def _is_simple(node: ast.expr) -> bool:
 def _copy(node: ast.expr, at: dict | None = None) -> ast.expr:
     if isinstance(node, ast.Constant):
         return ast.Constant(node.value, **(at or {}))
-    return ast.Name(node.id, ast.Load(), **(at or {}))
+    return ast.Name(node.id, _LOAD, **(at or {}))
 
 
 def _position(template: ast.AST) -> dict:
     """Keyword arguments giving a new node ``template``'s position (cheaper than walking)."""
     return {"lineno": template.lineno, "col_offset": template.col_offset,
             "end_lineno": template.end_lineno, "end_col_offset": template.end_col_offset}
+
+
+# The Overdubber method that visits each node class, looked up once.
+_VISITORS: dict[type, Callable[..., Any]] = {}
 
 
 class Overdubber(ast.NodeTransformer):
@@ -192,7 +199,7 @@ class Overdubber(ast.NodeTransformer):
               at: dict | None = None) -> ast.Name:
         if hidden in HIDDEN_CONSTANTS or hidden in DISPATCHERS:
             self.used.add(hidden)
-        return ast.Name(id=hidden, ctx=ctx or ast.Load(), **(at or {}))
+        return ast.Name(id=hidden, ctx=ctx or _LOAD, **(at or {}))
 
     def _fn(self, fn: Callable, at: dict | None = None) -> ast.Name:
         return self._name("@" + fn.__name__, at=at)
@@ -244,13 +251,13 @@ class Overdubber(ast.NodeTransformer):
             else:
                 temp = self._temp()
                 self._fresh.append(temp)
-                refs.append(ast.Name(temp, ast.Load(), **at))
-                binds.append(ast.NamedExpr(ast.Name(temp, ast.Store(), **at), operand, **at))
+                refs.append(ast.Name(temp, _LOAD, **at))
+                binds.append(ast.NamedExpr(ast.Name(temp, _STORE, **at), operand, **at))
         order = list(range(len(operands)))[::-1] if swap else list(range(len(operands)))
         if swap:  # evaluate in source order first, then call the hook in call order
             test = self._guard(fn, [_copy(refs[i], at) for i in order],
                                [_copy(refs[i], at) for i in subjects],
-                               [ast.Tuple(binds, ast.Load(), **at)], at)
+                               [ast.Tuple(binds, _LOAD, **at)], at)
         else:
             test = self._guard(fn, binds, [_copy(refs[i], at) for i in subjects], [], at)
         slow = ast.Call(func=self._name(f"@slow{len(operands)}", at=at),
@@ -279,7 +286,7 @@ class Overdubber(ast.NodeTransformer):
                      for p in (node.lower, node.upper, node.step)]
             return _place(ast.Call(func=self._name("@slice"), args=parts, keywords=[]), node)
         if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
-            return _place(ast.Tuple(elts=[self._index(e) for e in node.elts], ctx=ast.Load()), node)
+            return _place(ast.Tuple(elts=[self._index(e) for e in node.elts], ctx=_LOAD), node)
         return self.visit(node)
 
     def _attr_name(self, node: ast.Attribute) -> ast.Constant:
@@ -291,22 +298,53 @@ class Overdubber(ast.NodeTransformer):
             return value
         temp = self._temp()
         temps.append(temp)
-        self._pending.append(_place(ast.Assign([ast.Name(temp, ast.Store())], value), template))
-        return ast.Name(temp, ast.Load())
+        self._pending.append(_place(ast.Assign([ast.Name(temp, _STORE)], value), template))
+        return ast.Name(temp, _LOAD)
+
+    # -- traversal: NodeTransformer's, without its per-node string building ----------------
+    def _visit_node(self, node: ast.AST) -> Any:
+        visitor = _VISITORS.get(type(node))
+        if visitor is None:
+            visitor = getattr(Overdubber, "visit_" + type(node).__name__, None)
+            visitor = _VISITORS[type(node)] = visitor or Overdubber.generic_visit
+        return visitor(self, node)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                new_values = []
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        item = self.visit(item)
+                        if item is None:
+                            continue
+                        if not isinstance(item, ast.AST):
+                            new_values.extend(item)
+                            continue
+                    new_values.append(item)
+                value[:] = new_values
+            elif isinstance(value, ast.AST):
+                new_node = self.visit(value)
+                if new_node is None:
+                    delattr(node, field)
+                else:
+                    setattr(node, field, new_node)
+        return node
 
     # -- statements and the temporaries their expressions made ----------------------------
     def visit(self, node: ast.AST) -> Any:
         if not isinstance(node, ast.stmt) or isinstance(node, _SCOPES):
-            return super().visit(node)
+            return self._visit_node(node)
         outer, self._fresh = self._fresh, []
-        result = super().visit(node)
+        result = self._visit_node(node)
         made, self._fresh = self._fresh, outer
         if not made or isinstance(node, (ast.Return, ast.Raise)):
             return result
         # Clear the `:=` temporaries once the statement is done with them, so they keep no
         # object alive longer than the plain code would (a memoryview blocking a resize).
         def cleanup() -> ast.stmt:
-            return _place(ast.Assign([ast.Name(t, ast.Store()) for t in made],
+            return _place(ast.Assign([ast.Name(t, _STORE) for t in made],
                                      ast.Constant(None)), node)
         if isinstance(node, _COMPOUND):
             for field in ("body", "orelse"):
@@ -446,9 +484,9 @@ class Overdubber(ast.NodeTransformer):
             if i < len(node.ops) - 1:
                 temp = self._temp()
                 self._fresh.append(temp)
-                bound = _place(ast.NamedExpr(target=ast.Name(temp, ast.Store()), value=right), right)
+                bound = _place(ast.NamedExpr(target=ast.Name(temp, _STORE), value=right), right)
                 parts.append(self._compare(op, left, bound, node))
-                left = _place(ast.Name(temp, ast.Load()), right)
+                left = _place(ast.Name(temp, _LOAD), right)
             else:
                 parts.append(self._compare(op, left, right, node))
         return _place(ast.BoolOp(op=ast.And(), values=parts), node)
@@ -458,14 +496,14 @@ class Overdubber(ast.NodeTransformer):
             self.generic_visit(node)
             return node
         return self._operator(operator.getitem, [self.visit(node.value), self._index(node.slice)],
-                              lambda n: ast.Subscript(n[0], n[1], ast.Load()), node, (0,))
+                              lambda n: ast.Subscript(n[0], n[1], _LOAD), node, (0,))
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if ATTRIBUTE not in self.categories or not isinstance(node.ctx, ast.Load):
             self.generic_visit(node)
             return node
         return self._operator(getattr, [self.visit(node.value), self._attr_name(node)],
-                              lambda n: ast.Attribute(n[0], node.attr, ast.Load()), node, (0,))
+                              lambda n: ast.Attribute(n[0], node.attr, _LOAD), node, (0,))
 
     # -- statements that store ------------------------------------------------------------
     def _intercepted_target(self, target: ast.expr) -> bool:
@@ -491,11 +529,11 @@ class Overdubber(ast.NodeTransformer):
     def _load(self, obj: ast.expr, key: ast.expr, attr: str | None, template: ast.AST) -> ast.expr:
         """Read ``obj.attr`` / ``obj[key]`` (operands simple), seen if the category is."""
         if attr is not None:
-            native = lambda n: ast.Attribute(n[0], attr, ast.Load())  # noqa: E731
+            native = lambda n: ast.Attribute(n[0], attr, _LOAD)  # noqa: E731
             if ATTRIBUTE not in self.categories:
                 return native([_copy(obj)])
             return self._operator(getattr, [_copy(obj), _copy(key)], native, template, (0,))
-        native = lambda n: ast.Subscript(n[0], n[1], ast.Load())  # noqa: E731
+        native = lambda n: ast.Subscript(n[0], n[1], _LOAD)  # noqa: E731
         if SUBSCRIPT not in self.categories:
             return native([_copy(obj), _copy(key)])
         return self._operator(operator.getitem, [_copy(obj), _copy(key)], native, template, (0,))
@@ -508,14 +546,14 @@ class Overdubber(ast.NodeTransformer):
         """
         if isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
             obj = self._assign_temp(self.visit(target.value), template, temps)
-            native = ast.Assign([ast.Attribute(_copy(obj), target.attr, ast.Store())], _copy(value))
+            native = ast.Assign([ast.Attribute(_copy(obj), target.attr, _STORE)], _copy(value))
             self._pending += self._operator_stmt(
                 setattr, [obj, self._attr_name(target), value], _place(native, template),
                 template, (0,))
         elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
             obj = self._assign_temp(self.visit(target.value), template, temps)
             key = self._assign_temp(self._index(target.slice), template, temps)
-            native = ast.Assign([ast.Subscript(_copy(obj), _copy(key), ast.Store())], _copy(value))
+            native = ast.Assign([ast.Subscript(_copy(obj), _copy(key), _STORE)], _copy(value))
             self._pending += self._operator_stmt(
                 operator.setitem, [obj, key, value], _place(native, template), template, (0,))
         elif isinstance(target, (ast.Tuple, ast.List)) and self._intercepted_target(target):
@@ -523,14 +561,14 @@ class Overdubber(ast.NodeTransformer):
             for elt in target.elts:
                 temp = self._temp()
                 temps.append(temp)
-                store: ast.expr = ast.Name(temp, ast.Store())
-                names.append(ast.Starred(store, ast.Store()) if isinstance(elt, ast.Starred)
+                store: ast.expr = ast.Name(temp, _STORE)
+                names.append(ast.Starred(store, _STORE) if isinstance(elt, ast.Starred)
                              else store)
                 later.append((elt.value if isinstance(elt, ast.Starred) else elt, temp))
-            unpack = ast.Assign(targets=[ast.Tuple(names, ast.Store())], value=_copy(value))
+            unpack = ast.Assign(targets=[ast.Tuple(names, _STORE)], value=_copy(value))
             self._pending.append(_place(unpack, template))
             for elt, temp in later:
-                self._store(elt, ast.Name(temp, ast.Load()), template, temps)
+                self._store(elt, ast.Name(temp, _LOAD), template, temps)
         else:
             self._pending.append(_place(ast.Assign([self.visit(target)], _copy(value)), template))
 
@@ -564,10 +602,10 @@ class Overdubber(ast.NodeTransformer):
         inplace = INPLACE_OPS[type(node.op)]
         if isinstance(target, ast.Name):  # here BINOP is intercepted
             value = self.visit(node.value)
-            load = _place(ast.Name(target.id, ast.Load()), target)
+            load = _place(ast.Name(target.id, _LOAD), target)
             combined = self._operator(inplace, [load, value],
                                       lambda n: ast.Call(self._fn(inplace), n, []), node, (0, 1))
-            return _place(ast.Assign([ast.Name(target.id, ast.Store())], combined), node)
+            return _place(ast.Assign([ast.Name(target.id, _STORE)], combined), node)
         # x.a += v / x[i] += v: evaluate x (and i) once, load, combine, store (Python's order).
         out, temps = self._begin()
         obj = self._assign_temp(self.visit(target.value), node, temps)
@@ -584,8 +622,8 @@ class Overdubber(ast.NodeTransformer):
         else:
             combined = ast.Call(self._fn(inplace), [_copy(current), value], [])
         result = self._assign_temp(_place(combined, node), node, temps)
-        store = (ast.Attribute(_copy(obj), attr, ast.Store()) if attr is not None
-                 else ast.Subscript(_copy(obj), _copy(key), ast.Store()))
+        store = (ast.Attribute(_copy(obj), attr, _STORE) if attr is not None
+                 else ast.Subscript(_copy(obj), _copy(key), _STORE))
         if self._intercepted_target(target):
             # the object and key are already evaluated: store through the simple temporaries
             fn = setattr if attr is not None else operator.setitem
@@ -630,10 +668,10 @@ class Overdubber(ast.NodeTransformer):
         # for obj.x in it: ...  ->  for @t in it: obj.x = @t; ...
         temp = self._temp()
         target = node.target
-        node.target = _place(ast.Name(temp, ast.Store()), target)
+        node.target = _place(ast.Name(temp, _STORE), target)
         node.iter = self.visit(node.iter)
         stores, temps = self._begin()
-        self._store(target, ast.Name(temp, ast.Load()), target, temps)
+        self._store(target, ast.Name(temp, _LOAD), target, temps)
         node.body = self._finish(stores, temps, target) + self._statements(node.body)
         node.orelse = self._statements(node.orelse)
         return node

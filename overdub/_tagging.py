@@ -30,9 +30,12 @@ object that was stored.
 
 from __future__ import annotations
 
+import _operator
 import operator
 import sys
+import types
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import _active
@@ -51,7 +54,7 @@ class Tagged:
 
     __slots__ = ("value", "meta", "owner", "_label", "__weakref__")
 
-    def __init__(self, value: Any, meta: Any, owner: weakref.ref, label: Any) -> None:
+    def __init__(self, value: Any, meta: Any, owner: weakref.ref[Any], label: Any) -> None:
         self.value = value
         self.meta = meta
         self.owner = owner
@@ -144,15 +147,15 @@ for _name in ("neg", "pos", "abs", "invert"):
                 getattr(operator, _name), _name))
 
 
-def _strip_for(x: Any, owner: weakref.ref) -> Any:
+def _strip_for(x: Any, owner: weakref.ref[Any]) -> Any:
     return x.value if type(x) is Tagged and x.owner is owner else x
 
 
 # -- the public API ----------------------------------------------------------------------------
 
-def owner_of(ctx: Any) -> weakref.ref:
+def owner_of(ctx: Any) -> weakref.ref[Any]:
     """The weak reference that identifies ``ctx``'s tags (one per context instance)."""
-    ref = ctx.__dict__.get("_overdub_ref")
+    ref: weakref.ref[Any] | None = ctx.__dict__.get("_overdub_ref")
     if ref is None:
         ref = ctx.__dict__["_overdub_ref"] = weakref.ref(ctx)
     return ref
@@ -171,13 +174,16 @@ class _Label:
 
 
 def _label(ctx: Any) -> _Label:
-    label = ctx.__dict__.get("_overdub_label")
+    label: _Label | None = ctx.__dict__.get("_overdub_label")
     if label is None:
         label = ctx.__dict__["_overdub_label"] = _Label(ctx)
     return label
 
 
 _Context: Any = None  # overdub.Context, bound on first use (the modules import each other)
+_NO_FIELDS: dict[str, Any] = {}  # for objects without a __dict__ (not contexts)
+_NO_OWNER = object()  # matches no Tagged.owner
+_UNSEEN = object()  # a value type metadata_type was not yet asked about
 
 
 def tag(value: Any, ctx: Any, meta: Any) -> Tagged:
@@ -196,23 +202,36 @@ def tag(value: Any, ctx: Any, meta: Any) -> Tagged:
 
     See also: :func:`untag`, :func:`metadata`, :func:`has_metadata`.
     """
+    fields = getattr(ctx, "__dict__", _NO_FIELDS)
+    allowed_for = fields.get("_overdub_allowed")
+    if allowed_for is None:  # this context's first tag
+        allowed_for = _start_tagging(ctx)
+    plain = value
+    if type(value) is Tagged:
+        value = untag(value, ctx)
+        plain = innermost(value)
+    kind = type(plain)
+    allowed = allowed_for.get(kind, _UNSEEN)
+    if allowed is _UNSEEN:
+        allowed = allowed_for[kind] = ctx.metadata_type(kind)
+    if allowed is not object:
+        _check_metadata(ctx, plain, meta, allowed)
+    return Tagged(value, meta, fields["_overdub_ref"], fields["_overdub_label"])
+
+
+def _start_tagging(ctx: Any) -> dict[type, Any]:
+    """Check that ``ctx`` is a context and make it ready to tag: its identity and label, tag
+    handling switched on, and the cache of ``metadata_type`` answers (asked once per type)."""
     global _Context
     if _Context is None:
         from ._context import Context as _Context
     if not isinstance(ctx, _Context):
         raise TypeError(f"tag(value, ctx, meta): ctx must be a Context instance, got {ctx!r}")
-    fields = ctx.__dict__
-    owner = fields.get("_overdub_ref") or owner_of(ctx)
-    plain = value
-    if type(value) is Tagged:
-        value = untag(value, ctx)
-        plain = innermost(value)
-    allowed = ctx.metadata_type(type(plain))
-    if allowed is not object:
-        _check_metadata(ctx, plain, meta, allowed)
-    if not fields.get("_overdub_tags"):
-        _active.enable_tags(ctx)
-    return Tagged(value, meta, owner, fields.get("_overdub_label") or _label(ctx))
+    owner_of(ctx)
+    _label(ctx)
+    _active.enable_tags(ctx)
+    allowed_for: dict[type, Any] = ctx.__dict__.setdefault("_overdub_allowed", {})
+    return allowed_for
 
 
 def _check_metadata(ctx: Any, plain: Any, meta: Any, allowed: Any) -> None:
@@ -227,16 +246,18 @@ def _check_metadata(ctx: Any, plain: Any, meta: Any, allowed: Any) -> None:
 def _names(allowed: Any) -> str:
     if isinstance(allowed, tuple):
         return " or ".join(t.__name__ for t in allowed)
-    return allowed.__name__
+    name: str = allowed.__name__
+    return name
 
 
-def _context_fields(ctx: Any, verb: str) -> dict:
+def _context_fields(ctx: Any, verb: str) -> dict[str, Any]:
     global _Context
     if _Context is None:
         from ._context import Context as _Context
     if not isinstance(ctx, _Context):
         raise TypeError(f"{verb}(x, ctx): ctx must be a Context instance, got {ctx!r}")
-    return ctx.__dict__
+    fields: dict[str, Any] = ctx.__dict__
+    return fields
 
 
 def _layer(x: Any, ctx: Any, verb: str = "metadata") -> Tagged | None:
@@ -253,6 +274,8 @@ def untag(x: Any, ctx: Any) -> Any:
     not tag it."""
     if type(x) is not Tagged:
         return x
+    if x.owner is getattr(ctx, "__dict__", _NO_FIELDS).get("_overdub_ref", _NO_OWNER):
+        return x.value  # the common case, without the checks below
     owner = _context_fields(ctx, "untag").get("_overdub_ref")
     if owner is None:
         return x
@@ -266,6 +289,9 @@ def untag(x: Any, ctx: Any) -> Any:
 
 def metadata(x: Any, ctx: Any) -> Any:
     """The metadata ``ctx`` attached to ``x``; ``TagError`` if ``ctx`` did not tag it."""
+    if (type(x) is Tagged
+            and x.owner is getattr(ctx, "__dict__", _NO_FIELDS).get("_overdub_ref", _NO_OWNER)):
+        return x.meta  # the common case, without the checks of _layer
     layer = _layer(x, ctx)
     if layer is None:
         raise TagError(f"the value {_short(x)} carries no metadata for {_label(ctx)}")
@@ -291,7 +317,11 @@ def innermost(x: Any) -> Any:
 
 # -- inside a context: calls with tagged arguments, and the shadow heap -----------------------
 
-def _own(x: Any, owner: weakref.ref) -> bool:
+_Args = tuple[Any, ...]
+_Kwargs = dict[str, Any]
+
+
+def _own(x: Any, owner: weakref.ref[Any]) -> bool:
     return type(x) is Tagged and x.owner is owner
 
 
@@ -312,9 +342,9 @@ class Shadow:
     """
 
     def __init__(self) -> None:
-        self.places: dict[tuple, tuple] = {}
-        self.sequences: dict[int, tuple] = {}
-        self.arrays: dict[int, list] = {}
+        self.places: dict[tuple[int, str, Any], tuple[Any, Any, Any]] = {}
+        self.sequences: dict[int, tuple[Any, list[Any]]] = {}
+        self.arrays: dict[int, list[Any]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.places or self.sequences or self.arrays)
@@ -338,7 +368,7 @@ class Shadow:
         return entry[2]
 
     # lists and tuples, by position
-    def positions(self, sequence: Any) -> list:
+    def positions(self, sequence: Any) -> list[Any]:
         """The per-position entries of ``sequence``, padded to its length."""
         slot = self.sequences.get(id(sequence))
         if slot is None or slot[0] is not sequence:
@@ -361,7 +391,7 @@ class Shadow:
         return entry[1]
 
     # NumPy arrays
-    def array_slot(self, array: Any, meta: Any) -> list:
+    def array_slot(self, array: Any, meta: Any) -> list[Any]:
         """The metadata array and mask of ``array``, able to hold ``meta``."""
         np = sys.modules["numpy"]
         sample = np.asarray(innermost(meta))
@@ -369,7 +399,7 @@ class Shadow:
         if slot is None or slot[0]() is not array:
             key = id(array)
             arrays = self.arrays
-            ref = weakref.ref(array, lambda _, key=key: arrays.pop(key, None))
+            ref = weakref.ref(array, lambda _: arrays.pop(key, None))
             dtype = sample.dtype if sample.dtype.kind in "biufc" and type(innermost(meta)) \
                 is not Tagged and sample.ndim == 0 else object
             slot = arrays[key] = [ref, np.zeros(array.shape, dtype=dtype),
@@ -431,7 +461,7 @@ class Tagger:
     def wrap(self, value: Any, meta: Any) -> Tagged:
         return Tagged(value, meta, self.owner, self.label)
 
-    def plain_call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def plain_call(self, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         parent = self.state.parent
         return fn(*args, **kwargs) if parent is None else parent(fn, *args, **kwargs)
 
@@ -478,7 +508,7 @@ class Tagger:
             return new
         return value
 
-    def leaf(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def leaf(self, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         """A call the context does not recurse into: keep metadata through the heap, drop it
         for other C functions (they receive values without this context's layer)."""
         handler = _HANDLERS.get(id(fn))
@@ -527,8 +557,8 @@ class Tagger:
         return self.plain_call(fn, args, kwargs)
 
 
-_BuiltinMethod = type(len)
-_operator_module = operator.add.__self__
+_BuiltinMethod = types.BuiltinMethodType  # type(len)
+_operator_module = _operator  # operator.add.__self__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _Function = type(_own)
 _Method = type(Shadow().clear)
@@ -541,7 +571,7 @@ def _store_value(t: Tagger, value: Any) -> tuple[Any, Any]:
     return t.scrub(value), _MISSING
 
 
-def _getattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj = t.strip(args[0])
     value = t.plain_call(fn, (obj, *args[1:]), kwargs)
     if t.shadow and isinstance(args[1], str):
@@ -551,7 +581,7 @@ def _getattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     return value
 
 
-def _setattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _setattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj, name = t.strip(args[0]), args[1]
     stored, meta = _store_value(t, args[2])
     out = t.plain_call(fn, (obj, name, stored), kwargs)
@@ -562,13 +592,13 @@ def _setattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _delattr(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _delattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj = t.strip(args[0])
     t.shadow.forget(obj, "attr", args[1])
     return t.plain_call(fn, (obj, *args[1:]), kwargs)
 
 
-def _getitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     container, key = t.strip(args[0]), t.strip(args[1])
     value = t.plain_call(fn, (container, key), kwargs)
     if not t.shadow:
@@ -598,7 +628,7 @@ def _rewrap(t: Tagger, sequence: Any, index: int, value: Any) -> Any:
     return value if meta is _MISSING else t.wrap(value, meta)
 
 
-def _setitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     container, key, value = t.strip(args[0]), t.strip(args[1]), args[2]
     if _is_array(container):
         return _set_array(t, fn, container, key, value)
@@ -618,11 +648,11 @@ def _setitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
             return out
         stored, meta = _store_value(t, value)
         out = t.plain_call(fn, (container, key, stored), kwargs)
-        entries = t.shadow.positions(container) if (meta is not _MISSING
-                                                    or id(container) in t.shadow.sequences) \
+        kept = t.shadow.positions(container) if (meta is not _MISSING
+                                                 or id(container) in t.shadow.sequences) \
             else None
-        if entries is not None:
-            entries[key] = None if meta is _MISSING else (innermost(stored), meta)
+        if kept is not None:
+            kept[key] = None if meta is _MISSING else (innermost(stored), meta)
         return out
     stored, meta = _store_value(t, value)
     out = t.plain_call(fn, (container, key, stored), kwargs)
@@ -656,13 +686,13 @@ def _set_array(t: Tagger, fn: Any, array: Any, key: Any, value: Any) -> Any:
         slot[1][key] = [v.meta if _own(v, t.owner) else zero for v in value]
         slot[2][key] = [_own(v, t.owner) for v in value]
         return out
-    slot = t.shadow.arrays.get(id(array))
-    if slot is not None and slot[0]() is array:
-        slot[2][key] = False
+    held = t.shadow.arrays.get(id(array))
+    if held is not None and held[0]() is array:
+        held[2][key] = False
     return t.plain_call(fn, (array, key, value), {})
 
 
-def _delitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _delitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     container, key = t.strip(args[0]), t.strip(args[1])
     if isinstance(container, list):
         if id(container) in t.shadow.sequences:
@@ -672,7 +702,7 @@ def _delitem(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
     return t.plain_call(fn, (container, key), kwargs)
 
 
-def _list_append(t: Tagger, lst: list, args: tuple) -> Any:
+def _list_append(t: Tagger, lst: list[Any], args: _Args) -> Any:
     stored, meta = _store_value(t, args[0]) if args else (None, _MISSING)
     if meta is _MISSING and id(lst) not in t.shadow.sequences:
         return t.plain_call(lst.append, (stored,), {})
@@ -682,7 +712,7 @@ def _list_append(t: Tagger, lst: list, args: tuple) -> Any:
     return None
 
 
-def _list_insert(t: Tagger, lst: list, args: tuple) -> Any:
+def _list_insert(t: Tagger, lst: list[Any], args: _Args) -> Any:
     index, value = args
     stored, meta = _store_value(t, value)
     if meta is _MISSING and id(lst) not in t.shadow.sequences:
@@ -693,7 +723,7 @@ def _list_insert(t: Tagger, lst: list, args: tuple) -> Any:
     return None
 
 
-def _list_extend(t: Tagger, lst: list, args: tuple) -> Any:
+def _list_extend(t: Tagger, lst: list[Any], args: _Args) -> Any:
     stored = [_store_value(t, v) for v in list(args[0])]
     entries = t.shadow.positions(lst) if any(m is not _MISSING for _, m in stored) or \
         id(lst) in t.shadow.sequences else None
@@ -703,7 +733,7 @@ def _list_extend(t: Tagger, lst: list, args: tuple) -> Any:
     return None
 
 
-def _list_pop(t: Tagger, lst: list, args: tuple) -> Any:
+def _list_pop(t: Tagger, lst: list[Any], args: _Args) -> Any:
     index = t.strip(args[0]) if args else -1
     slot = t.shadow.sequences.get(id(lst))
     entry = None
@@ -716,7 +746,7 @@ def _list_pop(t: Tagger, lst: list, args: tuple) -> Any:
     return value
 
 
-def _list_reorder(t: Tagger, fn: Any, lst: list, args: tuple, kwargs: dict) -> Any:
+def _list_reorder(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``reverse``/``sort``/``remove``/``clear``... on a list with metadata: move it along."""
     entries = t.shadow.positions(lst)
     if fn.__name__ == "reverse":
@@ -732,7 +762,7 @@ def _list_reorder(t: Tagger, fn: Any, lst: list, args: tuple, kwargs: dict) -> A
     return t.plain_call(fn, args, kwargs)
 
 
-def _dict_store(t: Tagger, fn: Any, target: dict, args: tuple, kwargs: dict) -> Any:
+def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``d.update(...)`` / ``d.setdefault(k, v)`` with this context's tagged values."""
     if fn.__name__ == "setdefault":
         key = args[0]
@@ -746,7 +776,7 @@ def _dict_store(t: Tagger, fn: Any, target: dict, args: tuple, kwargs: dict) -> 
     return None
 
 
-def _dict_get(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+def _dict_get(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``d.get(key)`` / ``d.pop(key)``: the stored value with its metadata."""
     key = t.strip(args[0]) if args else None
     present = _hashable(key) and key in d
@@ -759,7 +789,7 @@ def _dict_get(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
     return value if meta is _MISSING else t.wrap(value, meta)
 
 
-def _dict_view(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+def _dict_view(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``d.values()`` / ``d.items()`` of a dict holding metadata: a list of re-tagged entries
     (a list, not a live view: a view would read the plain values natively)."""
     if not any(key[0] == id(d) for key in t.shadow.places):
@@ -775,10 +805,10 @@ def _dict_view(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
     return [(key, item(key)) for key in d]
 
 
-def _dict_copy(t: Tagger, fn: Any, d: dict, args: tuple, kwargs: dict) -> Any:
+def _dict_copy(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``d.copy()``: the copy gets the original's metadata."""
     new = t.plain_call(fn, args, kwargs)
-    for (key_id, kind, key), (container, stored, meta) in list(t.shadow.places.items()):
+    for (key_id, kind, key), (_, stored, meta) in list(t.shadow.places.items()):
         if key_id == id(d) and kind == "item" and key in new and new[key] is stored:
             t.shadow.put(new, "item", key, stored, meta)
     return new
@@ -788,7 +818,7 @@ _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "item
                  "copy": _dict_copy}
 
 
-def _np_append(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
+def _np_append(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """``np.append(arr, values)``: the result's shadow is the inputs' metadata, concatenated."""
     np = sys.modules["numpy"]
     arr, values = t.strip(args[0]), args[1]
@@ -816,11 +846,20 @@ def _np_append(t: Tagger, fn: Any, args: tuple, kwargs: dict) -> Any:
 
 _LIST_METHODS = {"append": _list_append, "insert": _list_insert, "extend": _list_extend,
                  "pop": _list_pop}
-_HANDLERS: dict[int, tuple] = {}
+_Handler = Callable[[Tagger, Any, _Args, _Kwargs], Any]  # (tagger, fn, args, kwargs)
+_HANDLERS: dict[int, tuple[Any, _Handler]] = {}
 for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr),
                       (operator.getitem, _getitem), (operator.setitem, _setitem),
                       (operator.delitem, _delitem)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
+
+
+# Operators that leaf() runs as plain calls when no argument is tagged: the dispatchers skip
+# leaf() for them (the hot path of arithmetic on untagged values inside a tagging context).
+PLAIN_OPERATORS = frozenset(
+    id(f) for f in vars(operator).values()
+    if type(f) is _BuiltinMethod and f.__self__ is _operator_module
+    and id(f) not in _INPLACE_OPERATORS and id(f) not in _HANDLERS)
 
 
 def register_numpy_handlers() -> None:
@@ -830,7 +869,7 @@ def register_numpy_handlers() -> None:
         _HANDLERS[id(np.append)] = (np.append, _np_append)
 
 
-def handlers() -> dict[int, tuple]:
+def handlers() -> dict[int, tuple[Any, _Handler]]:
     """The structural functions tagged values keep their metadata through (by ``id``)."""
     return _HANDLERS
 

@@ -520,6 +520,17 @@ def test_two_live_instances_of_one_class_never_mix():
     assert metadata(other, c1) == "one" and metadata(other, c2) == "two"
 
 
+def test_a_similar_context_is_a_new_tag_identity():
+    """``similar`` copies the context's configuration, never its tags: a sibling made after the
+    original tagged values (and so holds its private fields) must not read their metadata."""
+    original = Plain()
+    a = tag(1.0, original, "mine")
+    sibling = original.similar()
+    assert not has_metadata(a, sibling) and untag(a, sibling) is a
+    b = tag(2.0, sibling, "theirs")
+    assert not has_metadata(b, original) and metadata(b, sibling) == "theirs"
+
+
 def test_shadow_storage_is_per_instance():
     c1, c2 = Plain(), Plain()
     tag(0.0, c2, None)                            # c2 handles tags too
