@@ -28,7 +28,7 @@ from typing import Any
 from . import _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR
 from ._protocols import is_static, lookup, protocol_for, static_types
-from ._rewrite import ALL_CATEGORIES, CALL
+from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
 from ._shims import shim_for
 
 _Function = types.FunctionType
@@ -240,7 +240,7 @@ class State:
         enclosing context intercepts more: ``inherited``)."""
         ctx, overridden = self.ctx, self.overridden
         if overridden or tags:
-            categories = ALL_CATEGORIES
+            categories = ALL_CATEGORIES | ({ITERATION} if tags else set()) | inherited
         else:
             categories = self.table.categories | ({CALL} if ctx.passes else set()) | inherited
             if categories:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from . import _frames
 from ._protocols import static_types
@@ -30,27 +31,34 @@ from ._protocols import static_types
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
     "call", "binop", "unaryop", "compare", "subscript", "attribute")
 ALL_CATEGORIES = frozenset((CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE))
+_N = TypeVar("_N", bound=ast.AST)
+_Fn = Callable[..., Any]
+# Iteration as a call of ``iter``: ``for`` loops, comprehensions, unpacking assignments and
+# ``*`` arguments.  Not in ALL_CATEGORIES: only contexts with tagged values intercept it (reading
+# a list's stored metadata back by iterating), so hooks do not see an ``iter`` per loop.
+ITERATION = "iteration"
 
-BINOPS = {
+BINOPS: dict[type[ast.operator], _Fn] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.MatMult: operator.matmul, ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
     ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
     ast.BitAnd: operator.and_,
 }
-INPLACE_OPS = {
+INPLACE_OPS: dict[type[ast.operator], _Fn] = {
     ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul,
     ast.MatMult: operator.imatmul, ast.Div: operator.itruediv, ast.FloorDiv: operator.ifloordiv,
     ast.Mod: operator.imod, ast.Pow: operator.ipow, ast.LShift: operator.ilshift,
     ast.RShift: operator.irshift, ast.BitOr: operator.ior, ast.BitXor: operator.ixor,
     ast.BitAnd: operator.iand,
 }
-UNARYOPS = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Invert: operator.invert,
-            ast.Not: operator.not_}
-COMPAREOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
-              ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-              ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: operator.contains,
-              ast.NotIn: operator.contains}
+UNARYOPS: dict[type[ast.unaryop], _Fn] = {
+    ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Invert: operator.invert,
+    ast.Not: operator.not_}
+COMPAREOPS: dict[type[ast.cmpop], _Fn] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: operator.contains, ast.NotIn: operator.contains}
 SUBSCRIPT_FNS = (operator.getitem, operator.setitem, operator.delitem)
 ATTRIBUTE_FNS = (builtins.getattr, builtins.setattr, builtins.delattr)
 
@@ -65,14 +73,14 @@ CATEGORY_OF.update({id(fn): ATTRIBUTE for fn in ATTRIBUTE_FNS})
 HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
     *BINOPS.values(), *INPLACE_OPS.values(), *UNARYOPS.values(), *COMPAREOPS.values(),
     *SUBSCRIPT_FNS, *ATTRIBUTE_FNS)}
-def _hide(namespace: dict | list) -> dict | list:
+def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
     """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names."""
     if isinstance(namespace, dict):
         return {k: v for k, v in namespace.items() if not k.startswith("@")}
     return [name for name in namespace if not name.startswith("@")]
 
 
-HIDDEN_CONSTANTS.update({"@slice": slice, "@type": type, "@S": static_types, "@hide": _hide,
+HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": static_types, "@hide": _hide,
                          "@getframe": _frames.getframe})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
@@ -94,27 +102,28 @@ def mangle(name: str, class_name: str | None) -> str:
     return f"_{stripped}{name}" if stripped else name
 
 
-def _place(node: ast.AST, template: ast.AST) -> ast.AST:
+def _place(node: _N, template: ast.AST) -> _N:
     """Give synthesised ``node`` (and its synthesised children) ``template``'s position.
 
     Nodes that already have a position (the user's, or placed before) are left alone, and so
     are their children: each node is visited about once however deep the nesting.
     """
-    pending = [node]
+    at: Any = template  # positioned node classes (stmt, expr, arg...) share no base class
+    pending: list[Any] = [node]
     while pending:
         child = pending.pop()
         if "lineno" in child._attributes:
             if hasattr(child, "lineno"):
                 continue
-            child.lineno = template.lineno
-            child.col_offset = template.col_offset
-            child.end_lineno = template.end_lineno
-            child.end_col_offset = template.end_col_offset
+            child.lineno = at.lineno
+            child.col_offset = at.col_offset
+            child.end_lineno = at.end_lineno
+            child.end_col_offset = at.end_col_offset
         pending.extend(ast.iter_child_nodes(child))
     return node
 
 
-def copy_tree(node: ast.AST) -> ast.AST:
+def copy_tree(node: _N) -> _N:
     """A deep copy of an AST, several times faster than ``copy.deepcopy``."""
     cls = type(node)
     new = cls.__new__(cls)
@@ -145,16 +154,17 @@ def _is_simple(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id[0] == "@")
 
 
-def _copy(node: ast.expr, at: dict | None = None) -> ast.expr:
+def _copy(node: ast.expr, at: dict[str, Any] | None = None) -> ast.expr:
     if isinstance(node, ast.Constant):
         return ast.Constant(node.value, **(at or {}))
-    return ast.Name(node.id, _LOAD, **(at or {}))
+    return ast.Name(cast(ast.Name, node).id, _LOAD, **(at or {}))  # simple: a temporary
 
 
-def _position(template: ast.AST) -> dict:
+def _position(template: ast.AST) -> dict[str, Any]:
     """Keyword arguments giving a new node ``template``'s position (cheaper than walking)."""
-    return {"lineno": template.lineno, "col_offset": template.col_offset,
-            "end_lineno": template.end_lineno, "end_col_offset": template.end_col_offset}
+    at: Any = template  # as in _place
+    return {"lineno": at.lineno, "col_offset": at.col_offset,
+            "end_lineno": at.end_lineno, "end_col_offset": at.end_col_offset}
 
 
 # The Overdubber method that visits each node class, looked up once.
@@ -196,25 +206,25 @@ class Overdubber(ast.NodeTransformer):
 
     # -- helpers ---------------------------------------------------------------------------
     def _name(self, hidden: str, ctx: ast.expr_context | None = None,
-              at: dict | None = None) -> ast.Name:
+              at: dict[str, Any] | None = None) -> ast.Name:
         if hidden in HIDDEN_CONSTANTS or hidden in DISPATCHERS:
             self.used.add(hidden)
         return ast.Name(id=hidden, ctx=ctx or _LOAD, **(at or {}))
 
-    def _fn(self, fn: Callable, at: dict | None = None) -> ast.Name:
+    def _fn(self, fn: _Fn, at: dict[str, Any] | None = None) -> ast.Name:
         return self._name("@" + fn.__name__, at=at)
 
     def _temp(self) -> str:
         self._temps += 1
         return f"@t{self._temps}"
 
-    def _dispatch(self, dispatcher: str, fn: Callable, args: list[ast.expr],
+    def _dispatch(self, dispatcher: str, fn: _Fn, args: list[ast.expr],
                   template: ast.AST) -> ast.Call:
         call = ast.Call(func=self._name(dispatcher), args=[self._fn(fn), *args], keywords=[])
         return _place(call, template)
 
-    def _guard(self, fn: Callable, hook_args: list[ast.expr], subjects: list[ast.expr],
-               first: list[ast.expr], at: dict) -> ast.expr:
+    def _guard(self, fn: _Fn, hook_args: list[ast.expr], subjects: list[ast.expr],
+               first: list[ast.expr], at: dict[str, Any]) -> ast.expr:
         """``@pre(fn, ...) is None and @flat and @type(s) in @S ...`` for observe mode."""
         hook = ast.Call(func=self._name("@pre", at=at), args=[self._fn(fn, at), *hook_args],
                         keywords=[], **at)
@@ -227,7 +237,7 @@ class Overdubber(ast.NodeTransformer):
             tests.append(ast.Compare(kind, [ast.In()], [self._name("@S", at=at)], **at))
         return ast.BoolOp(op=ast.And(), values=tests, **at)
 
-    def _operator(self, fn: Callable, operands: list[ast.expr],
+    def _operator(self, fn: _Fn, operands: list[ast.expr],
                   native: Callable[[list[ast.expr]], ast.expr], template: ast.AST,
                   subjects: tuple[int, ...], swap: bool = False) -> ast.expr:
         """``fn(*operands)`` seen by the context; ``native`` builds the plain operation.
@@ -266,7 +276,7 @@ class Overdubber(ast.NodeTransformer):
         fast = _place(native([_copy(r, at) for r in refs]), template)
         return ast.IfExp(test=test, body=fast, orelse=slow, **at)
 
-    def _operator_stmt(self, fn: Callable, operands: list[ast.expr], native: ast.stmt,
+    def _operator_stmt(self, fn: _Fn, operands: list[ast.expr], native: ast.stmt,
                        template: ast.AST, subjects: tuple[int, ...]) -> list[ast.stmt]:
         """Statement form of :meth:`_operator` for stores and deletes (operands are simple)."""
         if not self.observe:
@@ -279,6 +289,14 @@ class Overdubber(ast.NodeTransformer):
                         args=[self._fn(fn), *[_copy(o) for o in operands]], keywords=[])
         return [_place(ast.If(test=test, body=[native], orelse=[ast.Expr(slow)]), template)]
 
+    def _iterated(self, node: ast.expr) -> ast.expr:
+        """``node`` (visited) as ``iter(node)`` seen by the context, where iteration is
+        intercepted; a display iterates its own elements, so it stays."""
+        if ITERATION not in self.categories or isinstance(
+                node, (ast.Tuple, ast.List, ast.Set, ast.Constant)):
+            return node
+        return self._dispatch("@od", iter, [node], node)
+
     def _index(self, node: ast.expr) -> ast.expr:
         """A subscript's index as an ordinary expression (slices become ``slice(...)``)."""
         if isinstance(node, ast.Slice):
@@ -287,7 +305,8 @@ class Overdubber(ast.NodeTransformer):
             return _place(ast.Call(func=self._name("@slice"), args=parts, keywords=[]), node)
         if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
             return _place(ast.Tuple(elts=[self._index(e) for e in node.elts], ctx=_LOAD), node)
-        return self.visit(node)
+        index: ast.expr = self.visit(node)
+        return index
 
     def _attr_name(self, node: ast.Attribute) -> ast.Constant:
         return _place(ast.Constant(mangle(node.attr, self.class_name)), node)
@@ -381,7 +400,8 @@ class Overdubber(ast.NodeTransformer):
         node.args.defaults = [self.visit(d) for d in node.args.defaults]
         node.args.kw_defaults = [d if d is None else self.visit(d) for d in node.args.kw_defaults]
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+                          ) -> ast.AST:
         self._visit_header(node)
         return node
 
@@ -415,6 +435,18 @@ class Overdubber(ast.NodeTransformer):
         return node
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if not node.is_async:
+            node.iter = self._iterated(node.iter)
+        return node
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = self._iterated(node.value)
+        return node
 
     # -- expressions -----------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -528,6 +560,7 @@ class Overdubber(ast.NodeTransformer):
 
     def _load(self, obj: ast.expr, key: ast.expr, attr: str | None, template: ast.AST) -> ast.expr:
         """Read ``obj.attr`` / ``obj[key]`` (operands simple), seen if the category is."""
+        native: Callable[[list[ast.expr]], ast.expr]
         if attr is not None:
             native = lambda n: ast.Attribute(n[0], attr, _LOAD)  # noqa: E731
             if ATTRIBUTE not in self.categories:
@@ -573,11 +606,15 @@ class Overdubber(ast.NodeTransformer):
             self._pending.append(_place(ast.Assign([self.visit(target)], _copy(value)), template))
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
+        unpacks = len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
         if not any(self._intercepted_target(t) for t in node.targets):
             self.generic_visit(node)
+            if unpacks:
+                node.value = self._iterated(node.value)
             return node
         out, temps = self._begin()
-        value = self._assign_temp(self.visit(node.value), node, temps)
+        value = self.visit(node.value)
+        value = self._assign_temp(self._iterated(value) if unpacks else value, node, temps)
         for target in node.targets:
             self._store(target, value, node, temps)
         return self._finish(out, temps, node)
@@ -610,7 +647,7 @@ class Overdubber(ast.NodeTransformer):
         out, temps = self._begin()
         obj = self._assign_temp(self.visit(target.value), node, temps)
         attr = target.attr if isinstance(target, ast.Attribute) else None
-        if attr is not None:
+        if isinstance(target, ast.Attribute):
             key: ast.expr = self._attr_name(target)
         else:
             key = self._assign_temp(self._index(target.slice), node, temps)
@@ -628,7 +665,8 @@ class Overdubber(ast.NodeTransformer):
             # the object and key are already evaluated: store through the simple temporaries
             fn = setattr if attr is not None else operator.setitem
             self._pending += self._operator_stmt(
-                fn, [obj, key, result], _place(ast.Assign([store], _copy(result)), node), node, (0,))
+                fn, [obj, key, result], _place(ast.Assign([store], _copy(result)), node), node,
+                (0,))
         else:
             self._pending.append(_place(ast.Assign([store], _copy(result)), node))
         return self._finish(out, temps, node)
@@ -662,14 +700,25 @@ class Overdubber(ast.NodeTransformer):
         return self._finish(out, temps, node)
 
     def _loop_target(self, node: ast.For | ast.AsyncFor) -> ast.AST:
+        if (ITERATION in self.categories and isinstance(node.target, (ast.Tuple, ast.List))
+                and not isinstance(node, ast.AsyncFor)):
+            # for a, b in it: ...  ->  for @t in iter(it): a, b = iter(@t); ...
+            temp = self._temp()
+            unpack = ast.Assign([node.target], ast.Name(temp, _LOAD))
+            node.target = _place(ast.Name(temp, _STORE), node.target)
+            node.body.insert(0, _place(unpack, unpack.targets[0]))
         if not self._intercepted_target(node.target):
             self.generic_visit(node)
+            if not isinstance(node, ast.AsyncFor):
+                node.iter = self._iterated(node.iter)
             return node
         # for obj.x in it: ...  ->  for @t in it: obj.x = @t; ...
         temp = self._temp()
         target = node.target
         node.target = _place(ast.Name(temp, _STORE), target)
         node.iter = self.visit(node.iter)
+        if not isinstance(node, ast.AsyncFor):
+            node.iter = self._iterated(node.iter)
         stores, temps = self._begin()
         self._store(target, ast.Name(temp, _LOAD), target, temps)
         node.body = self._finish(stores, temps, target) + self._statements(node.body)

@@ -35,7 +35,7 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _active
@@ -514,6 +514,10 @@ class Tagger:
         handler = _HANDLERS.get(id(fn))
         if handler is not None and handler[0] is fn:
             return handler[1](self, fn, args, kwargs)
+        return self.unhandled_leaf(fn, args, kwargs)
+
+    def unhandled_leaf(self, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        """:meth:`leaf` for a callable without a structural handler."""
         if type(fn) is _BuiltinMethod and fn.__self__ is _operator_module and \
                 Tagged not in map(type, args) and id(fn) not in _INPLACE_OPERATORS:
             return self.plain_call(fn, args, kwargs)  # arithmetic on plain values: the hot path
@@ -818,6 +822,55 @@ _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "item
                  "copy": _dict_copy}
 
 
+def _iter(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``iter(x)`` (also every ``for`` loop, comprehension and unpacking under tags): a list,
+    tuple or NumPy array holding stored metadata yields its items with their metadata."""
+    if len(args) == 1 and not kwargs and t.shadow and _holds_metadata(t, args[0]):
+        return _sequence_items(t, t.strip(args[0]))
+    return _call_on(t, fn, args, kwargs)
+
+
+def _call_on(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """Go on with a call as the dispatcher would have without the handler: into a shim or the
+    Python code that runs it (seen by the context), else natively."""
+    target = t.state.resolve(fn, args, kwargs)
+    return t.unhandled_leaf(fn, args, kwargs) if target is None else target(*args, **kwargs)
+
+
+def _sequence_items(t: Tagger, sequence: Any) -> Iterator[Any]:
+    """What iterating ``sequence`` gives, read by index through the context (so its metadata,
+    and any enclosing context's, comes back); like a list iterator, it sees later changes."""
+    index = 0
+    while True:
+        try:
+            item = _getitem(t, operator.getitem, (sequence, index), {})
+        except IndexError:
+            return
+        yield item
+        index += 1
+
+
+def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """A builtin that reads its iterable arguments (``sum``, ``max``, ``sorted``, ``list``...):
+    lists, tuples and arrays holding stored metadata are passed as lists of their items with
+    the metadata, then the call goes on as any other (shims such as ``sum``'s see the items)."""
+    if t.shadow and any(_holds_metadata(t, a) for a in args):
+        args = tuple(list(_sequence_items(t, t.strip(a))) if _holds_metadata(t, a) else a
+                     for a in args)
+    return _call_on(t, fn, args, kwargs)
+
+
+def _holds_metadata(t: Tagger, x: Any) -> bool:
+    x = t.strip(x)
+    if isinstance(x, (list, tuple)):
+        slot = t.shadow.sequences.get(id(x))
+        return slot is not None and slot[0] is x and any(slot[1])
+    if _is_array(x):
+        slot = t.shadow.arrays.get(id(x))
+        return slot is not None and slot[0]() is x and x.ndim > 0 and bool(slot[2].any())
+    return False
+
+
 def _np_append(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """``np.append(arr, values)``: the result's shadow is the inputs' metadata, concatenated."""
     np = sys.modules["numpy"]
@@ -849,7 +902,10 @@ _LIST_METHODS = {"append": _list_append, "insert": _list_insert, "extend": _list
 _Handler = Callable[[Tagger, Any, _Args, _Kwargs], Any]  # (tagger, fn, args, kwargs)
 _HANDLERS: dict[int, tuple[Any, _Handler]] = {}
 for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr),
-                      (operator.getitem, _getitem), (operator.setitem, _setitem),
+                      (operator.getitem, _getitem), (operator.setitem, _setitem), (iter, _iter),
+                      *((consumer, _consume) for consumer in (
+                          sum, max, min, sorted, list, tuple, set, frozenset, enumerate, zip,
+                          reversed, any, all, map, filter)),
                       (operator.delitem, _delitem)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
 
