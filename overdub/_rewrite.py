@@ -401,9 +401,49 @@ class Overdubber(ast.NodeTransformer):
         node.args.kw_defaults = [d if d is None else self.visit(d) for d in node.args.kw_defaults]
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-                          ) -> ast.AST:
+                          ) -> ast.AST | list[ast.stmt]:
         self._visit_header(node)
-        return node
+        if isinstance(node, ast.Lambda):
+            return node
+        return self._decorate(node)
+
+    def _decorate(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                  ) -> ast.AST | list[ast.stmt]:
+        """Apply the (visited) decorators as calls the context sees::
+
+            @d1                      @t1 = d1
+            @d2(arg)                 @t2 = d2(arg)
+            def f(): ...       ->    def f(): ...       (starting on @d1's line, like the original)
+                                     f = @od(@t1, @od(@t2, f))
+                                     del @t1, @t2
+
+        The decorator expressions are evaluated first, then the definition, then the calls,
+        innermost first: Python's order.
+        """
+        if CALL not in self.categories or not node.decorator_list:
+            return node
+        out: list[ast.stmt] = []
+        refs: list[ast.expr] = []
+        temps: list[str] = []
+        for decorator in node.decorator_list:
+            if _is_simple(decorator):
+                refs.append(decorator)
+                continue
+            temp = self._temp()
+            temps.append(temp)
+            out.append(_place(ast.Assign([ast.Name(temp, _STORE)], decorator), decorator))
+            refs.append(ast.Name(temp, _LOAD))
+        first = node.decorator_list[0]
+        node.decorator_list = []
+        node.lineno, node.col_offset = first.lineno, first.col_offset  # co_firstlineno as before
+        out.append(node)
+        value: ast.expr = ast.Name(node.name, _LOAD)
+        for ref in reversed(refs):
+            value = ast.Call(func=self._name("@od"), args=[ref, value], keywords=[])
+        out.append(_place(ast.Assign([ast.Name(node.name, _STORE)], value), first))
+        if temps:
+            out.append(_place(ast.Delete([ast.Name(t, ast.Del()) for t in temps]), first))
+        return out
 
     visit_AsyncFunctionDef = visit_FunctionDef
     visit_Lambda = visit_FunctionDef
@@ -419,7 +459,7 @@ class Overdubber(ast.NodeTransformer):
         self._class_bodies -= 1
         self._no_walrus -= 1
         self.class_name = outer
-        return node
+        return self._decorate(node)
 
     def visit_match_case(self, node: ast.match_case) -> ast.AST:
         # Patterns are not expressions: their dotted names must stay attribute lookups.

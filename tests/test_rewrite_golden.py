@@ -13,6 +13,7 @@ Each test uses a context class of its own, so the rewrite cache is cold for it.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import math
 import sys
@@ -234,3 +235,32 @@ def test_bare_context_does_not_rewrite(monkeypatch):
     assert overdub(Context(), scaled_sine, 0.5, 2.0) == scaled_sine(0.5, 2.0)
     assert overdub(Context(), running_code) is running_code.__code__
     assert calls == []
+
+
+def _same(fn):
+    return fn
+
+
+def decorated_inside(seen):
+    @functools.wraps(seen)
+    @_same
+    def helper():
+        return 1
+
+    return helper
+
+
+def test_golden_decorators_are_calls_the_context_sees(captured):
+    out = overdub(_full_context(), decorated_inside, len)
+    assert out.__wrapped__ is len and out.__name__ == "len"  # functools.wraps applied
+    assert rewritten_text(captured, "decorated_inside") == golden("""
+        def decorated_inside(seen):
+            @t1 = @od(@op2(@getattr, functools, 'wraps'), seen)
+            @t2 = _same
+
+            def helper():
+                return 1
+            helper = @od(@t1, @od(@t2, helper))
+            del @t1, @t2
+            return helper
+    """)

@@ -1706,15 +1706,9 @@ NATIVE_ONLY = {
 }
 
 # Python code the core does not reach although the design says every call is seen.
-DECORATOR_GAP = ("overdub gap: decorator application (@deco def/class) is not a context call, "
-                 "so the decorator's body (functools.wraps, enum.unique) runs unseen")
 LRU_GAP = ("overdub gap: a functools.lru_cache-wrapped function (C wrapper) is a leaf; "
            "its Python body (urllib.parse.urlsplit) runs unseen")
-COUNT_GAPS = {
-    "functools.wraps": DECORATOR_GAP, "functools.wraps-qualname": DECORATOR_GAP,
-    "enum.unique-error": DECORATOR_GAP,
-    "urllib.urlsplit": LRU_GAP, "urllib.bad-ipv6": LRU_GAP,
-}
+COUNT_GAPS = {"urllib.urlsplit": LRU_GAP, "urllib.bad-ipv6": LRU_GAP}
 
 
 def _count_params() -> list:

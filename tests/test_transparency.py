@@ -26,7 +26,8 @@ import os
 import sys
 import warnings
 from collections import namedtuple
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -610,7 +611,7 @@ def _repeat(n):
     return decorate
 
 
-@case("wrapper", "hello")
+@case("_shout", "wrapper", "hello")
 def case_decorator_plain():
     @_shout
     def hello(name):
@@ -619,7 +620,7 @@ def case_decorator_plain():
     return hello("bob"), hello.__name__
 
 
-@case("wrapper", "add")
+@case("_traced", "wraps", "update_wrapper", "wrapper", "add")
 def case_functools_wraps():
     @_traced
     def add(a, b):
@@ -629,7 +630,7 @@ def case_functools_wraps():
     return add(1, 2), add.__name__, add.__doc__, add.__wrapped__(3, 4)
 
 
-@case("wrapper", "step")
+@case("_repeat", "decorate", "wrapper", "step")
 def case_decorator_with_arguments_and_stacking():
     @_repeat(3)
     @_repeat(2)
@@ -639,7 +640,7 @@ def case_decorator_with_arguments_and_stacking():
     return step(0)
 
 
-@case("Greeter.hi")
+@case("_traced", "Greeter.hi")
 def case_decorated_method():
     class Greeter:
         @_traced
@@ -649,7 +650,7 @@ def case_decorated_method():
     return Greeter().hi("ann"), Greeter.hi.__name__
 
 
-@case()
+@case("register")
 def case_class_decorator():
     def register(cls):
         cls.registered = True
@@ -660,6 +661,41 @@ def case_class_decorator():
         pass
 
     return A.registered, A.__name__
+
+
+@case("note", "outer", "inner")
+def case_decorator_evaluation_order():
+    """Decorator expressions first (top down), then defaults, then application (bottom up)."""
+    order = []
+
+    def note(label):
+        order.append("evaluate " + label)
+
+        def apply(fn):
+            order.append("apply " + label)
+            return fn
+        return apply
+
+    class Holder:
+        @note("outer")
+        @note("inner")
+        def method(self, x=order.append("default")):
+            return x
+
+    def outer(cls):
+        order.append("class outer")
+        return cls
+
+    def inner(cls):
+        order.append("class inner")
+        return cls
+
+    @outer
+    @inner
+    class Decorated:
+        pass
+
+    return order, Holder.method.__name__, Decorated.__name__, sorted(vars(Holder))
 
 
 @case("fib")
