@@ -19,15 +19,19 @@ import ast
 import copy
 import dis
 import inspect
+import sys
 import threading
 import types
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from . import _source
-from ._rewrite import HIDDEN_CONSTANTS, Overdubber, copy_tree
+from ._rewrite import EMBEDDED, HIDDEN_CONSTANTS, Overdubber, copy_tree
 
+_N = TypeVar("_N", bound=ast.AST)
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
@@ -44,7 +48,21 @@ class Rewritten:
 
 
 _CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTANTS.items()}
-_by_code: dict[int, tuple[weakref.ref, dict]] = {}
+_EMBEDDED_CELLS: dict[str, types.CellType] = {}
+
+
+def _embedded_cell(name: str) -> types.CellType | None:
+    """The cell of a value a pass embedded (see ``_rewrite.embed``); None for other names."""
+    if name not in EMBEDDED:
+        return None
+    cell = _EMBEDDED_CELLS.get(name)
+    if cell is None:
+        cell = _EMBEDDED_CELLS.setdefault(name, types.CellType(EMBEDDED[name]))
+    return cell
+
+
+# id(code) -> (weak ref to code, {cache key: Rewritten | NoSource, "source": Located | NoSource})
+_by_code: dict[int, tuple[weakref.ref[types.CodeType], dict[Any, Any]]] = {}
 _lock = threading.Lock()
 # CPython 3.11's conversions between Python and C ASTs (compile() of an AST, ast.parse) count
 # their recursion depth in state shared by all threads: concurrent calls can fail with
@@ -54,13 +72,14 @@ AST_LOCK = _source.AST_LOCK
 _warned: set[int] = set()
 
 
-def _entries(code: types.CodeType) -> dict:
+def _entries(code: types.CodeType) -> dict[Any, Any]:
     slot = _by_code.get(id(code))
     if slot is not None and slot[0]() is code:
         return slot[1]
     key = id(code)
 
-    def evict(_ref: weakref.ref, key: int = key, _by_code: dict = _by_code) -> None:
+    def evict(_ref: weakref.ref[types.CodeType], key: int = key,
+              _by_code: dict[int, Any] = _by_code) -> None:
         # No lock: this runs whenever a code object dies, also inside a garbage collection
         # triggered while this thread holds `_lock`.  Dict operations are atomic; at worst a
         # racing insert under a reused id is dropped, which is only a cache miss.
@@ -76,25 +95,28 @@ def _entries(code: types.CodeType) -> dict:
     return slot[1]
 
 
-def cached_rewrite(code: types.CodeType, module_globals: dict, key: tuple, passes: tuple,
-                   categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
+def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tuple[Any, ...],
+                   passes: tuple[Any, ...], categories: frozenset[str],
+                   observe: bool) -> Rewritten | _source.NoSource:
     """The rewritten form of ``code`` for ``key`` (context class, passes, categories)."""
     entries = _entries(code)
-    found = entries.get(key)
+    found: Rewritten | _source.NoSource | None = entries.get(key)
     if found is None:
         found = _rewrite(code, module_globals, passes, categories, observe)
         found = entries.setdefault(key, found)
         if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
             _warned.add(id(code))
-            warnings.warn(f"overdub: running {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name} "
-                          f"natively: {found.reason}", RuntimeWarning, stacklevel=2)
+            name = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
+            warnings.warn(f"overdub: running {name} natively: {found.reason}", RuntimeWarning,
+                          stacklevel=2)
     return found
 
 
-def _checked_source(code: types.CodeType, module_globals: dict) -> _source.Located | _source.NoSource:
+def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
+                    ) -> _source.Located | _source.NoSource:
     """Locate ``code``'s source and make sure it still compiles to ``code`` (not edited since)."""
     entries = _entries(code)
-    found = entries.get("source")
+    found: _source.Located | _source.NoSource | None = entries.get("source")
     if found is None:
         found = _source.locate(code, module_globals)
         if isinstance(found, _source.Located):
@@ -115,7 +137,7 @@ _CONTEXT_DEPENDENT = bytes(dis.opmap[name] for name in (
     "PRECALL_METHOD", "EXTENDED_ARG", "CACHE", "NOP") if name in dis.opmap)
 
 
-def _fingerprint(code: types.CodeType) -> tuple:
+def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
     """What must agree between a function's code and its source compiled again (cheap: the
     opcode sequence, names, constants and variables, compared as byte strings and tuples)."""
     opcodes = code.co_code[::2].translate(None, _CONTEXT_DEPENDENT)
@@ -126,7 +148,8 @@ def _fingerprint(code: types.CodeType) -> tuple:
         code.co_kwonlyargcount
 
 
-def _apply_pass(a_pass: object, node: ast.AST, code: types.CodeType) -> ast.AST:
+def _apply_pass(a_pass: ast.NodeTransformer | Callable[[ast.AST], Any], node: _N,
+                code: types.CodeType) -> _N:
     result = a_pass.visit(node) if isinstance(a_pass, ast.NodeTransformer) else a_pass(node)
     if not isinstance(result, type(node)):
         raise ValueError(f"overdub pass {a_pass!r} returned {type(result).__name__} for "
@@ -135,7 +158,7 @@ def _apply_pass(a_pass: object, node: ast.AST, code: types.CodeType) -> ast.AST:
     return result
 
 
-def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
+def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple[Any, ...],
              categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
     located = _checked_source(code, module_globals)
     if isinstance(located, _source.NoSource):
@@ -154,9 +177,10 @@ def _rewrite(code: types.CodeType, module_globals: dict, passes: tuple,
         if not passes:
             raise  # our own bug: let it be seen
         raise ValueError(f"overdub: the passes {list(passes)!r} produced invalid code for "
-                         f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}") from exc
+                         f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}"
+                         ) from exc
     _record_nested(new, node, located.class_name, bool(passes))
-    cells = tuple(_CONSTANT_CELLS.get(name) for name in new.co_freevars)
+    cells = tuple(_CONSTANT_CELLS.get(name) or _embedded_cell(name) for name in new.co_freevars)
     return Rewritten(new, cells)
 
 
@@ -170,7 +194,7 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
     """
     if not any(isinstance(const, types.CodeType) for const in compiled.co_consts):
         return  # nothing defined inside: skip walking the (large, rewritten) tree
-    nested: dict[tuple[str, int], list] = {}
+    nested: dict[tuple[str, int], list[_source._Def]] = {}
     for child in ast.walk(node):
         if child is node:
             continue
@@ -191,7 +215,7 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
                 candidates[0], class_name, passes_applied=passes_applied))
 
 
-def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
+def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
              hidden: list[str]) -> types.CodeType:
     synthetic: list[ast.AST] = []  # the wrapper nodes we add, positioned at the function
     target: ast.stmt
@@ -202,8 +226,9 @@ def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
         # A renamed shallow copy, so the def binds nothing the function could see (a recursive
         # `fib` inside `fib` must stay a global lookup, not a free variable of the factory) and
         # the shared parsed tree is not changed.
-        target = copy.copy(node)
-        target.name = "@target"
+        renamed = copy.copy(node)
+        renamed.name = "@target"
+        target = renamed
     body: list[ast.stmt] = [target]
     if located.class_name is not None:
         # class @holder: class Name: def f -- the class mangles private names as before, and
@@ -211,7 +236,7 @@ def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
         for name in (located.class_name, "@holder"):
             body = [ast.ClassDef(name=name, bases=[], keywords=[], body=body, decorator_list=[])]
             synthetic.append(body[0])
-    params = [ast.arg(arg=name) for name in (*code.co_freevars, *hidden)
+    params = [ast.arg(arg=name) for name in dict.fromkeys((*code.co_freevars, *hidden))
               if name != "__class__" or located.class_name is None]
     arguments = ast.arguments(posonlyargs=[], args=params, vararg=None, kwonlyargs=[],
                               kw_defaults=[], kwarg=None, defaults=[])
@@ -231,13 +256,15 @@ def _compile(code: types.CodeType, located: _source.Located, node: ast.AST,
     # types.coroutine marks a generator's code as awaitable; the compiler cannot know that.
     found = found.replace(co_name=code.co_name,
                           co_flags=found.co_flags | (code.co_flags & inspect.CO_ITERABLE_COROUTINE))
-    if hasattr(found, "co_qualname"):  # 3.11+: the user's qualified names, nested ones too
+    if sys.version_info >= (3, 11):  # the user's qualified names, nested ones too
         found = _requalify(found, found.co_qualname, code.co_qualname)
     return found
 
 
 def _requalify(code: types.CodeType, compiled: str, original: str) -> types.CodeType:
     """Replace the synthetic ``@factory.<locals>...@target`` prefix of qualified names."""
+    if sys.version_info < (3, 11):  # code objects have qualified names since 3.11
+        return code
     consts = tuple(_requalify(c, compiled, original) if isinstance(c, types.CodeType) else c
                    for c in code.co_consts)
     consts = tuple(original + c[len(compiled):]  # a class body's __qualname__ constant

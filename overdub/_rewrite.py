@@ -73,6 +73,37 @@ CATEGORY_OF.update({id(fn): ATTRIBUTE for fn in ATTRIBUTE_FNS})
 HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
     *BINOPS.values(), *INPLACE_OPS.values(), *UNARYOPS.values(), *COMPAREOPS.values(),
     *SUBSCRIPT_FNS, *ATTRIBUTE_FNS)}
+# Values passes put into rewritten code with embed(), by hidden name (kept alive: few, long-lived).
+EMBEDDED: dict[str, object] = {}
+_embedded_names: dict[int, str] = {}
+
+
+def embed(value: Any) -> ast.Name:
+    """An expression node, for a pass, that evaluates to ``value`` itself.
+
+    A pass that needs an object in the code it produces (a helper function, a module, an array
+    namespace) cannot name it safely: any name it writes may be shadowed by the user's locals,
+    globals or builtins, or be missing from the function's module.  ``embed(value)`` gives a
+    name no Python source can spell (``@embed1:where``), bound to ``value`` in the rewritten
+    function's closure.  Each call returns a new node; the same value always gets the same name.
+
+    Example, a pass that turns every call of ``print`` into a call of ``log``::
+
+        class PrintToLog(ast.NodeTransformer):
+            def visit_Name(self, node):
+                if node.id == "print" and isinstance(node.ctx, ast.Load):
+                    return ast.copy_location(embed(log), node)
+                return node
+    """
+    name = _embedded_names.get(id(value))
+    if name is None or EMBEDDED.get(name) is not value:
+        label = getattr(value, "__name__", type(value).__name__)
+        name = f"@embed{len(EMBEDDED) + 1}:{label}"
+        EMBEDDED[name] = value
+        _embedded_names[id(value)] = name
+    return ast.Name(id=name, ctx=ast.Load())
+
+
 def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
     """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names."""
     if isinstance(namespace, dict):
@@ -378,8 +409,12 @@ class Overdubber(ast.NodeTransformer):
     # -- scopes ----------------------------------------------------------------------------
     def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         """Rewrite the body of the function being overdubbed (its header is not executed)."""
-        self._walrus_targets = {n.target.id for n in ast.walk(node)
-                                if isinstance(n, ast.NamedExpr)}
+        self._walrus_targets = set()
+        for child in ast.walk(node):
+            if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
+                self._walrus_targets.add(child.target.id)
+            elif type(child) is ast.Name and child.id in EMBEDDED:
+                self.used.add(child.id)  # a pass's embed(): bound for nested bodies too
         if isinstance(node, ast.Lambda):
             node.body = self.visit(node.body)
             return
@@ -448,7 +483,7 @@ class Overdubber(ast.NodeTransformer):
     visit_AsyncFunctionDef = visit_FunctionDef
     visit_Lambda = visit_FunctionDef
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST | list[ast.stmt]:
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.bases = [self.visit(b) for b in node.bases]
         node.keywords = [self.visit(k) for k in node.keywords]

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import overdub._cache as overdub_cache
-from overdub import Context, can_recurse, opaque, overdub, recurse
+from overdub import Context, can_recurse, embed, opaque, overdub, recurse
 from overdub.contexts import CountContext, LogContext, TraceContext
 
 
@@ -543,6 +543,44 @@ def test_pass_with_partially_positioned_nodes(make_ctx):
         assert "Float32LiteralsOuterPositionOnly" in str(exc)
     else:
         assert type(out) is np.float32 and out == np.float32(2.5)
+
+
+_printed = []
+
+
+def _capture(*args):
+    _printed.append(args)
+
+
+class PrintToCapture(ast.NodeTransformer):
+    """Calls of ``print`` become calls of ``_capture``, embedded: no name lookup involved."""
+
+    def visit_Name(self, node):
+        if node.id == "print" and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(embed(_capture), node)
+        return node
+
+
+def prints_through_a_closure(x, _capture=None):
+    print("outer", x)  # the user's own `_capture` (a parameter) must not be what is called
+
+    def inner(y):
+        print("inner", y)
+        return y + 1
+
+    return inner
+
+
+def test_embed_binds_a_value_no_user_name_can_shadow():
+    _printed.clear()
+    ctx = Context(passes=[PrintToCapture()])
+    inner = overdub(ctx, prints_through_a_closure, 1, _capture="not callable")
+    assert _printed == [("outer", 1)]
+    assert overdub(ctx, inner, 5) == 6  # the nested function, rewritten from the pass's tree
+    assert inner(7) == 8  # and run natively: its embedded name is bound in its closure too
+    assert _printed == [("outer", 1), ("inner", 5), ("inner", 7)]
+    assert embed(_capture).id == embed(_capture).id != embed(print).id
+    assert embed(_capture).id.startswith("@")
 
 
 def logged(x):
