@@ -6,18 +6,18 @@ rewrites what Python would decide per element (``if``/``elif``/``else``, early `
 ``x if c else y``, ``and``/``or``/``not``, chained comparisons) into code that computes every
 branch for every element and selects with ``where``, so the kernel is a handful of array
 operations instead of a Python loop.  The HM-LSTM kernel of the Cassette talk, before and after
-the pass (``@gpu_vx`` is this module; the names starting with ``@`` cannot be spelled in source,
-so they never collide with yours)::
+the pass (``@embed1:overdub_gpu._broadcast`` is this module, put there with
+:func:`overdub.embed`; the names starting with ``@`` cannot be spelled in source, so they never
+collide with yours)::
 
     def hmlstm(z, zb, c, f, i, g):           def hmlstm(z, zb, c, f, i, g):
-        if z == 1:  # FLUSH                      @gpu_vx = __import__('overdub_gpu._broadcast', ...)
-            return sigm(i) * tanh(g)              @gpu_c1 = z == 1
-        elif zb == 0:  # COPY                     @gpu_r2 = sigm(i) * tanh(g)
-            return c                              @gpu_c3 = zb == 0
-        else:  # UPDATE                  ->       @gpu_r4 = c
-            return sigm(f) * c + ...              @gpu_r5 = sigm(f) * c + ...
-                                                  return @gpu_vx.where(@gpu_c1, @gpu_r2,
-                                                             @gpu_vx.where(@gpu_c3, @gpu_r4, @gpu_r5))
+        if z == 1:  # FLUSH                      @gpu_c1 = z == 1
+            return sigm(i) * tanh(g)              @gpu_r2 = sigm(i) * tanh(g)
+        elif zb == 0:  # COPY                     @gpu_c3 = zb == 0
+            return c                              @gpu_r4 = c
+        else:  # UPDATE                  ->       @gpu_r5 = sigm(f) * c + ...
+            return sigm(f) * c + ...              return @embed1:...where(@gpu_c1, @gpu_r2,
+                                                      @embed1:...where(@gpu_c3, @gpu_r4, @gpu_r5))
 
 Each branch sees the variables as they were before the ``if`` (a branch's assignments go to
 renamed copies) and the ones both branches assign are merged with ``where`` after it.  What
@@ -41,13 +41,15 @@ from __future__ import annotations
 import ast
 import copy
 import operator
+import sys
 import types
 import weakref
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 
-from overdub import is_opaque, opaque, overdub, recurse
+from overdub import embed, is_opaque, opaque, overdub, recurse
 
 from ._context import ArrayBackendContext, HostArrayError
 from ._table import MissingCounterpartError
@@ -238,6 +240,7 @@ class BranchesToWhere(ast.NodeTransformer):
 
 
 _P = "@gpu_"  # prefix of every name the pass invents
+_N = TypeVar("_N", bound=ast.AST)
 
 
 class _Vectoriser:
@@ -257,7 +260,6 @@ class _Vectoriser:
         self.defined = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
                                          *(x for x in (args.vararg, args.kwarg) if x))}
         self.partial: dict[str, int] = {}
-        self.in_lambda = isinstance(node, ast.Lambda)
 
     # -- small AST makers ------------------------------------------------------------------
     def temp(self, kind: str) -> str:
@@ -265,14 +267,7 @@ class _Vectoriser:
         return f"{_P}{kind}{self.count}"
 
     def helper(self, name: str) -> ast.expr:
-        if self.in_lambda:
-            module: ast.expr = ast.Call(
-                ast.Name("__import__", ast.Load()),
-                [ast.Constant(_MODULE), ast.Constant(None), ast.Constant(None),
-                 ast.Tuple([ast.Constant("where")], ast.Load())], [])
-        else:
-            module = ast.Name(f"{_P}vx", ast.Load())
-        return ast.Attribute(module, name, ast.Load())
+        return ast.Attribute(embed(sys.modules[_MODULE]), name, ast.Load())
 
     def call(self, name: str, *args: ast.expr) -> ast.expr:
         return ast.Call(self.helper(name), list(args), [])
@@ -280,10 +275,10 @@ class _Vectoriser:
     def where(self, c: ast.expr, x: ast.expr, y: ast.expr) -> ast.expr:
         return self.call("where", c, x, y)
 
-    def what(self, construct: str, node: ast.AST) -> ast.Constant:
+    def what(self, construct: str, node: ast.stmt | ast.expr) -> ast.Constant:
         return ast.Constant(f"the {construct} at line {node.lineno} of {self.name}")
 
-    def bind(self, kind: str, value: ast.expr, out: list, at: ast.AST) -> ast.Name:
+    def bind(self, kind: str, value: ast.expr, out: list[ast.stmt], at: ast.AST) -> ast.Name:
         """``@gpu_<kind>N = value`` appended to ``out``; the name, for reading."""
         name = self.temp(kind)
         out.append(_at(ast.Assign([ast.Name(name, ast.Store())], value), at))
@@ -291,7 +286,7 @@ class _Vectoriser:
 
     # -- entry points --------------------------------------------------------------------
     def function(self) -> ast.FunctionDef:
-        node = self.node
+        node = cast(ast.FunctionDef, self.node)  # made by visit_FunctionDef
         body = node.body
         docstring = body[:1] if body and _is_docstring(body[0]) else []
         out: list[ast.stmt] = []
@@ -300,20 +295,17 @@ class _Vectoriser:
             out.append(_at(ast.Return(self.call(
                 "partial_return", state.done, state.value,
                 self.what("function", node))), node))
-        prologue = _at(ast.Assign([ast.Name(f"{_P}vx", ast.Store())], ast.Call(
-            ast.Name("__import__", ast.Load()),
-            [ast.Constant(_MODULE), ast.Constant(None), ast.Constant(None),
-             ast.Tuple([ast.Constant("where")], ast.Load())], [])), node.body[0])
-        node.body = [*docstring, prologue, *out]
+        node.body = [*docstring, *out]
         return node
 
     def lambda_(self) -> ast.Lambda:
-        self.node.body = self.expr(self.node.body)
-        return self.node
+        node = cast(ast.Lambda, self.node)  # made by visit_Lambda
+        node.body = self.expr(node.body)
+        return node
 
     # -- statements ------------------------------------------------------------------------
-    def block(self, stmts: list[ast.stmt], state: "_State", mode: str, out: list,
-              top: bool = False) -> "_State":
+    def block(self, stmts: list[ast.stmt], state: _State, mode: str, out: list[ast.stmt],
+              top: bool = False) -> _State:
         """Rewrite ``stmts`` into ``out``; the return state after them.
 
         ``mode``: "vector" (a function body or a vectorised branch), "loop" (in a loop body:
@@ -327,8 +319,8 @@ class _Vectoriser:
             state = self.statement(s, state, mode, out, top)
         return state
 
-    def statement(self, s: ast.stmt, state: "_State", mode: str, out: list,
-                  top: bool) -> "_State":
+    def statement(self, s: ast.stmt, state: _State, mode: str, out: list[ast.stmt],
+                  top: bool) -> _State:
         if isinstance(s, ast.Return):
             value = self.expr(s.value) if s.value is not None else ast.Constant(None)
             if mode != "vector" or top:
@@ -434,8 +426,8 @@ class _Vectoriser:
                                           for a in it.args], []), it)
         return self.call("static_iter", self.expr(it), what)
 
-    def vector_if(self, s: ast.If, state: "_State", mode: str, out: list,
-                  top: bool) -> "_State":
+    def vector_if(self, s: ast.If, state: _State, mode: str, out: list[ast.stmt],
+                  top: bool) -> _State:
         c = self.bind("c", self.test(s.test), out, s)
         before = set(self.defined)
         partial_before = dict(self.partial)
@@ -488,8 +480,8 @@ class _Vectoriser:
             out.append(_at(ast.Return(state.value), s))
         return state
 
-    def combine(self, c: ast.expr, a: "_State", b: "_State", out: list,
-                at: ast.AST) -> "_State":
+    def combine(self, c: ast.expr, a: _State, b: _State, out: list[ast.stmt],
+                at: ast.AST) -> _State:
         """The return state of ``if c: A else: B`` from the states of A and B."""
         if a.done is None and b.done is None:
             return _NONE
@@ -503,7 +495,8 @@ class _Vectoriser:
         value = self.where(c, a.value or b.value, b.value or a.value)
         return _State(self.bind("d", done, out, at), self.bind("r", value, out, at))
 
-    def sequence(self, first: "_State", then: "_State", out: list, at: ast.AST) -> "_State":
+    def sequence(self, first: _State, then: _State, out: list[ast.stmt],
+                 at: ast.AST) -> _State:
         """Returns in ``first``, then (for the elements still running) in ``then``."""
         if first.done is None:
             return then
@@ -549,7 +542,8 @@ class _Vectoriser:
 
     # -- expressions ----------------------------------------------------------------------
     def expr(self, e: ast.expr) -> ast.expr:
-        return _Expressions(self).visit(e)
+        rewritten: ast.expr = _Expressions(self).visit(e)
+        return rewritten
 
     def test(self, e: ast.expr) -> ast.expr:
         """``e`` as an elementwise truth value (a bool array, or a Python bool)."""
@@ -584,7 +578,7 @@ _NONE = _State(None, None)
 _KEPT_AS_IS = (ast.ClassDef, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom)
 
 
-def _flag(done: Any) -> ast.expr:
+def _flag(done: ast.expr | Literal[True] | None) -> ast.expr:
     if done is None:
         return ast.Constant(False)
     if done is True:
@@ -639,7 +633,7 @@ class _Expressions(ast.NodeTransformer):
             else:
                 parts.append(ast.Compare(left, [op], [right]))
                 left = right
-        result = parts[-1]
+        result: ast.expr = parts[-1]
         for part in reversed(parts[:-1]):
             result = self.v.call("logical_and", part, result)
         return _at(result, node)
@@ -756,7 +750,7 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
-def _scope_walk(nodes: list[ast.AST]) -> Any:
+def _scope_walk(nodes: Sequence[ast.AST]) -> Iterator[ast.AST]:
     """ast.walk over ``nodes`` without entering nested functions, lambdas or classes."""
     pending = list(nodes)
     while pending:
@@ -768,7 +762,7 @@ def _scope_walk(nodes: list[ast.AST]) -> Any:
                 pending.append(child)
 
 
-def _stores(stmts: list[ast.AST]) -> set[str]:
+def _stores(stmts: Sequence[ast.AST]) -> set[str]:
     """User names (not ``@``) a list of statements may bind in the function's scope."""
     found = set()
     comprehension_targets = set()
@@ -809,7 +803,7 @@ def _read_first(stmts: list[ast.stmt]) -> set[str]:
             read.update(n for n in _loads_in([node]) if n not in written)
         if isinstance(node, (ast.Assign, ast.NamedExpr)):
             visit(node.value)
-            for target in getattr(node, "targets", None) or [node.target]:
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 visit(target)
             return
         if isinstance(node, ast.For):
@@ -840,7 +834,7 @@ def _is_docstring(s: ast.stmt) -> bool:
         isinstance(s.value.value, str)
 
 
-def _at(new: Any, old: ast.AST) -> Any:
+def _at(new: _N, old: ast.AST) -> _N:
     """``new`` (and its unpositioned children) at ``old``'s source position."""
     for node in ast.walk(new):
         if "lineno" in node._attributes and not hasattr(node, "lineno"):
@@ -907,7 +901,7 @@ def _name(fn: Any) -> str:
     return f"{module}.{name}" if module and module != "builtins" else name
 
 
-def _any_array(ctx: Any, args: tuple) -> bool:
+def _any_array(ctx: Any, args: tuple[Any, ...]) -> bool:
     return any(ctx.backend.is_array(a) for a in args)
 
 
@@ -980,7 +974,7 @@ def _broadcasting(ctx: ArrayBackendContext, kind: type) -> ArrayBackendContext:
     ``kind``'s (:class:`_Broadcasting` or :class:`_Checking`), its passes plus
     :class:`BranchesToWhere`."""
     key = f"_overdub_gpu_{kind.__name__}"
-    cached = ctx.__dict__.get(key)
+    cached: ArrayBackendContext | None = ctx.__dict__.get(key)
     if cached is not None:
         return cached
     cls = type(ctx)
@@ -1066,16 +1060,17 @@ def broadcast(ctx: ArrayBackendContext, kernel: Any, *arrays: Any) -> Any:
 
 
 # Kernels whose first run was checked, with the (context class, namespace) it was checked for.
-_CHECKED: "weakref.WeakKeyDictionary[types.CodeType, set]" = weakref.WeakKeyDictionary()
+_CHECKED: weakref.WeakKeyDictionary[types.CodeType, set[tuple[type, Any]]] = \
+    weakref.WeakKeyDictionary()
 
 
-def _result(ctx: ArrayBackendContext, out: Any, shape: tuple) -> Any:
+def _result(ctx: ArrayBackendContext, out: Any, shape: tuple[int, ...]) -> Any:
     if isinstance(out, tuple):
         return tuple(_fill(ctx, o, shape) for o in out)
     return _fill(ctx, out, shape)
 
 
-def _run(kernel_ctx: ArrayBackendContext, kernel: Any, arrays: tuple) -> Any:
+def _run(kernel_ctx: ArrayBackendContext, kernel: Any, arrays: tuple[Any, ...]) -> Any:
     if kernel_ctx.backend.is_numpy:
         # Every branch is computed for every element; the ones not selected may overflow or
         # divide by zero harmlessly, as in hand-written np.where code.
@@ -1084,7 +1079,7 @@ def _run(kernel_ctx: ArrayBackendContext, kernel: Any, arrays: tuple) -> Any:
     return overdub(kernel_ctx, kernel, *arrays)
 
 
-def _broadcast_shape(shapes: list[tuple]) -> tuple:
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     ndim = max((len(s) for s in shapes), default=0)
     result = []
     for axis in range(ndim):
@@ -1096,7 +1091,7 @@ def _broadcast_shape(shapes: list[tuple]) -> tuple:
     return tuple(result)
 
 
-def _fill(ctx: ArrayBackendContext, out: Any, shape: tuple) -> Any:
+def _fill(ctx: ArrayBackendContext, out: Any, shape: tuple[int, ...]) -> Any:
     """``out`` as a fresh array of ``shape`` (a kernel may return a constant or a narrower
     array on some inputs)."""
     be = ctx.backend

@@ -6,10 +6,11 @@ Python's ``0.5`` is a double.  NumPy 2 treats a bare Python float next to a floa
 promotes everything it touches.  Julia's answer (and Cassette's talk example) is to rewrite the
 literals; this pass does that for every function a context recurses into::
 
-    def damp(x):                              def damp(x):
-        return x * np.exp(-0.5)      ->           return x * np.exp(-__import__('numpy').float32(0.5))
+    def damp(x):                            def damp(x):
+        return x * np.exp(-0.5)    ->           return x * np.exp(-@embed1:float32(0.5))
 
-(complex literals become ``complex64``).  The result is plain NumPy code, so the pass works in
+(complex literals become ``complex64``; ``@embed1:float32`` is :func:`overdub.embed` of
+``numpy.float32``, which no name in the user's code can shadow).  The result is plain NumPy code, so the pass works in
 any context; inside :class:`~overdub_gpu.ArrayBackendContext` the ``numpy.float32(...)`` call is
 itself swapped for a float32 scalar of the context's namespace.  Literals in default arguments,
 annotations, decorators and ``match`` patterns are left alone (they are not run as the body).
@@ -19,6 +20,10 @@ from __future__ import annotations
 
 import ast
 from typing import Any
+
+import numpy
+
+from overdub import embed
 
 __all__ = ["Float32Literals"]
 
@@ -82,8 +87,7 @@ class Float32Literals(ast.NodeTransformer):
 
 
 def _scalar(node: ast.Constant, dtype: str) -> ast.expr:
-    numpy = ast.Call(ast.Name("__import__", ast.Load()), [ast.Constant("numpy")], [])
-    call = ast.Call(ast.Attribute(numpy, dtype, ast.Load()), [ast.Constant(node.value)], [])
+    call = ast.Call(embed(getattr(numpy, dtype)), [ast.Constant(node.value)], [])
     for new in ast.walk(call):
         ast.copy_location(new, node)
     return call

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import overdub_gpu
-from overdub import Context, overdub
+from overdub import Context, embed, overdub
 from overdub_gpu import (ArrayBackendContext, BranchesToWhere, Float32Literals, GPUContext,
                          GPUUnavailableError, HostArrayError, MissingCounterpartError,
                          UnsupportedArgumentError, VectorizeError, broadcast, to_device, to_host)
@@ -500,15 +500,15 @@ def test_hmlstm_broadcast_matches_a_per_element_loop(xp):
 def test_hmlstm_pass_output_reads_like_hand_written_where_code():
     node = ast.parse(textwrap.dedent(inspect.getsource(hmlstm))).body[0]
     after = ast.unparse(BranchesToWhere().visit(node))
-    assert after == textwrap.dedent("""\
+    vx = embed(sys.modules["overdub_gpu._broadcast"]).id  # the pass's helpers, embedded
+    assert after == textwrap.dedent(f"""\
         def hmlstm(z, zb, c, f, i, g):
-            @gpu_vx = __import__('overdub_gpu._broadcast', None, None, ('where',))
             @gpu_c1 = z == 1
             @gpu_r2 = sigm(i) * math.tanh(g)
             @gpu_c3 = zb == 0
             @gpu_r4 = c
             @gpu_r5 = sigm(f) * c + sigm(i) * math.tanh(g)
-            return @gpu_vx.where(@gpu_c1, @gpu_r2, @gpu_vx.where(@gpu_c3, @gpu_r4, @gpu_r5))""")
+            return {vx}.where(@gpu_c1, @gpu_r2, {vx}.where(@gpu_c3, @gpu_r4, @gpu_r5))""")
 
 
 # -- broadcast: more kernels ------------------------------------------------------------------
@@ -709,12 +709,12 @@ def test_the_pass_alone_gives_plain_numpy_code():
 
 def test_guard_before_and_after():
     node = ast.parse(textwrap.dedent(inspect.getsource(relu))).body[0]
-    assert ast.unparse(BranchesToWhere().visit(node)) == textwrap.dedent("""\
+    vx = embed(sys.modules["overdub_gpu._broadcast"]).id
+    assert ast.unparse(BranchesToWhere().visit(node)) == textwrap.dedent(f"""\
         def relu(x):
-            @gpu_vx = __import__('overdub_gpu._broadcast', None, None, ('where',))
             @gpu_c1 = x > 0
             @gpu_r2 = x
-            return @gpu_vx.where(@gpu_c1, @gpu_r2, 0.0)""")
+            return {vx}.where(@gpu_c1, @gpu_r2, 0.0)""")
 
 
 # -- float32 ------------------------------------------------------------------------------------
@@ -748,8 +748,7 @@ def test_float32_pass_alone_before_and_after():
         return x * np.exp(-0.5) + 2 + 1j
     node = ast.parse(textwrap.dedent(inspect.getsource(scaled))).body[0]
     assert ast.unparse(Float32Literals().visit(node)).splitlines()[1].strip() == (
-        "return x * np.exp(-__import__('numpy').float32(0.5)) + 2 + "
-        "__import__('numpy').complex64(1j)")
+        f"return x * np.exp(-{embed(np.float32).id}(0.5)) + 2 + {embed(np.complex64).id}(1j)")
     out = overdub(Context(passes=[Float32Literals()]), damp, np.ones(3, np.float32))
     assert out[0].dtype == np.float32
 
