@@ -16,7 +16,7 @@ import numpy as np
 from overdub import Context, overdub
 from overdub.contexts import CountContext, LogContext, TraceContext, describe
 from overdub_ad import D, grad
-from overdub_gpu import ArrayBackendContext, GPUContext, to_device, to_host
+from overdub_gpu import ArrayBackendContext, GPUContext, GPUUnavailableError, to_device, to_host
 
 
 def wave(t):
@@ -64,23 +64,26 @@ def main():
     print("   " + tracer.render().replace("\n", "\n   ") + "\n")
 
     print("4. A primitive replaces math.sin inside one context only:")
-    print(f"   overdub(Degrees(), wave, 30.0) = {overdub(Degrees(), wave, 30.0):.6f}  (sin(30 deg) = 0.5)")
-    print(f"   wave(30.0)                     = {wave(30.0):.6f}  (sin(30 rad), untouched)")
+    in_degrees = overdub(Degrees(), wave, 30.0)
+    print(f"   overdub(Degrees(), wave, 30.0) = {in_degrees:.6f}  (sin(30 deg) = 0.5)")
+    print(f"   wave(30.0)                     = {wave(30.0):.6f}  (sin(30 rad), untouched)\n")
 
     print("5. Derivatives, nested without confusion, and a NumPy gradient (overdub_ad):")
     nested = D(lambda x: x * D(lambda y: x * y, 3.0), 5.0)
     print(f"   D(x * D(y -> x*y)(3))(5)       = {nested}")
     print(f"   D(wave)(1.0)                   = {D(wave, 1.0):.6f}  (2 cos 1 + 1/2)")
-    print(f"   grad(loss)(ones(3))            = {grad(loss)(np.ones(3))}")
+    print(f"   grad(loss)(ones(3))            = {grad(loss)(np.ones(3))}\n")
 
     print("6. The same NumPy code on another array backend (overdub_gpu):")
     try:
-        backend, where = GPUContext(), "the GPU"
-    except RuntimeError as missing:
-        backend, where = ArrayBackendContext(np), "NumPy"
-        print(f"   no GPU: {str(missing).splitlines()[0][:60]}...")
+        backend, where = GPUContext(), "the GPU (CuPy)"
+    except GPUUnavailableError as missing:
+        backend, where = ArrayBackendContext(np), "the CPU (NumPy)"
+        reason = str(missing).split(":")[0]
+        print(f"   no GPU here ({reason}): using ArrayBackendContext(numpy)")
     value = to_host(backend, overdub(backend, loss, to_device(backend, np.ones(3))))
-    print(f"   loss(ones(3)) on {where:<12}  = {float(value):.6f}")
+    print(f"   loss(ones(3)) on {where} = {float(value):.6f}  (plain NumPy: "
+          f"{loss(np.ones(3)):.6f})")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import sys
-from types import MethodType, ModuleType
 from collections import Counter
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable, Iterator
+from types import BuiltinMethodType, MethodType, ModuleType
+from typing import Any, TextIO
 
 from . import Context
 
@@ -21,14 +22,30 @@ __all__ = ["LogContext", "CountContext", "TraceContext", "describe"]
 def describe(fn: Any) -> str:
     """A short readable name for a callable: ``math.sin``, ``operator.mul``, ``Point.__init__``."""
     func = getattr(fn, "__func__", fn)
-    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    name: str | None = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
     if name is None:
         return repr(fn)
-    module = getattr(func, "__module__", None)
-    module = {"_operator": "operator"}.get(module, module)
-    if module in (None, "builtins", "__main__"):
+    module = _module_of(func)
+    if module in ("", "builtins", "__main__"):
         return name
     return f"{module}.{name}"
+
+
+def _module_of(fn: Any) -> str:
+    """The module users find ``fn`` in (``""`` if none): ``operator`` for ``_operator.mul`` and
+    ``heapq`` for ``_heapq.heappush`` (C accelerators re-exported by a Python module), the class's
+    module for a method descriptor such as ``list.append``."""
+    func = getattr(fn, "__func__", fn)
+    module = getattr(func, "__module__", None)
+    if module is None:
+        module = getattr(getattr(func, "__objclass__", None), "__module__", None)
+    if not isinstance(module, str):
+        return ""
+    if module.startswith("_"):
+        public = sys.modules.get(module[1:])
+        if public is not None and getattr(public, getattr(func, "__name__", ""), None) is func:
+            return module[1:]
+    return module
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -39,7 +56,7 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _call_text(fn: Any, args: tuple, kwargs: dict) -> str:
+def _call_text(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
     return f"{describe(fn)}({', '.join(parts)})"
 
@@ -62,7 +79,7 @@ class LogContext(Context):
         print(_call_text(fn, args, kwargs), file=self.file or sys.stdout)
 
 
-_BuiltinMethod = type(len)
+_BuiltinMethod = BuiltinMethodType  # type(len)
 
 
 class CountContext(Context):
@@ -85,7 +102,7 @@ class CountContext(Context):
         self.types = types
 
     @property
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[Any]:
         return Counter(self.metadata)
 
     @property
@@ -93,10 +110,16 @@ class CountContext(Context):
         return sum(self.metadata.values())
 
     def prehook(self, fn: Any, /, *args: Any, **kwargs: Any) -> None:
-        # The hottest code in a counted run: a plain dict, no Counter.__missing__.
+        # The hottest code in a counted run: a plain dict, no Counter.__missing__, and callees
+        # seen before (functions, operators: everything but bound methods) counted first.
         types = self.types
         if types is not None and not (all(isinstance(a, types) for a in args)
                                       and all(isinstance(v, types) for v in kwargs.values())):
+            return
+        counts = self.metadata
+        seen = counts.get(fn)
+        if seen is not None:
+            counts[fn] = seen + 1
             return
         if type(fn) is MethodType:
             fn = fn.__func__
@@ -126,17 +149,18 @@ class TraceContext(Context):
         self._open = [self.metadata]
 
     @property
-    def trace(self) -> list:
-        return self.metadata
+    def trace(self) -> list[Any]:
+        trace: list[Any] = self.metadata
+        return trace
 
-    def similar(self, metadata: Any = None) -> "TraceContext":
+    def similar(self, metadata: Any = None) -> TraceContext:
         """A sibling recording into ``metadata`` (a new list by default)."""
         sibling = super().similar([] if metadata is None else metadata)
         sibling._open = [sibling.metadata]
         return sibling
 
     def overdub(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        subtrace: list = []
+        subtrace: list[Any] = []
         call = (fn, args, kwargs) if kwargs else (fn, args)
         self._open[-1].append((call, subtrace))
         self._open.append(subtrace)
@@ -150,49 +174,48 @@ class TraceContext(Context):
         one of the given prefixes (their callees are still shown under kept calls)."""
         return render(self.trace, max_depth, modules)
 
-    def to_dot(self, max_depth: int | None = None) -> str:
-        """The trace as a Graphviz DOT digraph (one node per call, edges caller -> callee)."""
+    def to_dot(self, max_depth: int | None = None, modules: Iterable[str] | None = None) -> str:
+        """The trace as a Graphviz DOT digraph (one node per call, edges caller -> callee);
+        ``max_depth`` and ``modules`` select calls as in :meth:`render`."""
         lines = ["digraph trace {", '  node [shape=box, fontname="monospace"];']
-        counter = iter(range(1 << 62))
-
-        def emit(trace: list, parent: str | None, depth: int) -> None:
-            if max_depth is not None and depth >= max_depth:
-                return
-            for call, sub in trace:
-                node = f"n{next(counter)}"
-                label = _call_text(call[0], call[1], call[2] if len(call) > 2 else {})
-                label = label.replace("\\", "\\\\").replace('"', '\\"')
-                lines.append(f'  {node} [label="{label}"];')
-                if parent is not None:
-                    lines.append(f"  {parent} -> {node};")
-                emit(sub, node, depth + 1)
-
-        emit(self.trace, None, 0)
+        for node, (_, parent, text) in enumerate(_shown_calls(self.trace, max_depth, modules)):
+            label = text.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'  n{node} [label="{label}"];')
+            if parent is not None:
+                lines.append(f"  n{parent} -> n{node};")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
 
-def render(trace: list, max_depth: int | None = None, modules: Iterable[str] | None = None) -> str:
+def render(trace: list[Any], max_depth: int | None = None,
+           modules: Iterable[str] | None = None) -> str:
     """Indented text for a ``TraceContext`` trace (see :meth:`TraceContext.render`)."""
+    shown = _shown_calls(trace, max_depth, modules)
+    return "\n".join("  " * depth + text for depth, _, text in shown)
+
+
+def _shown_calls(trace: list[Any], max_depth: int | None,
+                 modules: Iterable[str] | None) -> Iterator[tuple[int, int | None, str]]:
+    """``(depth, parent, text)`` for each call of ``trace`` that is shown, in call order.
+
+    ``parent`` numbers the nearest shown caller in that order (``None`` at the top).  With
+    ``modules`` only calls of callees from modules starting with one of those prefixes are shown,
+    a hidden call's callees taking its place; ``max_depth`` counts shown levels.
+    """
     prefixes = tuple(modules) if modules is not None else None
-    lines: list[str] = []
+    shown = 0
 
-    def keep(fn: Any) -> bool:
-        if prefixes is None:
-            return True
-        module = getattr(getattr(fn, "__func__", fn), "__module__", None) or ""
-        return module.startswith(prefixes)
-
-    def emit(trace: list, depth: int) -> None:
+    def walk(trace: list[Any], depth: int,
+             parent: int | None) -> Iterator[tuple[int, int | None, str]]:
+        nonlocal shown
         if max_depth is not None and depth >= max_depth:
             return
         for call, sub in trace:
-            if keep(call[0]):
-                kwargs = call[2] if len(call) > 2 else {}
-                lines.append("  " * depth + _call_text(call[0], call[1], kwargs))
-                emit(sub, depth + 1)
+            if prefixes is None or _module_of(call[0]).startswith(prefixes):
+                here, shown = shown, shown + 1
+                yield depth, parent, _call_text(call[0], call[1], call[2] if len(call) > 2 else {})
+                yield from walk(sub, depth + 1, here)
             else:
-                emit(sub, depth)
+                yield from walk(sub, depth, parent)
 
-    emit(trace, 0)
-    return "\n".join(lines)
+    return walk(trace, 0, None)
