@@ -18,22 +18,25 @@ import functools
 import itertools
 import operator
 import sys
+import types
 import warnings
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ._frames import user_frame
 from ._protocols import is_static, lookup
 from ._tagging import Tagged
 
 _Function = type(lambda: None)
-_BuiltinMethod = type(len)
+_Fn = Callable[..., Any]  # a builtin, a shim, or the context's step ``od``
+_BuiltinMethod = types.BuiltinMethodType  # type(len)
 _MISSING = object()
 
 
 # The generators below end where the builtin's iterator would: a StopIteration raised by the
 # user's function stops them (PEP 479 would turn it into a RuntimeError inside a generator).
 
-def _map(od: Callable, func: Any, *iterables: Iterable) -> Any:
+def _map(od: _Fn, func: Any, *iterables: Iterable[Any]) -> Iterator[Any]:
     for items in zip(*iterables):
         try:
             value = od(func, *items)
@@ -42,7 +45,7 @@ def _map(od: Callable, func: Any, *iterables: Iterable) -> Any:
         yield value
 
 
-def _filter(od: Callable, func: Any, iterable: Iterable) -> Any:
+def _filter(od: _Fn, func: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     for item in iterable:
         try:
             keep = od(func, item)
@@ -52,7 +55,7 @@ def _filter(od: Callable, func: Any, iterable: Iterable) -> Any:
             yield item
 
 
-def _filterfalse(od: Callable, func: Any, iterable: Iterable) -> Any:
+def _filterfalse(od: _Fn, func: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     for item in iterable:
         try:
             drop = od(func, item)
@@ -62,7 +65,7 @@ def _filterfalse(od: Callable, func: Any, iterable: Iterable) -> Any:
             yield item
 
 
-def _starmap(od: Callable, func: Any, iterable: Iterable) -> Any:
+def _starmap(od: _Fn, func: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     for items in iterable:
         try:
             value = od(func, *items)
@@ -71,7 +74,7 @@ def _starmap(od: Callable, func: Any, iterable: Iterable) -> Any:
         yield value
 
 
-def _takewhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
+def _takewhile(od: _Fn, pred: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     for item in iterable:
         try:
             if not od(pred, item):
@@ -81,7 +84,7 @@ def _takewhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
         yield item
 
 
-def _dropwhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
+def _dropwhile(od: _Fn, pred: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     iterator = iter(iterable)
     for item in iterator:
         try:
@@ -94,7 +97,8 @@ def _dropwhile(od: Callable, pred: Any, iterable: Iterable) -> Any:
     yield from iterator
 
 
-def _accumulate(od: Callable, iterable: Iterable, func: Any = None, *, initial: Any = None) -> Any:
+def _accumulate(od: _Fn, iterable: Iterable[Any], func: Any = None, *,
+                initial: Any = None) -> Iterator[Any]:
     iterator = iter(iterable)
     total = initial
     if initial is None:
@@ -111,26 +115,28 @@ def _accumulate(od: Callable, iterable: Iterable, func: Any = None, *, initial: 
         yield total
 
 
-def _groupby(od: Callable, iterable: Iterable, key: Any = None) -> Any:
+def _groupby(od: _Fn, iterable: Iterable[Any], key: Any = None
+             ) -> Iterator[tuple[Any, Iterator[Any]]]:
     pairs = ((od(key, item), item) for item in iterable)
     for k, group in itertools.groupby(pairs, operator.itemgetter(0)):
         yield k, (item for _, item in group)
 
 
-def _sorted(od: Callable, iterable: Iterable, /, *, key: Any = None, reverse: bool = False) -> list:
+def _sorted(od: _Fn, iterable: Iterable[Any], /, *, key: Any = None,
+            reverse: bool = False) -> list[Any]:
     items = list(iterable)
     keys = [od(key, item) for item in items]
     return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)]
 
 
-def _list_sort(od: Callable, items: list, /, *, key: Any = None, reverse: bool = False) -> None:
+def _list_sort(od: _Fn, items: list[Any], /, *, key: Any = None, reverse: bool = False) -> None:
     items[:] = _sorted(od, items, key=key, reverse=reverse)
 
 
-def _extreme(builtin: Callable) -> Callable:
+def _extreme(builtin: _Fn) -> _Fn:
     better = operator.gt if builtin is max else operator.lt
 
-    def shim(od: Callable, *args: Any, key: Any, default: Any = _MISSING) -> Any:
+    def shim(od: _Fn, *args: Any, key: Any, default: Any = _MISSING) -> Any:
         items = list(args[0] if len(args) == 1 else args)
         if not items:  # the builtin's own result or error message
             return builtin([], key=key) if default is _MISSING else default
@@ -144,7 +150,7 @@ def _extreme(builtin: Callable) -> Callable:
     return shim
 
 
-def _reduce(od: Callable, func: Any, iterable: Iterable, *initial: Any) -> Any:
+def _reduce(od: _Fn, func: Any, iterable: Iterable[Any], *initial: Any) -> Any:
     iterator = iter(iterable)
     if initial:
         total = initial[0]
@@ -158,17 +164,24 @@ def _reduce(od: Callable, func: Any, iterable: Iterable, *initial: Any) -> Any:
     return total
 
 
-def _sum(od: Callable, iterable: Iterable, /, start: Any = 0) -> Any:
-    items = list(iterable)
-    if is_static(type(start)) and all(is_static(type(x)) for x in items):
-        return sum(items, start)  # C numbers: keep the builtin's exact (compensated) float sum
+def _sum(od: _Fn, iterable: Iterable[Any], /, start: Any = 0) -> Any:
+    # Items are taken one at a time, as the builtin does (a generator's side effects interleave
+    # with the additions the same way); runs of C numbers are added by the builtin itself, which
+    # keeps its exact float summation, and every other addition goes through the context.
     total = start
-    for item in items:
+    run: list[Any] = []
+    for item in iterable:
+        if is_static(type(item)) and is_static(type(total)):
+            run.append(item)
+            continue
+        if run:
+            total = sum(run, total)
+            run = []
         total = od(operator.add, total, item)
-    return total
+    return sum(run, total) if run else total
 
 
-def _cmp_to_key(od: Callable, cmp: Any) -> type:
+def _cmp_to_key(od: _Fn, cmp: Any) -> type:
     class K:
         __slots__ = ("obj",)
         __hash__ = None  # type: ignore[assignment]
@@ -176,25 +189,25 @@ def _cmp_to_key(od: Callable, cmp: Any) -> type:
         def __init__(self, obj: Any) -> None:
             self.obj = obj
 
-        def __lt__(self, other: "K") -> bool:
+        def __lt__(self, other: K) -> Any:  # whatever cmp(...) < 0 gives
             return od(cmp, self.obj, other.obj) < 0
 
-        def __gt__(self, other: "K") -> bool:
+        def __gt__(self, other: K) -> Any:
             return od(cmp, self.obj, other.obj) > 0
 
-        def __eq__(self, other: object) -> bool:
+        def __eq__(self, other: object) -> Any:
             return od(cmp, self.obj, other.obj) == 0  # type: ignore[attr-defined]
 
-        def __le__(self, other: "K") -> bool:
+        def __le__(self, other: K) -> Any:
             return od(cmp, self.obj, other.obj) <= 0
 
-        def __ge__(self, other: "K") -> bool:
+        def __ge__(self, other: K) -> Any:
             return od(cmp, self.obj, other.obj) >= 0
 
     return K
 
 
-def _callable_iter(od: Callable, func: Any, sentinel: Any) -> Any:
+def _callable_iter(od: _Fn, func: Any, sentinel: Any) -> Iterator[Any]:
     while True:
         try:
             value = od(func)
@@ -205,19 +218,21 @@ def _callable_iter(od: Callable, func: Any, sentinel: Any) -> Any:
         yield value
 
 
-def _warn(od: Callable, message: Any, category: Any = None, stacklevel: int = 1,
+def _warn(od: _Fn, message: Any, category: Any = None, stacklevel: int = 1,
           *args: Any, **kwargs: Any) -> None:
     """``warnings.warn`` counting only the user's frames: the dispatcher frames between a
     caller and a leaf call would otherwise get the blame (file ``<overdub dispatcher>``)."""
     target = user_frame(max(stacklevel, 1))
-    depth, frame = 1, sys._getframe(1)
+    depth = 1
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and frame is not target:
         frame, depth = frame.f_back, depth + 1
     warnings.warn(message, category, depth + 1 if frame is not None else stacklevel, *args,
                   **kwargs)
 
 
-def _type3(od: Callable, name: str, bases: tuple, namespace: dict, **kwargs: Any) -> type:
+def _type3(od: _Fn, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+           **kwargs: Any) -> type:
     """``type(name, bases, ns)`` names the module of the *user's* calling frame, as natively."""
     if "__module__" not in namespace:
         frame = user_frame()
@@ -226,8 +241,8 @@ def _type3(od: Callable, name: str, bases: tuple, namespace: dict, **kwargs: Any
     return type(name, bases, namespace, **kwargs)
 
 
-def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> Callable:
-    def shim(od: Callable, obj: Any) -> Any:
+def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> _Fn:
+    def shim(od: _Fn, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
         if check is not None:
             check(out)
@@ -249,23 +264,24 @@ def _check_len(out: Any) -> None:
         raise ValueError("__len__() should return >= 0")
 
 
-def _has_key(args: tuple, kwargs: dict) -> bool:
+def _has_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return kwargs.get("key") is not None
 
 
-def _python_dunder(name: str) -> Callable[[tuple, dict], bool]:
+def _python_dunder(name: str) -> _Applies:
     # A Tagged value's dunders are not user code: the context's tag handling deals with it.
     return lambda args, kwargs: (len(args) == 1 and not kwargs and type(args[0]) is not Tagged
                                  and isinstance(lookup(type(args[0]), name), _Function))
 
 
-_always = lambda args, kwargs: True  # noqa: E731
+_Applies = Callable[[tuple[Any, ...], dict[str, Any]], bool]  # when a shim applies
+_always: _Applies = lambda args, kwargs: True  # noqa: E731
 
 # id(builtin) -> [(builtin, when the shim applies, the shim), ...]
-SHIMS: dict[int, list[tuple[Any, Callable, Callable]]] = {}
+SHIMS: dict[int, list[tuple[Any, _Applies, _Fn]]] = {}
 
 
-def _register(builtin: Any, applies: Callable, shim: Callable) -> None:
+def _register(builtin: Any, applies: _Applies, shim: _Fn) -> None:
     SHIMS.setdefault(id(builtin), []).append((builtin, applies, shim))
 
 
@@ -298,7 +314,7 @@ for _builtin, _name, _check in (
     _register(_builtin, _python_dunder(_name), _dunder_builtin(_name, _check))
 
 
-def shim_for(fn: Any, args: tuple, kwargs: dict) -> Callable | None:
+def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | None:
     """The shim for calling builtin ``fn`` with these arguments, or None to call it natively."""
     for builtin, applies, shim in SHIMS.get(id(fn), ()):
         if builtin is fn and applies(args, kwargs):

@@ -2176,6 +2176,26 @@ def case_sum_user_objects():
     return repr(sum([Money(1), Money(2)])), sum([1.5, 2.25]), sum([[1], [2]], [])
 
 
+@case("Money.__add__", "Money.__radd__", "numbers")
+def case_sum_takes_items_as_the_builtin_does():
+    """sum pulls one item, adds it, pulls the next: a generator's side effects interleave with
+    the additions exactly as in a plain run (and C numbers keep the builtin's float sum)."""
+    events = []
+
+    def numbers():
+        for i in range(3):
+            events.append(f"yield {i}")
+            yield Money(i)
+
+    class Noting(Money):
+        def __add__(self, other):
+            events.append("add")
+            return Money.__add__(self, other)
+
+    total = sum(numbers(), Noting(0))
+    return repr(total), events, sum([0.1] * 10), repr(sum([1, 2, Money(3), 4]))
+
+
 @case()
 def case_zip_enumerate_reversed():
     return (list(zip("ab", [1, 2, 3])), list(enumerate("xy", start=1)), list(reversed([1, 2])),
