@@ -134,7 +134,8 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
 # jump offsets (and so EXTENDED_ARG) move with them.  CACHE entries are not instructions.
 _CONTEXT_DEPENDENT = bytes(dis.opmap[name] for name in (
     "LOAD_METHOD", "LOAD_ATTR", "PUSH_NULL", "PRECALL", "CALL", "CALL_METHOD", "CALL_FUNCTION",
-    "PRECALL_METHOD", "EXTENDED_ARG", "CACHE", "NOP") if name in dis.opmap)
+    "PRECALL_METHOD", "EXTENDED_ARG", "CACHE", "NOP")
+    if dis.opmap.get(name, 256) < 256)  # 3.12+ lists pseudo-opcodes (LOAD_METHOD) from 256 up
 
 
 def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
@@ -258,17 +259,44 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
                           co_flags=found.co_flags | (code.co_flags & inspect.CO_ITERABLE_COROUTINE))
     if sys.version_info >= (3, 11):  # the user's qualified names, nested ones too
         found = _requalify(found, found.co_qualname, code.co_qualname)
+    else:
+        original = _qualname_310(code)
+        if original is not None:  # else nothing is defined inside: no qualified name to fix
+            synthetic_path = ("@holder", located.class_name) if located.class_name else ()
+            compiled = ".".join(("@factory.<locals>", *synthetic_path,
+                                 "<lambda>" if isinstance(node, ast.Lambda) else "@target"))
+            found = _requalify(found, compiled, original)
     return found
 
 
+def _qualname_310(code: types.CodeType) -> str | None:
+    """The qualified name ``code`` was compiled under, on 3.10 (code objects have none).
+
+    3.10 passes the qualified name of a function, lambda or comprehension defined inside as a
+    string constant that follows its code constant, and a class body stores its own as its
+    ``__qualname__`` constant: ``f.<locals>.<genexpr>`` names ``f``.  None when nothing is
+    defined inside.
+    """
+    consts = code.co_consts
+    for index, const in enumerate(consts):
+        if isinstance(const, types.CodeType):
+            suffix = ".<locals>." + const.co_name
+            for name in (*consts[index + 1:index + 2], *const.co_consts):
+                if isinstance(name, str) and name.endswith(suffix):
+                    return name[:-len(suffix)]
+    return None
+
+
 def _requalify(code: types.CodeType, compiled: str, original: str) -> types.CodeType:
-    """Replace the synthetic ``@factory.<locals>...@target`` prefix of qualified names."""
-    if sys.version_info < (3, 11):  # code objects have qualified names since 3.11
-        return code
+    """Replace the synthetic ``@factory.<locals>...@target`` prefix of qualified names: in
+    nested code objects' ``co_qualname`` (3.11+) and in string constants (a class body's
+    ``__qualname__``; on 3.10 every nested function's qualified name)."""
     consts = tuple(_requalify(c, compiled, original) if isinstance(c, types.CodeType) else c
                    for c in code.co_consts)
-    consts = tuple(original + c[len(compiled):]  # a class body's __qualname__ constant
+    consts = tuple(original + c[len(compiled):]
                    if isinstance(c, str) and c.startswith(compiled + ".") else c for c in consts)
+    if sys.version_info < (3, 11):
+        return code.replace(co_consts=consts)
     qualname = code.co_qualname
     if qualname.startswith(compiled):
         qualname = original + qualname[len(compiled):]

@@ -12,6 +12,7 @@ from . import _active, _dispatch, _primitives
 
 F = TypeVar("F", bound=Callable[..., Any])
 _P = ParamSpec("_P")
+_C = TypeVar("_C", bound="Context")
 _R = TypeVar("_R")
 _KEEP: Any = object()
 
@@ -108,7 +109,7 @@ class Context:
         """
         return object
 
-    def similar(self, metadata: Any = _KEEP) -> Context:
+    def similar(self: _C, metadata: Any = _KEEP) -> _C:
         """A sibling context: same class and passes, fresh state, ``metadata`` if given."""
         sibling = copy.copy(self)
         for private in [key for key in sibling.__dict__ if key.startswith("_overdub_")]:

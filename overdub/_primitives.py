@@ -23,7 +23,7 @@ from ._rewrite import CALL, CATEGORY_OF
 from ._tagging import Tagged
 
 _generation = itertools.count(1)
-_UNCHOSEN = object()  # no choice cached yet for a signature (None is a cached "no primitive")
+_UNCHOSEN: Any = object()  # no choice cached yet for a signature (None is a cached "no primitive")
 current_generation = 0  # bumped by every registration; merged tables compare against it
 _lock = threading.Lock()
 
@@ -111,7 +111,7 @@ class Table:
                 type(arg) is Tagged and arg.owner is not owner for arg in args)
         if foreign:
             kinds = tuple([self._kind(arg) for arg in args])
-        chosen = self._chosen.get((key, kinds), _UNCHOSEN)
+        chosen: Callable[..., Any] | None = self._chosen.get((key, kinds), _UNCHOSEN)
         if chosen is _UNCHOSEN:
             chosen = self._chosen[key, kinds] = self._choose(entries, kinds)
         return chosen

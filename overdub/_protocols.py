@@ -15,18 +15,21 @@ from __future__ import annotations
 import functools
 import operator
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._tagging import Tagged
 
 _Function = types.FunctionType
+_Fn = Callable[..., Any]  # an operator, a protocol, or the context's step ``od``
 
 _BINARY = {  # operator -> (dunder, reflected dunder, symbol)
     operator.add: ("__add__", "__radd__", "+"), operator.sub: ("__sub__", "__rsub__", "-"),
     operator.mul: ("__mul__", "__rmul__", "*"), operator.matmul: ("__matmul__", "__rmatmul__", "@"),
     operator.truediv: ("__truediv__", "__rtruediv__", "/"),
     operator.floordiv: ("__floordiv__", "__rfloordiv__", "//"),
-    operator.mod: ("__mod__", "__rmod__", "%"), operator.pow: ("__pow__", "__rpow__", "** or pow()"),
+    operator.mod: ("__mod__", "__rmod__", "%"),
+    operator.pow: ("__pow__", "__rpow__", "** or pow()"),
     operator.lshift: ("__lshift__", "__rlshift__", "<<"),
     operator.rshift: ("__rshift__", "__rrshift__", ">>"),
     operator.and_: ("__and__", "__rand__", "&"), operator.or_: ("__or__", "__ror__", "|"),
@@ -48,9 +51,10 @@ _COMPARE = {  # comparison -> (dunder, reflected dunder, symbol)
     operator.lt: ("__lt__", "__gt__", "<"), operator.le: ("__le__", "__ge__", "<="),
     operator.gt: ("__gt__", "__lt__", ">"), operator.ge: ("__ge__", "__le__", ">="),
 }
-_UNARY = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}
-_SUBJECT = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
-            operator.delitem: "__delitem__", operator.contains: "__contains__"}
+_UNARY: dict[_Fn, str] = {operator.neg: "__neg__", operator.pos: "__pos__",
+                          operator.invert: "__invert__"}
+_SUBJECT: dict[_Fn, str] = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
+                            operator.delitem: "__delitem__", operator.contains: "__contains__"}
 
 _HEAPTYPE = 1 << 9
 # C types (not heap types): their dunders can never be Python functions.  Grows as types are seen.
@@ -80,14 +84,14 @@ def _python(t: type, name: str) -> bool:
     return isinstance(lookup(t, name), _Function)
 
 
-def _call_dunder(od: Callable, t: type, name: str, obj: Any, *args: Any) -> Any:
+def _call_dunder(od: _Fn, t: type, name: str, obj: Any, *args: Any) -> Any:
     raw = lookup(t, name)
     if isinstance(raw, _Function):
         return od(raw, obj, *args)
     return getattr(obj, name)(*args)
 
 
-def _binary(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, rname, symbol = _BINARY[op]
     ta, tb = type(a), type(b)
     a_has, b_has = lookup(ta, name) is not None, tb is not ta and lookup(tb, rname) is not None
@@ -108,7 +112,7 @@ def _binary(od: Callable, op: Callable, a: Any, b: Any) -> Any:
                     f"'{ta.__name__}' and '{tb.__name__}'")
 
 
-def _inplace(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+def _inplace(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, binary = _INPLACE[op]
     ta = type(a)
     if lookup(ta, name) is not None:
@@ -120,7 +124,7 @@ def _inplace(od: Callable, op: Callable, a: Any, b: Any) -> Any:
     return binary(a, b)
 
 
-def _compare(od: Callable, op: Callable, a: Any, b: Any) -> Any:
+def _compare(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, rname, symbol = _COMPARE[op]
     ta, tb = type(a), type(b)
 
@@ -149,16 +153,16 @@ def _compare(od: Callable, op: Callable, a: Any, b: Any) -> Any:
                     f"'{ta.__name__}' and '{tb.__name__}'")
 
 
-def _unary(od: Callable, op: Callable, a: Any) -> Any:
+def _unary(od: _Fn, op: _Fn, a: Any) -> Any:
     return _call_dunder(od, type(a), _UNARY[op], a)
 
 
-def _subject(od: Callable, op: Callable, obj: Any, *args: Any) -> Any:
+def _subject(od: _Fn, op: _Fn, obj: Any, *args: Any) -> Any:
     out = _call_dunder(od, type(obj), _SUBJECT[op], obj, *args)
     return bool(out) if op is operator.contains else out
 
 
-def _getattr(od: Callable, op: Callable, obj: Any, name: str, *default: Any) -> Any:
+def _getattr(od: _Fn, op: _Fn, obj: Any, name: str, *default: Any) -> Any:
     try:
         return _attribute_get(od, obj, name)
     except AttributeError:
@@ -167,7 +171,7 @@ def _getattr(od: Callable, op: Callable, obj: Any, name: str, *default: Any) -> 
         raise
 
 
-def _attribute_get(od: Callable, obj: Any, name: str) -> Any:
+def _attribute_get(od: _Fn, obj: Any, name: str) -> Any:
     t = type(obj)
     if _python(t, "__getattribute__"):
         try:
@@ -183,15 +187,16 @@ def _attribute_get(od: Callable, obj: Any, name: str) -> Any:
             is_data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
             if is_data or name not in getattr(obj, "__dict__", {}):
                 return getter(od, attr, obj, t)
-        return object.__getattribute__(obj, name) if t.__getattribute__ is object.__getattribute__ \
-            else getattr(obj, name)
+        # t is a class, so t.__getattribute__ is the unbound slot (typeshed sees a bound method)
+        native = t.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
+        return object.__getattribute__(obj, name) if native else getattr(obj, name)
     except AttributeError:  # from the descriptor too, as type.__getattribute__ does
         if _python(t, "__getattr__"):
             return _call_dunder(od, t, "__getattr__", obj, name)
         raise
 
 
-def _python_get(attr: Any) -> Callable | None:
+def _python_get(attr: Any) -> _Fn | None:
     """How to run ``attr.__get__`` through the context when it is Python code."""
     if isinstance(attr, property):
         if isinstance(attr.fget, _Function):
@@ -202,7 +207,7 @@ def _python_get(attr: Any) -> Callable | None:
     return None
 
 
-def _setattr(od: Callable, op: Callable, obj: Any, name: str, value: Any) -> None:
+def _setattr(od: _Fn, op: _Fn, obj: Any, name: str, value: Any) -> None:
     t = type(obj)
     attr = lookup(t, name)
     if isinstance(attr, property) and isinstance(attr.fset, _Function):
@@ -215,7 +220,7 @@ def _setattr(od: Callable, op: Callable, obj: Any, name: str, value: Any) -> Non
         setattr(obj, name, value)
 
 
-def _delattr(od: Callable, op: Callable, obj: Any, name: str) -> None:
+def _delattr(od: _Fn, op: _Fn, obj: Any, name: str) -> None:
     t = type(obj)
     attr = lookup(t, name)
     if isinstance(attr, property) and isinstance(attr.fdel, _Function):
@@ -226,17 +231,17 @@ def _delattr(od: Callable, op: Callable, obj: Any, name: str) -> None:
         delattr(obj, name)
 
 
-def _needs_binary(op: Callable, args: tuple) -> bool:
+def _needs_binary(op: _Fn, args: tuple[Any, ...]) -> bool:
     name, rname, _ = _BINARY[op]
     return len(args) == 2 and (_python(type(args[0]), name) or _python(type(args[1]), rname))
 
 
-def _needs_inplace(op: Callable, args: tuple) -> bool:
+def _needs_inplace(op: _Fn, args: tuple[Any, ...]) -> bool:
     return len(args) == 2 and (_python(type(args[0]), _INPLACE[op][0])
                                or _needs_binary(_INPLACE[op][1], args))
 
 
-def _needs_compare(op: Callable, args: tuple) -> bool:
+def _needs_compare(op: _Fn, args: tuple[Any, ...]) -> bool:
     name, rname, _ = _COMPARE[op]
     if len(args) != 2:
         return False
@@ -244,7 +249,7 @@ def _needs_compare(op: Callable, args: tuple) -> bool:
                for x, d in ((args[0], name), (args[1], rname)))
 
 
-def _needs_attribute(op: Callable, args: tuple) -> bool:
+def _needs_attribute(op: _Fn, args: tuple[Any, ...]) -> bool:
     if not args or is_static(type(args[0])) or not (2 <= len(args) <= 3):
         return False
     obj, name = args[0], args[1]
@@ -256,13 +261,17 @@ def _needs_attribute(op: Callable, args: tuple) -> bool:
                 or _python_get(lookup(t, name)) is not None)
     attr = lookup(t, name)
     if op is setattr:
-        return (_python(t, "__setattr__") or (isinstance(attr, property) and isinstance(attr.fset, _Function))
+        return (_python(t, "__setattr__")
+                or (isinstance(attr, property) and isinstance(attr.fset, _Function))
                 or (attr is not None and isinstance(lookup(type(attr), "__set__"), _Function)))
-    return _python(t, "__delattr__") or (isinstance(attr, property) and isinstance(attr.fdel, _Function))
+    return _python(t, "__delattr__") or (isinstance(attr, property)
+                                         and isinstance(attr.fdel, _Function))
 
 
 # operator -> (does this call involve Python dunders?, protocol implementation)
-_PROTOCOLS: dict[int, tuple[Callable, Callable]] = {}
+_PROTOCOLS: dict[int, tuple[_Fn, _Fn]] = {}
+_op: _Fn
+_impl: _Fn
 for _op in _BINARY:
     _PROTOCOLS[id(_op)] = (_needs_binary, _binary)
 for _op in _INPLACE:
@@ -279,7 +288,7 @@ for _op, _impl in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr)
     _PROTOCOLS[id(_op)] = (_needs_attribute, _impl)
 
 
-def protocol_for(od: Callable, op: Callable, args: tuple) -> Callable | None:
+def protocol_for(od: _Fn, op: _Fn, args: tuple[Any, ...]) -> _Fn | None:
     """A callable running ``op(*args)`` with its Python dunders seen by ``od``, or None.
 
     Tagged values are left to the context's tag handling: their dunders are not user code.

@@ -111,8 +111,9 @@ def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
     return [name for name in namespace if not name.startswith("@")]
 
 
-HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": static_types, "@hide": _hide,
-                         "@getframe": _frames.getframe})
+HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": static_types,
+                         "@hide": _hide, "@getframe": _frames.getframe,
+                         "@getframemodulename": _frames.getframemodulename})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -485,8 +486,11 @@ class Overdubber(ast.NodeTransformer):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST | list[ast.stmt]:
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        generic = bool(getattr(node, "type_params", None))  # 3.12+ `class C[T](Base[T])`:
+        self._no_walrus += generic  # its bases are evaluated in the type parameters' scope
         node.bases = [self.visit(b) for b in node.bases]
         node.keywords = [self.visit(k) for k in node.keywords]
+        self._no_walrus -= generic
         outer, self.class_name = self.class_name, node.name
         self._no_walrus += 1
         self._class_bodies += 1
@@ -495,6 +499,10 @@ class Overdubber(ast.NodeTransformer):
         self._no_walrus -= 1
         self.class_name = outer
         return self._decorate(node)
+
+    def visit_TypeAlias(self, node: ast.AST) -> ast.AST:
+        # 3.12+ `type X = ...`: its value is evaluated lazily, like an annotation: native.
+        return node
 
     def visit_match_case(self, node: ast.match_case) -> ast.AST:
         # Patterns are not expressions: their dotted names must stay attribute lookups.
@@ -539,6 +547,10 @@ class Overdubber(ast.NodeTransformer):
                 # sys._getframe(n): count the user's frames, not the dispatchers between them
                 here = ast.Call(func, [], [])
                 return _place(ast.Call(self._name("@getframe"), [here, node.args[0]], []), node)
+            if isinstance(func, ast.Attribute) and func.attr == "_getframemodulename":
+                # 3.12+: the same for the module name (namedtuple, Enum, typing use it)
+                return _place(ast.Call(self._name("@getframemodulename"), [func, *node.args],
+                                       node.keywords), node)
             if (isinstance(func, ast.Name) and func.id in ("locals", "vars", "dir")
                     and not node.args and not self._class_bodies):
                 # The frame's namespace without our hidden `@` names (a snapshot either way).

@@ -19,11 +19,12 @@ import itertools
 import operator
 import sys
 import types
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._frames import user_frame
+from ._frames import module_of, user_frame
 from ._protocols import is_static, lookup
 from ._tagging import Tagged
 
@@ -241,6 +242,24 @@ def _type3(od: _Fn, name: str, bases: tuple[type, ...], namespace: dict[str, Any
     return type(name, bases, namespace, **kwargs)
 
 
+def _construct(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return cls(*args, **kwargs)
+
+
+def _named_by_caller(cls: type) -> _Fn:
+    """3.12+ ``TypeVar``, ``ParamSpec``, ``TypeVarTuple``, ``TypeAliasType`` (C) take their
+    ``__module__`` from the function calling them, which would be overdub's: construct them
+    from a function that carries the user's module instead (``__module__`` cannot be set on a
+    ``TypeAliasType`` afterwards)."""
+    def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
+        frame = user_frame()
+        module = module_of(frame) if frame is not None else None
+        construct = types.FunctionType(_construct.__code__, _construct.__globals__)
+        construct.__module__ = module  # type: ignore[assignment]  # None as natively
+        return construct(cls, args, kwargs)
+    return shim
+
+
 def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> _Fn:
     def shim(od: _Fn, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
@@ -305,6 +324,9 @@ _register(sum, _always, _sum)
 _register(functools.cmp_to_key, _always, _cmp_to_key)
 _register(warnings.warn, _always, _warn)
 _register(type, lambda a, k: len(a) == 3 and isinstance(a[2], dict), _type3)
+if sys.version_info >= (3, 12):  # PEP 695 moved them to C
+    for _cls in (typing.TypeVar, typing.ParamSpec, typing.TypeVarTuple, typing.TypeAliasType):
+        _register(_cls, _always, _named_by_caller(_cls))
 _register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
 _register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
 for _builtin, _name, _check in (

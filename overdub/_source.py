@@ -15,6 +15,9 @@ import sys
 import threading
 import types
 from dataclasses import dataclass
+from typing import Any, cast
+
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # what code objects compile from
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Located:
     ``passes_applied``: the node already went through the context's passes.
     """
 
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+    node: _Def
     class_name: str | None
     passes_applied: bool = False  # a nested function compiled from a pass-transformed tree
 
@@ -71,7 +74,7 @@ def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
     return parsed
 
 
-def _parsed_file(filename: str, module_globals: dict | None) -> _ParsedFile | NoSource:
+def _parsed_file(filename: str, module_globals: dict[str, Any] | None) -> _ParsedFile | NoSource:
     lines = linecache.getlines(filename, module_globals)
     if not lines:
         return NoSource(f"no source for {filename!r}")
@@ -96,12 +99,13 @@ def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
     positions = getattr(code, "co_positions", None)
     if positions is None:
         return None
-    starts = [(line, col) for line, _, col, _ in positions() if line is not None and col is not None]
+    starts = [(line, col) for line, _, col, _ in positions()
+              if line is not None and col is not None]
     starts = [p for p in starts if p != (code.co_firstlineno, 0)]
     return min(starts) if starts else None
 
 
-def locate(code: types.CodeType, module_globals: dict | None) -> Located | NoSource:
+def locate(code: types.CodeType, module_globals: dict[str, Any] | None) -> Located | NoSource:
     """The AST node that compiled to ``code``, or why there is none."""
     filename = code.co_filename
     if filename.startswith("<") and not linecache.getlines(filename, module_globals):
@@ -113,8 +117,8 @@ def locate(code: types.CodeType, module_globals: dict | None) -> Located | NoSou
         candidates = parsed.lambdas.get(code.co_firstlineno, [])
         if len(candidates) > 1:
             start = _lambda_columns(code)
-            candidates = [c for c in candidates if start is not None and _body_start(c.node) <= start
-                          and start <= _body_end(c.node)]
+            candidates = [c for c in candidates if start is not None
+                          and _body_start(c.node) <= start <= _body_end(c.node)]
             if len(candidates) > 1:  # nested lambdas: the innermost body containing the start
                 candidates = [max(candidates, key=lambda c: _body_start(c.node))]
     else:
@@ -126,9 +130,11 @@ def locate(code: types.CodeType, module_globals: dict | None) -> Located | NoSou
     return candidates[0]
 
 
-def _body_start(node: ast.Lambda) -> tuple[int, int]:
-    return (node.body.lineno, node.body.col_offset)
+def _body_start(node: _Def) -> tuple[int, int]:
+    body = cast(ast.Lambda, node).body  # only lambdas' candidates are compared by position
+    return (body.lineno, body.col_offset)
 
 
-def _body_end(node: ast.Lambda) -> tuple[int, int]:
-    return (node.body.end_lineno or node.body.lineno, node.body.end_col_offset or 0)
+def _body_end(node: _Def) -> tuple[int, int]:
+    body = cast(ast.Lambda, node).body
+    return (body.end_lineno or body.lineno, body.end_col_offset or 0)

@@ -866,8 +866,8 @@ def _holds_metadata(t: Tagger, x: Any) -> bool:
         slot = t.shadow.sequences.get(id(x))
         return slot is not None and slot[0] is x and any(slot[1])
     if _is_array(x):
-        slot = t.shadow.arrays.get(id(x))
-        return slot is not None and slot[0]() is x and x.ndim > 0 and bool(slot[2].any())
+        held = t.shadow.arrays.get(id(x))
+        return held is not None and held[0]() is x and x.ndim > 0 and bool(held[2].any())
     return False
 
 
