@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import copy
 import numbers
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -40,24 +42,24 @@ class RuleCheckError(AssertionError):
 
 # -- trees of arrays ------------------------------------------------------------------------
 
-def _is_leaf(x):
+def _is_leaf(x: object) -> bool:
     return not isinstance(x, (list, tuple))
 
 
-def _leaves(x):
+def _leaves(x: Any) -> list[Any]:
     if _is_leaf(x):
         return [x]
     return [leaf for item in x for leaf in _leaves(item)]
 
 
-def _map(f, *xs):
+def _map(f: Callable[..., Any], *xs: Any) -> Any:
     if _is_leaf(xs[0]):
         return f(*xs)
     items = [_map(f, *parts) for parts in zip(*xs)]
     return type(xs[0])(*items) if hasattr(xs[0], "_fields") else type(xs[0])(items)
 
 
-def _inexact(x) -> bool:
+def _inexact(x: Any) -> bool:
     if isinstance(x, (bool, np.bool_)):
         return False
     if isinstance(x, (float, complex, np.floating, np.complexfloating)):
@@ -67,13 +69,13 @@ def _inexact(x) -> bool:
     return False
 
 
-def _differentiable(x) -> bool:
+def _differentiable(x: Any) -> bool:
     if _is_leaf(x):
         return _inexact(x)
     return len(x) > 0 and any(_differentiable(item) for item in x)
 
 
-def _copy(x):
+def _copy(x: Any) -> Any:
     if isinstance(x, np.ndarray):
         return x.copy(order="K")  # keeps the memory layout (order="A" reads it)
     if isinstance(x, (list, tuple)):
@@ -81,11 +83,11 @@ def _copy(x):
     return copy.copy(x) if isinstance(x, (dict, set)) else x
 
 
-def _call(fn, args, kwargs):
+def _call(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     return fn(*[_copy(a) for a in args], **kwargs)
 
 
-def _random_like(rng, x, batch=()):
+def _random_like(rng: np.random.Generator, x: Any, batch: tuple[int, ...] = ()) -> Any:
     """A random direction (tangent) for a leaf ``x``, with leading ``batch`` dimensions."""
     if not _inexact(x):
         return None
@@ -93,44 +95,45 @@ def _random_like(rng, x, batch=()):
     v = rng.standard_normal(shape)
     if np.iscomplexobj(x):
         v = v + 1j * rng.standard_normal(shape)
-    if not shape and isinstance(x, numbers.Number) and not isinstance(x, np.generic):
+    if not shape and _is_number(x):
         return complex(v) if np.iscomplexobj(x) else float(v)
     return v
 
 
-def _is_number(x) -> bool:
+def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Number) and not isinstance(x, np.generic)
 
 
-def _direction(rng, x, batch=()):
+def _direction(rng: np.random.Generator, x: Any, batch: tuple[int, ...] = ()) -> Any:
     return _map(lambda leaf: _random_like(rng, leaf, batch), x)
 
 
-def _step(x, v, h):
+def _step(x: Any, v: Any, h: float) -> Any:
     return _map(lambda leaf, d: leaf if d is None else leaf + h * d, x, v)
 
 
-def _as_array(x):
+def _as_array(x: Any) -> Any:
     return np.asarray(x)
 
 
-def _float_out(o) -> bool:
+def _float_out(o: Any) -> bool:
     return _inexact(o) or (isinstance(o, np.ndarray) and np.issubdtype(o.dtype, np.inexact))
 
 
-def _sub(a, b):
+def _sub(a: Any, b: Any) -> Any:
     return _map(lambda p, q: (np.asarray(p) - np.asarray(q)) if _float_out(p) else None, a, b)
 
 
-def _fd(fn, args, kwargs, i, v, h):
+def _fd(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], i: int, v: Any,
+        h: float) -> Any:
     """Fourth-order central difference of ``fn`` along ``v`` in argument ``i``."""
-    def at(t):
+    def at(t: Any) -> Any:
         moved = list(args)
         moved[i] = _step(args[i], v, t)
         return _call(fn, moved, kwargs)
     f2, f1, m1, m2 = at(2 * h), at(h), at(-h), at(-2 * h)
 
-    def combine(a, b, c, d):
+    def combine(a: Any, b: Any, c: Any, d: Any) -> Any:
         if not _float_out(a):
             return None
         a, b, c, d = (np.asarray(t) for t in (a, b, c, d))
@@ -138,7 +141,7 @@ def _fd(fn, args, kwargs, i, v, h):
     return _map(combine, f2, f1, m1, m2)
 
 
-def _tree_leaves_with(ref, tree):
+def _tree_leaves_with(ref: Any, tree: Any) -> Any:
     """Leaves of ``tree`` aligned with those of ``ref``; ``None`` stands for a zero subtree."""
     if _is_leaf(ref):
         return [tree]
@@ -150,7 +153,7 @@ def _tree_leaves_with(ref, tree):
     return [leaf for r, t in zip(ref, tree) for leaf in _tree_leaves_with(r, t)]
 
 
-def _norm(x) -> float:
+def _norm(x: Any) -> float:
     if x is None:
         return 0.0
     a = np.abs(np.asarray(x, dtype=complex if np.iscomplexobj(x) else float))
@@ -158,7 +161,8 @@ def _norm(x) -> float:
 
 
 class _Case:
-    def __init__(self, fn, args, kwargs, rtol, atol, eps, outputs):
+    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                 rtol: float, atol: float, eps: float, outputs: Sequence[int] | None) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.rtol, self.atol, self.eps = rtol, atol, eps
         self.outputs = outputs
@@ -167,17 +171,17 @@ class _Case:
         self.out_leaves = _leaves(self.out)
         self.fscale = max([_norm(o) for o in self.out_leaves if _float_out(o)] + [0.0])
 
-    def fail(self, msg):
+    def fail(self, msg: str) -> NoReturn:
         raise RuleCheckError(f"{self.name}: {msg}")
 
-    def selected(self, k) -> bool:
+    def selected(self, k: int) -> bool:
         return self.outputs is None or k in self.outputs
 
-    def tol(self, scale):
+    def tol(self, scale: float) -> float:
         # roundoff of the finite difference grows like |f| * machine-eps / eps
         return self.atol + self.rtol * scale + 64 * np.finfo(float).eps * self.fscale / self.eps
 
-    def compare(self, what, got, want, batch=()):
+    def compare(self, what: str, got: Any, want: Any, batch: tuple[int, ...] = ()) -> None:
         """``got`` (a tangent tree) against ``want`` (leaves may be None = zero)."""
         gl = _tree_leaves_with(self.out, got)
         wl = _tree_leaves_with(self.out, want)
@@ -203,21 +207,23 @@ class _Case:
                           f"got  {np.asarray(g)!r}\nwant {np.asarray(w)!r}")
 
 
-def _pair(a, b) -> complex:
+def _pair(a: Any, b: Any) -> complex:
     if a is None or b is None:
         return 0.0
     return complex(np.sum(np.asarray(a) * np.asarray(b)))
 
 
-def _pair_trees(ref, a, b, only=None) -> float:
+def _pair_trees(ref: Any, a: Any, b: Any, only: Callable[[int], bool] | None = None) -> float:
     al = _tree_leaves_with(ref, a)
     bl = _tree_leaves_with(ref, b)
     return sum(_pair(p, q).real for k, (p, q) in enumerate(zip(al, bl))
                if only is None or only(k))
 
 
-def check_rule(fn, *args, modes=("fwd", "rev"), batch=True, eps=1e-5, rtol=1e-6, atol=1e-9,
-               wrt=None, outputs=None, seed=0, **kwargs):
+def check_rule(fn: Callable[..., Any], *args: Any, modes: Sequence[str] = ("fwd", "rev"),
+               batch: bool = True, eps: float = 1e-5, rtol: float = 1e-6, atol: float = 1e-9,
+               wrt: Sequence[int] | None = None, outputs: Sequence[int] | None = None,
+               seed: int = 0, **kwargs: Any) -> None:
     """Check ``fn``'s registered derivative rules at ``fn(*args, **kwargs)`` numerically.
 
     ``modes`` picks forward (``"fwd"``) and/or reverse (``"rev"``) rules; ``wrt`` restricts the
@@ -239,7 +245,7 @@ def check_rule(fn, *args, modes=("fwd", "rev"), batch=True, eps=1e-5, rtol=1e-6,
         _call(fn, args, kwargs)
         return
     jv = jvp_rules(fn)
-    vj = vjp_rules(fn)
+    vj = vjp_rules(fn) or ()  # registered with jv: a tuple whenever jv is one
     if jv is None:
         raise RuleCheckError(f"{_name(fn)} has no registered rules")
     rng = np.random.default_rng(seed)
@@ -250,8 +256,8 @@ def check_rule(fn, *args, modes=("fwd", "rev"), batch=True, eps=1e-5, rtol=1e-6,
         x = args[i]
         if not _differentiable(x):
             continue
-        fwd = jv[i] if i < len(jv) else None
-        rev = vj[i] if i < len(vj) else None
+        fwd: Any = jv[i] if i < len(jv) else None  # a rule, ZERO, LINEAR or None
+        rev: Any = vj[i] if i < len(vj) else None
         if fwd is ZERO or rev is ZERO:
             if (fwd not in (ZERO, None)) or (rev not in (ZERO, None)):
                 case.fail(f"argument {i} is ZERO in one mode only")
@@ -265,7 +271,7 @@ def check_rule(fn, *args, modes=("fwd", "rev"), batch=True, eps=1e-5, rtol=1e-6,
             case.fail(f"no reverse rule for the differentiable argument {i}")
         checked += 1
 
-        def push(v, fwd=fwd, i=i):
+        def push(v: Any, fwd: Any = fwd, i: int = i) -> Any:
             if fwd is LINEAR:
                 moved = list(args)
                 moved[i] = v
@@ -323,25 +329,25 @@ def check_rule(fn, *args, modes=("fwd", "rev"), batch=True, eps=1e-5, rtol=1e-6,
         case.fail("no differentiable argument was checked")
 
 
-def _slice_tree(ref, tree, k, leaves):
+def _slice_tree(ref: Any, tree: Any, k: int, leaves: Any) -> Any:
     """The ``k``-th batch slice of a batched tangent tree (None stays None)."""
     sliced = [None if leaf is None else np.asarray(leaf)[k] for leaf in leaves]
     if _is_leaf(ref):
         return sliced[0]
     it = iter(sliced)
 
-    def build(r):
+    def build(r: Any) -> Any:
         if _is_leaf(r):
             return next(it)
         return [build(item) for item in r]
     return build(ref)
 
 
-def _tree_norm(ref, tree) -> float:
+def _tree_norm(ref: Any, tree: Any) -> float:
     return float(np.sqrt(sum(_norm(leaf) ** 2 for leaf in _tree_leaves_with(ref, tree))))
 
 
-def _cotangent(rng, case, everything=False):
+def _cotangent(rng: np.random.Generator, case: _Case, everything: bool = False) -> Any:
     """A random cotangent for the output; integer (and unselected) outputs get None."""
     leaves = []
     for k, o in enumerate(case.out_leaves):
@@ -351,7 +357,7 @@ def _cotangent(rng, case, everything=False):
         return leaves[0]
     it = iter(leaves)
 
-    def build(r):
+    def build(r: Any) -> Any:
         if _is_leaf(r):
             return next(it)
         items = [build(item) for item in r]
@@ -359,7 +365,7 @@ def _cotangent(rng, case, everything=False):
     return build(case.out)
 
 
-def _unbroadcast(g, shape):
+def _unbroadcast(g: Any, shape: Any) -> Any:
     """``g`` summed down to ``shape`` (leading extra dimensions and broadcast size-1 ones)."""
     if g.shape == tuple(shape):
         return g
@@ -376,9 +382,9 @@ def _unbroadcast(g, shape):
     return g
 
 
-def _reduce_like(case, x, g, i):
+def _reduce_like(case: _Case, x: Any, g: Any, i: int) -> Any:
     """The engine's treatment of a cotangent: broadcast dimensions summed, real for real x."""
-    def one(leaf, gl):
+    def one(leaf: Any, gl: Any) -> Any:
         if gl is None:
             return None
         if not _inexact(leaf):
@@ -394,7 +400,7 @@ def _reduce_like(case, x, g, i):
         return gl if np.iscomplexobj(leaf) else np.real(gl)
     reduced = iter([one(a, b) for a, b in zip(_leaves(x), _tree_leaves_with(x, g))])
 
-    def build(r):
+    def build(r: Any) -> Any:
         if _is_leaf(r):
             return next(reduced)
         return [build(item) for item in r]

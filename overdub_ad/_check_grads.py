@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import importlib
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,14 +32,16 @@ from ._pytree import flatten, unflatten
 
 __all__ = ["check_grads", "GradCheckError"]
 
+_Tol = tuple[float, float, float]  # (eps, atol, rtol)
+
 
 class GradCheckError(AssertionError):
     """A derivative computed by overdub_ad disagrees with finite differences."""
 
 
-def check_grads(f: Callable, args: Any, order: int = 1, modes: Any = None, *,
-                eps: float = 1e-4, atol: float = 1e-7, rtol: float = 1e-6,
-                seed: int = 0) -> None:
+def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 1,
+                modes: str | Iterable[str] | None = None, *, eps: float = 1e-4,
+                atol: float = 1e-7, rtol: float = 1e-6, seed: int = 0) -> None:
     """Check the derivatives of ``f`` at ``args`` against finite differences; raise
     :class:`GradCheckError` (an ``AssertionError``) on a mismatch, return None otherwise.
 
@@ -70,33 +73,34 @@ def check_grads(f: Callable, args: Any, order: int = 1, modes: Any = None, *,
                         "of f")
     if not (isinstance(order, int) and order >= 1):
         raise ValueError(f"check_grads: order must be a positive integer, got {order!r}")
-    modes = _modes(modes)
+    chosen = _modes(modes)
     rng = np.random.default_rng(seed)
     tol = (eps, atol, rtol)
-    for mode in modes:
+    for mode in chosen:
         _check(f, tuple(args), order, mode, rng, tol, 1)
 
 
-def _modes(modes: Any) -> tuple:
+def _modes(modes: str | Iterable[str] | None) -> tuple[str, ...]:
     available = ("fwd", "rev") if _vjp() is not None else ("fwd",)
     if modes is None:
         return available
-    modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    for mode in modes:
+    chosen = (modes,) if isinstance(modes, str) else tuple(modes)
+    for mode in chosen:
         if mode not in ("fwd", "rev"):
             raise ValueError(f"check_grads: unknown mode {mode!r} (expected 'fwd' or 'rev')")
         if mode not in available:
             raise NotImplementedError("check_grads: mode 'rev' needs overdub_ad.vjp, which this "
                                       "installation does not provide")
-    return modes
+    return chosen
 
 
-def _vjp() -> Callable | None:
-    return getattr(importlib.import_module("overdub_ad"), "vjp", None)
+def _vjp() -> Callable[..., Any] | None:
+    vjp: Callable[..., Any] | None = getattr(importlib.import_module("overdub_ad"), "vjp", None)
+    return vjp
 
 
-def _check(f: Callable, args: tuple, order: int, mode: str, rng: Any, tol: tuple,
-           level: int) -> None:
+def _check(f: Callable[..., Any], args: tuple[Any, ...], order: int, mode: str,
+           rng: np.random.Generator, tol: _Tol, level: int) -> None:
     v = _direction(rng, args)
     if mode == "fwd":
         _check_jvp(f, args, v, tol, level)
@@ -106,12 +110,14 @@ def _check(f: Callable, args: tuple, order: int, mode: str, rng: Any, tol: tuple
         ct = _direction(rng, out)
         _check_vjp(f, args, v, ct, tol, level)
         vjp = _vjp()
+        assert vjp is not None  # _modes offers "rev" only with it
         nxt = lambda *xs: vjp(f, *xs)[1](ct)  # noqa: E731
     if order > 1:
         _check(nxt, args, order - 1, mode, rng, tol, level + 1)
 
 
-def _check_jvp(f: Callable, args: tuple, v: tuple, tol: tuple, level: int) -> None:
+def _check_jvp(f: Callable[..., Any], args: tuple[Any, ...], v: tuple[Any, ...], tol: _Tol,
+               level: int) -> None:
     _, ad = jvp(f, args, v)
     fd = _difference(f, args, v, tol[0])
     ad_leaves, fd_leaves = flatten(ad)[0], flatten(fd)[0]
@@ -122,8 +128,11 @@ def _check_jvp(f: Callable, args: tuple, v: tuple, tol: tuple, level: int) -> No
                             f"output leaf {k}")
 
 
-def _check_vjp(f: Callable, args: tuple, v: tuple, ct: Any, tol: tuple, level: int) -> None:
-    _, pullback = _vjp()(f, *args)
+def _check_vjp(f: Callable[..., Any], args: tuple[Any, ...], v: tuple[Any, ...], ct: Any,
+               tol: _Tol, level: int) -> None:
+    vjp = _vjp()
+    assert vjp is not None  # _modes offers "rev" only with it
+    _, pullback = vjp(f, *args)
     g = pullback(ct)  # one cotangent per argument, a tuple as in JAX
     if len(args) == 1 and not (isinstance(g, tuple) and len(g) == 1):
         g = (g,)
@@ -134,7 +143,7 @@ def _check_vjp(f: Callable, args: tuple, v: tuple, ct: Any, tol: tuple, level: i
                             f"(dot-product test <J^T ct, v> == <ct, J v>)")
 
 
-def _compare(a: Any, b: Any, tol: tuple, what: str) -> None:
+def _compare(a: Any, b: Any, tol: _Tol, what: str) -> None:
     _, atol, rtol = tol
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
@@ -158,14 +167,14 @@ def _differentiable(x: Any) -> bool:
     return isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.inexact)
 
 
-def _direction(rng: Any, tree: Any) -> Any:
+def _direction(rng: np.random.Generator, tree: Any) -> Any:
     """A random tree like ``tree``: normal numbers at differentiable leaves, None elsewhere."""
     leaves, treedef = flatten(tree)
     return unflatten(treedef, [_random_like(rng, x) if _differentiable(x) else None
                                for x in leaves])
 
 
-def _random_like(rng: Any, x: Any) -> Any:
+def _random_like(rng: np.random.Generator, x: Any) -> Any:
     shape = np.shape(x)
     r = rng.standard_normal(shape)
     if np.iscomplexobj(x):
@@ -175,19 +184,20 @@ def _random_like(rng: Any, x: Any) -> Any:
     return complex(r) if isinstance(x, (complex, np.complexfloating)) else float(r)
 
 
-def _moved(args: tuple, v: tuple, h: float) -> tuple:
+def _moved(args: tuple[Any, ...], v: tuple[Any, ...], h: float) -> tuple[Any, ...]:
     leaves, treedef = flatten(list(args))
     dirs = flatten(list(v))[0]
     return tuple(unflatten(treedef, [x if d is None else x + h * d
                                      for x, d in zip(leaves, dirs)]))
 
 
-def _difference(f: Callable, args: tuple, v: tuple, h: float) -> Any:
+def _difference(f: Callable[..., Any], args: tuple[Any, ...], v: tuple[Any, ...],
+                h: float) -> Any:
     """Fourth-order central difference of ``f`` at ``args`` along ``v`` (per output leaf)."""
     outs = [flatten(f(*_moved(args, v, s * h)))
             for s in (-2.0, -1.0, 1.0, 2.0)]
     treedef = outs[0][1]
-    leaves = []
+    leaves: list[Any] = []
     for m2, m1, p1, p2 in zip(*(o[0] for o in outs)):
         if not _numeric(p1):
             leaves.append(None)
@@ -211,5 +221,6 @@ def _pair_trees(a: Any, b: Any) -> float:
     return total
 
 
-def _name(f: Callable) -> str:
-    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+def _name(f: Callable[..., Any]) -> str:
+    name: str = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+    return name

@@ -11,7 +11,11 @@ context (and tag) per call means no perturbation confusion.
 What the engine does beyond "call the rule" (each one a convention of ``rules/_common.py``):
 
 - a list or tuple argument whose elements carry tangents (``np.concatenate([a, b])``,
-  ``np.array([x, y])``) gets a tangent of the same structure, ``None`` for plain elements;
+  ``math.fsum([x, y])``) gets a tangent of the same structure, ``None`` for plain elements,
+  except a list of numbers given to NumPy (``np.sum([x, y])``), which is an array to NumPy
+  and to its rule (see ``_arraylike``);
+- a rule that must know which arguments carry a derivative (:class:`_rules.Carried`: the ties
+  of ``max``) is told;
 - a function with several outputs gets a tuple (list) of tangents, ``None`` meaning zero;
 - a differentiated value passed by keyword is bound to its position (rules are positional);
 - an in-place operation (``a += t``, ``np.add(x, y, out=a)``) gives its rules a copy of the
@@ -46,21 +50,23 @@ import builtins
 import functools
 import inspect
 import itertools
-import numbers
 import operator
 import types
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata, opaque,
                      overdub, recurse, tag, untag)
 
-from . import _rules
+from . import _arrays, _forward_pass, _rules
+from ._arraylike import array_like, takes_arrays
 from ._pytree import flatten, unflatten
 from .rules._common import as_array_tangent
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
 _BUILTIN_METHOD = types.BuiltinMethodType
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -115,16 +121,18 @@ def _flat(out: Any) -> bool:
         return True
     if isinstance(out, np.ndarray):
         return out.dtype.kind in "biuSU"
+    if _arrays.is_foreign_array(out):
+        return _arrays.kind(out) in "biu"
     if type(out) in (tuple, list):
         return all(_flat(o) for o in out)
     return False
 
 
 def _numeric(x: Any) -> bool:
-    return isinstance(_innermost(x), (numbers.Number, np.ndarray, np.generic))
+    return _arrays.is_numeric(_innermost(x))
 
 
-def _rebuild(like: Any, items: list) -> Any:
+def _rebuild(like: Any, items: list[Any]) -> Any:
     """A list or tuple (named tuples included) of the type of ``like`` holding ``items``."""
     kind = type(like)
     if kind is list or kind is tuple:
@@ -173,7 +181,7 @@ class ForwardContext(Context):
         self.lists: set[int] = set()
 
     def metadata_type(self, value_type: type) -> Any:
-        if issubclass(value_type, (numbers.Number, np.ndarray, np.generic)):
+        if _arrays.is_numeric_type(value_type):
             return object  # a tangent: a number, an array, or another context's Tagged
         return None
 
@@ -229,10 +237,11 @@ class ForwardContext(Context):
             return type(x)(p for p, _ in parts), type(x)(t for _, t in parts)
         return x, None
 
-    def _reveal(self, items: list) -> list:
+    def _reveal(self, items: list[Any]) -> list[Any]:
         """The list with the metadata the core keeps for its members re-attached (the core
         stores plain values in lists and re-tags them when they are read back)."""
-        return self.fallback(operator.getitem, items, slice(None))
+        revealed: list[Any] = self.fallback(operator.getitem, items, slice(None))
+        return revealed
 
     # -- the step ------------------------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
@@ -252,8 +261,10 @@ class ForwardContext(Context):
             return fn.__name__ == "copy" and id(receiver) in self.lists
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
         if not direct:
-            if id(fn) in _OPERATORS or not any(map(_sequence_or_iterator, args)):
-                return False
+            if not any(map(_sequence_or_iterator, args)) or (
+                    id(fn) in _OPERATORS
+                    and not any(isinstance(_innermost(a), np.ndarray) for a in args)):
+                return False  # (an operator takes a list as an array only beside an array)
             if not any(map(self._carries_within, args)):
                 # an iterator may yield differentiated values: a C function consuming it
                 # natively would drop their tangents (see _consume)
@@ -278,7 +289,7 @@ class ForwardContext(Context):
             return direct or any(type(a) is list and id(a) in self.lists for a in args)
         return not can_recurse(self, fn, *args, **kwargs)
 
-    def _sourceless(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+    def _sourceless(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A Python function the core would run natively for want of source (``exec``, the
         classic prompt): its arithmetic on tagged values would silently drop their tangents,
         so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
@@ -290,7 +301,7 @@ class ForwardContext(Context):
             return False
         return not can_recurse(self, fn, *args, **kwargs)
 
-    def _writes(self, args: tuple) -> bool:
+    def _writes(self, args: tuple[Any, ...]) -> bool:
         """``container[key] = value``: arrays are this context's business; lists, dicts and
         objects the core's (it keeps the metadata), which this context only takes note of."""
         if len(args) != 3:
@@ -300,6 +311,8 @@ class ForwardContext(Context):
         if isinstance(target, np.ndarray):
             return (self._carries_within(value) or self._carries(container)
                     or (bool(self.arrays) and self.arrays.has(target)))
+        if _arrays.is_foreign_array(target):  # _write refuses it: never a silent zero
+            return self._carries_within(value) or self._carries(container)
         if type(target) is list and self._carries_within(value):
             self.lists.add(id(target))
         return False
@@ -326,7 +339,7 @@ class ForwardContext(Context):
             args = tuple(self._consume(fn, rules, a) if _is_iterator(a) else a for a in args)
         return self._apply(fn, rules, args, kwargs)
 
-    def _consume(self, fn: Any, rules: tuple | None, iterator: Any) -> Any:
+    def _consume(self, fn: Any, rules: tuple[Any, ...] | None, iterator: Any) -> Any:
         """An iterator argument of a C function: a list for the rule of a builtin or ``math``
         function that consumes it (``math.fsum(x * k for k in ks)``); for any other function
         an iterator that raises :class:`MissingRuleError` at the first differentiated item,
@@ -343,7 +356,8 @@ class ForwardContext(Context):
                 raise _rules.missing(fn, 0, "forward", type(self).__name__)
             yield item
 
-    def _apply(self, fn: Any, rules: tuple | None, args: tuple, kwargs: dict) -> Any:
+    def _apply(self, fn: Any, rules: tuple[Any, ...] | None, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
         """Run ``fn`` on plain values; the output tangent is the sum of the rules'
         contributions of the arguments that carry one."""
         run = self.fallback  # runs under the enclosing context, which sees it
@@ -352,6 +366,11 @@ class ForwardContext(Context):
         else:
             plain_kwargs, differentiated_kwargs = kwargs, ()
         split = [self._split(a) for a in args]
+        if any(type(t) in (list, tuple) for _, t in split) and \
+                takes_arrays(fn, [p for p, _ in split]):
+            # a list of numbers is an array to NumPy: to its rule too, tangent included
+            split = [(run(np.asarray, p), as_array_tangent(t, p))
+                     if type(t) in (list, tuple) and array_like(p) else (p, t) for p, t in split]
         primals = [p for p, _ in split]
         carried = [i for i, (_, t) in enumerate(split) if t is not None]
         target = _inplace_target(fn, primals, plain_kwargs) \
@@ -390,6 +409,9 @@ class ForwardContext(Context):
                 moved = list(before)
                 moved[i] = split[i][1]
                 part = run(fn, *moved, **plain_kwargs)
+            elif type(rule) is _rules.Carried:
+                part = run(rule.rule, _rules.carried_pattern([t for _, t in split]),
+                           split[i][1], out, *before, **plain_kwargs)
             else:
                 part = run(rule, split[i][1], out, *before, **plain_kwargs)
             tangent = self._add(tangent, part)
@@ -399,14 +421,16 @@ class ForwardContext(Context):
             return out
         return self._attach(out, tangent)
 
-    def _keywords(self, fn: Any, rules: tuple | None, args: tuple,
-                  kwargs: dict) -> tuple[tuple, dict, list]:
+    def _keywords(self, fn: Any, rules: tuple[Any, ...] | None, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]
+                  ) -> tuple[tuple[Any, ...], dict[str, Any], Sequence[str]]:
         """``(args, plain keywords, names of differentiated keywords)``: a differentiated
         keyword is moved to its position where it has one (rules are positional); one that
         stays a keyword has no rule.  ``out=`` is a buffer: what it held does not matter."""
         if any(self._carries_within(v) for k, v in kwargs.items() if k != "out"):
             args, kwargs = _bind(fn, args, kwargs, self._carries_within)
-        plain_kwargs, differentiated = {}, []
+        plain_kwargs: dict[str, Any] = {}
+        differentiated: list[str] = []
         for name, value in kwargs.items():
             if name == "out":
                 plain_kwargs[name] = _untag_tree(value, self)
@@ -457,10 +481,28 @@ class ForwardContext(Context):
         kind = type(_innermost(obj))
         if kind is np.ndarray and name == "tolist":
             return functools.partial(_tolist, obj)
+        if _arrays.is_foreign_array_type(kind):
+            return self._foreign_attribute(obj, name, default)
         method = _method_of(kind, name)
         if method is not None:
             return functools.partial(method, obj)
         return self.fallback(getattr, untag(obj, self), name, *default)
+
+    def _foreign_attribute(self, obj: Any, name: str, default: tuple[Any, ...]) -> Any:
+        """``obj.name`` of a differentiated array of another namespace: a method is the NumPy
+        function of that name (reverse mode's table; an array-backend context runs it in the
+        namespace), and data read out of the array otherwise would lose its tangent."""
+        from ._reverse import _METHODS
+        method = _METHODS.get(name)
+        if method is not None:
+            return functools.partial(method, obj)
+        plain = _innermost(obj)
+        value = self.fallback(getattr, untag(obj, self), name, *default)
+        if callable(value) and not name.startswith("__") and not isinstance(value, type):
+            return functools.partial(_foreign_method, getattr(type(plain), name, value))
+        if _arrays.is_numeric(value) and _arrays.kind(value) in "fc":
+            raise _arrays.attribute_error(plain, name, "forward")
+        return value
 
     def _tolist(self, x: Any) -> Any:
         plain, tangent = self._split(x)
@@ -470,6 +512,8 @@ class ForwardContext(Context):
     def _write(self, container: Any, key: Any, value: Any) -> None:
         """``array[key] = value``: the array gets the plain value, its tangent the value's."""
         target = untag(container, self)
+        if _arrays.is_foreign_array(_innermost(target)):
+            raise _arrays.write_error(_innermost(target), "forward")
         plain_key = untag(key, self)
         plain, dvalue = self._split(value)
         self.fallback(operator.setitem, target, plain_key, plain)
@@ -482,7 +526,7 @@ class ForwardContext(Context):
         return self._attach(out, self.arrays.read(_innermost(container), plain_key))
 
     # -- iteration and moving references --------------------------------------------------------
-    def _move(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _move(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
         as lists of their differentiated rows, lists whose members the core holds metadata of
         as lists of tagged members (a copy), other values untouched (not stripped)."""
@@ -497,7 +541,7 @@ class ForwardContext(Context):
             return fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
         return self.fallback(fn, *args, **kwargs)
 
-    def _rows(self, x: Any) -> list:
+    def _rows(self, x: Any) -> list[Any]:
         """A differentiated array as the list of its differentiated rows."""
         plain, tangent = self._split(x)
         nb = np.ndim(tangent) - np.ndim(_innermost(plain))
@@ -505,7 +549,7 @@ class ForwardContext(Context):
                 for i in range(len(_innermost(plain)))]
 
     # -- user rules -------------------------------------------------------------------------------
-    def _custom(self, fn: "custom_jvp", args: tuple, kwargs: dict) -> Any:
+    def _custom(self, fn: custom_jvp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A :class:`custom_jvp` function: its rule gets the plain primals and the tangents
         (zeros for arguments without one) and gives the output and its tangent."""
         if fn.jvp is None:
@@ -535,17 +579,20 @@ class ForwardContext(Context):
         return unflatten(otree, [self._attach(o, d) for o, d in zip(outs, douts)])
 
 
-def _zero(x: Any, batch: tuple) -> Any:
+def _zero(x: Any, batch: tuple[int, ...]) -> Any:
     """A zero tangent for ``x`` with batch dimensions ``batch`` (None for non-numbers)."""
     x = _innermost(x)
-    if not isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+    if not _numeric(x):
         return None
+    if _arrays.is_foreign_array(x):
+        return _arrays.zeros(x, batch)
     if isinstance(x, np.ndarray) or batch:
         return np.zeros(batch + np.shape(x), np.result_type(x, float))
     return 0j if isinstance(x, complex) else 0.0
 
 
-def _bind(fn: Any, args: tuple, kwargs: dict, wanted: Callable) -> tuple[tuple, dict]:
+def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callable[[Any], bool]
+          ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` with each keyword argument for which ``wanted(value)`` holds moved
     to its position (earlier positions filled from the call or the defaults), because rules
     are per position.  Unchanged where the signature is unknown or the keyword has no
@@ -580,7 +627,7 @@ def _untag_tree(x: Any, ctx: ForwardContext) -> Any:
     return untag(x, ctx)
 
 
-def _inplace_target(fn: Any, primals: tuple, kwargs: dict) -> Any:
+def _inplace_target(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """The array ``fn`` changes in place: the first operand of ``a += b``, or ``out=``."""
     out = kwargs.get("out")
     if isinstance(out, tuple) and len(out) == 1:
@@ -590,7 +637,16 @@ def _inplace_target(fn: Any, primals: tuple, kwargs: dict) -> Any:
         return out
     if id(fn) in _INPLACE and primals and isinstance(_innermost(primals[0]), np.ndarray):
         return _innermost(primals[0])
+    for target in (out, _innermost(primals[0]) if id(fn) in _INPLACE and primals else None):
+        if _arrays.is_foreign_array(target):
+            raise _arrays.write_error(target, "forward")
     return None
+
+
+@opaque
+def _foreign_method(method: Any, *args: Any, **kwargs: Any) -> Any:
+    """A method of a differentiated array of another namespace with no NumPy counterpart."""
+    raise _rules.missing(method, 0, "forward", ForwardContext.__name__)
 
 
 def _tolist(x: Any) -> Any:
@@ -616,10 +672,12 @@ class _ArrayTangents:
     the tangents are themselves differentiated values.
     """
 
-    def __init__(self, run: Callable) -> None:
+    def __init__(self, run: Callable[..., Any]) -> None:
         self._run = run
-        self._owners: dict[int, tuple] = {}  # id(owner) -> (weakref, tangents, written mask)
-        self._slots: dict[int, tuple] = {}   # id(a) -> (weakref, layout, memory slots of a)
+        # id(owner) -> (weakref, tangents, written mask)
+        self._owners: dict[int, tuple[weakref.ref[np.ndarray], Any, np.ndarray]] = {}
+        # id(a) -> (weakref, layout, memory slots of a)
+        self._slots: dict[int, tuple[weakref.ref[np.ndarray], Any, np.ndarray]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._owners)
@@ -681,15 +739,16 @@ class _ArrayTangents:
             return cached[2]
         slots = _memory_slots(a, _owner(a))
         key, table = id(a), self._slots
-        table[key] = (weakref.ref(a, lambda _, key=key: table.pop(key, None)), layout, slots)
+        table[key] = (weakref.ref(a, lambda _: table.pop(key, None)), layout, slots)
         return slots
 
-    def _entry(self, a: np.ndarray, batch: tuple) -> tuple:
+    def _entry(self, a: np.ndarray, batch: tuple[int, ...]
+               ) -> tuple[weakref.ref[np.ndarray], Any, np.ndarray]:
         owner = _owner(a)
         entry = self._owners.get(id(owner))
         if entry is None or entry[0]() is not owner:
             key, table = id(owner), self._owners
-            ref = weakref.ref(owner, lambda _, key=key: table.pop(key, None))
+            ref = weakref.ref(owner, lambda _: table.pop(key, None))
             entry = table[key] = (ref, np.zeros(batch + (owner.size,), _dtype(owner)),
                                   np.zeros(owner.size, bool))
         return entry
@@ -716,8 +775,9 @@ def _memory_slots(a: np.ndarray, owner: np.ndarray) -> np.ndarray:
         return np.arange(a.size).reshape(a.shape)  # owns scattered memory: its own order
     counter = np.arange(owner.size)
     first = counter[start // itemsize:]
-    return np.lib.stride_tricks.as_strided(
+    slots: np.ndarray = np.lib.stride_tricks.as_strided(
         first, a.shape, tuple(s // itemsize * counter.itemsize for s in a.strides)).copy()
+    return slots
 
 
 def _dtype(a: np.ndarray) -> Any:
@@ -784,22 +844,19 @@ _ITERATION_PASS = _IterationPass()
 # -- the API -----------------------------------------------------------------------------------
 
 def _seed(ctx: ForwardContext, x: Any, dx: Any) -> Any:
-    if not isinstance(_innermost(x), (numbers.Number, np.ndarray, np.generic)):
+    if not _numeric(x):
         raise TypeError(f"jvp: cannot differentiate with respect to a {type(x).__name__} "
                         f"(expected floats, complex numbers or arrays)")
     return tag(x, ctx, dx)
 
 
-def _tangent_of(ctx: ForwardContext, y: Any, batch: tuple = ()) -> Any:
+def _tangent_of(ctx: ForwardContext, y: Any, batch: tuple[int, ...] = ()) -> Any:
     """The tangent of an output leaf: its own, or a zero of its shape (None for leaves that
     are not numbers or arrays)."""
     tangent = ctx._tangent(y)
     if tangent is not None:
         return tangent
-    plain = _innermost(y)
-    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)):
-        return None
-    return _zero(plain, batch)
+    return _zero(y, batch)  # None for leaves that are not numbers or arrays
 
 
 def _revealed(ctx: ForwardContext, tree: Any) -> Any:
@@ -817,7 +874,7 @@ def _revealed(ctx: ForwardContext, tree: Any) -> Any:
 
 
 @opaque
-def _call_and_reveal(ctx: ForwardContext, f: Callable, *args: Any) -> Any:
+def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any) -> Any:
     """``f(*args)`` under ``ctx``, its output revealed while the run still holds the heap's
     metadata (the core keeps it for the run only).  Called inside ``ctx``'s run: the call of
     ``f`` is one more step of it (``ctx.overdub``), not a new run."""
@@ -825,7 +882,11 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable, *args: Any) -> Any:
     return out if callable(out) and not _numeric(out) else _revealed(ctx, out)
 
 
-def _jvp(f: Callable, primals: tuple, tangents: tuple, batch: tuple = ()) -> tuple:
+def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
+         batch: tuple[int, ...] = ()) -> tuple[Any, Any]:
+    specialised = _forward_pass.jvp(f, primals, tangents, batch)  # scalar code: its dual
+    if specialised is not None:
+        return specialised
     ctx = ForwardContext()
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
@@ -842,8 +903,10 @@ def _jvp(f: Callable, primals: tuple, tangents: tuple, batch: tuple = ()) -> tup
     return unflatten(otree, values), unflatten(otree, derivs)
 
 
+@_forward_pass.nestable
 @opaque
-def jvp(f: Callable, primals: Any, tangents: Any) -> tuple:
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
+        ) -> tuple[Any, Any]:
     """``(f(*primals), J_f(primals) @ tangents)``: value and directional derivative.
 
     ``primals`` and ``tangents`` are sequences (one entry per argument of ``f``) of pytrees of
@@ -869,7 +932,8 @@ def jvp(f: Callable, primals: Any, tangents: Any) -> tuple:
 class _FunctionDerivative:
     """The derivative of a function-valued function, applied lazily (a fresh tag per call)."""
 
-    def __init__(self, f: Callable, primals: tuple, tangents: tuple) -> None:
+    def __init__(self, f: Callable[..., Any], primals: tuple[Any, ...],
+                 tangents: tuple[Any, ...]) -> None:
         self.f, self.primals, self.tangents = f, primals, tangents
 
     @opaque
@@ -878,8 +942,9 @@ class _FunctionDerivative:
         return _jvp(lambda *xs: f(*xs)(*args, **kwargs), self.primals, self.tangents)[1]
 
 
+@_forward_pass.nestable
 @opaque
-def derivative(f: Callable, x: Any = None, /) -> Any:
+def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
 
     ``x`` is a float, a complex number or an array (elementwise directional derivative along
@@ -897,10 +962,15 @@ def derivative(f: Callable, x: Any = None, /) -> Any:
     if not callable(f):
         raise TypeError(f"derivative: f must be callable, got {f!r}")
     if x is None:
-        return functools.wraps(f)(opaque(lambda x: derivative(f, x)))
+        return _forward_pass.nestable(functools.wraps(f)(opaque(lambda x: derivative(f, x))))
+    if type(x) is float:  # the common case, without the questions arrays need
+        return _jvp(f, (x,), (1.0,))[1]
     plain = _innermost(x)
+    one: Any
     if isinstance(plain, np.ndarray):
         one = np.ones(plain.shape, np.result_type(plain, float))
+    elif _arrays.is_foreign_array(plain):  # in the array's namespace
+        one = _arrays.one_like(plain if _arrays.kind(plain) in "fc" else _arrays.to_float(plain))
     else:
         one = 1.0 + 0j if isinstance(plain, complex) else 1.0
     return _jvp(f, (x,), (one,))[1]
@@ -910,7 +980,8 @@ D = derivative
 
 
 @opaque
-def jacfwd(f: Callable, argnums: int | tuple = 0, chunk: int | None = None) -> Callable:
+def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+           chunk: int | None = None) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
 
     Tangents carry ``chunk`` directions at once (ForwardDiff's chunks; default: all inputs in
@@ -927,7 +998,7 @@ def jacfwd(f: Callable, argnums: int | tuple = 0, chunk: int | None = None) -> C
     if not callable(f):
         raise TypeError(f"jacfwd: f must be callable, got {f!r}")
     multiple = isinstance(argnums, tuple)
-    nums = argnums if multiple else (argnums,)
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
     if chunk is not None and chunk < 1:
         raise ValueError(f"jacfwd: chunk must be a positive number of directions, got {chunk}")
 
@@ -943,34 +1014,40 @@ def jacfwd(f: Callable, argnums: int | tuple = 0, chunk: int | None = None) -> C
     return jacobian
 
 
-def _jacobian_wrt(f: Callable, args: tuple, num: int, chunk: int | None) -> Any:
+def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
+                  chunk: int | None) -> Any:
     """The Jacobian with respect to ``args[num]``, ``ceil(n / chunk)`` forward passes, each
     pushing a block of unit directions as one batched tangent."""
     plain = _innermost(args[num])
-    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)):
+    if not _numeric(plain):
         raise TypeError(f"jacfwd: argument {num} is a {type(plain).__name__}, expected a float, "
                         f"complex number or array")
     shape = np.shape(plain)
     n = int(np.prod(shape, dtype=int))
     k = n if chunk is None else max(1, min(chunk, n))
-    dtype = np.result_type(plain, float)
+    foreign = _arrays.is_foreign_array(plain)
+    dtype = None if foreign else np.result_type(plain, float)
     blocks, tree, ctx = [], None, None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
-        seed = np.zeros((stop - start, n), dtype)
-        seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
-        tangents = [None] * len(args)
-        tangents[num] = seed.reshape((stop - start,) + shape)
+        tangents: list[Any] = [None] * len(args)
+        if foreign:  # the directions live in the argument's namespace
+            tangents[num] = _arrays.directions(plain, start, stop)
+        else:
+            seed = np.zeros((stop - start, n), dtype)
+            seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
+            tangents[num] = seed.reshape((stop - start,) + shape)
         _, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,))
         leaves, tree = flatten(tangent)
         blocks.append(leaves)
     ctx = ForwardContext()  # routes the assembly through any enclosing context
     jacobians = [overdub(ctx, _assemble, [b[i] for b in blocks], shape)
                  for i in range(len(blocks[0]))]
+    assert tree is not None  # the loop ran at least once
     return unflatten(tree, jacobians)
 
 
-def _assemble(blocks: list, shape: tuple) -> Any:
+def _assemble(blocks: list[Any], shape: tuple[int, ...]) -> Any:
     """Columns ``(k, *out.shape)`` of several passes as a Jacobian ``out.shape + x.shape``.
     Run under a context so that an enclosing derivative sees it (the tangents may be its
     differentiated values)."""
@@ -1002,14 +1079,16 @@ class custom_jvp:
     See also: :func:`overdub_ad.defjvp` (per-argument rules for any callable).
     """
 
-    def __init__(self, fun: Callable) -> None:
+    __name__: str  # the function's, copied by functools.update_wrapper
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
         if not callable(fun):
             raise TypeError(f"custom_jvp: {fun!r} is not callable")
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun)  # sets __name__, __doc__, __wrapped__...
         self.fun = fun
-        self.jvp: Callable | None = None
+        self.jvp: Callable[..., Any] | None = None
 
-    def defjvp(self, jvp: Callable) -> Callable:
+    def defjvp(self, jvp: _F) -> _F:
         """Register ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``jvp``."""
         if not callable(jvp):
             raise TypeError(f"custom_jvp.defjvp: {jvp!r} is not callable")

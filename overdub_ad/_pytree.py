@@ -7,6 +7,7 @@ included, so ``argnums``-style code can pass it through).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -15,7 +16,8 @@ class TreeDef:
 
     __slots__ = ("kind", "keys", "children")
 
-    def __init__(self, kind: Any, keys: tuple = (), children: tuple = ()) -> None:
+    def __init__(self, kind: Any, keys: tuple[Any, ...] = (),
+                 children: tuple[TreeDef, ...] = ()) -> None:
         self.kind = kind
         self.keys = keys
         self.children = children
@@ -36,37 +38,38 @@ class TreeDef:
 _LEAF = TreeDef("leaf")
 
 
-def flatten(tree: Any) -> tuple[list, TreeDef]:
-    leaves: list = []
-
-    def walk(node: Any) -> TreeDef:
-        kind = type(node)
-        if kind is tuple or kind is list:
-            return TreeDef(kind, (), tuple(walk(child) for child in node))
-        if kind is dict:
-            keys = tuple(node)
-            return TreeDef(dict, keys, tuple(walk(node[k]) for k in keys))
-        leaves.append(node)
-        return _LEAF
-
-    return leaves, walk(tree)
+def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+    leaves: list[Any] = []
+    return leaves, _walk(tree, leaves)
 
 
-def unflatten(treedef: TreeDef, leaves: list) -> Any:
-    items = iter(leaves)
+# Module-level recursion, not nested closures: a recursive closure is a reference cycle that
+# would keep the leaves (a gradient's arrays) alive until the next garbage collection.
+def _walk(node: Any, leaves: list[Any]) -> TreeDef:
+    kind = type(node)
+    if kind is tuple or kind is list:
+        return TreeDef(kind, (), tuple([_walk(child, leaves) for child in node]))
+    if kind is dict:
+        keys = tuple(node)
+        return TreeDef(dict, keys, tuple([_walk(node[k], leaves) for k in keys]))
+    leaves.append(node)
+    return _LEAF
 
-    def build(node: TreeDef) -> Any:
-        if node.kind == "leaf":
-            return next(items)
-        children = [build(child) for child in node.children]
-        if node.kind is dict:
-            return dict(zip(node.keys, children))
-        return node.kind(children)
 
-    return build(treedef)
+def unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
+    return _build(treedef, iter(leaves))
 
 
-def tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
+def _build(node: TreeDef, items: Any) -> Any:
+    if node.kind == "leaf":
+        return next(items)
+    children = [_build(child, items) for child in node.children]
+    if node.kind is dict:
+        return dict(zip(node.keys, children))
+    return node.kind(children)
+
+
+def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     leaves, treedef = flatten(tree)
     others = [flatten(r)[0] for r in rest]
     return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])

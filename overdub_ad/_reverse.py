@@ -47,20 +47,27 @@ import math
 import numbers
 import operator
 import sys
+import threading
 import types
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 
 from overdub import (Context, Tagged, can_recurse, carries_tags, is_opaque, opaque, overdub,
                      recurse, tag, untag)
 
-from . import _rules
+from . import _arrays, _rules
+from ._arraylike import array_like, takes_arrays
 from ._pytree import flatten, unflatten
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
-_BuiltinMethod = type([].append)
+_Order = Literal["K", "A", "C", "F"]  # NumPy's memory orders
+_BuiltinMethod = types.BuiltinMethodType  # type([].append)
+# isinstance tuples typed loosely: NumPy's stubs reject the numbers.Number they would narrow to
+_NUMERIC: tuple[type[Any], ...] = (numbers.Number, np.ndarray, np.generic)
+_SCALAR: tuple[type[Any], ...] = (float, complex, np.generic)
 _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
             operator.imul: operator.mul, operator.itruediv: operator.truediv,
             operator.ipow: operator.pow, operator.imatmul: operator.matmul}
@@ -80,14 +87,16 @@ class _Node:
 class _Entry:
     """One primitive call: how to send its output cotangent back to its arguments."""
 
-    __slots__ = ("fn", "primals", "kwargs", "out", "inputs", "outputs", "joint")
+    __slots__ = ("fn", "primals", "kwargs", "out", "inputs", "outputs", "joint", "rules")
 
-    def __init__(self, fn: Any, primals: list, kwargs: dict, out: Any, inputs: list,
-                 outputs: Any, joint: Callable | None = None) -> None:
+    def __init__(self, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+                 inputs: list[Any], outputs: Any, joint: Callable[..., Any] | None = None,
+                 rules: tuple[Any, ...] | None = None) -> None:
         self.fn, self.primals, self.kwargs, self.out = fn, primals, kwargs, out
         self.inputs = inputs    # per positional argument: a node, a (nested) list of them, None
         self.outputs = outputs  # a node, or a tuple of nodes (None for integer outputs)
         self.joint = joint      # custom_vjp / checkpoint: ct -> all argument cotangents
+        self.rules = rules      # fn's reverse rules, when looked up already (else: the table)
 
 
 # Scalar entries are tuples: ``(output node, argument nodes, local partial derivatives)`` for
@@ -108,8 +117,9 @@ def _is_differentiable(x: Any) -> bool:
         return True
     if t is int:
         return False
-    return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool) \
-        and np.result_type(x).kind in "fc"
+    if isinstance(x, _NUMERIC):
+        return not isinstance(x, bool) and np.result_type(x).kind in "fc"
+    return _arrays.is_foreign_array_type(t) and _arrays.kind(x) in "fc"
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -120,7 +130,7 @@ def _root(a: np.ndarray) -> np.ndarray:
     return a
 
 
-_PLACEHOLDERS: dict[tuple, np.ndarray] = {}
+_PLACEHOLDERS: dict[tuple[Any, ...], np.ndarray] = {}  # (shape, dtype) -> placeholder
 
 
 def _placeholder(x: Any) -> Any:
@@ -128,8 +138,8 @@ def _placeholder(x: Any) -> Any:
     those): a read-only broadcast of one zero."""
     x = _innermost(x)
     if not isinstance(x, np.ndarray):
-        return 0.0 * x if isinstance(x, (float, complex, np.generic)) else x
-    key = (x.shape, x.dtype.str)
+        return 0.0 * x if isinstance(x, _SCALAR) else x
+    key = (x.shape, x.dtype)
     ph = _PLACEHOLDERS.get(key)
     if ph is None:
         if len(_PLACEHOLDERS) > 4096:
@@ -138,7 +148,7 @@ def _placeholder(x: Any) -> Any:
     return ph
 
 
-def _element_index(view: np.ndarray, root: np.ndarray) -> tuple | None:
+def _element_index(view: np.ndarray, root: np.ndarray) -> tuple[Any, ...] | None:
     """The elements of ``root`` that ``view`` shows, as an advanced index of ``root`` with the
     view's shape; None if ``view`` does not map element-wise onto ``root``."""
     if view.dtype != root.dtype:
@@ -255,7 +265,7 @@ def _sign(a: float) -> float:
     return 1.0 if a > 0 else -1.0 if a < 0 else 0.0
 
 
-def _p_pow(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple | None:
+def _p_pow(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
     pa = pb = 0.0
     if da:
         if b == 0:
@@ -274,27 +284,27 @@ def _p_pow(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple | None:
     return pa, pb
 
 
-def _p_div(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple | None:
+def _p_div(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
     if b == 0:
         return None
     return 1.0 / b, -out / b
 
 
-def _ADD(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+def _ADD(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...]:
     return _ONES
 
 
-def _SUB(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+def _SUB(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...]:
     return _ONE_MINUS_ONE
 
 
-def _MUL(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple:
+def _MUL(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...]:
     return b, a
 
 
 _ONES = (1.0, 1.0)
 _ONE_MINUS_ONE = (1.0, -1.0)
-_BINARY_PARTIALS = {
+_BINARY_PARTIALS: dict[Any, Callable[..., tuple[Any, ...] | None]] = {
     operator.add: _ADD,
     operator.sub: _SUB,
     operator.mul: _MUL,
@@ -311,13 +321,13 @@ _BINARY_PARTIALS.update({np.add: _BINARY_PARTIALS[operator.add],
                          pow: _p_pow})
 
 
-def _nonzero(p: Callable) -> Callable:
+def _nonzero(p: Callable[..., Any]) -> Callable[..., Any]:
     def partial(a: Any, out: Any) -> Any:
         return None if out == 0 else p(a, out)
     return partial
 
 
-_UNARY_PARTIALS = {
+_UNARY_PARTIALS: dict[Any, Callable[[Any, Any], Any]] = {
     operator.neg: lambda a, out: -1.0, operator.pos: lambda a, out: 1.0,
     abs: lambda a, out: _sign(a), operator.abs: lambda a, out: _sign(a),
     float: lambda a, out: 1.0,
@@ -356,23 +366,30 @@ class ReverseContext(Context):
     def __init__(self, nested: bool = True) -> None:
         super().__init__(passes=[_IterPass()])
         self.nested = nested
-        self.tape: list = []
+        self.tape: list[Any] = []
         # Arrays written in place (and views read after a write): id -> [weak ref, node, gen]
-        self.versions: dict[int, list] = {}
+        self.versions: dict[int, list[Any]] = {}
         # Differentiated arrays that views were taken of: id -> (weak ref, node)
-        self.roots: dict[int, tuple] = {}
+        self.roots: dict[int, tuple[Any, ...]] = {}
         # Arrays the tape holds as values: id(root) -> [(array, entry, path)], so that an
-        # in-place write first copies the values the entries need.
-        self.held: dict[int, list] = {}
+        # in-place write first copies the values the entries need.  Kept from the first
+        # in-place write on (``tracking``; the tape so far is scanned then): most functions
+        # never write, and need not pay for it on every call.
+        self.held: dict[int, list[Any]] = {}
+        self.tracking = False
+        # Recording for a second derivative of the tape itself (see _hvp): every entry keeps
+        # its function and all its values (no local partials, nothing left out)
+        self.second = False
         # Containers holding this context's tagged values natively: id -> (container, name)
-        self.stores: dict[tuple, tuple] = {}
+        self.stores: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._store_limit = 256
-        self._functions: dict[int, tuple] = {}  # id -> (Python function, is it a primitive)
+        # id -> (Python function, is it a primitive)
+        self._functions: dict[int, tuple[Any, bool]] = {}
         self._ref: Any = None
         self._label = f"{type(self).__name__} context at {id(self):#x}"
 
     def metadata_type(self, value_type: type) -> Any:
-        if issubclass(value_type, (numbers.Number, np.ndarray, np.generic)):
+        if _arrays.is_numeric_type(value_type):
             return _Node
         return None
 
@@ -442,7 +459,7 @@ class ReverseContext(Context):
         if slot is not None and slot[0]() is arr:
             slot[1], slot[2] = node, gen
             return
-        ref = weakref.ref(arr, lambda _, key=key: versions.pop(key, None))
+        ref = weakref.ref(arr, lambda _: versions.pop(key, None))
         versions[key] = [ref, node, gen]
 
     def _carries(self, x: Any, depth: int = 0) -> bool:
@@ -470,16 +487,22 @@ class ReverseContext(Context):
             if id(fn) in _FAST and not kwargs and type(args[0]) in _REAL_TYPES and \
                     type(args[-1]) in _REAL_TYPES:
                 return True  # arithmetic on plain floats
+            if fn is getattr and type(args[0]) is types.ModuleType:
+                return True  # np.sin
         return self._indirect(fn, args, kwargs)
 
-    def _direct(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+    def _direct(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a call with a differentiated argument is a primitive."""
         if fn is operator.setitem or fn is operator.delitem:
             container = _innermost(args[0])
-            if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter):
+            if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter) \
+                    or _arrays.is_foreign_array(container):
                 return True
             return not isinstance(getattr(type(container), "__setitem__", None),
                                   types.FunctionType)
+        decision = _DECISIONS.get(id(fn))
+        if decision is not None and decision[0] is fn:  # never a replacement nor an alias
+            return decision[1]
         if _replacement(fn) is not None:
             return True
         fn = _public(fn)
@@ -504,16 +527,23 @@ class ReverseContext(Context):
             known = self._functions.get(id(fn))
             if known is not None and known[0] is fn:
                 return known[1]
-            decision = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
-            self._functions[id(fn)] = (fn, decision)
-            return decision
+            # and across runs: whether the core can recurse into it is the same each time
+            seen = _RECURSIVE.get(fn)
+            if seen is not None and seen[0] is fn.__code__ and seen[1] is type(self):
+                decided = False
+            else:
+                decided = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
+                if not decided:
+                    _RECURSIVE[fn] = (fn.__code__, type(self))
+            self._functions[id(fn)] = (fn, decided)
+            return decided
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                             types.FunctionType)
         if python:
             return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
         return not can_recurse(self, fn, *args, **kwargs)
 
-    def _indirect(self, fn: Any, args: tuple, kwargs: dict) -> bool:
+    def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call without a differentiated argument of its own: written arrays, containers of
         differentiated values, keywords, ``out=`` buffers."""
         if kwargs:
@@ -569,7 +599,13 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        p: Any  # the local partial derivatives on the fast paths: a pair, or one
         if not self.nested and not kwargs:
+            if fn is getattr and type(args[0]) is types.ModuleType:
+                value = getattr(*args)
+                if callable(value):  # np.sin: no metadata to look for
+                    return value
+                return self.fallback(fn, *args)
             if len(args) == 2:
                 partials = _FAST2.get(id(fn))
                 if partials is not None:
@@ -600,7 +636,7 @@ class ReverseContext(Context):
                                 out = None
                             p = None if out is None or type(out) not in _REAL_TYPES else \
                                 partials(va, vb, out, na is not None, nb is not None)
-                        if p is not None:
+                        if p is not None and not self.second:
                             node = _Node()
                             self.tape.append((node, (na, nb), p))
                             return Tagged(out, node, ref, self._label)
@@ -615,7 +651,7 @@ class ReverseContext(Context):
                         va = a.value
                         out = fn(va)
                         p = partial(va, out) if type(out) in _REAL_TYPES else None
-                        if p is not None:
+                        if p is not None and not self.second:
                             node = _Node()
                             self.tape.append((node, (a.meta,), (p,)))
                             return Tagged(out, node, self._ref, self._label)
@@ -636,6 +672,14 @@ class ReverseContext(Context):
                             return Tagged(out, node, self._ref, self._label)
             elif fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
                 return fn(*args)
+        if not self.nested and not self.tracking:
+            simple = _SIMPLE.get(id(fn))
+            if simple is None or simple[0] is not fn:
+                simple = _simple(fn)
+            if simple[1]:
+                out = self._simple_call(fn, args, kwargs)
+                if out is not _NOT_SIMPLE:
+                    return out
         if fn is getattr:
             return self._attribute(*args)
         if fn is operator.setitem or fn is operator.delitem:
@@ -660,8 +704,12 @@ class ReverseContext(Context):
             return out
         if any(map(_is_iterator, args)):
             return self._consume(_public(fn), args, kwargs)
-        if fn in _INPLACE and isinstance(_innermost(args[0]), np.ndarray):
-            return self._write_inplace(fn, *args)
+        if fn in _INPLACE:
+            target = _innermost(args[0])
+            if isinstance(target, np.ndarray):
+                return self._write_inplace(fn, *args)
+            if _arrays.is_foreign_array(target):
+                raise _arrays.write_error(target, "reverse")
         if fn is np.copyto:
             return self._copyto(*args, **kwargs)
         if kwargs.get("out") is not None:
@@ -691,7 +739,7 @@ class ReverseContext(Context):
             return nodes if any(n is not None for n in nodes) else None
         return self._node(x)
 
-    def _call(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A primitive call: run on plain values, record an entry with the argument nodes."""
         if kwargs and any(self._carries(v) for v in kwargs.values()):
             args, kwargs = _positional(fn, args, kwargs)
@@ -703,12 +751,17 @@ class ReverseContext(Context):
                     f"positionally or register a rule with overdub_ad.defvjp")
         primals = [self._plain(a) for a in args]
         inputs = [self._inputs(a) for a in args]
+        if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
+            # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
+            primals = [self._run(np.asarray, p) if type(n) is list and array_like(p) else p
+                       for p, n in zip(primals, inputs)]
         plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
         if isinstance(fn, custom_vjp):
             if fn.fwd is None:
                 return recurse(self, fn.fn, *args, **kwargs)
             out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
             bwd = fn.bwd
+            assert bwd is not None  # defvjp sets fwd and bwd together
             if getattr(fn, "_wants_inputs", False):  # checkpoint: only what is needed
                 wanted = tuple([i for i, n in enumerate(inputs) if n is not None])
                 joint = lambda ct: bwd(residuals, ct, wanted)  # noqa: E731
@@ -725,8 +778,76 @@ class ReverseContext(Context):
         return self._record(fn, primals, plain_kwargs, out, inputs,
                             shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 
-    def _record(self, fn: Any, primals: list, kwargs: dict, out: Any, inputs: list,
-                joint: Callable | None = None, shape_only: bool = False) -> Any:
+    def _simple_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What :meth:`_call` does for the common call -- a function with rules, on arrays
+        and numbers, no enclosing context, no in-place write so far -- without its generality
+        (containers of differentiated values, keywords that carry them, ``out=``).
+        ``_NOT_SIMPLE`` for any other call, before anything ran."""
+        ref = self._ref
+        primals = list(args)
+        inputs: list[Any] = [None] * len(primals)
+        mask = 0  # bit i: argument i is differentiated
+        for i, a in enumerate(args):
+            kind = type(a)
+            if kind is Tagged:
+                value = a.value
+                if a.owner is not ref or type(value) not in _SIMPLE_VALUES:
+                    return _NOT_SIMPLE
+                primals[i] = value
+                inputs[i] = a.meta
+                mask |= 1 << i
+            elif kind not in _SIMPLE_ARGS and not (kind is tuple and _plain_tuple(a)):
+                return _NOT_SIMPLE
+        if kwargs:
+            if "out" in kwargs:
+                return _NOT_SIMPLE
+            for v in kwargs.values():
+                if not (type(v) in _SIMPLE_ARGS or (type(v) is tuple and _plain_tuple(v))):
+                    return _NOT_SIMPLE
+        if not mask or _rules.is_nondifferentiable(fn):
+            return fn(*primals, **kwargs)
+        rules = _rules.vjp_rules(fn)
+        plan = _PLANS.get((id(fn), mask))
+        if plan is None or plan[0] is not fn or plan[1] is not rules:
+            plan = _plan(fn, rules, mask)
+        if plan[2] is None:
+            return _NOT_SIMPLE  # MissingRuleError, from _call
+        out = fn(*primals, **kwargs)
+        kind = type(out)
+        if (kind is np.ndarray and out.base is None and out.dtype.kind in "fc"
+                and fn is not operator.getitem) or kind is float or kind is np.float64:
+            node = _Node()
+            kept = out
+            # values no rule of a differentiated argument reads are not kept: they are freed
+            # as in the plain run (memory, and time: the allocator reuses them)
+            if not self.second:
+                for i in plan[2]:
+                    primals[i] = _placeholder(primals[i])
+                if plan[3]:
+                    kept = _placeholder(out)
+            if mask == 1 and _POWERS.get(id(fn)) is rules and len(primals) == 2 and \
+                    not kwargs and type(primals[1]) in _CONSTANT_POWERS and primals[1] != 0:
+                rules = _POW_CONSTANT  # x ** 2: the same numbers, fewer operations
+            self.tape.append(_Entry(fn, primals, kwargs, kept, inputs, node, None, rules))
+            return Tagged(out, node, ref, self._label)
+        if fn is operator.getitem and kind is np.ndarray and out.dtype.kind in "fc":
+            # x[1:]: _record's work for a view of x, where x owns its data (x's node is the
+            # one a write into the view updates) or is itself a view (nothing to note)
+            x = primals[0]
+            if out.base is x and type(inputs[0]) is _Node and id(x) not in self.roots:
+                self.roots[id(x)] = (weakref.ref(x), inputs[0])
+            node = _Node()
+            primals[0] = _placeholder(x)
+            self.tape.append(_Entry(fn, primals, kwargs, out, inputs, node, None, rules))
+            return Tagged(out, node, ref, self._label)
+        return self._record(fn, primals, kwargs, out, inputs,
+                            shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
+
+    def _record(self, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+                inputs: list[Any], joint: Callable[..., Any] | None = None,
+                shape_only: bool = False) -> Any:
+        outputs: tuple[_Node | None, ...] | _Node
+        result: Any
         if isinstance(out, (tuple, list)):
             outputs = tuple([_Node() if _is_differentiable(o) else None for o in out])
             if all(n is None for n in outputs):
@@ -748,11 +869,12 @@ class ReverseContext(Context):
             primals[0] = _placeholder(primals[0])
         entry = _Entry(fn, primals, kwargs, out, inputs, outputs, joint)
         self.tape.append(entry)
-        self._hold(entry, primals, out)
+        if self.tracking:
+            self._hold(entry, primals, out)
         return result
 
     # -- values the tape needs, and views ------------------------------------------------------
-    def _hold(self, entry: _Entry, primals: list, out: Any) -> None:
+    def _hold(self, entry: _Entry, primals: list[Any], out: Any) -> None:
         held = self.held
         for i, value in enumerate(primals):
             v = _innermost(value)
@@ -773,13 +895,23 @@ class ReverseContext(Context):
             if type(w) is np.ndarray:
                 held.setdefault(id(_root(w)), []).append((w, entry, ("out",)))
 
+    def _track(self) -> None:
+        """Start keeping ``held``: first the arrays the entries recorded so far hold."""
+        self.tracking = True
+        for entry in self.tape:
+            if type(entry) is _Entry:
+                self._hold(entry, entry.primals, entry.out)
+
     def _save_before_write(self, array: np.ndarray) -> None:
         """Entries that read ``array`` (or memory it shares) keep the values they read."""
+        if not self.tracking:
+            self._track()
         key = id(_root(array))
         slot = self.held.get(key)
         if not slot:
             return
-        keep, copies = [], {}
+        keep: list[Any] = []
+        copies: dict[int, Any] = {}
         for value, entry, path in slot:
             if value is array or np.may_share_memory(value, array):
                 saved = copies.get(id(value))
@@ -797,7 +929,7 @@ class ReverseContext(Context):
         else:
             del self.held[key]
 
-    def _note_views(self, primals: list, inputs: list, out: Any, outputs: Any) -> None:
+    def _note_views(self, primals: list[Any], inputs: list[Any], out: Any, outputs: Any) -> None:
         """A view of a differentiated array: remember that array's node (a write into the view
         updates it) and the write generation the view belongs to."""
         pairs = zip(out, outputs) if isinstance(out, (tuple, list)) else ((out, outputs),)
@@ -860,6 +992,8 @@ class ReverseContext(Context):
             array = target.base
             index = np.unravel_index(np.arange(array.size)[self._plain(index)], array.shape)
             return self._write_item(array, index, value[0])
+        if _arrays.is_foreign_array(target):
+            raise _arrays.write_error(target, "reverse")
         if not isinstance(target, np.ndarray):
             raise _rules.missing(getattr(type(target), "__setitem__", fn), 0, "reverse",
                                  type(self).__name__)
@@ -870,6 +1004,8 @@ class ReverseContext(Context):
     def _write_item(self, container: Any, index: Any, value: Any) -> None:
         """``a[index] = value`` on an array: a functional update on the tape, in place."""
         array = _innermost(container)
+        if _arrays.is_foreign_array(array):  # an out= buffer
+            raise _arrays.write_error(array, "reverse")
         if type(value) in (list, tuple) and self._carries(value):
             value = self._call(np.array, (value,), {})
         old = self._node(container)
@@ -913,7 +1049,7 @@ class ReverseContext(Context):
         self._commit(array, node)
         return target
 
-    def _write_out(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _write_out(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``np.add(a, b, out=c)``: ``c`` gets the new value (and node); recorded without out."""
         out = kwargs["out"]
         targets = out if isinstance(out, tuple) else (out,)
@@ -935,7 +1071,7 @@ class ReverseContext(Context):
         self._write_item(dst, Ellipsis, src)
 
     # -- containers ----------------------------------------------------------------------------
-    def _store(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _store(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         container = fn.__self__
         if fn.__name__ in _STORES:
             self._note_store(container)
@@ -991,7 +1127,7 @@ class ReverseContext(Context):
                     value[k] = c
         return value
 
-    def _consume(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _consume(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Iterator arguments of a C function: a list for a rule of a builtin or ``math``
         function that consumes them (``math.fsum``, ``sum``, ``max``); for any other function an
         iterator that raises :class:`MissingRuleError` at the first differentiated item."""
@@ -1008,10 +1144,11 @@ class ReverseContext(Context):
                 raise _rules.missing(fn, 0, "reverse", type(self).__name__)
             yield item
 
-    def _iterate(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def _iterate(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``list(x)``, ``zip(x, y)``, ``for v in x``... on a differentiated array: its
         elements, each differentiated (one tape entry for all of them)."""
-        items = tuple([self._elements(a) if type(_innermost(a)) is np.ndarray
+        items = tuple([self._elements(a) if (type(_innermost(a)) is np.ndarray or
+                                             _arrays.is_foreign_array(_innermost(a)))
                        and self._node(a) is not None else a for a in args])
         if fn is itertools.accumulate and len(items) == 1 and kwargs.get("func") is None:
             items += (operator.add,)  # its default sum would add natively: the shim sees it
@@ -1019,7 +1156,7 @@ class ReverseContext(Context):
             return recurse(self, fn, *items, **kwargs)
         return self._run(fn, *items, **kwargs)
 
-    def _elements(self, x: Any) -> list:
+    def _elements(self, x: Any) -> list[Any]:
         if np.ndim(_innermost(x)) == 0:
             raise TypeError("iteration over a 0-d array")
         if _NP_UNSTACK is not None:
@@ -1033,7 +1170,7 @@ class ReverseContext(Context):
         if name in _ATTRIBUTES:
             return self._call(_ATTRIBUTES[name], (obj,), {})
         plain = _innermost(obj)
-        if isinstance(plain, (np.ndarray, np.generic)):
+        if isinstance(plain, (np.ndarray, np.generic)) or _arrays.is_foreign_array(plain):
             method = _METHODS.get(name)
             if method is not None:
                 return functools.partial(method, obj)
@@ -1041,13 +1178,15 @@ class ReverseContext(Context):
             if callable(value) and not isinstance(value, (type, np.dtype)) and \
                     not name.startswith("__"):
                 return _Unsupported(getattr(type(plain), name, value))
+            if _arrays.is_foreign_array(plain) and _is_differentiable(value):
+                raise _arrays.attribute_error(plain, name, "reverse")
             return value
         if isinstance(plain, (float, complex)) and name == "conjugate":
             return functools.partial(np.conj, obj)
         return self._run(getattr, untag(obj, self), name, *default)
 
 
-def _stored(entry: Any, path: tuple) -> Any:
+def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
     """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array)."""
     if path[0] == "out":
         return entry.out if len(path) == 1 else entry.out[path[1]]
@@ -1056,7 +1195,7 @@ def _stored(entry: Any, path: tuple) -> Any:
     return entry.primals[path[0]][path[1]]
 
 
-def _replace(entry: Any, path: tuple, value: Any, saved: Any) -> None:
+def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
     if path[0] == "out":
         if len(path) == 1:
             if entry.out is value:
@@ -1077,7 +1216,96 @@ def _replace(entry: Any, path: tuple, value: Any, saved: Any) -> None:
             entry.primals[path[0]] = type(entry.primals[path[0]])(items)
 
 
-_DECISIONS: dict[int, tuple] = {}
+_DECISIONS: dict[int, tuple[Any, bool]] = {}
+# Python functions known not to be primitives (the core recurses into them): fn -> (its code,
+# the context class that found out)
+_RECURSIVE: weakref.WeakKeyDictionary[Any, tuple[Any, type]] = weakref.WeakKeyDictionary()
+
+
+def _reads_table() -> dict[int, tuple[Any, ...]]:
+    """What the shipped reverse rules of common functions read, per argument: the positions
+    of the primal arguments (-1 for the output) whose values rule ``i`` uses -- beyond shapes
+    and dtypes, which a placeholder keeps.  ``id(fn) -> (fn, its shipped rules, reads)``;
+    a rule registered later by the user is not in it (its identity differs), so its entries
+    keep every value."""
+    none: frozenset[int] = frozenset()
+    x, y, out = frozenset({0}), frozenset({1}), frozenset({-1})
+    table = {}
+    for fns, reads in (((operator.add, np.add, operator.sub, np.subtract), (none, none)),
+                       ((operator.neg, np.negative, operator.pos, np.positive, np.sum, np.mean),
+                        (none,)),
+                       ((operator.mul, np.multiply, operator.matmul, np.matmul), (y, x)),
+                       ((operator.truediv, np.true_divide), (y, y | out)),
+                       ((operator.pow, np.power), (x | y, x | y | out)),
+                       ((np.tanh, np.exp, np.sqrt, np.tan, np.expm1, np.reciprocal, np.cbrt),
+                        (out,)),
+                       ((np.sin, np.cos, np.log, np.log1p, np.log2, np.log10, np.square,
+                         np.arctan, np.sinh, np.cosh, np.arcsin, np.arccos, np.arcsinh,
+                         np.arctanh), (x,))):
+        for fn in fns:
+            rules = _rules.vjp_rules(fn)
+            if rules is not None:
+                table[id(fn)] = (fn, rules, reads)
+    return table
+
+# C functions and ufuncs recorded by ReverseContext._simple_call: id -> (fn, whether it may be)
+_SIMPLE: dict[int, tuple[Any, ...]] = {}
+_NOT_SIMPLE = object()
+_SIMPLE_VALUES = frozenset({np.ndarray, float, np.float64, complex, np.complex128})
+_SIMPLE_ARGS = frozenset({np.ndarray, float, int, bool, complex, str, type(None), slice,
+                          type(Ellipsis), type, np.float64, np.int64, np.intp, np.bool_})
+
+
+# (id(fn), mask of differentiated arguments) -> (fn, its rules, differentiated arguments whose
+# values no rule reads or None if one has no rule, whether no rule reads the output)
+_PLANS: dict[tuple[int, int], tuple[Any, ...]] = {}
+
+
+def _plan(fn: Any, rules: tuple[Any, ...] | None, mask: int) -> tuple[Any, ...]:
+    """How :meth:`ReverseContext._simple_call` records a call of ``fn`` whose differentiated
+    arguments are the bits of ``mask``."""
+    positions = [i for i in range(mask.bit_length()) if mask >> i & 1]
+    if rules is None or any(i >= len(rules) or rules[i] is None for i in positions):
+        plan: tuple[Any, ...] = (fn, rules, None, False)
+    else:
+        reads = _READS.get(id(fn))
+        if reads is not None and reads[0] is fn and reads[1] is rules:
+            needed = frozenset().union(*[reads[2][i] for i in positions])
+            plan = (fn, rules, tuple([i for i in positions if i not in needed]),
+                    -1 not in needed)
+        else:
+            plan = (fn, rules, (), False)
+    if not isinstance(fn, _PYTHON_CODE) and len(_PLANS) < 100_000:
+        _PLANS[id(fn), mask] = plan
+    return plan
+
+
+def _plain_tuple(t: tuple[Any, ...]) -> bool:
+    """A tuple of plain numbers, indices and arrays (a shape, an index, axes)."""
+    for item in t:
+        if type(item) not in _SIMPLE_ARGS:
+            return False
+    return True
+
+
+def _simple(fn: Any) -> tuple[Any, ...]:
+    """Whether calls of ``fn`` may take :meth:`ReverseContext._simple_call`: a C function or
+    ufunc with rules (or none needed), that none of ``execute``'s special cases handles."""
+    bound = type(fn) is _BuiltinMethod and not isinstance(fn.__self__, types.ModuleType)
+    special = (fn is getattr or fn is setattr or fn is operator.setitem or fn is dict
+               or fn is operator.delitem or fn is np.copyto or id(fn) in _ITERATORS
+               or id(fn) in _MOVING or isinstance(fn, custom_vjp) or bound
+               or isinstance(fn, _PYTHON_CODE) or _replacement(fn) is not None
+               or _public(fn) is not fn)
+    try:
+        special = special or fn in _INPLACE
+    except TypeError:  # unhashable
+        special = True
+    simple = (fn, not special and (_rules.vjp_rules(fn) is not None
+                                   or _rules.is_nondifferentiable(fn)))
+    if not (isinstance(fn, _PYTHON_CODE) or bound) and len(_SIMPLE) < 100_000:
+        _SIMPLE[id(fn)] = simple  # (a bound method would keep its object alive)
+    return simple
 
 
 _OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
@@ -1094,7 +1322,7 @@ def _sourceless(fn: Any) -> bool:
     return (getattr(target, "__module__", None) or "").partition(".")[0] not in _OVERDUB_PACKAGES
 
 
-_ALIASES: dict = {}
+_ALIASES: dict[Any, Any] = {}
 
 
 def _public(fn: Any) -> Any:
@@ -1126,29 +1354,44 @@ def _remember(fn: Any, decision: bool) -> None:
         _DECISIONS[id(fn)] = (fn, decision)
 
 
-def _positional(fn: Any, args: tuple, kwargs: dict) -> tuple:
+def _positional(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Keyword arguments bound to their positions where ``fn``'s signature says so."""
     import inspect
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return args, kwargs
-    args, kwargs = list(args), dict(kwargs)
+    items, named = list(args), dict(kwargs)
     for i, p in enumerate(params):
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             break
-        if i < len(args):
+        if i < len(items):
             continue
-        if p.name in kwargs:
-            args.append(kwargs.pop(p.name))
-        elif p.default is not p.empty and any(q.name in kwargs for q in params[i + 1:]):
-            args.append(p.default)
+        if p.name in named:
+            items.append(named.pop(p.name))
+        elif p.default is not p.empty and any(q.name in named for q in params[i + 1:]):
+            items.append(p.default)
         else:
             break
-    return tuple(args), kwargs
+    return tuple(items), named
 
 
 _NP_UNSTACK = getattr(np, "unstack", None)
+_READS = _reads_table()
+
+
+def _pow_constant_vjp(ct: Any, out: Any, /, x: Any, y: Any, *m: Any) -> Any:
+    """The cotangent of ``x`` in ``x ** y`` for a constant number ``y != 0``: what the shipped
+    rules compute, ``ct * (y * x ** (y - 1))`` (their guard for ``x == y == 0`` never applies),
+    without their masks; ``x ** 1`` is ``x`` exactly."""
+    return ct * (y * (x if y == 2 else np.power(x, y - 1)))
+
+
+_POW_CONSTANT = (_pow_constant_vjp, _rules.ZERO)
+_CONSTANT_POWERS = frozenset({int, float})
+# id(fn) -> the shipped reverse rules of the power functions (a user's own rules differ)
+_POWERS = {id(fn): _rules.vjp_rules(fn) for fn in (operator.pow, np.power)}
 
 
 class _Unsupported:
@@ -1179,11 +1422,11 @@ def _m_transpose(x: Any, *axes: Any) -> Any:
     return np.transpose(x, axes[0] if len(axes) == 1 else (axes if axes else None))
 
 
-def _m_flatten(x: Any, order: str = "C") -> Any:
+def _m_flatten(x: Any, order: _Order = "C") -> Any:
     return np.copy(np.ravel(x, order))
 
 
-def _m_copy(x: Any, order: str = "C") -> Any:
+def _m_copy(x: Any, order: _Order = "C") -> Any:
     return np.copy(x, order=order)
 
 
@@ -1344,7 +1587,7 @@ _METHODS.update({"reshape": _m_reshape, "transpose": _m_transpose, "flatten": _m
 # -- in-place writes as functions ------------------------------------------------------------
 
 def _write(before: np.ndarray, index: Any, value: Any = None) -> np.ndarray:
-    out = before.copy()
+    out: np.ndarray = before.copy()
     out[index] = value
     return out
 
@@ -1373,8 +1616,10 @@ def _write_ct_value(ct: Any, out: Any, before: Any, index: Any, value: Any) -> A
 _WRITE_VJPS = (_write_ct_array, _rules.ZERO, _write_ct_value)
 
 
-def _vjps(fn: Any) -> tuple:
-    return _WRITE_VJPS if fn is _write else _rules.vjp_rules(fn)
+def _vjps(fn: Any) -> tuple[Any, ...]:
+    rules = _WRITE_VJPS if fn is _write else _rules.vjp_rules(fn)
+    assert rules is not None  # only functions with rules are recorded
+    return rules
 
 
 # -- the backward sweep --------------------------------------------------------------------
@@ -1404,7 +1649,7 @@ class _NestedSweep:
 
     __slots__ = ("cts", "bare")
 
-    def __init__(self, cts: dict) -> None:
+    def __init__(self, cts: dict[Any, Any]) -> None:
         self.cts = cts
         self.bare = Context()
 
@@ -1429,7 +1674,7 @@ class _NestedSweep:
             part = self.compute(_unbroadcast, part, x)
         self.add(node, part)
 
-    def run(self, tape: list) -> dict:
+    def run(self, tape: list[Any]) -> dict[Any, Any]:
         cts = self.cts
         for entry in reversed(tape):
             if type(entry) is tuple:
@@ -1468,7 +1713,11 @@ class _NestedSweep:
             for i, node in enumerate(entry.inputs):
                 if node is None or rules[i] is _rules.ZERO:
                     continue
-                part = self.compute(rules[i], ct, entry.out, *entry.primals, **entry.kwargs)
+                if type(rules[i]) is _rules.Carried:  # told which arguments are differentiated
+                    part = self.compute(rules[i].rule, _rules.carried_pattern(entry.inputs), ct,
+                                        entry.out, *entry.primals, **entry.kwargs)
+                else:
+                    part = self.compute(rules[i], ct, entry.out, *entry.primals, **entry.kwargs)
                 self.send(node, part, entry.primals[i])
         return cts
 
@@ -1477,6 +1726,8 @@ def _zero_like(x: Any) -> Any:
     x = _innermost(x)
     if isinstance(x, np.ndarray):
         return np.zeros_like(x, dtype=np.result_type(x, float))
+    if _arrays.is_foreign_array(x):
+        return _arrays.zeros(x)
     return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
 
 
@@ -1486,9 +1737,9 @@ class _Sweep:
 
     __slots__ = ("cts", "owned")
 
-    def __init__(self, cts: dict) -> None:
+    def __init__(self, cts: dict[Any, Any]) -> None:
         self.cts = cts
-        self.owned: set = set()
+        self.owned: set[Any] = set()
 
     def add(self, node: Any, part: Any) -> None:
         cts = self.cts
@@ -1496,8 +1747,9 @@ class _Sweep:
         if c is None:
             cts[node] = part
             return
-        if node in self.owned and np.shape(part) == c.shape and \
-                np.result_type(c, part) == c.dtype:
+        if node in self.owned and (
+                (type(part) is np.ndarray and part.shape == c.shape and part.dtype == c.dtype)
+                or (np.shape(part) == c.shape and np.result_type(c, part) == c.dtype)):
             c += part
             return
         s = c + part
@@ -1514,7 +1766,14 @@ class _Sweep:
             for n, p, item in zip(node, part, x):
                 self.send(n, p, item)
             return
-        self.add(node, _unbroadcast(part, x))
+        kind = type(part)
+        if kind is np.ndarray:  # most often already of x's shape and kind
+            if not (type(x) is np.ndarray and part.shape == x.shape
+                    and (part.dtype.kind != "c" or x.dtype.kind == "c")):
+                part = _unbroadcast(part, x)
+        elif not ((kind is float or kind is np.float64) and type(x) in _REAL_TYPES):
+            part = _unbroadcast(part, x)
+        self.add(node, part)
 
     def scatter(self, node: Any, ct: Any, x: np.ndarray, index: Any) -> None:
         """``x[index]``'s cotangent added into ``node``'s buffer, in place."""
@@ -1531,11 +1790,14 @@ class _Sweep:
             ct = np.real(ct)
         buf[index] += ct
 
-    def run(self, tape: list) -> dict:
+    def run(self, tape: list[Any], consume: bool = False) -> dict[Any, Any]:
+        """``consume``: the tape is used once; each entry (and the values only it holds) is
+        let go as soon as it is done, so memory falls as cotangents grow."""
         cts = self.cts
         pop, get = cts.pop, cts.get
         getitem = operator.getitem
-        for entry in reversed(tape):
+        zero, carried = _rules.ZERO, _rules.Carried
+        for entry in (_popped(tape) if consume else reversed(tape)):
             if type(entry) is tuple:
                 ct = pop(entry[0], None)
                 if ct is None:
@@ -1577,12 +1839,21 @@ class _Sweep:
                     self.send(node, part, x)
                 parts = part = ct = None  # a recomputed block's cotangents go now
                 continue
-            rules = _vjps(entry.fn)
-            for i, node in enumerate(entry.inputs):
-                if node is None or rules[i] is _rules.ZERO:
+            rules = entry.rules
+            if rules is None:
+                rules = _vjps(entry.fn)
+            inputs, out, primals, kwargs = entry.inputs, entry.out, entry.primals, entry.kwargs
+            for i, node in enumerate(inputs):
+                if node is None:
                     continue
-                part = rules[i](ct, entry.out, *entry.primals, **entry.kwargs)
-                self.send(node, part, entry.primals[i])
+                rule = rules[i]
+                if rule is zero:
+                    continue
+                if type(rule) is carried:  # told which arguments are differentiated
+                    part = rule.rule(_rules.carried_pattern(inputs), ct, out, *primals, **kwargs)
+                else:
+                    part = rule(ct, out, *primals, **kwargs)
+                self.send(node, part, primals[i])
         return cts
 
 
@@ -1594,56 +1865,95 @@ def _probe() -> bool:
 _PROBE_CODE = _probe.__code__
 
 
+_PROBES = threading.local()
+
+
 def _enclosed() -> bool:
-    """Whether an enclosing context must see (and may differentiate) what we compute."""
-    return overdub(Context(), _probe)
+    """Whether an enclosing context must see (and may differentiate) what we compute.
+
+    The probe is a bare context per thread, reused while it has only run on its own: one
+    that ran inside another context intercepts what that one does from then on, so the next
+    question gets a fresh one (making a context costs more than the question)."""
+    probe = getattr(_PROBES, "ctx", None)
+    if probe is None:
+        probe = Context()
+    inside = overdub(probe, _probe)
+    _PROBES.ctx = None if inside else probe
+    return inside
 
 
-def _pull(tape: list, out_nodes: list, ct_leaves: list, nodes: dict, argnums: tuple,
-          fast: bool) -> tuple:
-    sweep = _Sweep({}) if fast else _NestedSweep({})
+def _popped(tape: list[Any]) -> Any:
+    """The tape's entries, last first, each removed from it as it is handed out."""
+    while tape:
+        yield tape.pop()
+
+
+def _pull(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: dict[Any, Any],
+          argnums: tuple[int, ...], fast: bool, consume: bool = False) -> tuple[Any, ...]:
+    if fast:
+        sweep = _Sweep({})
+        for node, c in zip(out_nodes, ct_leaves):
+            if node is not None and c is not None:
+                sweep.add(node, c)
+        return _gradients(nodes, argnums, sweep.run(tape, consume))
+    nested = _NestedSweep({})
     for node, c in zip(out_nodes, ct_leaves):
         if node is not None and c is not None:
-            sweep.add(node, c)
-    return _gradients(nodes, argnums, sweep.run(tape))
+            nested.add(node, c)
+    return _gradients(nodes, argnums, nested.run(tape))
 
 
-def _sweep(tape: list, out_nodes: list, ct_leaves: list, nodes: dict, argnums: tuple) -> tuple:
+def _sweep(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: dict[Any, Any],
+           argnums: tuple[int, ...], consume: bool = False,
+           enclosed: bool | None = None) -> tuple[Any, ...]:
     """The backward sweep, from output cotangents to input gradients.  Under an enclosing
     context what it computes runs through that context, so that an enclosing derivative
-    differentiates it (see :class:`_NestedSweep`)."""
-    return _pull(tape, out_nodes, ct_leaves, nodes, argnums, not _enclosed())
+    differentiates it (see :class:`_NestedSweep`).  ``consume``: the tape is not needed
+    afterwards (it is emptied as the sweep goes).  ``enclosed``: whether there is an
+    enclosing context, if the caller knows already."""
+    if enclosed is None:
+        enclosed = _enclosed()
+    return _pull(tape, out_nodes, ct_leaves, nodes, argnums, not enclosed, consume)
 
 
 # -- the public API ------------------------------------------------------------------------
 
 def _seed(ctx: ReverseContext, x: Any) -> tuple[Any, Any]:
+    kind = type(x)
+    if (kind is np.ndarray and x.dtype.kind in "fc") or kind is float:  # the common case
+        node = _Node()
+        return ctx._wrap(x, node), node
     plain = _innermost(x)
-    if not isinstance(plain, (numbers.Number, np.ndarray, np.generic)) or \
-            isinstance(plain, (bool, np.bool_)) or np.result_type(plain).kind == "b":
-        what = f"{plain.dtype} array" if isinstance(plain, np.ndarray) else type(plain).__name__
+    if not _arrays.is_numeric(plain) or \
+            isinstance(plain, (bool, np.bool_)) or _arrays.kind(plain) == "b":
+        what = f"{plain.dtype} array" if hasattr(plain, "dtype") else type(plain).__name__
         raise TypeError(f"cannot differentiate with respect to a {what} (expected floats, "
                         f"complex numbers or arrays of them)")
-    if type(x) is not Tagged and np.result_type(plain).kind in "iu":  # an integer point
-        x = np.asarray(x, dtype=float) if isinstance(x, np.ndarray) else float(x)
+    if type(x) is not Tagged and _arrays.kind(plain) in "iu":  # an integer point
+        x = _arrays.to_float(x)
     node = _Node()
     return ctx._wrap(untag(x, ctx), node), node
 
 
-def _forward(f: Callable, args: tuple, kwargs: dict, argnums: tuple) -> tuple:
+def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             argnums: tuple[int, ...], enclosed: bool | None = None,
+             second: bool = False) -> tuple[Any, ...]:
     """Run ``f`` on tagged inputs; returns the tape, the output (its tree, plain leaves and
     their nodes) and the input nodes.  The tape is detached from the context (which is part of
-    reference cycles through its dispatchers): it is freed as soon as its holder lets go."""
-    ctx = ReverseContext(nested=_enclosed())
-    args = list(args)
-    nodes: dict[int, tuple] = {}
+    reference cycles through its dispatchers): it is freed as soon as its holder lets go.
+    ``enclosed``: whether there is an enclosing context, if the caller knows already;
+    ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`)."""
+    ctx = _context(_enclosed() if enclosed is None else enclosed)
+    ctx.second = second
+    inputs = list(args)
+    nodes: dict[int, tuple[Any, ...]] = {}
     for num in argnums:
-        leaves, tree = flatten(args[num])
+        leaves, tree = flatten(inputs[num])
         seeded = [_seed(ctx, x) for x in leaves]
-        args[num] = unflatten(tree, [s[0] for s in seeded])
+        inputs[num] = unflatten(tree, [s[0] for s in seeded])
         nodes[num] = (leaves, tree, [s[1] for s in seeded])
     try:
-        out = overdub(ctx, f, *args, **kwargs)
+        out = overdub(ctx, f, *inputs, **kwargs)
     finally:
         ctx.roots.clear()
     leaves, tree = flatten(out)
@@ -1653,16 +1963,43 @@ def _forward(f: Callable, args: tuple, kwargs: dict, argnums: tuple) -> tuple:
     ctx.versions.clear()
     ctx.held.clear()
     ctx._functions.clear()
+    ctx.tracking = False
     tape, ctx.tape = ctx.tape, []
+    _done(ctx)
     return tape, (tree, plain, out_nodes), nodes
 
 
-def _release(tape: list) -> None:
+# Idle reverse contexts of this thread.  A context's first run builds its dispatchers and
+# rewrites the functions it meets (tens of microseconds, more than a small gradient's own work),
+# so one that finished a run serves the next: runs in progress (nested ones) take others.
+_IDLE = threading.local()
+
+
+def _context(nested: bool) -> ReverseContext:
+    idle = getattr(_IDLE, "contexts", None)
+    if idle:
+        ctx = idle.pop()
+        ctx.nested = nested
+        return ctx
+    return ReverseContext(nested=nested)
+
+
+def _done(ctx: ReverseContext) -> None:
+    """``ctx`` finished its run (and holds nothing of it): it may serve the next one."""
+    idle = getattr(_IDLE, "contexts", None)
+    if idle is None:
+        idle = _IDLE.contexts = []
+    if len(idle) < 4 and type(ctx) is ReverseContext:
+        idle.append(ctx)
+
+
+def _release(tape: list[Any]) -> None:
     """The tape's values are no longer needed."""
     tape.clear()
 
 
-def _gradients(nodes: dict, argnums: tuple, cts: dict) -> tuple:
+def _gradients(nodes: dict[Any, Any], argnums: tuple[int, ...],
+               cts: dict[Any, Any]) -> tuple[Any, ...]:
     # Built with displays and comprehensions, never list.append: under an enclosing context a
     # stored value's metadata lives in that context's shadow, which the caller cannot read.
     return tuple([_rebuild(nodes[num][1], [_cast(cts[n], x) if n in cts else _zeros_like(x)
@@ -1672,11 +2009,11 @@ def _gradients(nodes: dict, argnums: tuple, cts: dict) -> tuple:
 
 # Pytree helpers for code that may run under an enclosing context: no list.append, no
 # iterators consumed by C functions (the enclosing context sees every value move).
-def _rebuild(treedef: Any, leaves: list) -> Any:
+def _rebuild(treedef: Any, leaves: list[Any]) -> Any:
     return _rebuild_at(treedef, leaves, 0)[0]
 
 
-def _rebuild_at(node: Any, leaves: list, start: int) -> tuple:
+def _rebuild_at(node: Any, leaves: list[Any], start: int) -> tuple[Any, ...]:
     if node.kind == "leaf":
         return leaves[start], start + 1
     children, start = _rebuild_children(node.children, leaves, start)
@@ -1685,7 +2022,7 @@ def _rebuild_at(node: Any, leaves: list, start: int) -> tuple:
     return (list(children) if node.kind is list else children), start
 
 
-def _rebuild_children(children: tuple, leaves: list, start: int) -> tuple:
+def _rebuild_children(children: tuple[Any, ...], leaves: list[Any], start: int) -> tuple[Any, ...]:
     if not children:
         return (), start
     first, start = _rebuild_at(children[0], leaves, start)
@@ -1693,7 +2030,7 @@ def _rebuild_children(children: tuple, leaves: list, start: int) -> tuple:
     return (first,) + rest, start
 
 
-def _tree_leaves(tree: Any) -> list:
+def _tree_leaves(tree: Any) -> list[Any]:
     kind = type(tree)
     if kind is tuple or kind is list:
         return [leaf for child in tree for leaf in _tree_leaves(child)]
@@ -1706,6 +2043,8 @@ def _zeros_like(x: Any) -> Any:
     plain = _innermost(x)
     if isinstance(plain, np.ndarray):
         return np.zeros_like(plain, dtype=np.result_type(plain, float))
+    if _arrays.is_foreign_array(plain):
+        return _arrays.zeros(plain)
     return 0.0 * plain if isinstance(plain, (complex, np.complexfloating)) else 0.0
 
 
@@ -1719,6 +2058,8 @@ def _cast(ct: Any, x: Any) -> Any:
         if ct.shape != plain.shape:
             ct = np.broadcast_to(ct, plain.shape)
         return ct if ct.flags.writeable else ct.copy()
+    if _arrays.is_foreign_array(plain):
+        return _arrays.cast(ct, plain)
     if isinstance(plain, (float, int)) and not isinstance(plain, bool) and np.ndim(ct) == 0:
         return float(np.real(ct))
     if isinstance(plain, complex) and np.ndim(ct) == 0:
@@ -1726,7 +2067,7 @@ def _cast(ct: Any, x: Any) -> Any:
     return ct
 
 
-def _check_ct(tree: Any, leaves: list, ct: Any) -> list:
+def _check_ct(tree: Any, leaves: list[Any], ct: Any) -> list[Any]:
     ct_leaves, ct_tree = flatten(ct)
     if ct_tree != tree:
         raise ValueError(f"pullback: the cotangent's structure {ct_tree} does not match the "
@@ -1739,7 +2080,7 @@ def _check_ct(tree: Any, leaves: list, ct: Any) -> list:
 
 
 @opaque
-def vjp(f: Callable, *primals: Any) -> tuple:
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
     """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
 
     Primals and the output are pytrees of floats, complex numbers and arrays.  The tape lives
@@ -1758,13 +2099,13 @@ def vjp(f: Callable, *primals: Any) -> tuple:
     tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums)
 
     @opaque
-    def pullback(ct: Any) -> tuple:
+    def pullback(ct: Any) -> tuple[Any, ...]:
         return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
 
     return unflatten(tree, plain), pullback
 
 
-def _normalize_argnums(argnums: Any, n: int) -> tuple:
+def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     for num in nums:
         if not isinstance(num, int) or isinstance(num, bool) or not -n <= num < n:
@@ -1773,16 +2114,17 @@ def _normalize_argnums(argnums: Any, n: int) -> tuple:
 
 
 @opaque
-def value_and_grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
-                   holomorphic: bool = False) -> Callable:
+def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """A function returning ``(f(*args), grad)`` (``((value, aux), grad)`` with ``has_aux``)."""
     if not callable(f):
         raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
 
     @opaque
-    def value_and_gradient(*args: Any, **kwargs: Any) -> tuple:
+    def value_and_gradient(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         nums = _normalize_argnums(argnums, len(args))
-        tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums)
+        enclosed = _enclosed()
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums, enclosed)
         out = unflatten(tree, plain)
         aux = None
         value_nodes = out_nodes
@@ -1798,11 +2140,13 @@ def value_and_grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
                    else f"shape {np.shape(inner)}")
             raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
                             f"Jacobian or vjp for a vector-Jacobian product")
-        if np.iscomplexobj(inner) and not holomorphic:
+        if _arrays.is_complex(inner) and not holomorphic:
             raise TypeError("grad of a complex-valued function: pass holomorphic=True for the "
                             "complex derivative, or take the real part")
-        seed = 1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
-        grads = _sweep(tape, value_nodes, [seed], nodes, nums)
+        # a foreign array's seed is one of its namespace, so that the rules compute there
+        seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
+            1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
+        grads = _sweep(tape, value_nodes, [seed], nodes, nums, consume=True, enclosed=enclosed)
         _release(tape)
         result = grads if isinstance(argnums, tuple) else grads[0]
         return ((value, aux), result) if has_aux else (value, result)
@@ -1811,8 +2155,8 @@ def value_and_grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
 
 
 @opaque
-def grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
-         holomorphic: bool = False) -> Callable:
+def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``.
 
     For real-valued ``f`` of complex ``z = x + iy`` the gradient is ``df/dx - i df/dy`` (JAX's
@@ -1835,7 +2179,8 @@ def grad(f: Callable, argnums: int | tuple = 0, has_aux: bool = False,
     return gradient
 
 
-def _assemble(rows: list, y: Any, nodes: dict, nums: tuple, multiple: bool) -> Any:
+def _assemble(rows: list[Any], y: Any, nodes: dict[Any, Any], nums: tuple[int, ...],
+              multiple: bool) -> Any:
     """Jacobian blocks from the rows (one sweep per element of output ``y``).  Built with
     comprehensions: it may run under an enclosing context (no list.append)."""
     shape = np.shape(_innermost(y))
@@ -1845,7 +2190,7 @@ def _assemble(rows: list, y: Any, nodes: dict, nums: tuple, multiple: bool) -> A
     return tuple(per_num) if multiple else per_num[0]
 
 
-def _block(rows: list, i: int, j: int, shape: tuple, x: Any) -> Any:
+def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> Any:
     xshape = np.shape(_innermost(x))
     if not rows:
         return np.zeros(shape + xshape)
@@ -1854,7 +2199,7 @@ def _block(rows: list, i: int, j: int, shape: tuple, x: Any) -> Any:
 
 
 @opaque
-def jacrev(f: Callable, argnums: int | tuple = 0) -> Callable:
+def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
     """The Jacobian of ``f`` by reverse mode: one pullback per output element.
 
     Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
@@ -1870,14 +2215,23 @@ def jacrev(f: Callable, argnums: int | tuple = 0) -> Callable:
         blocks = []
         enclosed = _enclosed()
         for k, y in enumerate(plain):
-            inner = np.asarray(_innermost(y))
-            dtype = inner.dtype if inner.dtype.kind in "fc" else np.dtype(float)
+            inner = _innermost(y)
+            size = math.prod(np.shape(inner))
+            # unit cotangents: in the output's namespace for an array of another one
+            units = _arrays.directions(inner, 0, size) if _arrays.is_foreign_array(inner) \
+                else None
+            if units is None:
+                inner = np.asarray(inner)
+                dtype = inner.dtype if inner.dtype.kind in "fc" else np.dtype(float)
             rows = []
-            for e in range(inner.size):
-                basis = np.zeros(inner.size, dtype=dtype)
-                basis[e] = 1.0
-                cts = [None] * len(plain)
-                cts[k] = basis.reshape(inner.shape) if inner.ndim else basis[0]
+            for e in range(size):
+                cts: list[Any] = [None] * len(plain)
+                if units is not None:
+                    cts[k] = units[e, ...]
+                else:
+                    basis = np.zeros(inner.size, dtype=dtype)
+                    basis[e] = 1.0
+                    cts[k] = basis.reshape(inner.shape) if inner.ndim else basis[0]
                 rows.append(_sweep(tape, out_nodes, cts, nodes, nums))
             args_ = (rows, y, nodes, nums, isinstance(argnums, tuple))
             blocks.append(overdub(Context(), _assemble, *args_) if enclosed
@@ -1892,15 +2246,27 @@ jacobian = jacrev
 
 
 @opaque
-def hessian(f: Callable, argnums: int | tuple = 0) -> Callable:
+def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
     """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``)."""
     from ._forward import jacfwd
     return jacfwd(grad(f, argnums), argnums)
 
 
 @opaque
-def hvp(f: Callable, x: Any, v: Any) -> Any:
-    """``H(x) @ v`` for scalar ``f``, by forward-over-reverse without forming ``H``."""
+def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    """``H(x) @ v`` for scalar ``f``, by forward-over-reverse without forming ``H``.
+
+    With no enclosing context the forward mode runs over the recorded tape (see
+    :mod:`overdub_ad._hvp`); inside one, or for a tape it does not handle, it is
+    ``jvp(grad(f), (x,), (v,))``.
+    """
+    if not callable(f):
+        raise TypeError(f"hvp: f must be callable, got {f!r}")
+    if not _enclosed():
+        from ._hvp import _DECLINED, tape_hvp
+        result = tape_hvp(f, x, v)
+        if result is not _DECLINED:
+            return result
     from ._forward import jvp
     return jvp(grad(f), (x,), (v,))[1]
 
@@ -1921,16 +2287,18 @@ class custom_vjp:
         f.defvjp(f_fwd, f_bwd)
     """
 
-    def __init__(self, fn: Callable) -> None:
+    _wants_inputs: bool  # set by checkpoint: bwd is told which inputs need a cotangent
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
         if not callable(fn):
             raise TypeError(f"custom_vjp: {fn!r} is not callable")
         self.fn = fn
-        self.fwd: Callable | None = None
-        self.bwd: Callable | None = None
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", "custom_vjp")
 
-    def defvjp(self, fwd: Callable, bwd: Callable) -> "custom_vjp":
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> custom_vjp:
         if not (callable(fwd) and callable(bwd)):
             raise TypeError("custom_vjp.defvjp(fwd, bwd): both must be callable")
         self.fwd, self.bwd = fwd, bwd
@@ -1941,7 +2309,7 @@ class custom_vjp:
 
 
 @opaque
-def checkpoint(f: Callable) -> Callable:
+def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
     """``f`` that stores nothing on the tape but its inputs: the backward pass recomputes it.
 
     Trades time for memory (gradient checkpointing): a 100-layer network's gradient keeps one
@@ -1951,10 +2319,11 @@ def checkpoint(f: Callable) -> Callable:
         raise TypeError(f"checkpoint: {f!r} is not callable")
     checkpointed = custom_vjp(f)
 
-    def fwd(*args: Any) -> tuple:
+    def fwd(*args: Any) -> tuple[Any, ...]:
         return f(*args), args
 
-    def bwd(args: tuple, ct: Any, wanted: tuple | None = None) -> tuple:
+    def bwd(args: tuple[Any, ...], ct: Any,
+            wanted: tuple[int, ...] | None = None) -> tuple[Any, ...]:
         return _recompute(f, args, ct, tuple(range(len(args))) if wanted is None else wanted)
 
     checkpointed.defvjp(fwd, bwd)
@@ -1963,12 +2332,13 @@ def checkpoint(f: Callable) -> Callable:
 
 
 @opaque
-def _recompute(f: Callable, args: tuple, ct: Any, wanted: tuple) -> tuple:
+def _recompute(f: Callable[..., Any], args: tuple[Any, ...], ct: Any,
+               wanted: tuple[int, ...]) -> tuple[Any, ...]:
     """The cotangents of the arguments ``wanted`` of ``f`` (None for the others), by a fresh
     forward pass whose tape is released at once."""
     tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, wanted)
     try:
-        grads = _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, wanted)
+        grads = _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, wanted, consume=True)
     finally:
         _release(tape)
     return tuple([grads[wanted.index(i)] if i in wanted else None for i in range(len(args))])

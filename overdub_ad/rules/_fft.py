@@ -19,6 +19,8 @@ Conventions:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._rules import defjvp, defvjp
@@ -27,7 +29,7 @@ from ._common import neg_axes
 _SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
-def _resolve(x, s, axes, kind, one_d):
+def _resolve(x: Any, s: Any, axes: Any, kind: Any, one_d: Any) -> Any:
     """(positive axes, sizes) of a transform of ``x``, resolved as NumPy does.  ``kind`` is
     ``"c"`` (complex), ``"r"`` (rfft: real input), ``"i"`` (irfft/hfft: Hermitian input)."""
     nd = np.ndim(x)
@@ -47,7 +49,7 @@ def _resolve(x, s, axes, kind, one_d):
     return axes, sizes
 
 
-def _resize(g, axes, sizes):
+def _resize(g: Any, axes: Any, sizes: Any) -> Any:
     """Crop or zero-pad ``g`` along ``axes`` to ``sizes``."""
     for ax, n in zip(axes, sizes):
         have = np.shape(g)[ax]
@@ -60,7 +62,7 @@ def _resize(g, axes, sizes):
     return g
 
 
-def _hermitian_weights(n, m):
+def _hermitian_weights(n: Any, m: Any) -> Any:
     """c_k for k < m = n // 2 + 1: 1 for the self-conjugate frequencies, else 2."""
     c = np.full(m, 2.0)
     c[0] = 1.0
@@ -69,20 +71,20 @@ def _hermitian_weights(n, m):
     return c
 
 
-def _c2c_vjp(ct, x, axes, sizes, norm, inverse):
+def _c2c_vjp(ct: Any, x: Any, axes: Any, sizes: Any, norm: Any, inverse: Any) -> Any:
     transform = np.fft.ifftn if inverse else np.fft.fftn
     g = transform(ct, axes=axes, norm=norm)
     return _resize(g, axes, [np.shape(x)[a] for a in axes])
 
 
-def _r2c_vjp(ct, x, axes, sizes, norm):
+def _r2c_vjp(ct: Any, x: Any, axes: Any, sizes: Any, norm: Any) -> Any:
     """Transpose of rfftn: pad the half spectrum, fftn, crop/pad to x, keep the real part."""
     full = _resize(ct, axes[-1:], sizes[-1:])
     g = np.fft.fftn(full, axes=axes, norm=norm)
     return np.real(_resize(g, axes, [np.shape(x)[a] for a in axes]))
 
 
-def _c2r_vjp(ct, x, axes, sizes, norm):
+def _c2r_vjp(ct: Any, x: Any, axes: Any, sizes: Any, norm: Any) -> Any:
     """Transpose of irfftn: c * ifftn(ct) on the half spectrum, then crop/pad to x."""
     n = sizes[-1]
     m = n // 2 + 1
@@ -94,8 +96,9 @@ def _c2r_vjp(ct, x, axes, sizes, norm):
     return _resize(g, axes, [np.shape(x)[a] for a in axes])
 
 
-def _register(fn, kind, one_d, inverse=False, default_axes=None):
-    def split(args, kwargs):
+def _register(fn: Any, kind: Any, one_d: Any, inverse: Any = False,
+              default_axes: Any = None) -> None:
+    def split(args: Any, kwargs: Any) -> Any:
         """(s or n, axes or axis, norm) from the call, NumPy's positional order."""
         names = ("n", "axis", "norm") if one_d else ("s", "axes", "norm")
         defaults = (None, -1, None) if one_d else (None, default_axes, None)
@@ -107,7 +110,7 @@ def _register(fn, kind, one_d, inverse=False, default_axes=None):
                 vals[k] = kwargs[name]
         return vals
 
-    def jvp(dx, out, /, x, *args, **kwargs):
+    def jvp(dx: Any, out: Any, /, x: Any, *args: Any, **kwargs: Any) -> Any:
         s, axes, norm = split(args, kwargs)
         ax, sizes = _resolve(x, s, axes, kind, one_d)
         nd = np.ndim(x)
@@ -116,7 +119,7 @@ def _register(fn, kind, one_d, inverse=False, default_axes=None):
             return fn(dx, sizes[0], neg[0], norm)
         return fn(dx, sizes, neg, norm)
 
-    def vjp(ct, out, /, x, *args, **kwargs):
+    def vjp(ct: Any, out: Any, /, x: Any, *args: Any, **kwargs: Any) -> Any:
         s, axes, norm = split(args, kwargs)
         ax, sizes = _resolve(x, s, axes, kind, one_d)
         if fn in (np.fft.hfft,):  # hfft(a) = irfft(conj(a), norm swapped)
@@ -148,7 +151,7 @@ _register(np.fft.rfftn, "r", False)
 _register(np.fft.irfftn, "i", False)
 
 
-def _shift_axes(x, axes):
+def _shift_axes(x: Any, axes: Any) -> Any:
     return neg_axes(axes, np.ndim(x))
 
 

@@ -19,25 +19,31 @@ Conventions:
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from .._rules import ZERO, defjvp, defvjp, nondifferentiable, same_rules
 from ._common import (as_array_tangent, fill, gather, lift, like_argument, map_batch, nbatch,
                       positions, scatter)
 
 
-def _as_tuple(idx):
+def _as_tuple(idx: Any) -> Any:
     return idx if isinstance(idx, tuple) else (idx,)
 
 
-def _advanced(idx) -> bool:
-    """Whether ``idx`` uses advanced (array, list or boolean) indexing."""
-    return any(isinstance(i, (list, np.ndarray)) or isinstance(i, (bool, np.bool_))
+def _advanced(idx: Any) -> bool:
+    """Whether ``idx`` uses advanced indexing: anything but integers, slices, ``None`` and
+    ``...`` (lists, booleans, arrays of any namespace)."""
+    return any(isinstance(i, (bool, np.bool_)) or not isinstance(i, _BASIC)
                for i in _as_tuple(idx))
 
 
-def _getitem_jvp(dx, out, /, x, idx):
+_BASIC = (int, np.integer, slice, type(None), type(Ellipsis))
+
+
+def _getitem_jvp(dx: Any, out: Any, /, x: Any, idx: Any) -> Any:
     if isinstance(x, (list, tuple)):  # a Python container: its tangent is one too
         return dx[idx]
     nb = nbatch(dx, x)
@@ -48,42 +54,87 @@ def _getitem_jvp(dx, out, /, x, idx):
     return dx[(slice(None),) * nb + _as_tuple(idx)]
 
 
-def _getitem_vjp(ct, out, /, x, idx):
+def _getitem_vjp(ct: Any, out: Any, /, x: Any, idx: Any) -> Any:
     if isinstance(x, (list, tuple)):
-        g = [None] * len(x)
+        gs: list[Any] = [None] * len(x)
         if isinstance(idx, slice):
             for k, c in zip(range(*idx.indices(len(x))), ct):
-                g[k] = c
+                gs[k] = c
         else:
-            g[idx] = ct
-        return g
+            gs[idx] = ct
+        return gs
     if _advanced(idx):
         return scatter(ct, x, positions(x)[idx])
+    if not isinstance(x, (np.ndarray, np.generic)):
+        return _padded(ct, np.shape(x), idx)
     g = np.zeros(np.shape(x), np.result_type(ct, float))
     g[idx] = ct
     return g
+
+
+def _padded(ct: Any, shape: tuple[int, ...], idx: Any) -> Any:
+    """``zeros(shape)`` with ``ct`` written at the basic index ``idx``, built without writing
+    in place: zeros are joined around ``ct`` axis by axis.  For arrays of other namespaces,
+    whose in-place writes the engines cannot follow (this cotangent may be differentiated)."""
+    items = list(_as_tuple(idx))
+    named = sum(1 for i in items if i is not None and i is not Ellipsis)
+    at = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))
+    items[at:at + 1] = [slice(None)] * (len(shape) - named)
+    g = ct
+    axis, dim = 0, 0  # axis of g, dimension of x
+    for item in items:
+        if item is None:  # a new axis of length 1 in ct
+            g = np.squeeze(g, axis=axis)
+            continue
+        n = shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(n)
+        else:  # an integer: the axis ct lacks
+            g = np.expand_dims(g, axis)
+            start, stop, step = int(item) % n, int(item) % n + 1, 1
+        g = _spread(g, axis, n, start, len(range(start, stop, step)), step)
+        axis, dim = axis + 1, dim + 1
+    return g
+
+
+def _spread(g: Any, axis: int, n: int, start: int, m: int, step: int) -> Any:
+    """``g``'s ``m`` entries along ``axis`` placed at ``start, start + step, ...`` of ``n``."""
+    if step < 0:  # the same positions, ascending
+        g, start, step = np.flip(g, axis=axis), start + (m - 1) * step, -step
+    lead, rest = np.shape(g)[:axis], np.shape(g)[axis + 1:]
+    dtype = np.result_type(g, float)
+    if m == 0:
+        return np.zeros(lead + (n,) + rest, dtype)
+    if step > 1:  # each entry followed by step - 1 zeros, the last one's dropped
+        gaps = np.zeros(lead + (m, step - 1) + rest, dtype)
+        g = np.reshape(np.concatenate([np.expand_dims(g, axis + 1), gaps], axis=axis + 1),
+                       lead + (m * step,) + rest)
+        g = g[(slice(None),) * axis + (slice(0, (m - 1) * step + 1),)]
+    after = n - start - ((m - 1) * step + 1)
+    return np.concatenate([np.zeros(lead + (start,) + rest, dtype), g,
+                           np.zeros(lead + (after,) + rest, dtype)], axis=axis)
 
 
 defjvp(operator.getitem, _getitem_jvp, ZERO)
 defvjp(operator.getitem, _getitem_vjp, ZERO)
 
 
-def _selection_rules(fn, index_map, *rest, first=0):
+def _selection_rules(fn: Any, index_map: Any, *rest: Any, first: Any = 0) -> None:
     """Rules of ``fn``, which selects elements of its argument ``first``: ``index_map`` maps
     the call's arguments (with positions in place of that argument) to the selected ones."""
-    def moved(x_pos, args, kwargs):
+    def moved(x_pos: Any, args: Any, kwargs: Any) -> Any:
         args = list(args)
         args[first] = x_pos
         return index_map(*args, **kwargs)
 
-    def jvp(dx, out, /, *args, **kwargs):
+    def jvp(dx: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
         x = args[first]
         return gather(dx, x, moved(positions(x), args, kwargs))
 
-    def vjp(ct, out, /, *args, **kwargs):
+    def vjp(ct: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
         x = args[first]
         return scatter(ct, x, moved(positions(x), args, kwargs))
-    rules = [ZERO] * (first + 1 + len(rest))
+    rules: list[Any] = [ZERO] * (first + 1 + len(rest))
     jv, vj = list(rules), list(rules)
     jv[first], vj[first] = jvp, vjp
     defjvp(fn, *jv)
@@ -99,7 +150,8 @@ _selection_rules(np.compress, lambda condition, p, axis=None, out=None:
 _selection_rules(np.extract, lambda condition, p: np.extract(condition, p), first=1)
 
 
-def _sort_map(p, x, axis=-1, kind=None, order=None, **kw):
+def _sort_map(p: Any, x: Any, axis: Any = -1, kind: Any = None, order: Any = None,
+              **kw: Any) -> Any:
     if axis is None:
         return np.take(np.ravel(p), np.argsort(np.ravel(x), kind="stable"))
     return np.take_along_axis(p, np.argsort(x, axis=axis, kind="stable"), axis=axis)
@@ -111,12 +163,14 @@ defvjp(np.sort, lambda ct, out, /, x, *a, **k: scatter(ct, x, _sort_map(position
 
 
 # choose(a, choices): a picks, for each element, which choice it comes from
-def _choose_jvp(dcs, out, /, a, choices, _out=None, mode="raise"):
+def _choose_jvp(dcs: Any, out: Any, /, a: Any, choices: Any, _out: Any = None,
+                mode: Any = "raise") -> Any:
     return np.choose(a, [lift(d, c, out) for d, c in zip(fill(dcs, choices), choices)],
                      mode=mode)
 
 
-def _choose_vjp(ct, out, /, a, choices, _out=None, mode="raise"):
+def _choose_vjp(ct: Any, out: Any, /, a: Any, choices: Any, _out: Any = None,
+                mode: Any = "raise") -> Any:
     picked = np.choose(a, np.arange(len(choices)), mode=mode)
     return [np.where(picked == j, ct, 0.0) for j in range(len(choices))]
 
@@ -133,7 +187,7 @@ defvjp(np.bincount, ZERO, lambda ct, out, /, x, weights=None, minlength=0: ct[x]
 
 # interp(x, xp, fp): piecewise linear in x (flat outside [xp[0], xp[-1]] unless left/right
 # are given, which are flat too), linear in fp
-def _interp_parts(x, xp, left, right, period):
+def _interp_parts(x: Any, xp: Any, left: Any, right: Any, period: Any) -> Any:
     if period is not None:
         raise NotImplementedError("no derivative rule for np.interp(..., period=...)")
     xp = np.asarray(xp)
@@ -143,14 +197,14 @@ def _interp_parts(x, xp, left, right, period):
     return i, t, below, above
 
 
-def _interp_x(x, xp, fp, left, right, period):
+def _interp_x(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
     i, t, below, above = _interp_parts(x, xp, left, right, period)
     fp = np.asarray(fp)
     slope = (fp[i + 1] - fp[i]) / (np.asarray(xp)[i + 1] - np.asarray(xp)[i])
     return np.where(below | above, 0.0, slope)
 
 
-def _interp_fp_weights(x, xp, fp, left, right, period):
+def _interp_fp_weights(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
     """(lower index, weight of fp[i], weight of fp[i + 1]) of each x."""
     i, t, below, above = _interp_parts(x, xp, left, right, period)
     w_lo = np.where(below, left is None, np.where(above, 0.0, 1.0 - t))
@@ -159,7 +213,7 @@ def _interp_fp_weights(x, xp, fp, left, right, period):
     return i, w_lo * 1.0, w_hi * 1.0
 
 
-def _knot_jvp(dk, knots, i, w_lo, w_hi):
+def _knot_jvp(dk: Any, knots: Any, i: Any, w_lo: Any, w_hi: Any) -> Any:
     dk = as_array_tangent(dk, knots)
     batch = np.shape(dk)[:-1]
     lo = np.take(dk, i, axis=-1) * w_lo
@@ -167,24 +221,26 @@ def _knot_jvp(dk, knots, i, w_lo, w_hi):
     return np.reshape(lo + hi, batch + np.shape(i))
 
 
-def _knot_vjp(ct, knots, i, w_lo, w_hi):
+def _knot_vjp(ct: Any, knots: Any, i: Any, w_lo: Any, w_hi: Any) -> Any:
     n = len(knots)
     g = scatter(np.concatenate([np.ravel(ct * w_lo), np.ravel(ct * w_hi)]), np.zeros(n),
                 np.concatenate([np.ravel(i), np.ravel(i) + 1]))
     return like_argument(g, knots)
 
 
-def _interp_fp_jvp(dfp, out, /, x, xp, fp, left=None, right=None, period=None):
+def _interp_fp_jvp(dfp: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
+                   right: Any = None, period: Any = None) -> Any:
     i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
     return _knot_jvp(dfp, fp, i, w_lo, w_hi)
 
 
-def _interp_fp_vjp(ct, out, /, x, xp, fp, left=None, right=None, period=None):
+def _interp_fp_vjp(ct: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
+                   right: Any = None, period: Any = None) -> Any:
     i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
     return _knot_vjp(ct, fp, i, w_lo, w_hi)
 
 
-def _interp_xp_weights(x, xp, fp, left, right, period):
+def _interp_xp_weights(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
     """out = fp[i] + t (fp[i+1] - fp[i]) with t = (x - xp[i]) / (xp[i+1] - xp[i]): moving the
     knots moves t, d out = -slope ((1 - t) dxp[i] + t dxp[i+1]) inside the range, 0 outside."""
     i, t, below, above = _interp_parts(x, xp, left, right, period)
@@ -192,19 +248,22 @@ def _interp_xp_weights(x, xp, fp, left, right, period):
     return i, slope * (1.0 - t), slope * t
 
 
-def _interp_xp_jvp(dxp, out, /, x, xp, fp, left=None, right=None, period=None):
+def _interp_xp_jvp(dxp: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
+                   right: Any = None, period: Any = None) -> Any:
     i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
     return _knot_jvp(dxp, xp, i, w_lo, w_hi)
 
 
-def _interp_xp_vjp(ct, out, /, x, xp, fp, left=None, right=None, period=None):
+def _interp_xp_vjp(ct: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
+                   right: Any = None, period: Any = None) -> Any:
     i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
     return _knot_vjp(ct, xp, i, w_lo, w_hi)
 
 
-def _interp_side(which, mode):
+def _interp_side(which: Any, mode: Any) -> Callable[..., Any]:
     """Rules for ``left``/``right``: the value taken below/above the knots."""
-    def rule(d, out, /, x, xp, fp, left=None, right=None, period=None):
+    def rule(d: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
+             period: Any = None) -> Any:
         _, _, below, above = _interp_parts(x, xp, left, right, period)
         mask = (below if which == "left" else above) * 1.0
         if mode == "rev":
@@ -225,11 +284,10 @@ nondifferentiable(np.argsort, np.searchsorted, np.lexsort, np.argpartition)
 
 # -- ndarray methods ----------------------------------------------------------------------------
 
-defjvp(np.ndarray.take, *jvp_rules(np.take))
-defvjp(np.ndarray.take, *vjp_rules(np.take))
+same_rules(np.ndarray.take, np.take)
 
 
-def _item_position(x, args):
+def _item_position(x: Any, args: Any) -> Any:
     """The flat position that ``x.item(*args)`` reads."""
     return positions(x).item(*args)
 

@@ -27,32 +27,34 @@ from __future__ import annotations
 
 import operator
 import string
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable, same_rules
 from ._common import bshape, cts, expand, fit, indexed, lift, nbatch, neg_axes, neg_axis
 
 
-def _T(a):
+def _T(a: Any) -> Any:
     return np.swapaxes(a, -1, -2)
 
 
-def _H(a):
+def _H(a: Any) -> Any:
     return np.conj(np.swapaxes(a, -1, -2))
 
 
-def _diag_embed(v):
+def _diag_embed(v: Any) -> Any:
     """The stacked diagonal matrices with diagonals ``v`` (..., n) -> (..., n, n)."""
     n = np.shape(v)[-1]
     return np.expand_dims(v, -1) * np.eye(n)
 
 
-def _diag(a):
+def _diag(a: Any) -> Any:
     return np.diagonal(a, 0, -2, -1)
 
 
-def _lift_to(dx, x, nd):
+def _lift_to(dx: Any, x: Any, nd: Any) -> Any:
     """``dx`` (tangent of ``x``) with 1s inserted after its batch dims to have ``nd`` dims
     besides the batch."""
     nb = nbatch(dx, x)
@@ -62,8 +64,8 @@ def _lift_to(dx, x, nd):
 
 # -- matmul ---------------------------------------------------------------------------------
 
-def _matmul_jvp(pos):
-    def rule(d, out, /, x, y, *a, **k):
+def _matmul_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
         arg = (x, y)[pos]
         nd_out = np.ndim(out) + (np.ndim(x) == 1) + (np.ndim(y) == 1)  # out as matrices
         if np.ndim(arg) == 1:  # a vector: make it a matrix, then lift it against out
@@ -82,7 +84,7 @@ def _matmul_jvp(pos):
     return rule
 
 
-def _matmul_vjp_x(ct, out, /, x, y, *a, **k):
+def _matmul_vjp_x(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
     if np.ndim(x) == 1 and np.ndim(y) == 1:
         return ct * y
     if np.ndim(y) == 1:
@@ -92,7 +94,7 @@ def _matmul_vjp_x(ct, out, /, x, y, *a, **k):
     return np.matmul(ct, _T(y))
 
 
-def _matmul_vjp_y(ct, out, /, x, y, *a, **k):
+def _matmul_vjp_y(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
     if np.ndim(x) == 1 and np.ndim(y) == 1:
         return ct * x
     if np.ndim(x) == 1:
@@ -113,7 +115,7 @@ for _fn in (np.matmul, operator.matmul, operator.imatmul, getattr(np.linalg, "ma
 _LETTERS = string.ascii_letters
 
 
-def _explicit(subs, shapes, out):
+def _explicit(subs: Any, shapes: Any, out: Any) -> Any:
     """Input and output subscripts with every ``...`` spelled out in fresh letters."""
     used = set("".join(subs) + (out or ""))
     free = [c for c in _LETTERS if c not in used]
@@ -129,7 +131,7 @@ def _explicit(subs, shapes, out):
             s = s.replace("...", ell_letters[ell - k:] if k else "")
         spelled.append(s)
     if out is None:  # implicit mode: broadcast dims, then the letters used once, sorted
-        counts = {}
+        counts: dict[str, int] = {}
         for s in spelled:
             for c in s:
                 counts[c] = counts.get(c, 0) + 1
@@ -140,11 +142,11 @@ def _explicit(subs, shapes, out):
     return spelled, out, free[ell:]
 
 
-def _sublist_letters(sub):
+def _sublist_letters(sub: Any) -> Any:
     return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
 
 
-def _parse_einsum(args):
+def _parse_einsum(args: Any) -> Any:
     """(explicit input subscripts, output subscripts, spare letters, operands, the position in
     ``args`` of each operand)."""
     if isinstance(args[0], str):
@@ -162,7 +164,8 @@ def _parse_einsum(args):
     return subs, out, spare, operands, where
 
 
-def _einsum_jvp_core(subs, out, spare, operands, k, d, optimize=False):
+def _einsum_jvp_core(subs: Any, out: Any, spare: Any, operands: Any, k: Any, d: Any,
+                     optimize: Any = False) -> Any:
     nb = nbatch(d, operands[k])
     batch = "".join(spare[:nb])
     ops = list(operands)
@@ -172,7 +175,8 @@ def _einsum_jvp_core(subs, out, spare, operands, k, d, optimize=False):
     return np.einsum(",".join(s) + "->" + batch + out, *ops, optimize=optimize)
 
 
-def _einsum_vjp_core(subs, out, spare, operands, k, ct, optimize=False):
+def _einsum_vjp_core(subs: Any, out: Any, spare: Any, operands: Any, k: Any, ct: Any,
+                     optimize: Any = False) -> Any:
     target = subs[k]
     x = operands[k]
     shape = np.shape(x)
@@ -207,8 +211,8 @@ def _einsum_vjp_core(subs, out, spare, operands, k, ct, optimize=False):
     return g
 
 
-def _einsum_rule(i, mode):
-    def rule(d, out, /, *args, **kwargs):
+def _einsum_rule(i: int, mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
         subs, out_subs, spare, operands, where = _parse_einsum(args)
         k = where.index(i)
         opt = kwargs.get("optimize", False)
@@ -224,18 +228,18 @@ defjvp(np.einsum, *indexed(lambda i: _einsum_rule(i, "fwd")))
 defvjp(np.einsum, *indexed(lambda i: _einsum_rule(i, "rev")))
 
 
-def _spec_rules(fn, spec_of, *rest):
+def _spec_rules(fn: Any, spec_of: Any, *rest: Any) -> None:
     """Rules of a bilinear ``fn(x, y, ...)`` that is ``einsum(spec_of(x, y, ...), x, y)``."""
-    def jvp(pos):
-        def rule(d, out, /, x, y, *a, **k):
+    def jvp(pos: int) -> Callable[..., Any]:
+        def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
             subs, out_subs, spare = spec_of(x, y, *a, **k)
             if subs is None:  # a scalar operand: a plain product
                 return fit(lift(d, (x, y)[pos], out) * (y, x)[pos], d, (x, y)[pos], out)
             return _einsum_jvp_core(subs, out_subs, spare, [x, y], pos, d)
         return rule
 
-    def vjp(pos):
-        def rule(ct, out, /, x, y, *a, **k):
+    def vjp(pos: int) -> Callable[..., Any]:
+        def rule(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
             subs, out_subs, spare = spec_of(x, y, *a, **k)
             if subs is None:
                 return ct * (y, x)[pos]
@@ -245,15 +249,15 @@ def _spec_rules(fn, spec_of, *rest):
     defvjp(fn, vjp(0), vjp(1), *rest)
 
 
-def _letters(n, start=0):
+def _letters(n: Any, start: Any = 0) -> Any:
     return _LETTERS[start:start + n]
 
 
-def _spare(used):
+def _spare(used: Any) -> Any:
     return [c for c in _LETTERS if c not in used]
 
 
-def _dot_spec(x, y, *a, **k):
+def _dot_spec(x: Any, y: Any, *a: Any, **k: Any) -> Any:
     nx, ny = np.ndim(x), np.ndim(y)
     if nx == 0 or ny == 0:
         return None, None, None
@@ -266,7 +270,7 @@ def _dot_spec(x, y, *a, **k):
     return [xs, ys], out, _spare(xs + ys)
 
 
-def _inner_spec(x, y, *a, **k):
+def _inner_spec(x: Any, y: Any, *a: Any, **k: Any) -> Any:
     nx, ny = np.ndim(x), np.ndim(y)
     if nx == 0 or ny == 0:
         return None, None, None
@@ -275,8 +279,10 @@ def _inner_spec(x, y, *a, **k):
     return [xs, ys], xs[:-1] + ys[:-1], _spare(xs + ys)
 
 
-def _tensordot_spec(x, y, axes=2, **k):
+def _tensordot_spec(x: Any, y: Any, axes: Any = 2, **k: Any) -> Any:
     nx, ny = np.ndim(x), np.ndim(y)
+    ax_x: list[Any]
+    ax_y: list[Any]
     if isinstance(axes, (int, np.integer)):
         ax_x, ax_y = list(range(nx - axes, nx)), list(range(axes))
     else:
@@ -299,7 +305,7 @@ if hasattr(np.linalg, "tensordot"):  # NumPy 2
     _spec_rules(np.linalg.tensordot, _tensordot_spec)
 
 
-def _kron_parts(x, y):
+def _kron_parts(x: Any, y: Any) -> Any:
     nd = max(np.ndim(x), np.ndim(y))
     sx = (1,) * (nd - np.ndim(x)) + np.shape(x)
     sy = (1,) * (nd - np.ndim(y)) + np.shape(y)
@@ -308,8 +314,8 @@ def _kron_parts(x, y):
     return sx, sy, xs, ys, inter
 
 
-def _kron_jvp(pos):
-    def rule(d, out, /, x, y):
+def _kron_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, y: Any) -> Any:
         sx, sy, xs, ys, inter = _kron_parts(x, y)
         batch = bshape(d, (x, y)[pos])
         b = "".join(_spare(xs + ys)[:len(batch)])
@@ -321,8 +327,8 @@ def _kron_jvp(pos):
     return rule
 
 
-def _kron_vjp(pos):
-    def rule(ct, out, /, x, y):
+def _kron_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
         sx, sy, xs, ys, inter = _kron_parts(x, y)
         c = np.reshape(ct, tuple(n for pair in zip(sx, sy) for n in pair))
         other = np.reshape((y, x)[pos], (sy, sx)[pos])
@@ -336,8 +342,8 @@ defvjp(np.kron, _kron_vjp(0), _kron_vjp(1))
 
 
 # outer(x, y) = ravel(x)[:, None] * ravel(y)[None, :]
-def _outer_jvp(pos):
-    def rule(d, out, /, x, y, *a, **k):
+def _outer_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
         batch = bshape(d, (x, y)[pos])
         if pos == 0:
             return np.reshape(d, batch + (-1, 1)) * np.ravel(y)
@@ -354,8 +360,8 @@ if hasattr(np.linalg, "outer"):  # NumPy 2 (vectors only)
 
 
 # vdot(x, y) = sum(conj(ravel(x)) * ravel(y))
-def _vdot_jvp(pos):
-    def rule(d, out, /, x, y):
+def _vdot_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, y: Any) -> Any:
         batch = bshape(d, (x, y)[pos])
         flat = np.reshape(d, batch + (-1,))
         if pos == 0:
@@ -370,9 +376,9 @@ defvjp(np.vdot, lambda ct, out, /, x, y: np.reshape(np.conj(ct * y), np.shape(x)
 
 
 # vecdot(x, y, axis) = sum(conj(x) * y, axis) ; matvec(A, v) = A @ v ; vecmat(v, A) = conj(v) @ A
-def _vecdot_rules(fn, keyword_only):
-    def jvp(pos):
-        def rule(d, out, /, x, y, *a, axis=-1, **k):
+def _vecdot_rules(fn: Any, keyword_only: Any) -> None:
+    def jvp(pos: int) -> Callable[..., Any]:
+        def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, axis: Any = -1, **k: Any) -> Any:
             nd = max(np.ndim(x), np.ndim(y))
             dl = _lift_to(d, (x, y)[pos], nd)
             ax = neg_axis(axis, nd)
@@ -380,8 +386,8 @@ def _vecdot_rules(fn, keyword_only):
             return fit(t, d, (x, y)[pos], out)
         return rule
 
-    def vjp(pos):
-        def rule(ct, out, /, x, y, *a, axis=-1, **k):
+    def vjp(pos: int) -> Callable[..., Any]:
+        def rule(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, axis: Any = -1, **k: Any) -> Any:
             nd = max(np.ndim(x), np.ndim(y))
             c = np.expand_dims(ct, neg_axis(axis, nd))
             return np.conj(c * y) if pos == 0 else c * np.conj(x)
@@ -395,16 +401,16 @@ for _fn in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
         _vecdot_rules(_fn, True)
 
 if hasattr(np, "matvec"):  # NumPy 2.2+
-    def _matvec_jvp(pos):
-        def rule(d, out, /, x, y, *a, **k):
+    def _matvec_jvp(pos: int) -> Callable[..., Any]:
+        def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
             arg = (x, y)[pos]
             dl = _lift_to(d, arg, np.ndim(out) + (1 if pos == 0 else 0) + (np.ndim(arg) == 1
                                                                               and pos == 0))
             return np.matvec(dl, y) if pos == 0 else np.matvec(x, dl)
         return rule
 
-    def _vecmat_jvp(pos):
-        def rule(d, out, /, x, y, *a, **k):
+    def _vecmat_jvp(pos: int) -> Callable[..., Any]:
+        def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
             arg = (x, y)[pos]
             dl = _lift_to(d, arg, np.ndim(out) + (0 if pos == 0 else 1))
             return np.vecmat(dl, y) if pos == 0 else np.vecmat(x, dl)
@@ -421,18 +427,18 @@ if hasattr(np, "matvec"):  # NumPy 2.2+
 
 
 # cross(x, y): 3-vectors (and 2-vectors) along the last axis
-def _cross_check(kwargs):
+def _cross_check(kwargs: Any) -> None:
     if any(kwargs.get(k, -1) != -1 for k in ("axisa", "axisb", "axisc")) or \
             kwargs.get("axis") not in (None, -1):
         raise NotImplementedError("no derivative rule for np.cross with axis arguments")
 
 
-def _cross2(x, y):
+def _cross2(x: Any, y: Any) -> Any:
     return x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0]
 
 
-def _cross_jvp(pos):
-    def rule(d, out, /, x, y, *a, **k):
+def _cross_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
         _cross_check(k)
         nd = max(np.ndim(x), np.ndim(y))
         dl = _lift_to(d, (x, y)[pos], nd)
@@ -444,8 +450,8 @@ def _cross_jvp(pos):
     return rule
 
 
-def _cross_vjp(pos):
-    def rule(ct, out, /, x, y, *a, **k):
+def _cross_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
         _cross_check(k)
         if np.shape(x)[-1] == 2:  # ct * (x0 y1 - x1 y0)
             other = (y, x)[pos]
@@ -468,7 +474,8 @@ if hasattr(np.linalg, "trace"):
     defjvp(np.linalg.trace, lambda dx, out, /, x, *, offset=0, dtype=None:
            np.trace(dx, offset, -2, -1))
     defvjp(np.linalg.trace, lambda ct, out, /, x, *, offset=0, dtype=None:
-           np.reshape(ct, np.shape(ct) + (1, 1)) * np.eye(*np.shape(x)[-2:], k=offset))
+           np.reshape(ct, np.shape(ct) + (1, 1))
+           * np.eye(np.shape(x)[-2], np.shape(x)[-1], k=offset))
 if hasattr(np.linalg, "matrix_transpose"):
     defjvp(np.linalg.matrix_transpose, LINEAR)
     defvjp(np.linalg.matrix_transpose, lambda ct, out, /, x: _T(ct))
@@ -480,26 +487,26 @@ defjvp(np.linalg.inv, lambda dx, out, /, a: -(out @ dx @ out))
 defvjp(np.linalg.inv, lambda ct, out, /, a: -(_T(out) @ ct @ _T(out)))
 
 
-def _solve_jvp_a(da, out, /, a, b):
+def _solve_jvp_a(da: Any, out: Any, /, a: Any, b: Any) -> Any:
     if np.ndim(b) == 1:
         return -np.linalg.solve(a, da @ np.expand_dims(out, -1))[..., 0]
     return -np.linalg.solve(a, da @ out)
 
 
-def _solve_jvp_b(db, out, /, a, b):
+def _solve_jvp_b(db: Any, out: Any, /, a: Any, b: Any) -> Any:
     if np.ndim(b) == 1:
         dl = lift(db, b, out)
         return np.linalg.solve(a, np.expand_dims(dl, -1))[..., 0]
     return np.linalg.solve(a, _lift_to(db, b, np.ndim(out)))
 
 
-def _solve_vjp_b(ct, out, /, a, b):
+def _solve_vjp_b(ct: Any, out: Any, /, a: Any, b: Any) -> Any:
     if np.ndim(b) == 1:
         return np.linalg.solve(_T(a), np.expand_dims(ct, -1))[..., 0]
     return np.linalg.solve(_T(a), ct)
 
 
-def _solve_vjp_a(ct, out, /, a, b):
+def _solve_vjp_a(ct: Any, out: Any, /, a: Any, b: Any) -> Any:
     gb = _solve_vjp_b(ct, out, a, b)
     if np.ndim(b) == 1:
         return -np.expand_dims(gb, -1) * np.expand_dims(out, -2)
@@ -510,7 +517,7 @@ defjvp(np.linalg.solve, _solve_jvp_a, _solve_jvp_b)
 defvjp(np.linalg.solve, _solve_vjp_a, _solve_vjp_b)
 
 
-def _trace_solve(a, da):
+def _trace_solve(a: Any, da: Any) -> Any:
     return np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)
 
 
@@ -519,13 +526,13 @@ defvjp(np.linalg.det, lambda ct, out, /, a:
        np.reshape(ct * out, np.shape(out) + (1, 1)) * _T(np.linalg.inv(a)))
 
 
-def _slogdet_jvp(da, out, /, a):
+def _slogdet_jvp(da: Any, out: Any, /, a: Any) -> Any:
     sign, _ = out
     t = _trace_solve(a, da)
     return (sign * (1j * np.imag(t)) if np.iscomplexobj(sign) else None, np.real(t))
 
 
-def _slogdet_vjp(ct, out, /, a):
+def _slogdet_vjp(ct: Any, out: Any, /, a: Any) -> Any:
     c_sign, c_log = cts(ct, out)
     c = c_log * 1.0
     if np.iscomplexobj(out[0]):
@@ -537,7 +544,7 @@ defjvp(np.linalg.slogdet, _slogdet_jvp)
 defvjp(np.linalg.slogdet, _slogdet_vjp)
 
 
-def _matrix_power_terms(a, n):
+def _matrix_power_terms(a: Any, n: Any) -> Any:
     """(powers of the base, exponent, base is the inverse)."""
     base = a if n >= 0 else np.linalg.inv(a)
     m = abs(int(n))
@@ -547,7 +554,7 @@ def _matrix_power_terms(a, n):
     return base, m, powers
 
 
-def _matrix_power_jvp(da, out, /, a, n):
+def _matrix_power_jvp(da: Any, out: Any, /, a: Any, n: Any) -> Any:
     base, m, powers = _matrix_power_terms(a, n)
     dbase = da if n >= 0 else -(base @ da @ base)
     t = 0.0
@@ -556,7 +563,7 @@ def _matrix_power_jvp(da, out, /, a, n):
     return t if m else np.zeros(np.shape(da))
 
 
-def _matrix_power_vjp(ct, out, /, a, n):
+def _matrix_power_vjp(ct: Any, out: Any, /, a: Any, n: Any) -> Any:
     base, m, powers = _matrix_power_terms(a, n)
     g = 0.0
     for k in range(m):
@@ -570,7 +577,7 @@ defjvp(np.linalg.matrix_power, _matrix_power_jvp, ZERO)
 defvjp(np.linalg.matrix_power, _matrix_power_vjp, ZERO)
 
 
-def _multi_dot_parts(xs):
+def _multi_dot_parts(xs: Any) -> Any:
     """The factors as matrices (a first vector a row, a last one a column)."""
     mats = list(xs)
     if np.ndim(mats[0]) == 1:
@@ -580,14 +587,14 @@ def _multi_dot_parts(xs):
     return mats
 
 
-def _chain(mats):
+def _chain(mats: Any) -> Any:
     out = mats[0]
     for m in mats[1:]:
         out = out @ m
     return out
 
 
-def _multi_dot_jvp(dxs, out, /, xs, **kw):
+def _multi_dot_jvp(dxs: Any, out: Any, /, xs: Any, **kw: Any) -> Any:
     mats = _multi_dot_parts(xs)
     t = None
     for i, d in enumerate(dxs):
@@ -604,7 +611,7 @@ def _multi_dot_jvp(dxs, out, /, xs, **kw):
     return t
 
 
-def _multi_dot_vjp(ct, out, /, xs, **kw):
+def _multi_dot_vjp(ct: Any, out: Any, /, xs: Any, **kw: Any) -> Any:
     mats = _multi_dot_parts(xs)
     c = np.reshape(ct, (np.shape(mats[0])[0], np.shape(mats[-1])[-1]))
     gs = []
@@ -624,35 +631,35 @@ defvjp(np.linalg.multi_dot, _multi_dot_vjp)
 
 # -- Hermitian decompositions: cholesky, eigh, eigvalsh ------------------------------------------
 
-def _tri(a, k, lower):
+def _tri(a: Any, k: Any, lower: Any) -> Any:
     return np.tril(a, k) if lower else np.triu(a, -k)
 
 
-def _sym(da, lower):
+def _sym(da: Any, lower: Any) -> Any:
     """The Hermitian matrix NumPy sees when it reads only one triangle of ``a + da``."""
     off = _tri(da, -1, lower)
     d = _diag(da)
     return off + _H(off) + _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
 
 
-def _sym_adjoint(g, lower):
+def _sym_adjoint(g: Any, lower: Any) -> Any:
     """Adjoint of :func:`_sym` under Re<A, B>: the cotangent lives on the triangle read."""
     d = _diag(g)
     return _tri(g + _H(g), -1, lower) + _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
 
 
-def _phi(x):
+def _phi(x: Any) -> Any:
     """The lower triangle with half the (real part of the) diagonal."""
     d = _diag(x)
     return np.tril(x, -1) + 0.5 * _diag_embed(np.real(d) if np.iscomplexobj(d) else d)
 
 
-def _right_solve(m, l):
+def _right_solve(m: Any, l: Any) -> Any:
     """m @ inv(l)."""
     return _H(np.linalg.solve(_H(l), _H(m)))
 
 
-def _cholesky_jvp(da, out, /, a, *, upper=False):
+def _cholesky_jvp(da: Any, out: Any, /, a: Any, *, upper: Any = False) -> Any:
     l = _H(out) if upper else out
     s = _sym(da, not upper)
     x = _right_solve(np.linalg.solve(l, s), _H(l))       # L^-1 S L^-H
@@ -660,7 +667,7 @@ def _cholesky_jvp(da, out, /, a, *, upper=False):
     return _H(dl) if upper else dl
 
 
-def _cholesky_vjp(ct, out, /, a, *, upper=False):
+def _cholesky_vjp(ct: Any, out: Any, /, a: Any, *, upper: Any = False) -> Any:
     l = _H(out) if upper else out
     c = np.conj(_H(ct) if upper else ct)                # Re<C, dL> pairing
     y = _phi(_H(l) @ c)
@@ -672,21 +679,21 @@ defjvp(np.linalg.cholesky, _cholesky_jvp)
 defvjp(np.linalg.cholesky, _cholesky_vjp)
 
 
-def _eig_gaps(w):
+def _eig_gaps(w: Any) -> Any:
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
     eye = np.eye(np.shape(w)[-1], dtype=bool)
     return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
 
 
-def _eigh_jvp(da, out, /, a, UPLO="L"):
+def _eigh_jvp(da: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     w, v = out
     m = _H(v) @ _sym(da, UPLO.upper() == "L") @ v
     dw = np.real(_diag(m))
     return (dw, v @ (_eig_gaps(w) * m))
 
 
-def _eigh_vjp(ct, out, /, a, UPLO="L"):
+def _eigh_vjp(ct: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     w, v = out
     cw, cv = cts(ct, out)
     inner = _diag_embed(np.real(cw) * 1.0) + _eig_gaps(w) * (_H(v) @ np.conj(cv))
@@ -698,12 +705,12 @@ defjvp(np.linalg.eigh, _eigh_jvp)
 defvjp(np.linalg.eigh, _eigh_vjp)
 
 
-def _eigvalsh_jvp(da, out, /, a, UPLO="L"):
+def _eigvalsh_jvp(da: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     _, v = np.linalg.eigh(a, UPLO)
     return np.real(_diag(_H(v) @ _sym(da, UPLO.upper() == "L") @ v))
 
 
-def _eigvalsh_vjp(ct, out, /, a, UPLO="L"):
+def _eigvalsh_vjp(ct: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     _, v = np.linalg.eigh(a, UPLO)
     g = v @ _diag_embed(np.real(ct) * 1.0) @ _H(v)
     return np.conj(_sym_adjoint(g, UPLO.upper() == "L"))
@@ -714,13 +721,13 @@ defvjp(np.linalg.eigvalsh, _eigvalsh_vjp)
 
 
 # eigvals of a general matrix: dw = diag(V^-1 dA V)
-def _eigvals_jvp(da, out, /, a):
+def _eigvals_jvp(da: Any, out: Any, /, a: Any) -> Any:
     w, v = np.linalg.eig(a)
     t = _diag(np.linalg.solve(v, da @ v))
     return t if np.iscomplexobj(out) else np.real(t)
 
 
-def _eigvals_vjp(ct, out, /, a):
+def _eigvals_vjp(ct: Any, out: Any, /, a: Any) -> Any:
     w, v = np.linalg.eig(a)
     return _T(v @ _diag_embed(ct * (1.0 + 0j)) @ np.linalg.inv(v))
 
@@ -731,7 +738,7 @@ defvjp(np.linalg.eigvals, _eigvals_vjp)
 
 # -- svd ------------------------------------------------------------------------------------
 
-def _svd_check(a, full_matrices, compute_uv, hermitian):
+def _svd_check(a: Any, full_matrices: Any, compute_uv: Any, hermitian: Any) -> None:
     m, n = np.shape(a)[-2:]
     if full_matrices and compute_uv and m != n:
         raise NotImplementedError("no derivative rule for np.linalg.svd(full_matrices=True) "
@@ -740,7 +747,7 @@ def _svd_check(a, full_matrices, compute_uv, hermitian):
         raise NotImplementedError("no derivative rule for np.linalg.svd(hermitian=True)")
 
 
-def _svd_parts(a, out, compute_uv):
+def _svd_parts(a: Any, out: Any, compute_uv: Any) -> Any:
     if compute_uv:
         u, s, vh = out
     else:
@@ -748,17 +755,18 @@ def _svd_parts(a, out, compute_uv):
     return u, s, _H(vh)
 
 
-def _svd_f(s):
+def _svd_f(s: Any) -> Any:
     """F[..., i, j] = 1 / (s_j^2 - s_i^2) off the diagonal."""
     return _eig_gaps(s * s)
 
 
-def _inv_nonzero(s):
+def _inv_nonzero(s: Any) -> Any:
     zero = s == 0
     return np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, s))
 
 
-def _svd_jvp(da, out, /, a, full_matrices=True, compute_uv=True, hermitian=False):
+def _svd_jvp(da: Any, out: Any, /, a: Any, full_matrices: Any = True, compute_uv: Any = True,
+             hermitian: Any = False) -> Any:
     _svd_check(a, full_matrices, compute_uv, hermitian)
     u, s, v = _svd_parts(a, out, compute_uv)
     p = _H(u) @ da @ v
@@ -784,7 +792,8 @@ def _svd_jvp(da, out, /, a, full_matrices=True, compute_uv=True, hermitian=False
     return (du, ds, _H(dv))
 
 
-def _svd_vjp(ct, out, /, a, full_matrices=True, compute_uv=True, hermitian=False):
+def _svd_vjp(ct: Any, out: Any, /, a: Any, full_matrices: Any = True, compute_uv: Any = True,
+             hermitian: Any = False) -> Any:
     _svd_check(a, full_matrices, compute_uv, hermitian)
     u, s, v = _svd_parts(a, out, compute_uv)
     if not compute_uv:
@@ -817,18 +826,18 @@ if hasattr(np.linalg, "svdvals"):  # NumPy 2
 
 # -- qr (reduced, m >= n) -------------------------------------------------------------------
 
-def _qr_check(a, mode):
+def _qr_check(a: Any, mode: Any) -> None:
     m, n = np.shape(a)[-2:]
     if mode not in ("reduced", "r", "complete") or m < n or (mode == "complete" and m != n):
         raise NotImplementedError(f"no derivative rule for np.linalg.qr(mode={mode!r}) of a "
                                   f"{m}x{n} matrix (supported: m >= n, reduced)")
 
 
-def _qr_parts(a, out, mode):
+def _qr_parts(a: Any, out: Any, mode: Any) -> Any:
     return (out.Q, out.R) if mode != "r" else np.linalg.qr(a)
 
 
-def _omega(c):
+def _omega(c: Any) -> Any:
     """Q^H dQ from C = Q^H dA R^-1: antihermitian, with the gauge of a real diagonal of R."""
     low = np.tril(c, -1)
     om = low - _H(low)
@@ -837,7 +846,7 @@ def _omega(c):
     return om
 
 
-def _omega_adjoint(n):
+def _omega_adjoint(n: Any) -> Any:
     low = np.tril(n, -1)
     om = low - np.tril(_H(n), -1)
     if np.iscomplexobj(n):
@@ -845,7 +854,7 @@ def _omega_adjoint(n):
     return om
 
 
-def _qr_jvp(da, out, /, a, mode="reduced"):
+def _qr_jvp(da: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
     _qr_check(a, mode)
     q, r = _qr_parts(a, out, mode)
     dar = _right_solve(da, r)                           # dA R^-1
@@ -857,7 +866,7 @@ def _qr_jvp(da, out, /, a, mode="reduced"):
     return (q @ om + dar - q @ c, dr)
 
 
-def _qr_vjp(ct, out, /, a, mode="reduced"):
+def _qr_vjp(ct: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
     _qr_check(a, mode)
     q, r = _qr_parts(a, out, mode)
     if mode == "r":
@@ -877,19 +886,19 @@ defvjp(np.linalg.qr, _qr_vjp)
 
 # -- norms ----------------------------------------------------------------------------------
 
-def _unit(x):
+def _unit(x: Any) -> Any:
     """conj(x) / |x| (the derivative of |x|), 0 at 0."""
     ax = np.abs(x)
     zero = ax == 0
     return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, ax))
 
 
-def _tie_weights(v, target, ax):
+def _tie_weights(v: Any, target: Any, ax: Any) -> Any:
     hit = np.equal(v, target)
     return hit / np.maximum(np.sum(hit, axis=ax, keepdims=True), 1)
 
 
-def _vector_norm_grad(x, out_k, ord, ax):
+def _vector_norm_grad(x: Any, out_k: Any, ord: Any, ax: Any) -> Any:
     """G with d norm = Re(sum(G * dx)) over the axes ``ax``."""
     if ord is None or ord == 2:
         zero = out_k == 0
@@ -907,7 +916,7 @@ def _vector_norm_grad(x, out_k, ord, ax):
     return scale * _unit(x) * np.where(out_k == 0, 0.0, out_k) ** (1 - p)
 
 
-def _matrix_norm_grad(x, out_k, ord, r, c):
+def _matrix_norm_grad(x: Any, out_k: Any, ord: Any, r: Any, c: Any) -> Any:
     """G for a matrix norm over the axes (r, c) of x."""
     if ord in (None, "fro"):
         zero = out_k == 0
@@ -932,7 +941,7 @@ def _matrix_norm_grad(x, out_k, ord, r, c):
     return np.moveaxis(gm, (-2, -1), (r, c))
 
 
-def _norm_setup(x, ord, axis, keepdims, out):
+def _norm_setup(x: Any, ord: Any, axis: Any, keepdims: Any, out: Any) -> Any:
     """(G, negative reduced axes, keepdims) for np.linalg.norm."""
     nd = np.ndim(x)
     kd = bool(keepdims)
@@ -952,12 +961,14 @@ def _norm_setup(x, ord, axis, keepdims, out):
     return _vector_norm_grad(x, expand(out, ax, kd), ord, ax), ax, kd
 
 
-def _norm_jvp(dx, out, /, x, ord=None, axis=None, keepdims=False):
+def _norm_jvp(dx: Any, out: Any, /, x: Any, ord: Any = None, axis: Any = None,
+              keepdims: Any = False) -> Any:
     g, ax, kd = _norm_setup(x, ord, axis, keepdims, out)
     return np.sum(np.real(g * dx), axis=ax, keepdims=kd)
 
 
-def _norm_vjp(ct, out, /, x, ord=None, axis=None, keepdims=False):
+def _norm_vjp(ct: Any, out: Any, /, x: Any, ord: Any = None, axis: Any = None,
+              keepdims: Any = False) -> Any:
     g, ax, kd = _norm_setup(x, ord, axis, keepdims, out)
     return expand(ct, ax, kd) * g
 
@@ -967,7 +978,7 @@ defjvp(np.linalg.norm, _norm_jvp)
 defvjp(np.linalg.norm, _norm_vjp)
 
 if hasattr(np.linalg, "vector_norm"):  # NumPy 2
-    def _vnorm(x, axis, keepdims, ord, out):
+    def _vnorm(x: Any, axis: Any, keepdims: Any, ord: Any, out: Any) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return _vector_norm_grad(x, expand(out, ax, keepdims), ord, ax), ax
 
@@ -985,5 +996,4 @@ if hasattr(np.linalg, "vector_norm"):  # NumPy 2
 nondifferentiable(np.linalg.matrix_rank)
 
 # x.dot(y) is np.ndarray.dot(x, y)
-defjvp(np.ndarray.dot, *jvp_rules(np.dot))
-defvjp(np.ndarray.dot, *vjp_rules(np.dot))
+same_rules(np.ndarray.dot, np.dot)

@@ -18,28 +18,31 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp, jvp_rules, vjp_rules
+from .._rules import ZERO, defjvp, defvjp, same_rules
 from ._common import bshape, cts, expand, neg_axes, neg_axis
 
 _NOVALUE = np._NoValue
 
 
-def _kd(keepdims) -> bool:
+def _kd(keepdims: Any) -> bool:
     return False if keepdims is _NOVALUE else bool(keepdims)
 
 
-def _wh(where):
+def _wh(where: Any) -> Any:
     return True if where is _NOVALUE else where
 
 
-def _full(g, x):
+def _full(g: Any, x: Any) -> Any:
     """``g`` broadcast to ``x``'s shape."""
     return np.broadcast_to(g, np.shape(x))
 
 
-def _count(x, ax, where):
+def _count(x: Any, ax: Any, where: Any) -> Any:
     """Number of reduced elements, with keepdims (the ``where`` mask counted)."""
     if where is True:
         n = 1
@@ -51,26 +54,26 @@ def _count(x, ax, where):
 
 # -- sum, mean ------------------------------------------------------------------------------
 
-def _sum_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
-             where=True, **kw):
+def _sum_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+             keepdims: Any = False, initial: Any = None, where: Any = True, **kw: Any) -> Any:
     return np.sum(dx, axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims), where=_wh(where))
 
 
-def _sum_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
-             where=True, **kw):
+def _sum_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+             keepdims: Any = False, initial: Any = None, where: Any = True, **kw: Any) -> Any:
     ax = neg_axes(axis, np.ndim(x))
     g = _full(expand(ct, ax, _kd(keepdims)), x)
     where = _wh(where)
     return g if where is True else np.where(where, g, 0.0)
 
 
-def _mean_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, *, where=True,
-              **kw):
+def _mean_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+              keepdims: Any = False, *, where: Any = True, **kw: Any) -> Any:
     return np.mean(dx, axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims), where=_wh(where))
 
 
-def _mean_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, *, where=True,
-              **kw):
+def _mean_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+              keepdims: Any = False, *, where: Any = True, **kw: Any) -> Any:
     ax = neg_axes(axis, np.ndim(x))
     where = _wh(where)
     g = _full(expand(ct, ax, _kd(keepdims)) / _count(x, ax, where), x)
@@ -83,7 +86,7 @@ defjvp(np.mean, _mean_jvp)
 defvjp(np.mean, _mean_vjp)
 
 
-def _nan_mask(x):
+def _nan_mask(x: Any) -> Any:
     return np.logical_not(np.isnan(x))
 
 
@@ -99,7 +102,7 @@ defvjp(np.nanmean, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepd
 
 # -- prod (exact with zeros) ------------------------------------------------------------------
 
-def _exclusive_products(x, ax):
+def _exclusive_products(x: Any, ax: Any) -> Any:
     """For each entry of ``x``, the product of the other entries of its reduced group."""
     nd = np.ndim(x)
     if not ax:
@@ -115,7 +118,7 @@ def _exclusive_products(x, ax):
     return np.moveaxis(np.reshape(left * right, shape), dest, ax)
 
 
-def _prod_parts(x, axis, initial, where):
+def _prod_parts(x: Any, axis: Any, initial: Any, where: Any) -> Any:
     ax = neg_axes(axis, np.ndim(x))
     where = _wh(where)
     xw = x if where is True else np.where(where, x, 1)
@@ -127,14 +130,14 @@ def _prod_parts(x, axis, initial, where):
     return ax, others
 
 
-def _prod_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
-              where=True, **kw):
+def _prod_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+              keepdims: Any = False, initial: Any = None, where: Any = True, **kw: Any) -> Any:
     ax, others = _prod_parts(x, axis, initial, where)
     return np.sum(dx * others, axis=ax, keepdims=_kd(keepdims))
 
 
-def _prod_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, initial=None,
-              where=True, **kw):
+def _prod_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+              keepdims: Any = False, initial: Any = None, where: Any = True, **kw: Any) -> Any:
     ax, others = _prod_parts(x, axis, initial, where)
     return expand(ct, ax, _kd(keepdims)) * others
 
@@ -149,22 +152,24 @@ defvjp(np.nanprod, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepd
 
 # -- max, min (ties split evenly) -------------------------------------------------------------
 
-def _extremum_weights(x, out, ax, keepdims, where):
+def _extremum_weights(x: Any, out: Any, ax: Any, keepdims: Any, where: Any) -> Any:
     hit = np.equal(x, expand(out, ax, keepdims))
     where = _wh(where)
     if where is not True:
         hit = np.logical_and(hit, where)
     n = np.sum(hit, axis=ax, keepdims=True)
-    return hit / np.maximum(n, 1)
+    return np.divide(hit, np.maximum(n, 1.0))  # a function: the array-backend context promotes
 
 
-def _extremum_rules(fn):
-    def jvp(dx, out, /, x, axis=None, _out=None, keepdims=False, initial=None, where=True, **kw):
+def _extremum_rules(fn: Any) -> None:
+    def jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None, keepdims: Any = False,
+            initial: Any = None, where: Any = True, **kw: Any) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         w = _extremum_weights(x, out, ax, _kd(keepdims), where)
         return np.sum(dx * w, axis=ax, keepdims=_kd(keepdims))
 
-    def vjp(ct, out, /, x, axis=None, _out=None, keepdims=False, initial=None, where=True, **kw):
+    def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None, keepdims: Any = False,
+            initial: Any = None, where: Any = True, **kw: Any) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return _extremum_weights(x, out, ax, _kd(keepdims), where) * expand(ct, ax,
                                                                              _kd(keepdims))
@@ -172,11 +177,12 @@ def _extremum_rules(fn):
     defvjp(fn, vjp)
 
 
+_fn: Any  # the loops below run over callables of many types
 for _fn in (np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin):
     _extremum_rules(_fn)
 
 
-def _ptp_weights(x, axis, keepdims):
+def _ptp_weights(x: Any, axis: Any, keepdims: Any) -> Any:
     ax = neg_axes(axis, np.ndim(x))
     kd = _kd(keepdims)
     hi = _extremum_weights(x, np.max(x, axis=ax, keepdims=kd), ax, kd, True)
@@ -184,12 +190,14 @@ def _ptp_weights(x, axis, keepdims):
     return ax, hi - lo
 
 
-def _ptp_jvp(dx, out, /, x, axis=None, _out=None, keepdims=False):
+def _ptp_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+             keepdims: Any = False) -> Any:
     ax, w = _ptp_weights(x, axis, keepdims)
     return np.sum(dx * w, axis=ax, keepdims=_kd(keepdims))
 
 
-def _ptp_vjp(ct, out, /, x, axis=None, _out=None, keepdims=False):
+def _ptp_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+             keepdims: Any = False) -> Any:
     ax, w = _ptp_weights(x, axis, keepdims)
     return w * expand(ct, ax, _kd(keepdims))
 
@@ -200,7 +208,8 @@ defvjp(np.ptp, _ptp_vjp)
 
 # -- var, std -------------------------------------------------------------------------------
 
-def _var_parts(x, axis, ddof, keepdims, where, mean, correction):
+def _var_parts(x: Any, axis: Any, ddof: Any, keepdims: Any, where: Any, mean: Any,
+               correction: Any) -> Any:
     """(axes, keepdims, coefficient array c): d var = Re(sum(c * dx)) over the axes."""
     ax = neg_axes(axis, np.ndim(x))
     kd = _kd(keepdims)
@@ -216,21 +225,24 @@ def _var_parts(x, axis, ddof, keepdims, where, mean, correction):
     return ax, kd, 2.0 * np.conj(centered) / (n - ddof)
 
 
-def _var_rules(fn, std, nan=False):
-    def parts(x, axis, ddof, keepdims, where, mean, correction):
+def _var_rules(fn: Any, std: Any, nan: Any = False) -> None:
+    def parts(x: Any, axis: Any, ddof: Any, keepdims: Any, where: Any, mean: Any,
+              correction: Any) -> Any:
         if nan:
             where = _nan_mask(x) if where is _NOVALUE else np.logical_and(where, _nan_mask(x))
             x = np.where(np.isnan(x), 0.0, x)
         return _var_parts(x, axis, ddof, keepdims, where, mean, correction)
 
-    def jvp(dx, out, /, x, axis=None, dtype=None, _out=None, ddof=0, keepdims=_NOVALUE, *,
-            where=_NOVALUE, mean=_NOVALUE, correction=_NOVALUE, **kw):
+    def jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+            ddof: Any = 0, keepdims: Any = _NOVALUE, *, where: Any = _NOVALUE, mean: Any = _NOVALUE,
+            correction: Any = _NOVALUE, **kw: Any) -> Any:
         ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
         t = np.sum(np.real(c * dx), axis=ax, keepdims=kd)
         return t / (2.0 * out) if std else t
 
-    def vjp(ct, out, /, x, axis=None, dtype=None, _out=None, ddof=0, keepdims=_NOVALUE, *,
-            where=_NOVALUE, mean=_NOVALUE, correction=_NOVALUE, **kw):
+    def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
+            ddof: Any = 0, keepdims: Any = _NOVALUE, *, where: Any = _NOVALUE, mean: Any = _NOVALUE,
+            correction: Any = _NOVALUE, **kw: Any) -> Any:
         ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
         if std:
             ct = ct / (2.0 * out)
@@ -247,7 +259,7 @@ _var_rules(np.nanstd, std=True, nan=True)
 
 # -- average --------------------------------------------------------------------------------
 
-def _average_args(a, axis, weights):
+def _average_args(a: Any, axis: Any, weights: Any) -> Any:
     """(axes, weights broadcast against a, sum of weights with keepdims)."""
     ax = neg_axes(axis, np.ndim(a))
     if weights is None:
@@ -257,7 +269,7 @@ def _average_args(a, axis, weights):
     return ax, w, np.sum(np.broadcast_to(w, np.shape(a)), axis=ax, keepdims=True)
 
 
-def _weights_like(w, a, axis, batch):
+def _weights_like(w: Any, a: Any, axis: Any, batch: Any) -> Any:
     """``w`` (1-D along ``axis``, or a's shape) shaped to broadcast against a (with batch)."""
     if np.ndim(w) - len(batch) == np.ndim(a):
         return w
@@ -266,12 +278,13 @@ def _weights_like(w, a, axis, batch):
     return np.reshape(w, tuple(batch) + tuple(shape))
 
 
-def _average_out(out, returned):
+def _average_out(out: Any, returned: Any) -> Any:
     return (out[0], out[1]) if returned else (out, None)
 
 
-def _average_jvp(pos):
-    def rule(d, out, /, a, axis=None, weights=None, returned=False, *, keepdims=False, **kw):
+def _average_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, a: Any, axis: Any = None, weights: Any = None,
+             returned: Any = False, *, keepdims: Any = False, **kw: Any) -> Any:
         avg, _ = _average_out(out, returned)
         kd = _kd(keepdims)
         ax, w, sw = _average_args(a, axis, weights)
@@ -291,8 +304,9 @@ def _average_jvp(pos):
     return rule
 
 
-def _average_vjp(pos):
-    def rule(ct, out, /, a, axis=None, weights=None, returned=False, *, keepdims=False, **kw):
+def _average_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, a: Any, axis: Any = None, weights: Any = None,
+             returned: Any = False, *, keepdims: Any = False, **kw: Any) -> Any:
         avg, _ = _average_out(out, returned)
         kd = _kd(keepdims)
         ax, w, sw = _average_args(a, axis, weights)
@@ -317,18 +331,18 @@ defvjp(np.average, _average_vjp(0), ZERO, _average_vjp(2))
 
 # -- scans ----------------------------------------------------------------------------------
 
-def _scan_axis(x, axis):
+def _scan_axis(x: Any, axis: Any) -> Any:
     """(flattened?, negative axis) of a scan over ``axis`` (None: the flattened array)."""
     if axis is None and np.ndim(x) != 1:
         return True, -1
     return False, neg_axis(0 if axis is None else axis, max(np.ndim(x), 1))
 
 
-def _flat_tangent(dx, x, flat):
+def _flat_tangent(dx: Any, x: Any, flat: Any) -> Any:
     return np.reshape(dx, bshape(dx, x) + (-1,)) if flat else dx
 
 
-def _rev_cumsum(ct, axis):
+def _rev_cumsum(ct: Any, axis: Any) -> Any:
     return np.flip(np.cumsum(np.flip(ct, axis), axis=axis), axis)
 
 
@@ -338,7 +352,7 @@ defvjp(np.cumsum, lambda ct, out, /, x, axis=None, dtype=None, _out=None, **kw: 
     _rev_cumsum(ct, _scan_axis(x, axis)[1]), np.shape(x)))
 
 
-def _initial_slice(t, axis, include_initial):
+def _initial_slice(t: Any, axis: Any, include_initial: Any) -> Any:
     """Drop the initial element (0 or 1) that ``include_initial`` prepended along ``axis``."""
     if not include_initial:
         return t
@@ -346,12 +360,13 @@ def _initial_slice(t, axis, include_initial):
 
 
 if hasattr(np, "cumulative_sum"):  # NumPy 2.1+
-    def _csum_jvp(dx, out, /, x, *, axis=None, dtype=None, out_=None, include_initial=False,
-                  **kw):
+    def _csum_jvp(dx: Any, out: Any, /, x: Any, *, axis: Any = None, dtype: Any = None,
+                  out_: Any = None, include_initial: Any = False, **kw: Any) -> Any:
         ax = neg_axis(0 if axis is None else axis, np.ndim(x))
         return np.cumulative_sum(dx, axis=ax, include_initial=include_initial)
 
-    def _csum_vjp(ct, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+    def _csum_vjp(ct: Any, out: Any, /, x: Any, *, axis: Any = None, dtype: Any = None,
+                  include_initial: Any = False, **kw: Any) -> Any:
         ax = neg_axis(0 if axis is None else axis, np.ndim(x))
         g = _rev_cumsum(ct, ax)
         return _initial_slice(g, ax, include_initial)
@@ -360,7 +375,7 @@ if hasattr(np, "cumulative_sum"):  # NumPy 2.1+
     defvjp(np.cumulative_sum, _csum_vjp)
 
 
-def _cumprod_matrix(x, ax):
+def _cumprod_matrix(x: Any, ax: Any) -> Any:
     """J[..., i, j] = d cumprod(x)_i / d x_j along the negative axis ``ax`` moved last (exact
     with zeros; O(n^2), used only when x has zeros)."""
     xm = np.moveaxis(x, ax, -1)
@@ -375,7 +390,7 @@ def _cumprod_matrix(x, ax):
     return np.where(k[:, None] >= k[None, :], jac, 0)
 
 
-def _cumprod_jvp_core(dx, x, out, ax):
+def _cumprod_jvp_core(dx: Any, x: Any, out: Any, ax: Any) -> Any:
     if np.all(x != 0):
         return out * np.cumsum(dx / x, axis=ax)
     jac = _cumprod_matrix(x, ax)
@@ -383,7 +398,7 @@ def _cumprod_jvp_core(dx, x, out, ax):
     return np.moveaxis(t, -1, ax)
 
 
-def _cumprod_vjp_core(ct, x, out, ax):
+def _cumprod_vjp_core(ct: Any, x: Any, out: Any, ax: Any) -> Any:
     if np.all(x != 0):
         return _rev_cumsum(ct * out, ax) / x
     jac = _cumprod_matrix(x, ax)
@@ -391,13 +406,15 @@ def _cumprod_vjp_core(ct, x, out, ax):
     return np.moveaxis(g, -1, ax)
 
 
-def _cumprod_jvp(dx, out, /, x, axis=None, dtype=None, _out=None, **kw):
+def _cumprod_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None,
+                 _out: Any = None, **kw: Any) -> Any:
     flat, ax = _scan_axis(x, axis)
     xf = np.reshape(x, (-1,)) if flat else x
     return _cumprod_jvp_core(_flat_tangent(dx, x, flat), xf, out, ax)
 
 
-def _cumprod_vjp(ct, out, /, x, axis=None, dtype=None, _out=None, **kw):
+def _cumprod_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None,
+                 _out: Any = None, **kw: Any) -> Any:
     flat, ax = _scan_axis(x, axis)
     xf = np.reshape(x, (-1,)) if flat else x
     return np.reshape(_cumprod_vjp_core(ct, xf, out, ax), np.shape(x))
@@ -407,11 +424,12 @@ defjvp(np.cumprod, _cumprod_jvp)
 defvjp(np.cumprod, _cumprod_vjp)
 
 if hasattr(np, "cumulative_prod"):  # NumPy 2.1+
-    def _cprod_core(x, axis, out, include_initial):
+    def _cprod_core(x: Any, axis: Any, out: Any, include_initial: Any) -> Any:
         ax = neg_axis(0 if axis is None else axis, np.ndim(x))
         return ax, _initial_slice(out, ax, include_initial)
 
-    def _cprod_jvp(dx, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+    def _cprod_jvp(dx: Any, out: Any, /, x: Any, *, axis: Any = None, dtype: Any = None,
+                   include_initial: Any = False, **kw: Any) -> Any:
         ax, core = _cprod_core(x, axis, out, include_initial)
         t = _cumprod_jvp_core(dx, x, core, ax)
         if include_initial:
@@ -420,7 +438,8 @@ if hasattr(np, "cumulative_prod"):  # NumPy 2.1+
             t = np.pad(t, pad)
         return t
 
-    def _cprod_vjp(ct, out, /, x, *, axis=None, dtype=None, include_initial=False, **kw):
+    def _cprod_vjp(ct: Any, out: Any, /, x: Any, *, axis: Any = None, dtype: Any = None,
+                   include_initial: Any = False, **kw: Any) -> Any:
         ax, core = _cprod_core(x, axis, out, include_initial)
         return _cumprod_vjp_core(_initial_slice(ct, ax, include_initial), x, core, ax)
 
@@ -430,12 +449,14 @@ if hasattr(np, "cumulative_prod"):  # NumPy 2.1+
 
 # -- trace ----------------------------------------------------------------------------------
 
-def _trace_jvp(dx, out, /, x, offset=0, axis1=0, axis2=1, dtype=None, _out=None, **kw):
+def _trace_jvp(dx: Any, out: Any, /, x: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1,
+               dtype: Any = None, _out: Any = None, **kw: Any) -> Any:
     nd = np.ndim(x)
     return np.trace(dx, offset, neg_axis(axis1, nd), neg_axis(axis2, nd))
 
 
-def _trace_vjp(ct, out, /, x, offset=0, axis1=0, axis2=1, dtype=None, _out=None, **kw):
+def _trace_vjp(ct: Any, out: Any, /, x: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1,
+               dtype: Any = None, _out: Any = None, **kw: Any) -> Any:
     nd = np.ndim(x)
     a1, a2 = int(axis1) % nd, int(axis2) % nd
     eye = np.eye(np.shape(x)[a1], np.shape(x)[a2], k=offset)
@@ -454,5 +475,4 @@ for _method, _fn in ((np.ndarray.sum, np.sum), (np.ndarray.mean, np.mean),
                      (np.ndarray.min, np.min), (np.ndarray.std, np.std), (np.ndarray.var, np.var),
                      (np.ndarray.cumsum, np.cumsum), (np.ndarray.cumprod, np.cumprod),
                      (np.ndarray.trace, np.trace)):
-    defjvp(_method, *jvp_rules(_fn))
-    defvjp(_method, *vjp_rules(_fn))
+    same_rules(_method, _fn)

@@ -14,8 +14,10 @@ Conventions:
   and ``cmath.phase`` are real-valued: reverse rules follow autograd/JAX (gradient
   ``df/dx - i df/dy``), i.e. every reverse rule is the transpose of the forward one under
   ``Re(sum(a * b))``.
-- Non-smooth points take documented Clarke elements: ``abs'(0) = 0``, ties in ``min``/``max``
-  split evenly, ``copysign`` is flat in its second argument.
+- Non-smooth points take documented Clarke elements: ``abs'(0) = 0``; a tie in ``min``/``max``
+  between arguments that all carry a derivative splits evenly, and a tie with one that carries
+  none (a constant) gives the constant's zero derivative to all of them (``max(x, 0.0)``, relu,
+  has derivative 0 at 0); ``copysign`` is flat in its second argument.
 - In-place operators (``iadd``...) have the rules of their pure siblings; the engine hands them
   the arguments as they were before the call (a mutated first argument must be copied).
 - Variadic functions (``math.hypot``, ``max``) have rules for up to ``VARIADIC`` arguments.
@@ -27,10 +29,12 @@ import builtins
 import cmath
 import math
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable
+from .._rules import LINEAR, ZERO, Carried, defjvp, defvjp, is_carried, nondifferentiable
 from ._common import cts, fill, fit, indexed, lift
 
 _LN2 = math.log(2.0)
@@ -38,7 +42,7 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _unary(fn, deriv) -> None:
+def _unary(fn: Any, deriv: Any) -> None:
     """Register ``fn(x)`` with ``f'(x) = deriv(x, out)`` in both modes."""
     defjvp(fn, lambda dx, out, /, x: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x: ct * deriv(x, out))
@@ -61,7 +65,7 @@ def digamma(x: float) -> float:
     return acc + math.log(x) - 0.5 / x - series
 
 
-def _sign(x):
+def _sign(x: Any) -> Any:
     """sign with sign(0) = 0, for numbers and arrays."""
     if isinstance(x, (int, float)):
         return (x > 0) - (x < 0) + 0.0
@@ -117,9 +121,9 @@ defvjp(math.atan2, lambda ct, out, /, y, x: ct * (x / (x * x + y * y)),
        lambda ct, out, /, y, x: ct * (-y / (x * x + y * y)))
 
 
-def _hypot_rule(i):
+def _hypot_rule(i: int) -> Callable[..., Any]:
     # d hypot / d x_i = x_i / out, and 0 at the origin (a Clarke element)
-    def rule(dx, out, /, *xs):
+    def rule(dx: Any, out: Any, /, *xs: Any) -> Any:
         return dx * (xs[i] / out if out else 0.0)
     return rule
 
@@ -128,12 +132,16 @@ defjvp(math.hypot, *indexed(_hypot_rule))
 defvjp(math.hypot, *indexed(_hypot_rule))
 
 
-def _pow_dx(x, y):
-    """d(x**y)/dx = y * x**(y-1), 0 when y == 0 (also at x == 0)."""
-    return 0.0 * x if y == 0 else y * x ** (y - 1)
+def _pow_dx(x: Any, y: Any) -> Any:
+    """d(x**y)/dx = y * x**(y-1), kept as that product at y == 0 (its value 0 there, its own
+    derivative in y, x**-1, intact for second derivatives); 0 at x == y == 0, where x**(y-1)
+    has no value."""
+    if y == 0 and x == 0:
+        return 0.0 * y
+    return y * x ** (y - 1)
 
 
-def _pow_dy(x, y, out):
+def _pow_dy(x: Any, y: Any, out: Any) -> Any:
     """d(x**y)/dy = log(x) * x**y; 0 at x == 0 (y > 0), nan for negative x with real out."""
     if x == 0:
         return 0.0 * out
@@ -152,12 +160,13 @@ defjvp(math.copysign, lambda dx, out, /, x, y: dx * (_sign(x) * math.copysign(1.
 defvjp(math.copysign, lambda ct, out, /, x, y: ct * (_sign(x) * math.copysign(1.0, y)), ZERO)
 
 
-def _int_quot(x, y, out):
+def _int_quot(x: Any, y: Any, out: Any) -> Any:
     """The integer quotient q with out == x - q * y (exact, read off the result)."""
     return float(round((x - out) / y))
 
 
 # fmod(x, y) = x - trunc(x / y) * y ; remainder(x, y) = x - round(x / y) * y
+_fn: Any  # the loops below run over callables of many types
 for _fn in (math.fmod, math.remainder):
     defjvp(_fn, lambda dx, out, /, x, y: dx * 1.0,
            lambda dy, out, /, x, y: -dy * _int_quot(x, y, out))
@@ -180,7 +189,7 @@ defvjp(math.modf, lambda ct, out, /, x: 0.0 if ct[0] is None else ct[0] * 1.0)
 
 # -- math: iterables (container arguments) ----------------------------------------------------
 
-def _sum_tangents(dxs, xs):
+def _sum_tangents(dxs: Any, xs: Any) -> Any:
     total = 0.0
     for d in fill(dxs, xs):
         total = total + d
@@ -191,7 +200,7 @@ defjvp(math.fsum, lambda dxs, out, /, xs: _sum_tangents(dxs, xs))
 defvjp(math.fsum, lambda ct, out, /, xs: [ct * 1.0 for _ in xs])
 
 
-def _others(xs, start=1):
+def _others(xs: Any, start: Any = 1) -> Any:
     """[start * prod(xs[j] for j != i)] without division (exact with zeros)."""
     n = len(xs)
     left = [start] * n
@@ -203,7 +212,7 @@ def _others(xs, start=1):
     return [a * b for a, b in zip(left, right)]
 
 
-def _prod_jvp(dxs, out, /, xs, *, start=1):
+def _prod_jvp(dxs: Any, out: Any, /, xs: Any, *, start: Any = 1) -> Any:
     total = 0.0
     for d, o in zip(fill(dxs, xs), _others(list(xs), start)):
         total = total + d * o
@@ -214,14 +223,14 @@ defjvp(math.prod, _prod_jvp)
 defvjp(math.prod, lambda ct, out, /, xs, *, start=1: [ct * o for o in _others(list(xs), start)])
 
 
-def _dist_rule(sign):
-    def jvp(dps, out, /, p, q):
+def _dist_rule(sign: float) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def jvp(dps: Any, out: Any, /, p: Any, q: Any) -> Any:
         total = 0.0
         for d, a, b in zip(fill(dps, p), p, q):
             total = total + d * (sign * (a - b) / out if out else 0.0)
         return total
 
-    def vjp(ct, out, /, p, q):
+    def vjp(ct: Any, out: Any, /, p: Any, q: Any) -> Any:
         return [ct * (sign * (a - b) / out if out else 0.0) for a, b in zip(p, q)]
     return jvp, vjp
 
@@ -236,7 +245,7 @@ if hasattr(math, "sumprod"):  # Python 3.12+
            lambda ct, out, /, p, q: [ct * a for a in p])
 
 
-def _prod_pairs(a, b):
+def _prod_pairs(a: Any, b: Any) -> Any:
     total = 0.0
     for u, v in zip(a, b):
         total = total + u * v
@@ -281,26 +290,26 @@ defvjp(cmath.log,
 
 # -- cmath: real-valued and real-argument functions -----------------------------------------
 
-def _abs_jvp(dz, z, r):
+def _abs_jvp(dz: Any, z: Any, r: Any) -> Any:
     """Tangent of |z|: Re(conj(z) dz) / |z| (0 at z = 0)."""
     if isinstance(z, complex):
         return (z.real * np.real(dz) + z.imag * np.imag(dz)) / r if r else 0.0 * np.real(dz)
     return dz * _sign(z)
 
 
-def _abs_vjp(ct, z, r):
+def _abs_vjp(ct: Any, z: Any, r: Any) -> Any:
     if isinstance(z, complex):
         return ct * z.conjugate() / r if r else 0.0 * ct
     return ct * _sign(z)
 
 
-def _phase_jvp(dz, z):
+def _phase_jvp(dz: Any, z: Any) -> Any:
     """Tangent of arg(z): Im(conj(z) dz) / |z|^2."""
     r2 = z.real * z.real + z.imag * z.imag
     return (z.real * np.imag(dz) - z.imag * np.real(dz)) / r2 if r2 else 0.0 * np.real(dz)
 
 
-def _phase_vjp(ct, z):
+def _phase_vjp(ct: Any, z: Any) -> Any:
     z = complex(z)
     r2 = z.real * z.real + z.imag * z.imag
     return -1j * ct * z.conjugate() / r2 if r2 else 0.0 * ct
@@ -310,11 +319,11 @@ defjvp(cmath.phase, lambda dz, out, /, z: _phase_jvp(dz, complex(z)))
 defvjp(cmath.phase, lambda ct, out, /, z: _phase_vjp(ct, z))
 
 
-def _polar_jvp(dz, out, /, z):
+def _polar_jvp(dz: Any, out: Any, /, z: Any) -> Any:
     return (_abs_jvp(dz, complex(z), out[0]), _phase_jvp(dz, complex(z)))
 
 
-def _polar_vjp(ct, out, /, z):
+def _polar_vjp(ct: Any, out: Any, /, z: Any) -> Any:
     c_abs, c_phase = cts(ct, out)
     return _abs_vjp(c_abs, complex(z), out[0]) + _phase_vjp(c_phase, z)
 
@@ -331,45 +340,51 @@ nondifferentiable(cmath.isfinite, cmath.isinf, cmath.isnan, cmath.isclose)
 
 # -- operator (numbers and arrays) -------------------------------------------------------------
 
-def _numbers(*xs) -> bool:
+def _numbers(*xs: Any) -> bool:
     return all(type(x) in (float, int, complex, bool) for x in xs)
 
 
-def _pass(dx, x, out):
+def _pass(dx: Any, x: Any, out: Any) -> Any:
     """The tangent of an argument that enters ``out`` with coefficient 1."""
     if _numbers(x, out):
         return dx
     return fit(lift(dx, x, out), dx, x, out)
 
 
-def _scaled(dx, x, out, factor):
+def _scaled(dx: Any, x: Any, out: Any, factor: Any) -> Any:
     if _numbers(x, out):
         return dx * factor
     return fit(lift(dx, x, out) * factor, dx, x, out)
 
 
-def _quot(x, y, out):
+def _quot(x: Any, y: Any, out: Any) -> Any:
     """q with out == x - q * y for x % y (floor) and fmod-like results, read off ``out``."""
     if _numbers(x, y, out):
         return float(round((x - out) / y))
     return np.round((x - out) / y)
 
 
-def _pow_dx_any(x, y):
+def _pow_dx_any(x: Any, y: Any) -> Any:
     if _numbers(x, y):
         return _pow_dx(x, y)
-    y0 = np.equal(y, 0)
-    return np.where(y0, 0.0, y * np.power(x, np.where(y0, 1, y - 1)))
+    return _pow_dx_array(x, y)
 
 
-def _pow_dy_any(x, y, out):
+def _pow_dx_array(x: Any, y: Any) -> Any:
+    """:func:`_pow_dx` elementwise: ``y * x**(y-1)``, 0 where x == y == 0 (no nan from
+    ``0 * 0**-1`` there, and none in the derivative of this expression either)."""
+    both = np.logical_and(np.equal(x, 0), np.equal(y, 0))
+    return np.where(both, 0.0, y * np.power(np.where(both, 1.0, x), y - 1))
+
+
+def _pow_dy_any(x: Any, y: Any, out: Any) -> Any:
     if _numbers(x, y, out):
         return _pow_dy(x, y, out)
     x0 = np.equal(x, 0)
     return np.where(x0, 0.0, out * np.log(np.where(x0, 1, x)))
 
 
-def _abs_any_jvp(dx, out, /, x):
+def _abs_any_jvp(dx: Any, out: Any, /, x: Any) -> Any:
     if _numbers(x):
         return _abs_jvp(dx, x, out)
     if np.iscomplexobj(x):
@@ -378,7 +393,7 @@ def _abs_any_jvp(dx, out, /, x):
     return dx * np.sign(x)
 
 
-def _abs_any_vjp(ct, out, /, x):
+def _abs_any_vjp(ct: Any, out: Any, /, x: Any) -> Any:
     if _numbers(x):
         return _abs_vjp(ct, x, out)
     if np.iscomplexobj(x):
@@ -434,12 +449,12 @@ nondifferentiable(operator.floordiv, operator.ifloordiv, operator.lt, operator.l
 
 # -- builtins -----------------------------------------------------------------------------------
 
-def _to_scalar_jvp(dx, out, /, x=0.0, *rest):
+def _to_scalar_jvp(dx: Any, out: Any, /, x: Any = 0.0, *rest: Any) -> Any:
     # float(x) / complex(x) of a number or a one-element array: the tangent keeps its batch
     return np.reshape(dx, np.shape(dx)[:np.ndim(dx) - np.ndim(x)]) if np.ndim(x) else dx
 
 
-def _to_scalar_vjp(ct, out, /, x=0.0, *rest):
+def _to_scalar_vjp(ct: Any, out: Any, /, x: Any = 0.0, *rest: Any) -> Any:
     return np.reshape(ct, np.shape(x)) if np.ndim(x) else ct
 
 
@@ -452,22 +467,27 @@ defvjp(builtins.complex, _to_scalar_vjp,
        lambda ct, out, /, x, y: _to_scalar_vjp(1j * ct, out, y))
 
 
-def _extremum_weights(out, xs):
-    """Weights of the candidates of min/max: 1 on the winner, ties split evenly."""
+def _extremum_weights(out: Any, xs: Any, carried: list[bool]) -> Any:
+    """Weights of the candidates of min/max: 1 on the winner; a tie splits evenly among the
+    tied candidates if all of them carry a derivative, and gives 0 to all of them if one is
+    a constant (whose derivative, zero, is the one taken)."""
     hits = [x == out for x in xs]
+    if any(h and not c for h, c in zip(hits, carried)):
+        return [0.0] * len(hits)
     n = sum(hits)
     return [h / n if n else 0.0 for h in hits]
 
 
-def _extremum_rule(i, mode):
-    def rule(d, out, /, *xs, **kw):
+def _extremum_rule(i: int, mode: str) -> Carried:
+    def rule(carried: Any, d: Any, out: Any, /, *xs: Any, **kw: Any) -> Any:
         if len(xs) == 1:  # max(iterable)
             items = list(xs[0])
             if "key" in kw:  # the first item the key picked
                 first = next(k for k, x in enumerate(items) if x is out)
                 w = [float(k == first) for k in range(len(items))]
             else:
-                w = _extremum_weights(out, items)
+                w = _extremum_weights(out, items, [is_carried(carried, 0, k)
+                                                   for k in range(len(items))])
             if isinstance(xs[0], np.ndarray):  # a 1-D array iterates over its elements
                 return np.sum(d * np.array(w), axis=-1) if mode == "fwd" else d * np.array(w)
             if mode == "rev":
@@ -476,8 +496,9 @@ def _extremum_rule(i, mode):
         if "key" in kw:
             first = next(k for k, x in enumerate(xs) if x is out)
             return d * float(i == first)
-        return d * _extremum_weights(out, xs)[i]
-    return rule
+        return d * _extremum_weights(out, xs, [is_carried(carried, k)
+                                               for k in range(len(xs))])[i]
+    return Carried(rule)
 
 
 for _fn in (builtins.max, builtins.min):
@@ -485,13 +506,13 @@ for _fn in (builtins.max, builtins.min):
     defvjp(_fn, *indexed(lambda i: _extremum_rule(i, "rev")))
 
 
-def _builtin_sum_jvp(dxs, out, /, xs, start=0):
+def _builtin_sum_jvp(dxs: Any, out: Any, /, xs: Any, start: Any = 0) -> Any:
     if isinstance(xs, np.ndarray):
         return np.sum(dxs, axis=-xs.ndim)
     return _sum_tangents(dxs, xs)
 
 
-def _builtin_sum_vjp(ct, out, /, xs, start=0):
+def _builtin_sum_vjp(ct: Any, out: Any, /, xs: Any, start: Any = 0) -> Any:
     if isinstance(xs, np.ndarray):
         return np.broadcast_to(np.expand_dims(ct, 0), xs.shape)
     return [ct * 1.0 if not isinstance(x, np.ndarray) else ct * np.ones(np.shape(x))

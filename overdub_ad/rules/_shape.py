@@ -20,24 +20,28 @@ Conventions:
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable, same_rules
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
                       lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter,
                       zero_like)
 
 
-def _to_shape(dx, x, out):
+def _to_shape(dx: Any, x: Any, out: Any) -> Any:
     """``dx`` reshaped to ``B + out.shape`` (for operations that only reshape)."""
     return np.reshape(dx, bshape(dx, x) + np.shape(out))
 
 
-def _back(ct, out, /, x, *a, **k):
+def _back(ct: Any, out: Any, /, x: Any, *a: Any, **k: Any) -> Any:
     return np.reshape(ct, np.shape(x))
 
 
-def _reshape_order(x, order):
+def _reshape_order(x: Any, order: Any) -> Any:
     if order == "A":
         return "F" if np.isfortran(np.asarray(x)) else "C"
     return order
@@ -45,15 +49,17 @@ def _reshape_order(x, order):
 
 # -- reshaping ------------------------------------------------------------------------------
 
-def _reshape_jvp(dx, out, /, x, *args, order="C", **kw):
+def _reshape_jvp(dx: Any, out: Any, /, x: Any, *args: Any, order: Any = "C", **kw: Any) -> Any:
     order = _reshape_order(x, args[1] if len(args) > 1 else order)
     if order == "C":
         return _to_shape(dx, x, out)
     return map_batch(lambda t: np.reshape(t, np.shape(out), order=order), dx, np.ndim(x))
 
 
-def _reshape_vjp(ct, out, /, x, *args, order="C", **kw):
+def _reshape_vjp(ct: Any, out: Any, /, x: Any, *args: Any, order: Any = "C", **kw: Any) -> Any:
     order = _reshape_order(x, args[1] if len(args) > 1 else order)
+    if order == "C":  # NumPy's default, the only order other namespaces have
+        return np.reshape(ct, np.shape(x))
     return np.reshape(ct, np.shape(x), order=order)
 
 
@@ -61,24 +67,30 @@ defjvp(np.reshape, _reshape_jvp, ZERO)
 defvjp(np.reshape, _reshape_vjp, ZERO)
 defjvp(np.ravel, lambda dx, out, /, x, order="C": _reshape_jvp(dx, out, x, -1, order))
 defvjp(np.ravel, lambda ct, out, /, x, order="C": _reshape_vjp(ct, out, x, -1, order))
+_fn: Any  # the loops below run over callables of many types
 for _fn in (np.squeeze, np.expand_dims, np.copy, np.ascontiguousarray, np.asfortranarray):
     defjvp(_fn, lambda dx, out, /, x, *a, **k: _to_shape(dx, x, out), ZERO)
     defvjp(_fn, _back, ZERO)
 
 
-def _transpose_perm(x, axes):
+def _transpose_perm(x: Any, axes: Any) -> Any:
     nd = np.ndim(x)
     return tuple(range(nd - 1, -1, -1)) if axes is None else tuple(int(a) % nd for a in axes)
 
 
-def _transpose_jvp(dx, out, /, x, axes=None):
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The inverse permutation, in Python: axes are host data, whatever namespace ``x`` is in."""
+    return tuple(sorted(range(len(perm)), key=perm.__getitem__))
+
+
+def _transpose_jvp(dx: Any, out: Any, /, x: Any, axes: Any = None) -> Any:
     nb = nbatch(dx, x)
     return np.transpose(dx, tuple(range(nb)) + tuple(nb + p for p in _transpose_perm(x, axes)))
 
 
 defjvp(np.transpose, _transpose_jvp, ZERO)
 defvjp(np.transpose, lambda ct, out, /, x, axes=None:
-       np.transpose(ct, np.argsort(_transpose_perm(x, axes))), ZERO)
+       np.transpose(ct, _inverse(_transpose_perm(x, axes))), ZERO)
 if hasattr(np, "matrix_transpose"):  # NumPy 2
     defjvp(np.matrix_transpose, LINEAR)
     defvjp(np.matrix_transpose, lambda ct, out, /, x: np.matrix_transpose(ct))
@@ -99,8 +111,8 @@ defjvp(np.broadcast_to, lambda dx, out, /, x, shape, **kw: np.broadcast_to(
 defvjp(np.broadcast_to, lambda ct, out, /, x, shape, **kw: ct, ZERO)
 
 
-def _broadcast_arrays_rule(i, mode):
-    def rule(d, out, /, *xs, **kw):
+def _broadcast_arrays_rule(i: int, mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, *xs: Any, **kw: Any) -> Any:
         if mode == "rev":
             return zero_like(out[i]) if d[i] is None else d[i]
         t = fit(lift(d, xs[i], out[i]), d, xs[i], out[i])
@@ -112,8 +124,8 @@ defjvp(np.broadcast_arrays, *indexed(lambda i: _broadcast_arrays_rule(i, "fwd"))
 defvjp(np.broadcast_arrays, *indexed(lambda i: _broadcast_arrays_rule(i, "rev")))
 
 
-def _atleast_rule(i, mode):
-    def rule(d, out, /, *xs):
+def _atleast_rule(i: int, mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, *xs: Any) -> Any:
         if len(xs) == 1:
             return _to_shape(d, xs[0], out) if mode == "fwd" else np.reshape(d, np.shape(xs[0]))
         if mode == "rev":
@@ -129,7 +141,7 @@ for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
 
 # -- joining and splitting --------------------------------------------------------------------
 
-def _concat_parts(xs, axis):
+def _concat_parts(xs: Any, axis: Any) -> Any:
     """(arrays as concatenated, negative axis) for np.concatenate(xs, axis)."""
     if axis is None:
         return [np.ravel(x) for x in xs], -1
@@ -137,7 +149,7 @@ def _concat_parts(xs, axis):
     return list(xs), neg_axis(axis, nd)
 
 
-def _concat_jvp(dxs, out, /, xs, axis=0, *a, **kw):
+def _concat_jvp(dxs: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     dxs = fill(dxs, xs)
     if axis is None:
         dxs = [np.reshape(d, bshape(d, x) + (-1,)) for d, x in zip(dxs, xs)]
@@ -145,13 +157,13 @@ def _concat_jvp(dxs, out, /, xs, axis=0, *a, **kw):
     return np.concatenate(dxs, axis=neg_axis(axis, np.ndim(xs[0])))
 
 
-def _split_back(ct, pieces, ax):
+def _split_back(ct: Any, pieces: Any, ax: Any) -> Any:
     """``ct`` split along ``ax`` into parts as long as ``pieces`` are along it."""
-    sizes = [np.shape(p)[ax] for p in pieces]
-    return np.split(ct, np.cumsum(sizes)[:-1], axis=ax)
+    sizes = [np.shape(p)[ax] for p in pieces]  # host data: Python's sums, not an array's
+    return np.split(ct, list(itertools.accumulate(sizes))[:-1], axis=ax)
 
 
-def _concat_vjp(ct, out, /, xs, axis=0, *a, **kw):
+def _concat_vjp(ct: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     parts, ax = _concat_parts(xs, axis)
     return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, parts, ax), xs)]
 
@@ -161,11 +173,11 @@ for _fn in {np.concatenate, getattr(np, "concat", np.concatenate)}:
     defvjp(_fn, _concat_vjp)
 
 
-def _stack_jvp(dxs, out, /, xs, axis=0, *a, **kw):
+def _stack_jvp(dxs: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     return np.stack(fill(dxs, xs), axis=neg_axis(axis, np.ndim(out)))
 
 
-def _stack_vjp(ct, out, /, xs, axis=0, *a, **kw):
+def _stack_vjp(ct: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     ax = neg_axis(axis, np.ndim(out))
     return [np.take(ct, i, axis=ax) for i in range(len(xs))]
 
@@ -174,11 +186,12 @@ defjvp(np.stack, _stack_jvp)
 defvjp(np.stack, _stack_vjp)
 
 
-def _column(x):
+def _column(x: Any) -> Any:
     return np.reshape(x, (-1, 1)) if np.ndim(x) < 2 else x
 
 
-_STACKERS = {  # function: (promotion of each input, axis of the promoted inputs)
+# function: (promotion of each input, axis of the promoted inputs)
+_STACKERS: dict[Any, tuple[Callable[..., Any], Callable[[int], int]]] = {
     np.hstack: (np.atleast_1d, lambda nd: 0 if nd == 1 else 1),
     np.vstack: (np.atleast_2d, lambda nd: 0),
     np.dstack: (np.atleast_3d, lambda nd: 2),
@@ -186,20 +199,20 @@ _STACKERS = {  # function: (promotion of each input, axis of the promoted inputs
 }
 
 
-def _stacker_rules(fn):
+def _stacker_rules(fn: Any) -> None:
     promote, axis_of = _STACKERS[fn]
 
-    def parts(xs):
+    def parts(xs: Any) -> Any:
         arrays = [promote(np.asarray(x)) for x in xs]
         return arrays, neg_axis(axis_of(np.ndim(arrays[0])), np.ndim(arrays[0]))
 
-    def jvp(dxs, out, /, xs, **kw):
+    def jvp(dxs: Any, out: Any, /, xs: Any, **kw: Any) -> Any:
         arrays, ax = parts(xs)
         dxs = [np.reshape(d, bshape(d, x) + np.shape(p))
                for d, x, p in zip(fill(dxs, xs), xs, arrays)]
         return np.concatenate(dxs, axis=ax)
 
-    def vjp(ct, out, /, xs, **kw):
+    def vjp(ct: Any, out: Any, /, xs: Any, **kw: Any) -> Any:
         arrays, ax = parts(xs)
         return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, arrays, ax), xs)]
     defjvp(fn, jvp)
@@ -210,8 +223,8 @@ for _fn in _STACKERS:
     _stacker_rules(_fn)
 
 
-def _append_jvp(pos):
-    def rule(d, out, /, arr, values, axis=None):
+def _append_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, arr: Any, values: Any, axis: Any = None) -> Any:
         d = as_array_tangent(d, (arr, values)[pos])
         arr, values = np.asarray(arr), np.asarray(values)
         xs = [arr, values]
@@ -224,8 +237,8 @@ def _append_jvp(pos):
     return rule
 
 
-def _append_vjp(pos):
-    def rule(ct, out, /, arr, values, axis=None):
+def _append_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, arr: Any, values: Any, axis: Any = None) -> Any:
         parts, ax = _concat_parts([np.asarray(arr), np.asarray(values)], axis)
         return like_argument(_split_back(ct, parts, ax)[pos], (arr, values)[pos])
     return rule
@@ -239,7 +252,7 @@ _SPLIT_AXIS = {np.split: None, np.array_split: None, np.hsplit: "h", np.vsplit: 
                np.dsplit: 2}
 
 
-def _split_axis(fn, x, args, kwargs):
+def _split_axis(fn: Any, x: Any, args: Any, kwargs: Any) -> Any:
     fixed = _SPLIT_AXIS[fn]
     if fixed is None:
         return args[0] if args else kwargs.get("axis", 0)
@@ -248,12 +261,12 @@ def _split_axis(fn, x, args, kwargs):
     return fixed
 
 
-def _split_rules(fn):
-    def jvp(dx, out, /, x, ios, *args, **kwargs):
+def _split_rules(fn: Any) -> None:
+    def jvp(dx: Any, out: Any, /, x: Any, ios: Any, *args: Any, **kwargs: Any) -> Any:
         ax = neg_axis(_split_axis(fn, x, args, kwargs), np.ndim(x))
         return list(np.array_split(dx, ios, axis=ax))
 
-    def vjp(ct, out, /, x, ios, *args, **kwargs):
+    def vjp(ct: Any, out: Any, /, x: Any, ios: Any, *args: Any, **kwargs: Any) -> Any:
         ax = neg_axis(_split_axis(fn, x, args, kwargs), np.ndim(x))
         return np.concatenate(cts(ct, out), axis=ax)
     defjvp(fn, jvp, ZERO)
@@ -271,15 +284,15 @@ if hasattr(np, "unstack"):  # NumPy 2.1+
 
 # -- repeating, rolling, flipping, padding ------------------------------------------------------
 
-def _index_rules(fn, index_map, *rest):
+def _index_rules(fn: Any, index_map: Any, *rest: Any) -> None:
     """Rules of a linear ``fn`` that only moves elements: ``index_map(x, *args, **kwargs)``
     gives, for each output element, the flat position of ``x`` it comes from (-1: a zero)."""
-    def jvp(dx, out, /, x, *args, **kwargs):
+    def jvp(dx: Any, out: Any, /, x: Any, *args: Any, **kwargs: Any) -> Any:
         idx = index_map(x, *args, **kwargs)
         t = gather(dx, x, np.maximum(idx, 0))
         return t if np.all(idx >= 0) else np.where(idx >= 0, t, 0.0)
 
-    def vjp(ct, out, /, x, *args, **kwargs):
+    def vjp(ct: Any, out: Any, /, x: Any, *args: Any, **kwargs: Any) -> Any:
         idx = index_map(x, *args, **kwargs)
         keep = idx >= 0
         return scatter(np.where(keep, ct, 0.0), x, np.maximum(idx, 0))
@@ -287,7 +300,7 @@ def _index_rules(fn, index_map, *rest):
     defvjp(fn, vjp, *rest)
 
 
-def _padded_positions(x, f):
+def _padded_positions(x: Any, f: Any) -> Any:
     """``f`` applied to positions + 1, minus 1: the zeros that ``f`` inserts become -1."""
     return f(positions(x) + 1) - 1
 
@@ -300,7 +313,7 @@ _index_rules(np.diag, lambda x, k=0: _padded_positions(x, lambda p: np.diag(p, k
 _index_rules(np.diagflat, lambda x, k=0: _padded_positions(x, lambda p: np.diagflat(p, k)))
 
 
-def _pad_map(x, pad_width, mode="constant", **kwargs):
+def _pad_map(x: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
     if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
         raise NotImplementedError(f"no derivative rule for np.pad(mode={mode!r})")
     if kwargs.get("reflect_type", "even") != "even":
@@ -313,7 +326,7 @@ def _pad_map(x, pad_width, mode="constant", **kwargs):
 _index_rules(np.pad, _pad_map, ZERO)
 
 
-def _roll_jvp(dx, out, /, x, shift, axis=None):
+def _roll_jvp(dx: Any, out: Any, /, x: Any, shift: Any, axis: Any = None) -> Any:
     if axis is None:
         flat = np.reshape(dx, bshape(dx, x) + (-1,))
         return np.reshape(np.roll(flat, shift, axis=-1), np.shape(dx))
@@ -321,7 +334,7 @@ def _roll_jvp(dx, out, /, x, shift, axis=None):
                    else neg_axis(axis, np.ndim(x)))
 
 
-def _negated(shift):
+def _negated(shift: Any) -> Any:
     return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -np.asarray(shift)
 
 
@@ -334,14 +347,14 @@ defjvp(np.flipud, lambda dx, out, /, x: np.flip(dx, neg_axis(0, np.ndim(x))))
 defvjp(np.flipud, lambda ct, out, /, x: np.flipud(ct))
 defjvp(np.fliplr, lambda dx, out, /, x: np.flip(dx, neg_axis(1, np.ndim(x))))
 defvjp(np.fliplr, lambda ct, out, /, x: np.fliplr(ct))
-defjvp(np.rot90, lambda dx, out, /, x, k=1, axes=(0, 1):
-       np.rot90(dx, k, axes=neg_axes(axes, np.ndim(x))))
+defjvp(np.rot90, lambda dx, out, /, x, k=1, axes=(0, 1):  # axes: two, NumPy checked them
+       np.rot90(dx, k, axes=neg_axes(axes, np.ndim(x))))  # type: ignore[arg-type]
 defvjp(np.rot90, lambda ct, out, /, x, k=1, axes=(0, 1): np.rot90(ct, -k, axes=axes))
 
 
 # -- triangles and diagonals -----------------------------------------------------------------
 
-def _tri_mask(x, k, upper):
+def _tri_mask(x: Any, k: Any, upper: Any) -> Any:
     n, m = np.shape(x)[-2:]
     lower = np.tri(n, m, k - 1 if upper else k, dtype=bool)
     return np.logical_not(lower) if upper else lower
@@ -353,7 +366,8 @@ defjvp(np.tril, lambda dx, out, /, x, k=0: dx * _tri_mask(x, k, False))
 defvjp(np.tril, lambda ct, out, /, x, k=0: ct * _tri_mask(x, k, False))
 
 
-def _diagonal_jvp(dx, out, /, x, offset=0, axis1=0, axis2=1):
+def _diagonal_jvp(dx: Any, out: Any, /, x: Any, offset: Any = 0, axis1: Any = 0,
+                  axis2: Any = 1) -> Any:
     nd = np.ndim(x)
     return np.diagonal(dx, offset, neg_axis(axis1, nd), neg_axis(axis2, nd))
 
@@ -369,7 +383,7 @@ if hasattr(np.linalg, "diagonal"):  # NumPy 2: the last two axes
 
 # -- differences ----------------------------------------------------------------------------
 
-def _diff_extra(v, x, ax, batch):
+def _diff_extra(v: Any, x: Any, ax: Any, batch: Any) -> Any:
     """The zero tangent of a ``prepend``/``append`` value ``v`` (or None)."""
     if v is np._NoValue or v is None:
         return None
@@ -378,7 +392,8 @@ def _diff_extra(v, x, ax, batch):
     return np.zeros(shape)
 
 
-def _diff_jvp(dx, out, /, x, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+def _diff_jvp(dx: Any, out: Any, /, x: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue,
+              append: Any = np._NoValue) -> Any:
     ax = neg_axis(axis, np.ndim(x))
     batch = bshape(dx, x)
     parts = [p for p in (_diff_extra(prepend, x, ax, batch), dx,
@@ -387,7 +402,8 @@ def _diff_jvp(dx, out, /, x, n=1, axis=-1, prepend=np._NoValue, append=np._NoVal
     return np.diff(t, n, axis=ax)
 
 
-def _diff_vjp(ct, out, /, x, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+def _diff_vjp(ct: Any, out: Any, /, x: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue,
+              append: Any = np._NoValue) -> Any:
     ax = neg_axis(axis, np.ndim(x))
     g = ct
     for _ in range(n):
@@ -403,19 +419,19 @@ defvjp(np.diff, _diff_vjp, ZERO, ZERO)
 
 # -- building arrays ------------------------------------------------------------------------
 
-def _cast_tangent(t, out):
+def _cast_tangent(t: Any, out: Any) -> Any:
     dtype = np.asarray(out).dtype
     if not np.issubdtype(dtype, np.inexact):
         return np.zeros(np.shape(t))
     return np.real(t) if not np.issubdtype(dtype, np.complexfloating) else t
 
 
-def _array_jvp(dx, out, /, obj, *a, **kw):
+def _array_jvp(dx: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
     t = as_array_tangent(dx, obj)
     return _cast_tangent(np.reshape(t, bshape(t, obj) + np.shape(out)), out)
 
 
-def _array_vjp(ct, out, /, obj, *a, **kw):
+def _array_vjp(ct: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
     return like_argument(ct, obj)
 
 
@@ -427,7 +443,7 @@ if hasattr(np, "astype"):  # NumPy 2
     defvjp(np.astype, lambda ct, out, /, x, dtype, **kw: ct, ZERO)
 
 
-def _fill_jvp(dv, out, /, *args, **kw):
+def _fill_jvp(dv: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
     v = args[1] if len(args) > 1 else kw["fill_value"]
     return np.broadcast_to(lift(dv, v, out), bshape(dv, v) + np.shape(out))
 
@@ -437,7 +453,7 @@ for _fn in (np.full, np.full_like):
     defvjp(_fn, ZERO, lambda ct, out, /, *args, **kw: ct)
 
 
-def _linspace_t(start, stop, num, endpoint, axis, out):
+def _linspace_t(start: Any, stop: Any, num: Any, endpoint: Any, axis: Any, out: Any) -> Any:
     """(fractions t shaped along the sample axis, the axis, the samples output)."""
     samples = out[0] if isinstance(out, tuple) else out
     ax = int(axis) % np.ndim(samples)
@@ -447,9 +463,9 @@ def _linspace_t(start, stop, num, endpoint, axis, out):
     return np.reshape(t, shape), ax, samples
 
 
-def _linspace_rule(pos, mode):
-    def rule(d, out, /, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0,
-             **kw):
+def _linspace_rule(pos: int, mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, start: Any, stop: Any, num: Any = 50, endpoint: Any = True,
+             retstep: Any = False, dtype: Any = None, axis: Any = 0, **kw: Any) -> Any:
         t, ax, samples = _linspace_t(start, stop, num, endpoint, axis, out)
         w = 1.0 - t if pos == 0 else t
         div = (num - 1 if endpoint else num) or 1
@@ -482,16 +498,16 @@ nondifferentiable(*(getattr(np, name) for name in (
 
 # -- ndarray methods ----------------------------------------------------------------------------
 
-def _method_shape(args):
+def _method_shape(args: Any) -> Any:
     """The shape given to ``x.reshape(*shape)``: a tuple or the integers themselves."""
     return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
 
 
-def _method_reshape_jvp(dx, out, /, x, *shape, order="C"):
+def _method_reshape_jvp(dx: Any, out: Any, /, x: Any, *shape: Any, order: Any = "C") -> Any:
     return _reshape_jvp(dx, out, x, _method_shape(shape), order)
 
 
-def _method_reshape_vjp(ct, out, /, x, *shape, order="C"):
+def _method_reshape_vjp(ct: Any, out: Any, /, x: Any, *shape: Any, order: Any = "C") -> Any:
     return _reshape_vjp(ct, out, x, _method_shape(shape), order)
 
 
@@ -499,7 +515,7 @@ defjvp(np.ndarray.reshape, _method_reshape_jvp)
 defvjp(np.ndarray.reshape, _method_reshape_vjp)
 
 
-def _method_axes(x, axes):
+def _method_axes(x: Any, axes: Any) -> Any:
     axes = _method_shape(axes)
     return None if not axes or axes == (None,) else axes
 
@@ -512,8 +528,7 @@ for _method, _fn in ((np.ndarray.ravel, np.ravel), (np.ndarray.flatten, np.ravel
                      (np.ndarray.squeeze, np.squeeze), (np.ndarray.swapaxes, np.swapaxes),
                      (np.ndarray.repeat, np.repeat), (np.ndarray.copy, np.copy),
                      (np.ndarray.diagonal, np.diagonal)):
-    defjvp(_method, *jvp_rules(_fn))
-    defvjp(_method, *vjp_rules(_fn))
+    same_rules(_method, _fn)
 defjvp(np.ndarray.astype, lambda dx, out, /, x, dtype, *a, **kw: _cast_tangent(dx, out), ZERO)
 defvjp(np.ndarray.astype, lambda ct, out, /, x, dtype, *a, **kw: ct, ZERO)
 nondifferentiable(np.ndarray.argmax, np.ndarray.argmin, np.ndarray.argsort, np.ndarray.nonzero,

@@ -18,6 +18,8 @@ Conventions:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,22 +35,22 @@ _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
-def _get(name):
+def _get(name: Any) -> Any:
     return getattr(sc, name, None)
 
 
-def _rule(deriv, pos, nargs, mode):
+def _rule(deriv: Any, pos: int, nargs: int, mode: str) -> Callable[..., Any]:
     """The rule for argument ``pos`` of an ``nargs``-ary elementwise function whose partial
     derivative is ``deriv(*args, out)``."""
-    def jvp(d, out, /, *args, **kw):
+    def jvp(d: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
         return fit(lift(d, args[pos], out) * deriv(*args[:nargs], out), d, args[pos], out)
 
-    def vjp(ct, out, /, *args, **kw):
+    def vjp(ct: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
         return ct * deriv(*args[:nargs], out)
     return jvp if mode == "fwd" else vjp
 
 
-def _elementwise(name, *partials) -> None:
+def _elementwise(name: Any, *partials: Any) -> None:
     """Register ``scipy.special.<name>`` with one partial derivative (or ZERO/None) per
     argument; each partial is ``partial(*args, out)``."""
     fn = _get(name)
@@ -61,7 +63,7 @@ def _elementwise(name, *partials) -> None:
     defvjp(fn, *vj)
 
 
-def _safe_div(a, b):
+def _safe_div(a: Any, b: Any) -> Any:
     zero = np.equal(b, 0)
     return np.where(zero, 0.0, a / np.where(zero, 1.0, b))
 
@@ -147,19 +149,19 @@ if sc is not None:
 
     # -- softmax, log_softmax, logsumexp (not elementwise) ------------------------------------
 
-    def _softmax_jvp(dx, out, /, x, axis=None):
+    def _softmax_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return out * (dx - np.sum(out * dx, axis=ax, keepdims=True))
 
-    def _softmax_vjp(ct, out, /, x, axis=None):
+    def _softmax_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return out * (ct - np.sum(out * ct, axis=ax, keepdims=True))
 
-    def _log_softmax_jvp(dx, out, /, x, axis=None):
+    def _log_softmax_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return dx - np.sum(np.exp(out) * dx, axis=ax, keepdims=True)
 
-    def _log_softmax_vjp(ct, out, /, x, axis=None):
+    def _log_softmax_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         return ct - np.exp(out) * np.sum(ct, axis=ax, keepdims=True)
 
@@ -168,7 +170,7 @@ if sc is not None:
     defjvp(sc.log_softmax, _log_softmax_jvp)
     defvjp(sc.log_softmax, _log_softmax_vjp)
 
-    def _lse_parts(a, axis, b, keepdims, return_sign, out):
+    def _lse_parts(a: Any, axis: Any, b: Any, keepdims: Any, return_sign: Any, out: Any) -> Any:
         """(axes, weights w = d out / d a, weights d out / d b) as arrays shaped like a."""
         ax = neg_axes(axis, np.ndim(a))
         value, sign = (out[0], out[1]) if return_sign else (out, 1.0)
@@ -177,8 +179,9 @@ if sc is not None:
         e = np.exp(a - value_k) / sign_k
         return ax, e if b is None else b * e, e
 
-    def _lse_rule(pos, mode):
-        def rule(d, out, /, a, axis=None, b=None, keepdims=False, return_sign=False, **kw):
+    def _lse_rule(pos: int, mode: str) -> Callable[..., Any]:
+        def rule(d: Any, out: Any, /, a: Any, axis: Any = None, b: Any = None,
+                 keepdims: Any = False, return_sign: Any = False, **kw: Any) -> Any:
             ax, wa, wb = _lse_parts(a, axis, b, keepdims, return_sign, out)
             w, arg = (wa, a) if pos == 0 else (wb, b)
             if mode == "rev":

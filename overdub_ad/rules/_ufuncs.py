@@ -14,40 +14,45 @@ Conventions:
   ``absolute``, ``angle``, ``real``, ``imag``, ``conjugate`` follow autograd/JAX (a reverse rule
   is the transpose of the forward rule under ``Re(sum(a * b))``; the gradient of a real ``f`` at
   ``z = x + iy`` is ``df/dx - i df/dy``).
-- Non-smooth points: ``absolute'(0) = 0``; ties in ``maximum``/``minimum``/``fmax``/``fmin``
-  (and at the bounds of ``clip``, which is ``minimum(maximum(x, lo), hi)``) split evenly.
+- Non-smooth points: ``absolute'(0) = 0``; a tie in ``maximum``/``minimum``/``fmax``/``fmin``
+  (and at the bounds of ``clip``, which is ``minimum(maximum(x, lo), hi)``) splits evenly
+  between two arguments that carry a derivative, and against one that carries none (a
+  constant bound, the 0 of ``maximum(x, 0)``) gives the constant's zero derivative.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .._rules import LINEAR, ZERO, defjvp, defvjp, jvp_rules, nondifferentiable, vjp_rules
+from .._rules import (LINEAR, ZERO, Carried, defjvp, defvjp, is_carried, nondifferentiable,
+                      same_rules)
 from ._common import fit, lift
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-def _unary(fn, deriv) -> None:
+def _unary(fn: Any, deriv: Any) -> None:
     """Register the elementwise ``fn(x)`` with ``f'(x) = deriv(x, out)``."""
     defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(x, out))
 
 
-def _contribution(dx, arg, out, factor=None):
+def _contribution(dx: Any, arg: Any, out: Any, factor: Any = None) -> Any:
     t = lift(dx, arg, out)
     if factor is not None:
         t = t * factor
     return fit(t, dx, arg, out)
 
 
-def _binary(fn, dfx, dfy) -> None:
+def _binary(fn: Any, dfx: Any, dfy: Any) -> None:
     """Register ``fn(x, y)`` with partial derivatives ``dfx(x, y, out)``, ``dfy(x, y, out)``
     (``None`` for the constant 1, or ``ZERO``)."""
-    def jvp(d, pos):
+    def jvp(d: Any, pos: Any) -> Any:
         if d is ZERO:
             return ZERO
         if d is None:
@@ -55,7 +60,7 @@ def _binary(fn, dfx, dfy) -> None:
         return lambda dx, out, /, x, y, *a, **k: _contribution(dx, (x, y)[pos], out,
                                                                 d(x, y, out))
 
-    def vjp(d):
+    def vjp(d: Any) -> Any:
         if d is ZERO:
             return ZERO
         if d is None:
@@ -65,7 +70,7 @@ def _binary(fn, dfx, dfy) -> None:
     defvjp(fn, vjp(dfx), vjp(dfy))
 
 
-def _safe_div(a, b):
+def _safe_div(a: Any, b: Any) -> Any:
     """a / b, with 0 where b == 0."""
     zero = np.equal(b, 0)
     return np.where(zero, 0.0, a / np.where(zero, 1.0, b))
@@ -98,6 +103,7 @@ _unary(np.tanh, lambda x, out: 1.0 - out * out)
 _unary(np.arcsinh, lambda x, out: 1.0 / np.sqrt(x * x + 1.0))
 _unary(np.arccosh, lambda x, out: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
 _unary(np.arctanh, lambda x, out: 1.0 / (1.0 - x * x))
+_fn: Any  # the loops below run over callables of many types
 for _fn in (np.deg2rad, np.radians):
     _unary(_fn, lambda x, out: np.pi / 180.0)
 for _fn in (np.rad2deg, np.degrees):
@@ -111,13 +117,13 @@ _unary(np.nan_to_num, lambda x, out: np.isfinite(x) * 1.0)
 
 # -- unary, complex-aware ---------------------------------------------------------------------
 
-def _abs_jvp(dx, out, /, x, *a, **k):
+def _abs_jvp(dx: Any, out: Any, /, x: Any, *a: Any, **k: Any) -> Any:
     if np.iscomplexobj(x):
         return _safe_div(np.real(np.conj(x) * dx), out)
     return dx * np.sign(x)
 
 
-def _abs_vjp(ct, out, /, x, *a, **k):
+def _abs_vjp(ct: Any, out: Any, /, x: Any, *a: Any, **k: Any) -> Any:
     if np.iscomplexobj(x):
         return _safe_div(ct * np.conj(x), out)
     return ct * np.sign(x)
@@ -134,18 +140,18 @@ defjvp(np.imag, LINEAR)
 defvjp(np.imag, lambda ct, out, /, x: -1j * ct)
 
 
-def _angle_scale(deg):
+def _angle_scale(deg: Any) -> Any:
     return 180.0 / np.pi if deg else 1.0
 
 
-def _angle_jvp(dz, out, /, z, deg=False):
+def _angle_jvp(dz: Any, out: Any, /, z: Any, deg: Any = False) -> Any:
     # d arg(z) = Im(conj(z) dz) / |z|^2; 0 for real z (arg is 0 or pi there)
     if not np.iscomplexobj(z):
         return np.zeros(np.shape(dz))
     return _safe_div(np.imag(np.conj(z) * dz), np.real(z * np.conj(z))) * _angle_scale(deg)
 
 
-def _angle_vjp(ct, out, /, z, deg=False):
+def _angle_vjp(ct: Any, out: Any, /, z: Any, deg: Any = False) -> Any:
     return _safe_div(-1j * ct * np.conj(z), np.real(z * np.conj(z))) * _angle_scale(deg)
 
 
@@ -155,32 +161,49 @@ defvjp(np.angle, _angle_vjp)
 
 # -- binary ---------------------------------------------------------------------------------
 
-def _quot(x, y, out):
+def _quot(x: Any, y: Any, out: Any) -> Any:
     """The integer q with out == x - q * y (fmod, remainder), read off the result."""
     return np.round((x - out) / y)
 
 
-def _pow_dx(x, y, out):
-    y0 = np.equal(y, 0)
-    return np.where(y0, 0.0, y * np.power(x, np.where(y0, 1, y - 1)))
+def _pow_dx(x: Any, y: Any, out: Any) -> Any:
+    # y * x**(y-1), also at y == 0 (its derivative in y survives there); 0 at x == y == 0
+    both = np.logical_and(np.equal(x, 0), np.equal(y, 0))
+    return np.where(both, 0.0, y * np.power(np.where(both, 1.0, x), y - 1))
 
 
-def _pow_dy(x, y, out):
+def _pow_dy(x: Any, y: Any, out: Any) -> Any:
     x0 = np.equal(x, 0)
     return np.where(x0, 0.0, out * np.log(np.where(x0, 1, x)))
 
 
-def _max_weight(x, y):
-    """Weight of x in maximum(x, y): 1 where x wins, 1/2 on ties."""
-    return np.greater(x, y) + 0.5 * np.equal(x, y)
+def _max_weight(x: Any, y: Any, split: bool = True) -> Any:
+    """Weight of x in maximum(x, y): 1 where x wins; on ties 1/2 if ``split`` (the other
+    argument carries a derivative too), else 0 (the other is a constant: its zero derivative
+    is the one taken)."""
+    return np.greater(x, y) + (0.5 if split else 0.0) * np.equal(x, y)
 
 
-def _fmax_weight(x, y):
+def _fmax_weight(x: Any, y: Any, split: bool = True) -> Any:
     """As :func:`_max_weight` but NaN loses (fmax ignores NaNs)."""
-    return np.where(np.isnan(y), 1.0, np.where(np.isnan(x), 0.0, _max_weight(x, y)))
+    return np.where(np.isnan(y), 1.0, np.where(np.isnan(x), 0.0, _max_weight(x, y, split)))
 
 
-def _hypot_r(x, y, out):
+def _extremum(fn: Any, weight: Callable[[Any, Any, bool], Any]) -> None:
+    """Register the elementwise ``fn(x, y)`` whose derivative in ``x`` is ``weight(x, y,
+    split)`` (in ``y`` the same with the roles swapped), ``split`` telling whether the other
+    argument carries a derivative: ties need to know, so the rules are :class:`Carried`."""
+    def rule(pos: int, mode: str) -> Carried:
+        def apply(carried: Any, d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
+            args = (x, y)
+            w = weight(args[pos], args[1 - pos], is_carried(carried, 1 - pos))
+            return d * w if mode == "rev" else _contribution(d, args[pos], out, w)
+        return Carried(apply)
+    defjvp(fn, rule(0, "fwd"), rule(1, "fwd"))
+    defvjp(fn, rule(0, "rev"), rule(1, "rev"))
+
+
+def _hypot_r(x: Any, y: Any, out: Any) -> Any:
     return _safe_div(x, out)
 
 
@@ -194,10 +217,10 @@ for _fn in (np.power, np.float_power):
 _binary(np.arctan2, lambda x, y, out: _safe_div(y, x * x + y * y),
         lambda x, y, out: _safe_div(-x, x * x + y * y))
 _binary(np.hypot, lambda x, y, out: _safe_div(x, out), lambda x, y, out: _safe_div(y, out))
-_binary(np.maximum, lambda x, y, out: _max_weight(x, y), lambda x, y, out: _max_weight(y, x))
-_binary(np.minimum, lambda x, y, out: _max_weight(y, x), lambda x, y, out: _max_weight(x, y))
-_binary(np.fmax, lambda x, y, out: _fmax_weight(x, y), lambda x, y, out: _fmax_weight(y, x))
-_binary(np.fmin, lambda x, y, out: _fmax_weight(-x, -y), lambda x, y, out: _fmax_weight(-y, -x))
+_extremum(np.maximum, _max_weight)
+_extremum(np.minimum, lambda x, y, c: _max_weight(y, x, c))
+_extremum(np.fmax, _fmax_weight)
+_extremum(np.fmin, lambda x, y, c: _fmax_weight(-x, -y, c))
 _binary(np.logaddexp, lambda x, y, out: np.exp(x - out), lambda x, y, out: np.exp(y - out))
 _binary(np.logaddexp2, lambda x, y, out: np.exp2(x - out), lambda x, y, out: np.exp2(y - out))
 _binary(np.copysign, lambda x, y, out: np.sign(x) * np.copysign(1.0, y), ZERO)
@@ -209,7 +232,7 @@ _binary(np.nextafter, lambda x, y, out: 1.0, ZERO)
 
 # -- several outputs ------------------------------------------------------------------------
 
-def _first(ct, like):
+def _first(ct: Any, like: Any) -> Any:
     return np.zeros(np.shape(like)) if ct is None else ct
 
 
@@ -233,7 +256,7 @@ defvjp(np.modf, lambda ct, out, /, x, *a, **k: _first(ct[0], x) * 1.0)
 _NO = object()
 
 
-def _clip_args(args, kwargs):
+def _clip_args(args: Any, kwargs: Any) -> Any:
     """(x, lo, hi) of np.clip(a, a_min, a_max, out, *, min, max); None for a missing bound."""
     x = args[0]
     lo = args[1] if len(args) > 1 else kwargs.get("a_min", kwargs.get("min", None))
@@ -241,35 +264,37 @@ def _clip_args(args, kwargs):
     return x, lo, hi
 
 
-def _clip_weights(x, lo, hi):
-    """Weights of (x, lo, hi) in clip = minimum(maximum(x, lo), hi), ties split evenly."""
+def _clip_weights(x: Any, lo: Any, hi: Any, carried: Any) -> Any:
+    """Weights of (x, lo, hi) in clip = minimum(maximum(x, lo), hi), with the ties of
+    :func:`_max_weight` (a constant bound takes a tie)."""
+    cx, clo, chi = (is_carried(carried, i) for i in range(3))
     if lo is None:
-        m, wx_m, wlo = x, 1.0, 0.0
+        m, cm, wx_m, wlo = x, cx, 1.0, 0.0
     else:
-        m = np.maximum(x, lo)
-        wx_m, wlo = _max_weight(x, lo), _max_weight(lo, x)
+        m, cm = np.maximum(x, lo), cx or clo
+        wx_m, wlo = _max_weight(x, lo, clo), _max_weight(lo, x, cx)
     if hi is None:
         return wx_m, wlo, 0.0
-    w_m, whi = _max_weight(hi, m), _max_weight(m, hi)
+    w_m, whi = _max_weight(hi, m, chi), _max_weight(m, hi, cm)
     return wx_m * w_m, wlo * w_m, whi
 
 
-def _clip_rule(pos, mode):
-    def rule(d, out, /, *args, **kwargs):
+def _clip_rule(pos: int, mode: str) -> Carried:
+    def rule(carried: Any, d: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
         x, lo, hi = _clip_args(args, kwargs)
-        w = _clip_weights(x, lo, hi)[pos]
+        w = _clip_weights(x, lo, hi, carried)[pos]
         if mode == "rev":
             return d * w
         return _contribution(d, (x, lo, hi)[pos], out, w)
-    return rule
+    return Carried(rule)
 
 
 defjvp(np.clip, _clip_rule(0, "fwd"), _clip_rule(1, "fwd"), _clip_rule(2, "fwd"))
 defvjp(np.clip, _clip_rule(0, "rev"), _clip_rule(1, "rev"), _clip_rule(2, "rev"))
 
 
-def _where_rule(pos, mode):
-    def rule(d, out, /, cond, x, y):
+def _where_rule(pos: int, mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, cond: Any, x: Any, y: Any) -> Any:
         keep = cond if pos == 1 else np.logical_not(cond)
         if mode == "rev":
             return np.where(keep, d, 0.0)
@@ -299,5 +324,4 @@ nondifferentiable(*(getattr(np, name) for name in (
 
 for _method, _fn in ((np.ndarray.conj, np.conjugate), (np.ndarray.conjugate, np.conjugate),
                      (np.ndarray.clip, np.clip)):
-    defjvp(_method, *jvp_rules(_fn))
-    defvjp(_method, *vjp_rules(_fn))
+    same_rules(_method, _fn)
