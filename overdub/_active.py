@@ -23,6 +23,26 @@ def running(ctx: Any) -> bool:
     return False
 
 
+def current_context() -> Any:
+    """The innermost context whose run the caller is part of, or None outside any run.
+
+    For plug-ins that choose a faster path when nothing is watching: code that runs inside a
+    context's run (called from rewritten code, or natively from a leaf) must let that context
+    see what it computes.  Per thread and asyncio task.
+
+    Example::
+
+        def f():
+            return current_context()
+
+        ctx = CountContext()
+        overdub(ctx, f) is ctx      # True
+        current_context() is None   # True, outside any run
+    """
+    state = active.get()
+    return None if state is None else state.ctx
+
+
 def enable_tags(ctx: Any) -> None:
     """Called by ``tag``: from now on ``ctx`` handles tagged values (see ``_dispatch``)."""
     ctx.__dict__["_overdub_tags"] = True

@@ -8,6 +8,10 @@ needs no change.  Everything the context executes -- the primal call and the rul
 through the enclosing context, if any, which is how nesting differentiates derivatives: a fresh
 context (and tag) per call means no perturbation confusion.
 
+This is the general mode.  Before it, ``_jvp`` tries the specialised one (``_forward_dual``):
+scalar code rewritten into its dual, arithmetic expanded in place; it gives the same results
+and hands back to the general mode, before any effect, whatever it does not handle.
+
 What the engine does beyond "call the rule" (each one a convention of ``rules/_common.py``):
 
 - a list or tuple argument whose elements carry tangents (``np.concatenate([a, b])``,
@@ -46,7 +50,6 @@ derivative, so ``derivative(shift)(3.0)`` composes correctly with itself.
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import inspect
 import itertools
@@ -58,10 +61,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata, opaque,
-                     overdub, recurse, tag, untag)
+from overdub import (Context, Tagged, can_recurse, embed, has_metadata, is_opaque, metadata,
+                     opaque, overdub, recurse, tag, untag)
 
-from . import _arrays, _forward_pass, _rules
+from . import _arrays, _forward_dual, _rules
 from ._arraylike import array_like, takes_arrays
 from ._pytree import flatten, unflatten
 from .rules._common import as_array_tangent
@@ -798,7 +801,7 @@ class _IterationPass(ast.NodeTransformer):
         a, b = x                     a, b = iter(x)
         f(*x)                        f(*iter(x))
 
-    (``iter`` spelled ``@overdub_ad.iter``, which no user name can shadow.)
+    (``iter`` bound by :func:`overdub.embed`, which no user name can shadow.)
     """
 
     def visit_For(self, node: ast.For) -> ast.AST:
@@ -825,16 +828,12 @@ class _IterationPass(ast.NodeTransformer):
         return node
 
 
-# The pass calls ``iter`` by a name Python source cannot spell, so that a user's own ``iter``
-# (``for iter in range(n_iter)``) cannot shadow it: the builtins module resolves it.
-_ITER_NAME = "@overdub_ad.iter"
-vars(builtins).setdefault(_ITER_NAME, iter)
-
-
 def _iter_call(node: ast.expr) -> ast.expr:
     if isinstance(node, (ast.Tuple, ast.List, ast.Constant)):
         return node  # a display iterates its own elements: nothing to see
-    call = ast.Call(func=ast.Name(id=_ITER_NAME, ctx=ast.Load()), args=[node], keywords=[])
+    # embed(iter): a name Python source cannot spell, so that a user's own ``iter`` (``for iter
+    # in range(n_iter)``) cannot shadow it
+    call = ast.Call(func=embed(iter), args=[node], keywords=[])
     return ast.copy_location(call, node)
 
 
@@ -884,9 +883,15 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any) -> 
 
 def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
          batch: tuple[int, ...] = ()) -> tuple[Any, Any]:
-    specialised = _forward_pass.jvp(f, primals, tangents, batch)  # scalar code: its dual
+    specialised = _forward_dual.jvp(f, primals, tangents, batch)  # scalar code: its dual
     if specialised is not None:
         return specialised
+    return _general_jvp(f, primals, tangents, batch)
+
+
+def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
+                 batch: tuple[int, ...] = ()) -> tuple[Any, Any]:
+    """:func:`_jvp` by the general mode: tagged values in a fresh :class:`ForwardContext`."""
     ctx = ForwardContext()
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
@@ -903,7 +908,7 @@ def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, .
     return unflatten(otree, values), unflatten(otree, derivs)
 
 
-@_forward_pass.nestable
+@_forward_dual.nestable
 @opaque
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         ) -> tuple[Any, Any]:
@@ -942,7 +947,7 @@ class _FunctionDerivative:
         return _jvp(lambda *xs: f(*xs)(*args, **kwargs), self.primals, self.tangents)[1]
 
 
-@_forward_pass.nestable
+@_forward_dual.nestable
 @opaque
 def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
@@ -962,9 +967,10 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     if not callable(f):
         raise TypeError(f"derivative: f must be callable, got {f!r}")
     if x is None:
-        return _forward_pass.nestable(functools.wraps(f)(opaque(lambda x: derivative(f, x))))
+        return _forward_dual.nestable(functools.wraps(f)(opaque(lambda x: derivative(f, x))))
     if type(x) is float:  # the common case, without the questions arrays need
-        return _jvp(f, (x,), (1.0,))[1]
+        specialised = _forward_dual.jvp(f, (x,), (1.0,), ())
+        return (specialised or _general_jvp(f, (x,), (1.0,)))[1]
     plain = _innermost(x)
     one: Any
     if isinstance(plain, np.ndarray):

@@ -1,0 +1,960 @@
+"""Forward mode, specialised: scalar Python run as its dual, tangents in local variables.
+
+The general forward mode (:mod:`._forward`) tags values and dispatches every operation through
+its context: right for anything, but each ``a * b`` costs a context call.  For code that
+computes with Python floats, :func:`jvp` here runs the function's *dual* instead -- the function
+rewritten by the pass of :mod:`._forward_pass`, given to a context of its own
+(:class:`_Specialising`): every local variable carries a tangent variable, float arithmetic is
+expanded in place, and the dual returns ``(value, tangent)``.  This module holds what the duals
+run on: levels, boxed duals, and the helpers the dual code calls where its inline guards fail.
+
+- Helpers apply the same rule tables as the general mode (``math``, ``cmath``, operators,
+  builtins, NumPy on numbers), call the duals of Python functions (a per-site cache lets a call
+  site skip the helper while it sees the same function), and iterate, index and compare tuples,
+  ranges, lists and strings.
+- What the dual code does not handle -- arrays, lists or dicts receiving differentiated
+  values, attribute or item writes, ``try``/``with``, generators, comprehensions, C functions
+  without a rule, objects of user classes -- makes it stop with :class:`_Deopt`, *before*
+  doing anything with an effect: up to that point it has only computed with numbers and
+  tuples, read variables and called functions of the same kind.  The outermost specialised
+  ``jvp`` then lets the general mode run from the start, so the result is the general mode's.
+  A function that stopped once is not tried again (per code object).
+- Nested derivatives: a value with a tangent that leaves the locals of its function -- into a
+  closure cell, a default, the argument of a nested ``jvp`` -- is boxed as a :class:`_Dual` of
+  its ``jvp`` (its *level*); code of another level computes with it as with a number (dual
+  arithmetic, the newer level outside), which keeps nested derivatives free of perturbation
+  confusion.  A nested ``jvp`` runs inside the same specialised run, or stops it.
+
+The specialised path runs only when no other context is running (an enclosing context must see
+the arithmetic as calls, which the general mode gives it): :func:`overdub.current_context` tells.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import numbers
+import operator
+import threading
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+
+from overdub import Context, Tagged, can_recurse, current_context, opaque, recurse
+
+from . import _rules
+from ._forward_pass import _FILLED, _NATIVE_SITES, _PASS, _SITES, HELPERS
+from ._pytree import flatten, unflatten
+
+
+class _Deopt(BaseException):
+    """The specialised code met what it does not handle; raised before any effect.  A
+    ``BaseException``, so that user code's ``except Exception`` does not catch it."""
+
+
+# -- levels and boxed duals ---------------------------------------------------------------------
+
+_ORDER = itertools.count()
+
+
+class _Level:
+    """One specialised ``jvp`` call: the identity of its tangents.  Newer levels (nested calls)
+    have a higher ``order``."""
+
+    __slots__ = ("order",)
+
+    def __init__(self) -> None:
+        self.order = next(_ORDER)
+
+
+class _Dual:
+    """``v`` with the tangent ``t`` of level ``L``, where it leaves the locals that track it.
+
+    Arithmetic (``+ - * /``, negation, ``abs``, comparisons) is dual arithmetic for the newest
+    level among the operands; any other use of a dual goes through the helpers of the
+    specialised code, which deopt where they cannot follow it."""
+
+    __slots__ = ("L", "v", "t")
+
+    def __init__(self, level: _Level, v: Any, t: Any) -> None:
+        self.L, self.v, self.t = level, v, t
+
+    def __repr__(self) -> str:
+        return f"_Dual({self.v!r}, {self.t!r})"
+
+    # With a plain number the expressions of _TANGENTS are written out (the common case of
+    # nested derivatives); anything else goes through _dual2.
+    def __add__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, self.v + other, self.t)
+        return _dual2(operator.add, self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, other + self.v, self.t)
+        return _dual2(operator.add, other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, self.v - other, self.t)
+        return _dual2(operator.sub, self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, other - self.v, -self.t)
+        return _dual2(operator.sub, other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, self.v * other, self.t * other)
+        return _dual2(operator.mul, self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, other * self.v, self.t * other)
+        return _dual2(operator.mul, other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, self.v / other, self.t * (1.0 / cast(float, other)))
+        return _dual2(operator.truediv, self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _dual2(operator.truediv, other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _plain(self) // _plain(other)  # piecewise constant
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _plain(other) // _plain(self)
+
+    def __neg__(self) -> Any:
+        return _Dual(self.L, -self.v, -self.t)
+
+    def __pos__(self) -> Any:
+        return _Dual(self.L, +self.v, +self.t)
+
+    def __abs__(self) -> Any:
+        v = self.v
+        return _Dual(self.L, abs(v), self.t * _sign(v))
+
+    def __pow__(self, other: Any) -> Any:
+        raise _Deopt
+
+    __rpow__ = __mod__ = __rmod__ = __matmul__ = __rmatmul__ = __pow__
+
+    def __eq__(self, other: Any) -> Any:
+        return _plain(self) == _plain(other)
+
+    def __ne__(self, other: Any) -> Any:
+        return _plain(self) != _plain(other)
+
+    def __lt__(self, other: Any) -> Any:
+        return _plain(self) < _plain(other)
+
+    def __le__(self, other: Any) -> Any:
+        return _plain(self) <= _plain(other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _plain(self) > _plain(other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _plain(self) >= _plain(other)
+
+    def __hash__(self) -> int:
+        return hash(_plain(self))
+
+    def __bool__(self) -> bool:
+        return bool(_plain(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(_plain(self), spec)
+
+    def __str__(self) -> str:
+        return str(_plain(self))
+
+
+_PLAIN_NUMBERS = frozenset((float, int))
+
+
+def _plain(x: Any) -> Any:
+    """``x`` without any level's tangent (what a piecewise-constant use of it sees)."""
+    while x.__class__ is _Dual:
+        x = x.v
+    return x
+
+
+def _sign(v: Any) -> Any:
+    return (v > 0) - (v < 0) + 0.0
+
+
+def _top(values: Any) -> _Level | None:
+    """The newest level among the duals in ``values`` (one level of tuples looked into)."""
+    top = None
+    for v in values:
+        if v.__class__ is tuple:
+            level = _top(v)
+        elif v.__class__ is _Dual:
+            level = v.L
+        else:
+            continue
+        if level is not None and (top is None or level.order > top.order):
+            top = level
+    return top
+
+
+def _at(x: Any, level: _Level) -> tuple[Any, Any]:
+    """``(value, tangent)`` of ``x`` at ``level`` (tangent None: none at that level)."""
+    if x.__class__ is _Dual and x.L is level:
+        return x.v, x.t
+    if x.__class__ is tuple and _top(x) is level:
+        parts = [_at(e, level) for e in x]
+        return tuple(p for p, _ in parts), tuple(0.0 if t is None else t for _, t in parts)
+    return x, None
+
+
+def _sum(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else a + b
+
+
+# The rule tables' operator rules, written out for numbers and duals: (x, dx, y, dy, out) ->
+# tangent, None for an operand without one (the same expressions, so the same bits).
+_TANGENTS: dict[Any, Callable[..., Any]] = {
+    operator.add: lambda x, dx, y, dy, out: _sum(dx, dy),
+    operator.sub: lambda x, dx, y, dy, out: _sum(dx, None if dy is None else -dy),
+    operator.mul: lambda x, dx, y, dy, out: _sum(None if dx is None else dx * y,
+                                                 None if dy is None else dy * x),
+    operator.truediv: lambda x, dx, y, dy, out: _sum(None if dx is None else dx * (1.0 / y),
+                                                     None if dy is None else dy * (-out / y)),
+}
+
+
+def _dual2(op: Any, a: Any, b: Any) -> Any:
+    """``op(a, b)`` with at least one dual operand: dual arithmetic at the newest level."""
+    if a.__class__ is Tagged or b.__class__ is Tagged:
+        raise _Deopt
+    level = _top((a, b))
+    assert level is not None
+    av, at = _at(a, level)
+    bv, bt = _at(b, level)
+    if av.__class__ is tuple or bv.__class__ is tuple:
+        raise _Deopt
+    out = op(av, bv)
+    return _box(level, out, _TANGENTS[op](av, at, bv, bt, out))
+
+
+def _zero(t: Any) -> bool:
+    """Whether the tangent ``t`` is zero (None, a zero number, an all-zero array)."""
+    kind = t.__class__
+    if t is None or ((kind is float or kind is int) and t == 0):
+        return True
+    if kind is np.ndarray:
+        return not t.any()
+    if kind is tuple:
+        return all(_zero(e) for e in t)
+    return False
+
+
+def _box(level: _Level, v: Any, t: Any) -> Any:
+    """``v`` carrying the tangent ``t`` of ``level`` (``v`` itself for a zero tangent)."""
+    if v.__class__ is tuple and t.__class__ is tuple:
+        return tuple(_box(level, e, te) for e, te in zip(v, t))
+    if _zero(t):
+        return v
+    if v.__class__ is tuple or not _numberlike(v):
+        raise _Deopt  # a tangent on something that is not a number (a list, an array...)
+    return _Dual(level, v, t)
+
+
+def _unbox(level: _Level, x: Any) -> tuple[Any, Any]:
+    """``(value, tangent at level)`` of a value read from a cell, a container, a default or a
+    nested ``jvp``'s result (tangent 0.0 where it has none)."""
+    kind = x.__class__
+    if kind is _Dual:
+        return (x.v, x.t) if x.L is level else (x, 0.0)
+    if kind is tuple:
+        parts = [_unbox(level, e) for e in x]
+        if all(t.__class__ is float and t == 0 for _, t in parts):
+            return x, 0.0
+        return tuple(p for p, _ in parts), tuple(t for _, t in parts)
+    if kind is Tagged:
+        raise _Deopt  # another context's value (used outside it: the general mode says so)
+    return x, 0.0
+
+
+_NUMBERS = (float, int, complex)
+
+
+def _numberlike(v: Any) -> bool:
+    kind = v.__class__
+    return kind in _NUMBERS or kind is _Dual or isinstance(v, (numbers.Number, np.generic))
+
+
+# -- helpers the specialised code calls -----------------------------------------------------------
+# Each runs on values of the specialised code's level ``L``: tangents are numbers (or arrays
+# of a batch of directions), 0.0 where a value has none, None where the code knows statically
+# that there is none (a constant).
+
+_PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
+                            range, frozenset))
+
+
+@opaque
+def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
+    """``op(a, b)`` and its tangent where the expanded code's type guard failed."""
+    if a.__class__ is _Dual and a.L is level:
+        a, da = a.v, _sum(da, a.t)
+    if b.__class__ is _Dual and b.L is level:
+        b, db = b.v, _sum(db, b.t)
+    if da.__class__ is float and da == 0.0:
+        da = None  # no tangent at all: as the general mode, which leaves its rule out
+    if db.__class__ is float and db == 0.0:
+        db = None
+    if a.__class__ is _Dual or b.__class__ is _Dual:
+        if op is operator.floordiv:
+            return op(a, b), 0.0
+        tangent = _TANGENTS.get(op)
+        if tangent is None:
+            raise _Deopt
+        out = op(a, b)
+        t = tangent(a, da, b, db, out)
+        return out, 0.0 if t is None else t
+    if _numberlike(a) and _numberlike(b):
+        rules = _rules.jvp_rules(op) if not _rules.is_nondifferentiable(op) else None
+        out = op(a, b)
+        if rules is None:
+            return out, 0.0
+        t = None
+        for rule, d in ((rules[0], da), (rules[1], db)):
+            if d is not None and rule is not _rules.ZERO:
+                t = _sum(t, rule(d, out, a, b))
+        return out, 0.0 if t is None else t
+    if a.__class__ not in _PURE_OPERANDS or b.__class__ not in _PURE_OPERANDS:
+        raise _Deopt  # arrays (the general mode's), user classes (their dunders)
+    if not (_zero(da) and _zero(db)):
+        if op is operator.add and a.__class__ is tuple and b.__class__ is tuple:
+            return a + b, _tuple_tangent(a, da) + _tuple_tangent(b, db)
+        if op is operator.mul and (a.__class__ is tuple) != (b.__class__ is tuple):
+            seq, dseq, n = (a, da, b) if a.__class__ is tuple else (b, db, a)
+            if n.__class__ is int:
+                return op(a, b), _tuple_tangent(cast(tuple[Any, ...], seq), dseq) * n
+        raise _Deopt
+    return op(a, b), 0.0
+
+
+def _tuple_tangent(t: tuple[Any, ...], dt: Any) -> tuple[Any, ...]:
+    return dt if dt.__class__ is tuple else (0.0,) * len(t)
+
+
+@opaque
+def _unop(level: _Level, op: Any, a: Any, da: Any) -> tuple[Any, Any]:
+    """``op(a)`` (``-a``, ``+a``, ``~a``) where the type guard failed."""
+    if a.__class__ is _Dual and a.L is level:
+        a, da = a.v, _sum(da, a.t)
+    if a.__class__ is Tagged or not (_numberlike(a) or a.__class__ in _PURE_OPERANDS):
+        raise _Deopt
+    out = op(a)
+    if op is operator.invert or da is None or (_zero(da) and not _numberlike(a)):
+        return out, 0.0
+    return out, (-da if op is operator.neg else +da)
+
+
+@opaque
+def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
+    """``obj[key]`` and its tangent, where ``obj`` is not a tuple with tracked tangents."""
+    kind = obj.__class__
+    if kind is tuple:
+        value = obj[key]
+        if dobj.__class__ is tuple:
+            return value, dobj[key]
+        return _unbox(level, value)
+    if kind in (list, str, range, bytes, dict) and key.__class__ not in (Tagged, _Dual):
+        return _unbox(level, obj[key])
+    raise _Deopt  # arrays, user classes (their __getitem__), a differentiated index
+
+
+_MODULE = types.ModuleType
+
+
+@opaque
+def _getattr(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
+    """``obj.name`` where ``obj`` is not a module."""
+    kind = obj.__class__
+    if kind is _Dual and obj.L is level:
+        obj, dobj = obj.v, obj.t
+        kind = obj.__class__
+    if kind in (float, int, complex, bool) and name in ("real", "imag"):
+        value = getattr(obj, name)
+        if dobj is None or _zero(dobj):
+            return value, 0.0
+        return value, (np.real(dobj) if name == "real" else np.imag(dobj))
+    if kind in (str, bytes, tuple, range) or (kind in (float, int, complex, bool)
+                                             and (dobj is None or _zero(dobj))):
+        return getattr(obj, name), 0.0  # a pure method of an immutable value
+    if kind is type and obj.__module__ == "builtins":
+        return getattr(obj, name), 0.0
+    raise _Deopt  # an object's attribute (properties, __getattr__), a number's method
+
+
+@opaque
+def _plain_elements(*tangents: Any) -> None:
+    """Values with tangents are going into a list, set or dict: not followed here."""
+    for t in tangents:
+        if not _zero(t):
+            raise _Deopt
+
+
+@opaque
+def _boxed(level: _Level, v: Any, t: Any) -> Any:
+    if v.__class__ is float and t.__class__ is float:  # the common case, as _box does it
+        return _Dual(level, v, t) if t else v
+    return _box(level, v, t)
+
+
+@opaque
+def _unboxed(level: _Level, x: Any) -> tuple[Any, Any]:
+    return _unbox(level, x)
+
+
+@opaque
+def _deopt() -> None:
+    raise _Deopt
+
+
+_ITERABLES = (range, list, str, bytes, dict, enumerate, zip, reversed)
+
+
+@opaque
+def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
+    """``(item, tangent)`` for each item of what a ``for`` loop of the specialised code
+    iterates: a tuple with tracked tangents pairs them; ranges, lists, strings, dicts (and
+    enumerate/zip/reversed of them) hold values without tangents; anything else (a generator,
+    an iterator of a user class, an array) is not followed."""
+    kind = iterable.__class__
+    if kind is tuple:
+        if tangents.__class__ is tuple:
+            return zip(iterable, tangents)
+        return (_unbox(level, item) for item in iterable)
+    if kind in _ITERABLES and (tangents is None or _zero(tangents)):
+        return zip(iterable, itertools.repeat(0.0))
+    raise _Deopt
+
+
+# Values whose comparison, truth, hash, length and text run no Python code (no effect).
+_SAFE = frozenset((float, int, bool, complex, str, bytes, type(None), _Dual, range,
+                   np.float64, np.float32, np.int64, np.int32, np.bool_, np.complex128))
+_CONTAINERS = frozenset((tuple, list, dict, set, frozenset))
+_TRUTHFUL = _SAFE | _CONTAINERS  # truth of a container is its length
+
+
+def _safe_tree(x: Any, depth: int = 3) -> bool:
+    """Whether comparing or hashing ``x`` runs no Python code (containers looked into)."""
+    kind = x.__class__
+    if kind in _SAFE:
+        return True
+    if depth and kind in _CONTAINERS:
+        items = x.items() if kind is dict else x
+        return all(_safe_tree(e, depth - 1) for e in itertools.chain.from_iterable(items)) \
+            if kind is dict else all(_safe_tree(e, depth - 1) for e in items)
+    return False
+
+
+@opaque
+def _compare(op: Any, a: Any, b: Any) -> Any:
+    """``op(a, b)`` for a comparison the inline guard did not pass: containers of plain
+    values compare natively; objects with comparison methods of their own are not followed."""
+    if not (_safe_tree(a) and _safe_tree(b)):
+        raise _Deopt
+    return op(a, b)
+
+
+@opaque
+def _truth(x: Any) -> None:
+    """A truth test of a value whose ``__bool__``/``__len__`` may be Python: not followed."""
+    raise _Deopt
+
+
+# Functions whose result does not depend on their arguments' tangents and that ignore them
+# (given values of _SAFE types, or any: the first group).
+_ANY_ARGUMENTS = {id(f): f for f in (type, isinstance, issubclass, id, callable)}
+_INDIFFERENT = {**_ANY_ARGUMENTS, **{id(f): f for f in (
+    len, hash, repr, str, format, bool, ascii, chr, ord, int, round, math.floor, math.ceil,
+    math.trunc)}}
+# C functions without effects that may run on values without tangents.
+_PURE_CALLS = {id(f): f for f in (range, tuple, list, dict, set, frozenset, min, max, sum, abs,
+                                  pow, divmod, float, complex, enumerate, zip, reversed, sorted,
+                                  all, any, slice, bin, hex, oct)}
+_PURE_MODULES = frozenset(("math", "cmath", "builtins", "_operator", "operator"))
+
+
+@opaque
+def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
+          dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+          dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """``f(*args, **kwargs)`` and its tangent, for a call the specialised code cannot make
+    directly (``site``'s cache missed)."""
+    kind = f.__class__
+    if kind is types.FunctionType:
+        code = f.__code__
+        if code.co_argcount and code.co_varnames[0] == "@T":  # a dual already
+            return _call_python(level, site, f, code.co_argcount - 1, True, args, dargs,
+                                kwargs, dkwargs)
+        info = _code_info(f)
+        if info.api:  # (jvp, derivative: marked on their code, shared by their wrappers)
+            return _call_api(level, f, args, dargs, kwargs, dkwargs)
+        if info.arity is not None and not _own_rules(f):
+            return _call_python(level, site, f, info.arity, False, args, dargs, kwargs,
+                                dkwargs)
+    for a in args:
+        if a.__class__ is Tagged:
+            raise _Deopt
+    if kwargs and dkwargs and not all(_zero(t) for t in dkwargs.values()):
+        raise _Deopt  # a differentiated keyword: the general mode binds it
+    if _rules.is_nondifferentiable(f) or _INDIFFERENT.get(id(f)) is f:
+        plain = tuple(_plain_tree(a) for a in args)
+        if _ANY_ARGUMENTS.get(id(f)) is not f and not all(
+                a.__class__ in _SAFE or (f is len and a.__class__ in _CONTAINERS)
+                for a in plain):
+            raise _Deopt  # a user class's __len__, __repr__, __hash__...
+        return _result(f(*plain, **(kwargs or {})))
+    rules = _rules.jvp_rules(f)
+    if rules is not None and _pure_callable(f):
+        return _call_rules(level, f, rules, args, dargs, kwargs or {})
+    pure: Any = _PURE_CALLS.get(id(f))
+    if pure is f and all(map(_zero, dargs)) and not any(callable(a) for a in args):
+        return _result(pure(*args, **(kwargs or {})))
+    raise _Deopt
+
+
+def _plain_tree(x: Any) -> Any:
+    if x.__class__ is tuple:
+        return tuple(_plain_tree(e) for e in x)
+    return _plain(x)
+
+
+def _result(out: Any) -> tuple[Any, Any]:
+    if out.__class__ is Tagged:
+        raise _Deopt
+    return out, 0.0
+
+
+def _pure_callable(f: Any) -> bool:
+    """A function with rules the specialised code may call: C functions of ``math``,
+    ``cmath``, ``operator`` and builtins, NumPy's ufuncs and functions on numbers, and Python
+    functions the user gave rules (their rules are what runs)."""
+    if isinstance(f, (types.FunctionType, np.ufunc)):
+        return True
+    module = getattr(f, "__module__", None) or ""
+    return module in _PURE_MODULES or module.startswith("numpy")
+
+
+def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, ...],
+                dargs: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A function with rules, on numbers: its value and the sum of its rules'
+    contributions (what the general mode computes)."""
+    carried = []
+    for i, (a, d) in enumerate(zip(args, dargs)):
+        if _numberlike(a) or a.__class__ is tuple:
+            if d is not None:
+                carried.append(i)
+        elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
+                  and (d is None or _zero(d))):
+            raise _Deopt  # arrays, objects: the general mode's
+    out = _lifted(f, args, kwargs)
+    if not carried:
+        return _result(out)
+    tangent = None
+    for i in carried:
+        rule = rules[i] if i < len(rules) else None
+        if rule is None:
+            raise _Deopt  # the general mode raises MissingRuleError
+        if rule is _rules.ZERO:
+            continue
+        if rule is _rules.LINEAR:
+            moved = list(args)
+            moved[i] = dargs[i]
+            part = _lifted(f, tuple(moved), kwargs)
+        elif type(rule) is _rules.Carried:
+            if _ambiguous_tie(args, dargs):
+                raise _Deopt
+            part = _lifted(rule.rule, (_rules.carried_pattern(dargs), dargs[i], out) + args,
+                           kwargs)
+        else:
+            part = _lifted(rule, (dargs[i], out) + args, kwargs)
+        tangent = _add(tangent, part)
+    if tangent is None:
+        return _result(out)
+    if out.__class__ is tuple:  # several outputs: None stands for a zero tangent
+        tangent = tuple(0.0 if t is None else t for t in tangent)
+    return out, tangent
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.__class__ is tuple:
+        return tuple(_add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def _ambiguous_tie(args: tuple[Any, ...], dargs: tuple[Any, ...]) -> bool:
+    """Whether ties decide a derivative that the specialised code cannot: a value whose tangent
+    is zero may be a constant or a differentiated value (the general mode knows which), and it
+    matters only where two candidates are equal."""
+    if not any(d is not None and _zero(d) for d in dargs):
+        return False
+    values = [_plain(v) for a in args for v in (a if a.__class__ is tuple else (a,))
+              if _numberlike(v)]
+    return len(set(values)) < len(values)
+
+
+def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` where ``args`` may hold duals of other levels: the newest level
+    is peeled off, ``fn`` runs on the values, and its tangent comes from the rules (or, for a
+    Python function such as a rule, from its dual run at that level)."""
+    level = _top(args)
+    if level is None:
+        return fn(*args, **kwargs)
+    parts = [_at(a, level) for a in args]
+    values = tuple(p for p, _ in parts)
+    if fn.__class__ is types.FunctionType and not kwargs:
+        dual = _is_dual(fn)
+        if dual or _dual_arity(fn) is not None:
+            out, t = _call_python(level, None, fn, fn.__code__.co_argcount - dual, dual, values,
+                                  tuple(d for _, d in parts), None, None)
+            return _box(level, out, t)
+    rules = _rules.jvp_rules(fn)
+    if rules is None:
+        raise _Deopt
+    out = _lifted(fn, values, kwargs)
+    tangent = None
+    for i, (_, d) in enumerate(parts):
+        if d is None:
+            continue
+        rule = rules[i] if i < len(rules) else None
+        if rule is None or rule is _rules.LINEAR or type(rule) is _rules.Carried:
+            raise _Deopt
+        if rule is not _rules.ZERO:
+            tangent = _add(tangent, _lifted(rule, (d, out) + values, kwargs))
+    return _box(level, out, tangent)
+
+
+# -- calling Python functions ------------------------------------------------------------------
+
+_CO_UNSUPPORTED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+                   | inspect.CO_ITERABLE_COROUTINE | inspect.CO_VARARGS
+                   | inspect.CO_VARKEYWORDS)
+class _Code:
+    """What is known of a code object: the number of positional parameters of its dual (None:
+    it has none -- no source, a generator, ``*args``...), and whether a specialised ``jvp``
+    of it stopped once (then the general mode runs it directly)."""
+
+    __slots__ = ("ref", "arity", "stopped", "api")
+
+    def __init__(self, ref: weakref.ref[Any], arity: int | None, api: bool) -> None:
+        self.ref, self.arity, self.stopped, self.api = ref, arity, False, api
+
+
+_CODES: dict[int, _Code] = {}  # id(code) -> what is known of it, dropped with the code
+
+
+def _code_info(f: types.FunctionType) -> _Code:
+    code = f.__code__
+    known = _CODES.get(id(code))
+    if known is None or known.ref() is not code:
+        arity = None
+        if not (code.co_flags & _CO_UNSUPPORTED) and not code.co_kwonlyargcount \
+                and can_recurse(_specialising(), f):
+            arity = code.co_argcount
+        key = id(code)
+
+        def forget(_: Any, key: int = key) -> None:
+            _CODES.pop(key, None)
+        known = _CODES[key] = _Code(weakref.ref(code, forget), arity, _is_forward_api(f))
+    return known
+
+
+def _own_rules(f: types.FunctionType) -> bool:
+    """Whether the function object ``f`` has rules or is opaque (then its body is not run).
+    On every call of a Python function: the tables are read directly (an entry left by a dead
+    function whose id ``f`` reuses only sends ``f`` to the general mode)."""
+    key = id(f)
+    return (key in _rules._TABLE or key in _rules._NONDIFFERENTIABLE
+            or f.__dict__.get("__overdub_opaque__", False))
+
+
+def _dual_arity(f: types.FunctionType) -> int | None:
+    """The number of positional parameters of ``f``'s dual, or None where ``f`` has none (no
+    source, opaque, a generator, ``*args``, keyword-only parameters, its own rules)."""
+    arity = _code_info(f).arity
+    if arity is None or _own_rules(f):
+        return None
+    return arity
+
+
+_SHARED: dict[int, types.FunctionType] = {}  # id(code) -> a function of that code, no cells
+
+
+def _shared(f: types.FunctionType) -> types.FunctionType:
+    """A function equivalent to ``f`` whose dual the specialising context has made already.
+
+    The core rewrites per function object; a lambda made afresh for each call
+    (``derivative(lambda x: ..., x0)`` in a loop) would be rewritten each time.  A function
+    without cells is its code, globals and defaults: an earlier one that shares them all runs
+    the same (kept: one function per code object, like the core's own caches)."""
+    if f.__closure__ is not None:
+        return f
+    code = f.__code__
+    g = _SHARED.get(id(code))
+    if g is not None and g.__code__ is code and g.__globals__ is f.__globals__ \
+            and g.__defaults__ is f.__defaults__ and g.__kwdefaults__ is f.__kwdefaults__:
+        return g
+    _SHARED[id(code)] = f
+    return f
+
+
+def _is_dual(f: types.FunctionType) -> bool:
+    """Whether ``f`` is a dual already: a function or lambda defined in specialised code
+    (its code is the dual's), called as it is, never rewritten again."""
+    code = f.__code__
+    return code.co_argcount > 0 and code.co_varnames[0] == "@T"
+
+
+def _call_python(level: _Level, site: int | None, f: types.FunctionType, count: int,
+                 dual: bool, args: tuple[Any, ...], dargs: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
+                 ) -> tuple[Any, Any]:
+    """A Python function: its dual, with the tangents of its positional parameters (zeros
+    for those left to their defaults).  ``dual``: ``f`` is a dual already (called as it is);
+    otherwise the specialising context rewrites it."""
+    if len(args) > count:
+        raise _Deopt  # the general mode raises the TypeError with the user's signature
+    tangents = [0.0 if d is None else d for d in dargs] + [0.0] * (count - len(args))
+    if kwargs:
+        names = f.__code__.co_varnames[:count]
+        for name, t in (dkwargs or {}).items():
+            if name not in names or names.index(name) < len(args):
+                raise _Deopt
+            if t is not None:
+                tangents[names.index(name)] = t
+    elif site is not None and len(args) == count and _NATIVE_SITES[site] is dual:
+        _SITES[site] = f  # the next call at this site goes straight to f's dual
+        _FILLED.append(site)
+    result: tuple[Any, Any]
+    if dual:
+        result = f((level, *tangents), *args, **(kwargs or {}))
+    else:
+        result = recurse(_specialising(), _shared(f), (level, *tangents), *args,
+                         **(kwargs or {}))
+    return result
+
+
+def nestable(fn: Any) -> Any:
+    """Mark a forward-mode entry point (``jvp``, ``derivative``...) that the specialised code
+    may call with its values boxed: inside it, a nested specialised ``jvp`` runs (or deopts)."""
+    fn.__overdub_ad_forward__ = True
+    return fn
+
+
+def _is_forward_api(f: Any) -> bool:
+    return getattr(f, "__overdub_ad_forward__", False) is True
+
+
+def _call_api(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+              kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A nested ``jvp``/``derivative``: its arguments carry this level's tangents as duals,
+    its result is read back at this level (a nested level runs specialised too, or deopts)."""
+    boxed = args
+    for d in dargs:
+        if d is not None:
+            boxed = tuple(a if d is None else _box(level, a, d) for a, d in zip(args, dargs))
+            break
+    kw = kwargs or {}
+    if dkwargs:
+        kw = {k: v if dkwargs.get(k) is None else _box(level, v, dkwargs[k])
+              for k, v in kw.items()}
+    out = f(*boxed, **kw)
+    if callable(out) and not _numberlike(out):
+        raise _Deopt  # a derivative function returned: lazy, the general mode's business
+    return _unbox(level, out)
+
+
+# -- the specialised jvp ------------------------------------------------------------------------
+
+class _Specialising(Context):
+    """The context whose pass rewrites functions into their duals.  It intercepts calls only
+    (no verb of its own), so the arithmetic the pass expands stays native Python.  One per
+    thread, reused: it holds no state of any particular ``jvp``."""
+
+    def __init__(self) -> None:
+        super().__init__(passes=[_PASS])
+
+
+class _Thread(threading.local):
+    """Per thread: the specialising context and how many specialised ``jvp`` calls are
+    running (nested ones deopt instead of returning None)."""
+
+    ctx: _Specialising | None = None
+    depth = 0
+
+
+_LOCAL = _Thread()
+
+
+def _specialising() -> _Specialising:
+    ctx = _LOCAL.ctx
+    if ctx is None:
+        ctx = _LOCAL.ctx = _Specialising()
+    return ctx
+
+
+_LEAVES = frozenset((float, int, complex, _Dual))
+_TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None)))
+
+
+def _leaf_ok(x: Any) -> bool:
+    return x.__class__ in _LEAVES
+
+
+def _tangent_ok(t: Any) -> bool:
+    return t.__class__ in _TANGENTS_OK and (t.__class__ is not np.ndarray or t.dtype.kind in "fc")
+
+
+def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
+        batch: tuple[int, ...]) -> tuple[Any, Any] | None:
+    """``(out, tangent)`` of ``f`` by its dual, or None where the general mode must run:
+    ``f`` is not a plain Python function, an argument is not a number (or a tuple of them),
+    a context is running, or the dual stopped (:class:`_Deopt`).  Inside another specialised
+    ``jvp`` it never returns None: it raises :class:`_Deopt` for the outermost to handle."""
+    local = _LOCAL
+    depth = local.depth
+    if f.__class__ is not types.FunctionType:
+        if depth:
+            raise _Deopt
+        return None
+    code = f.__code__
+    dual = code.co_argcount > 0 and code.co_varnames[0] == "@T"
+    if dual:
+        count: int | None = code.co_argcount - 1
+        info = None
+    else:
+        info = _code_info(f)
+        count = None if info.arity is None or _own_rules(f) else info.arity
+        if info.stopped and not depth:
+            return None
+    if len(primals) == 1 and len(tangents) == 1 and primals[0].__class__ in _LEAVES \
+            and tangents[0].__class__ in _PLAIN_NUMBERS:
+        seeds = [tangents[0]]  # the most common case: derivative(f, x)
+    elif len(primals) == len(tangents) and all(map(_leaf_ok, primals)) \
+            and all(map(_tangent_ok, tangents)):
+        seeds = [0.0 if t is None else t for t in tangents]  # numbers
+    else:
+        leaves, tree = flatten(list(primals))
+        dleaves, _ = flatten(list(tangents))
+        if not (len(dleaves) == len(leaves) and _structure_ok(primals)
+                and all(map(_leaf_ok, leaves)) and all(map(_tangent_ok, dleaves))):
+            if depth:
+                raise _Deopt
+            return None
+        seeds = unflatten(tree, [0.0 if d is None else d for d in dleaves])
+    if count is None or len(primals) > count:
+        if depth:
+            raise _Deopt
+        return None
+    if not depth and current_context() is not None:
+        return None
+    level = _Level()
+    if count > len(seeds):
+        seeds += [0.0] * (count - len(seeds))  # parameters left to their defaults
+    local.depth = depth + 1
+    try:
+        if dual:
+            out, dout = f((level, *seeds), *primals)
+        else:
+            out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
+        if out.__class__ is float and dout.__class__ is float and not batch:
+            return out, dout
+        return _outputs(level, out, dout, batch)
+    except _Deopt:
+        if depth:
+            raise
+        if info is not None:
+            info.stopped = True
+        return None
+    finally:
+        local.depth = depth
+        if not depth and _FILLED:
+            for site in _FILLED:  # the cache keeps no function alive past the call
+                _SITES[site] = None
+            _FILLED.clear()
+
+
+def _structure_ok(primals: Any) -> bool:
+    """Arguments are numbers or tuples of them (lists and dicts: the general mode)."""
+    return all(type(p) is tuple and _structure_ok(p) if type(p) in (list, tuple, dict)
+               else True for p in primals)
+
+
+def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tuple[Any, Any]:
+    """The dual's ``(value, tangent)`` as ``jvp`` returns them: a tangent per number leaf
+    (zeros of the batch shape where it has none), None for other leaves."""
+    kind = out.__class__
+    if (kind is float or kind is _Dual) and not batch and dout.__class__ in _LEAVES:
+        if kind is _Dual and out.L is level:
+            return out.v, _sum(dout, out.t)
+        return out, dout
+    if callable(out) and not _numberlike(out):
+        raise _Deopt  # a function-valued result: derivative applied lazily, by the general mode
+    if out.__class__ is _Dual or out.__class__ is tuple:
+        out, extra = _unbox(level, out)
+        if not _zero(extra):
+            dout = extra if _zero(dout) else _add(dout, extra)
+    leaves, tree = flatten(out)
+    if len(leaves) == 1 and leaves[0] is out:
+        dleaves = [dout]
+    elif dout.__class__ is tuple and out.__class__ is tuple:
+        dleaves = flatten(dout)[0]
+        if len(dleaves) != len(leaves):
+            raise _Deopt
+    elif _zero(dout):
+        dleaves = [0.0] * len(leaves)
+    else:
+        raise _Deopt
+    values: list[Any] = []
+    tangents: list[Any] = []
+    for v, t in zip(leaves, dleaves):
+        if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
+            raise _Deopt  # (a function made by specialised code is a dual: it stays inside)
+        values.append(v)
+        if not _numberlike(v):
+            tangents.append(None)
+        elif _zero(t) and t.__class__ is not np.ndarray:
+            tangents.append(_zero_tangent(v, batch))
+        else:
+            tangents.append(t)
+    return unflatten(tree, values), unflatten(tree, tangents)
+
+
+def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:
+    v = _plain(v)
+    if batch or isinstance(v, np.ndarray):
+        return np.zeros(batch + np.shape(v), np.result_type(v, float))
+    return 0j if isinstance(v, complex) else 0.0
+
+
+HELPERS.update({
+    "binop": _binop, "unop": _unop, "getitem": _getitem, "getattr": _getattr, "call": _call,
+    "plain": _plain_elements, "box": _boxed, "unbox": _unboxed, "deopt": _deopt,
+    "pairs": _pairs, "compare": _compare, "truth": _truth,
+    "safe": _SAFE, "truthful": _TRUTHFUL, "Dual": _Dual, "Module": _MODULE,
+    # the guards' types, under names no user variable can shadow
+    "float": float, "int": int, "tuple": tuple,
+})
+
+
