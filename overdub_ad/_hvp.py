@@ -23,7 +23,6 @@ route (which runs ``f`` again).
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
@@ -31,8 +30,8 @@ import numpy as np
 
 from . import _rules
 from ._pytree import flatten, unflatten
-from ._reverse import (_Entry, _Node, _NP_UNSTACK, _POW_CONSTANT, _WRITE_VJPS, _cast, _forward,
-                       _innermost, _unbroadcast, _vjps, _write, _zeros_like)
+from ._reverse import (_NP_UNSTACK, _POW_CONSTANT, _WRITE_VJPS, _cast, _forward, _innermost,
+                       _unbroadcast, _vjps, _write, _zeros_like)
 
 _DECLINED = object()
 
@@ -43,21 +42,27 @@ class _Declined(Exception):
 
 def tape_hvp(f: Any, x: Any, v: Any) -> Any:
     """``H(x) @ v`` of scalar ``f`` at ``x`` (no enclosing context), or ``_DECLINED``."""
-    tape, (tree, plain, out_nodes), nodes = _forward(f, (x,), {}, (0,), enclosed=False,
-                                                     second=True)
-    leaves, xtree, in_nodes = nodes[0]
+    xleaves, xtree = flatten(x)
     vleaves, vtree = flatten(v)
     if vtree != xtree:
         raise ValueError(f"hvp: the direction's structure {vtree} does not match x's {xtree}")
+    for leaf, d in zip(xleaves, vleaves):
+        if np.shape(d) != np.shape(leaf):
+            raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
+                             f"shape {np.shape(leaf)}")
+    tape, (tree, plain, out_nodes), nodes = _forward(f, (x,), {}, (0,), enclosed=False,
+                                                     second=True)
+    leaves, _, in_nodes = nodes[0]
     if len(plain) != 1 or np.ndim(plain[0]) != 0 or np.iscomplexobj(plain[0]) or \
             out_nodes[0] is None:
         return _DECLINED  # not a real scalar (the nested route says so), or a constant
     tangents: dict[Any, Any] = {}
     for node, leaf, d in zip(in_nodes, leaves, vleaves):
-        if np.shape(d) != np.shape(leaf):
-            raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
-                             f"shape {np.shape(leaf)}")
-        tangents[node] = np.asarray(d, dtype=float) if isinstance(leaf, np.ndarray) else d
+        if isinstance(leaf, np.ndarray):
+            d = np.asarray(d)
+            if d.dtype.kind in "biu":  # an integer direction: float, as the seed is
+                d = d.astype(float)
+        tangents[node] = d
     try:
         entry_dargs: dict[int, list[Any]] = {}
         for entry in tape:
@@ -103,7 +108,7 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     entry_dargs[id(entry)] = dargs
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
     kind = _KINDS.get(id(fn))
-    d_out = _GENERIC
+    d_out: Any = _GENERIC
     if kind is not None and kind[0] is fn and kind[3] is not None:
         d_out = kind[3](fn, primals, kwargs, out, dargs)
     if d_out is not _GENERIC:
@@ -311,6 +316,10 @@ def _rule_tangent(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any,
     moving = [j for j, d in enumerate(dargs) if d is not None]
     carried = _rules.carried_pattern(dargs) if type(rule) is _rules.Carried else None
     with_out = d_out is not None
+    if isinstance(out, tuple) and type(out) is not tuple:
+        # a named tuple (np.linalg.qr's): its rule may read fields by name, and forward mode
+        # cannot build one; the nested route differentiates such tapes
+        raise _Declined
 
     def call(ct_: Any, *values: Any) -> Any:
         full = list(primals)
@@ -321,9 +330,11 @@ def _rule_tangent(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any,
             return rule.rule(carried, ct_, out_, *full, **kwargs)
         return rule(ct_, out_, *full, **kwargs)
 
+    if type(out) is tuple:  # several outputs: zero for the ones without a cotangent
+        ct = tuple([_zero(o) if c is None else c for c, o in zip(ct, out)])
     values = ((out,) if with_out else ()) + tuple([primals[j] for j in moving])
-    directions = ((d_out,) if with_out else ()) + tuple([_filled(dargs[j], primals[j])
-                                                         for j in moving])
+    directions = ((_filled(d_out, out),) if with_out else ()) + tuple(
+        [_filled(dargs[j], primals[j]) for j in moving])
     d_ct = _filled(dct, ct) if dct is not None else _zero(ct)
     return jvp(call, (ct, *values), (d_ct, *directions))[1]
 
@@ -420,7 +431,7 @@ def _t_product(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
         return _GENERIC
     x, y = primals
     dx, dy = dargs
-    d = None if dx is None else fn(dx, y)
+    d: Any = None if dx is None else fn(dx, y)
     if dy is not None:
         d = _sum(d, fn(x, dy))
     return d if np.shape(d) == np.shape(out) else np.broadcast_to(d, np.shape(out))

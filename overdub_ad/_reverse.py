@@ -55,10 +55,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, carries_tags, is_opaque, opaque, overdub,
-                     recurse, tag, untag)
+from overdub import (Context, Tagged, can_recurse, carries_tags, current_context, is_opaque,
+                     opaque, overdub, recurse, tag, untag)
 
-from . import _arrays, _rules
+from . import _arrays, _rules, _specialise
 from ._arraylike import array_like, takes_arrays
 from ._pytree import flatten, unflatten
 
@@ -99,8 +99,12 @@ class _Entry:
         self.rules = rules      # fn's reverse rules, when looked up already (else: the table)
 
 
-# Scalar entries are tuples: ``(output node, argument nodes, local partial derivatives)`` for
-# float arithmetic, ``(output node, array node, index, placeholder)`` for ``x[i]``.
+# Scalar entries are flat tuples, whose output node is the entry's position on the tape (an int:
+# the sweep keeps their cotangents in a list by position; and ints, unlike objects, are not
+# tracked by the garbage collector, so that these entries -- tens of thousands in a scalar loop,
+# one tuple each -- leave its scans): ``(output node, node, partial, node, partial, ...)`` for
+# float arithmetic (an odd length: each argument's node and the local partial derivative in it),
+# ``(output node, array node, index, placeholder)`` for ``x[i]``.
 
 
 def _innermost(x: Any) -> Any:
@@ -385,6 +389,8 @@ class ReverseContext(Context):
         self._store_limit = 256
         # id -> (Python function, is it a primitive)
         self._functions: dict[int, tuple[Any, bool]] = {}
+        # Python functions run by their specialised versions (see _specialise): id -> (fn, it)
+        self._specs: dict[int, tuple[Any, Any]] = {}
         self._ref: Any = None
         self._label = f"{type(self).__name__} context at {id(self):#x}"
 
@@ -535,6 +541,11 @@ class ReverseContext(Context):
                 decided = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
                 if not decided:
                     _RECURSIVE[fn] = (fn.__code__, type(self))
+            if not decided and not self.nested and not self.second:
+                spec = _specialise.specialised(fn)
+                if spec is not None:  # run by execute, arithmetic expanded in place
+                    self._specs[id(fn)] = (fn, spec)
+                    decided = True
             self._functions[id(fn)] = (fn, decided)
             return decided
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
@@ -600,6 +611,10 @@ class ReverseContext(Context):
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         p: Any  # the local partial derivatives on the fast paths: a pair, or one
+        if type(fn) is types.FunctionType:
+            found = self._specs.get(id(fn))
+            if found is not None and found[0] is fn:
+                return found[1](self, *args, **kwargs)
         if not self.nested and not kwargs:
             if fn is getattr and type(args[0]) is types.ModuleType:
                 value = getattr(*args)
@@ -637,8 +652,8 @@ class ReverseContext(Context):
                             p = None if out is None or type(out) not in _REAL_TYPES else \
                                 partials(va, vb, out, na is not None, nb is not None)
                         if p is not None and not self.second:
-                            node = _Node()
-                            self.tape.append((node, (na, nb), p))
+                            node = len(self.tape)
+                            self.tape.append((node, na, p[0], nb, p[1]))
                             return Tagged(out, node, ref, self._label)
             elif len(args) == 1:
                 partial = _FAST1.get(id(fn))
@@ -652,8 +667,8 @@ class ReverseContext(Context):
                         out = fn(va)
                         p = partial(va, out) if type(out) in _REAL_TYPES else None
                         if p is not None and not self.second:
-                            node = _Node()
-                            self.tape.append((node, (a.meta,), (p,)))
+                            node = len(self.tape)
+                            self.tape.append((node, a.meta, p))
                             return Tagged(out, node, self._ref, self._label)
             if fn is operator.getitem:
                 container, index = args
@@ -666,7 +681,7 @@ class ReverseContext(Context):
                     if type(array) is np.ndarray:
                         out = array[index]
                         if type(out) is np.float64:  # x[i] of a float array, in a loop
-                            node = _Node()
+                            node = len(self.tape)
                             self.tape.append((node, self._node(container), index,
                                               _placeholder(array)))
                             return Tagged(out, node, self._ref, self._label)
@@ -719,6 +734,20 @@ class ReverseContext(Context):
         if implementation is not None:
             return recurse(self, implementation, *args, **kwargs)
         return self._call(fn, args, kwargs)
+
+    def _read(self, container: Tagged, index: int) -> Any:
+        """``x[i]`` of a differentiated array, for specialised code: a scalar read of a float
+        array recorded as in ``execute``, anything else through the context."""
+        array = container.value
+        if container.owner is self._ref and type(array) is np.ndarray:
+            out = array[index]
+            if type(out) is np.float64:
+                node = len(self.tape)
+                self.tape.append((node, self._node(container), index, _placeholder(array)))
+                return Tagged(out, node, self._ref, self._label)
+        if self.is_primitive(operator.getitem, container, index):
+            return self.execute(operator.getitem, container, index)
+        return overdub(self, operator.getitem, container, index)
 
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` on plain values: through the enclosing context if there is one."""
@@ -1686,7 +1715,9 @@ class _NestedSweep:
                     self.send(node, self.compute(_vjps(operator.getitem)[0], ct, None, x, index),
                               x)
                     continue
-                for node, p in zip(entry[1], entry[2]):
+                items = iter(entry)
+                next(items)
+                for node, p in zip(items, items):  # (node, partial) pairs
                     if node is not None:
                         self.add(node, self.compute(operator.mul, ct, p))
                 continue
@@ -1735,13 +1766,19 @@ class _Sweep:
     """The backward sweep with no enclosing context: plain NumPy, accumulating in place into
     cotangent buffers it allocated itself."""
 
-    __slots__ = ("cts", "owned")
+    __slots__ = ("cts", "owned", "scalars")
 
-    def __init__(self, cts: dict[Any, Any]) -> None:
+    def __init__(self, cts: dict[Any, Any], size: int) -> None:
         self.cts = cts
         self.owned: set[Any] = set()
+        self.scalars: list[Any] = [None] * size  # the cotangents of int nodes, by position
 
     def add(self, node: Any, part: Any) -> None:
+        if type(node) is int:
+            scalars = self.scalars
+            c = scalars[node]
+            scalars[node] = part if c is None else c + part
+            return
         cts = self.cts
         c = cts.get(node)
         if c is None:
@@ -1797,21 +1834,31 @@ class _Sweep:
         pop, get = cts.pop, cts.get
         getitem = operator.getitem
         zero, carried = _rules.ZERO, _rules.Carried
+        scalars = self.scalars
         for entry in (_popped(tape) if consume else reversed(tape)):
             if type(entry) is tuple:
-                ct = pop(entry[0], None)
+                ct = scalars[entry[0]]
                 if ct is None:
                     continue
                 if len(entry) == 4:  # x[i], a scalar read
                     self.scatter(entry[1], ct, entry[3], entry[2])
                     continue
-                for node, p in zip(entry[1], entry[2]):
-                    if node is not None:
-                        c = get(node)
-                        if c is None:
-                            cts[node] = ct * p
-                        else:
-                            self.add(node, ct * p)
+                items = iter(entry)
+                next(items)
+                for node, p in zip(items, items):  # (node, partial) pairs
+                    if node is None:
+                        continue
+                    if type(node) is int:
+                        c = scalars[node]
+                        scalars[node] = ct * p if c is None else c + ct * p
+                        continue
+                    c = get(node)
+                    if c is None:
+                        cts[node] = ct * p
+                    elif type(c) is float:  # never an owned buffer: what add would do
+                        cts[node] = c + ct * p
+                    else:
+                        self.add(node, ct * p)
                 continue
             outputs = entry.outputs
             if type(outputs) is tuple:
@@ -1857,29 +1904,9 @@ class _Sweep:
         return cts
 
 
-def _probe() -> bool:
-    """True when run rewritten, i.e. under an enclosing context that sees calls."""
-    return sys._getframe().f_code is not _PROBE_CODE
-
-
-_PROBE_CODE = _probe.__code__
-
-
-_PROBES = threading.local()
-
-
 def _enclosed() -> bool:
-    """Whether an enclosing context must see (and may differentiate) what we compute.
-
-    The probe is a bare context per thread, reused while it has only run on its own: one
-    that ran inside another context intercepts what that one does from then on, so the next
-    question gets a fresh one (making a context costs more than the question)."""
-    probe = getattr(_PROBES, "ctx", None)
-    if probe is None:
-        probe = Context()
-    inside = overdub(probe, _probe)
-    _PROBES.ctx = None if inside else probe
-    return inside
+    """Whether an enclosing context must see (and may differentiate) what we compute."""
+    return current_context() is not None
 
 
 def _popped(tape: list[Any]) -> Any:
@@ -1891,7 +1918,7 @@ def _popped(tape: list[Any]) -> Any:
 def _pull(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: dict[Any, Any],
           argnums: tuple[int, ...], fast: bool, consume: bool = False) -> tuple[Any, ...]:
     if fast:
-        sweep = _Sweep({})
+        sweep = _Sweep({}, len(tape))
         for node, c in zip(out_nodes, ct_leaves):
             if node is not None and c is not None:
                 sweep.add(node, c)
@@ -1963,6 +1990,7 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ctx.versions.clear()
     ctx.held.clear()
     ctx._functions.clear()
+    ctx._specs.clear()
     ctx.tracking = False
     tape, ctx.tape = ctx.tape, []
     _done(ctx)
@@ -1978,7 +2006,7 @@ _IDLE = threading.local()
 def _context(nested: bool) -> ReverseContext:
     idle = getattr(_IDLE, "contexts", None)
     if idle:
-        ctx = idle.pop()
+        ctx: ReverseContext = idle.pop()
         ctx.nested = nested
         return ctx
     return ReverseContext(nested=nested)

@@ -28,9 +28,11 @@ operation-by-operation tape to rounding.
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import math
 import operator
+import sys
 import threading
 import types
 import weakref
@@ -48,11 +50,14 @@ _PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 _FLOATS = frozenset({float, np.float64})
 _PLAIN = frozenset({float, int, bool, np.float64})
 _RESULTS = frozenset({float, np.float64})  # a differentiated result must be a real float
-_ARITH = {ast.Add: ("+", operator.add, operator.iadd), ast.Sub: ("-", operator.sub, operator.isub),
-          ast.Mult: ("*", operator.mul, operator.imul),
-          ast.Div: ("/", operator.truediv, operator.itruediv),
-          ast.Pow: ("**", operator.pow, operator.ipow)}
-_UNARY = {ast.USub: ("-", operator.neg), ast.UAdd: ("+", operator.pos)}
+# operator node -> (symbol, function, in-place function)
+_ARITH: dict[type, tuple[str, Any, Any]] = {
+    ast.Add: ("+", operator.add, operator.iadd), ast.Sub: ("-", operator.sub, operator.isub),
+    ast.Mult: ("*", operator.mul, operator.imul),
+    ast.Div: ("/", operator.truediv, operator.itruediv),
+    ast.Pow: ("**", operator.pow, operator.ipow)}
+_UNARY: dict[type, tuple[str, Any]] = {ast.USub: ("-", operator.neg),
+                                       ast.UAdd: ("+", operator.pos)}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Is: operator.is_, ast.IsNot: operator.is_not}
@@ -60,6 +65,8 @@ _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
 _NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "sorted", "list",
             "tuple"}
 _PREFIX = "__odr_"  # names of the generated code (rejected in user code)
+# calls that look at their caller's frame: a function making one is left to the core
+_FRAME_SENSITIVE = {"locals", "vars", "dir", "globals", "eval", "exec", "breakpoint", "super"}
 
 
 class _Unsupported(Exception):
@@ -68,15 +75,28 @@ class _Unsupported(Exception):
 
 # -- helpers the generated code calls -------------------------------------------------------------
 
+def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as the context runs it from rewritten code: its own definition
+    for what it takes as a primitive (the common case, without re-entering ``overdub``), else
+    through the core (a Python function or operator method is recursed into)."""
+    if ctx.is_primitive(fn, *args, **kwargs):
+        return ctx.execute(fn, *args, **kwargs)
+    return overdub(ctx, fn, *args, **kwargs)
+
+
 def _bin(ctx: Any, op: Any, a: Any, b: Any) -> Any:
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return op(a, b)
+    if ctx.is_primitive(op, a, b):  # _through, inlined: arrays pass here every operation
+        return ctx.execute(op, a, b)
     return overdub(ctx, op, a, b)
 
 
 def _un(ctx: Any, op: Any, a: Any) -> Any:
     if type(a) in _PLAIN:
         return op(a)
+    if ctx.is_primitive(op, a):
+        return ctx.execute(op, a)
     return overdub(ctx, op, a)
 
 
@@ -85,11 +105,11 @@ def _compare(ctx: Any, op: Any, a: Any, b: Any) -> Any:
             (op is operator.is_ or op is operator.is_not or
              (type(a) in _PLAIN and type(b) in _PLAIN)):
         return op(a, b)
-    return overdub(ctx, op, a, b)
+    return _through(ctx, op, a, b)
 
 
 def _contains(ctx: Any, container: Any, item: Any) -> Any:
-    return overdub(ctx, operator.contains, container, item)
+    return _through(ctx, operator.contains, container, item)
 
 
 def _sub(ctx: Any, obj: Any, index: Any) -> Any:
@@ -98,7 +118,7 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
         return obj[index]  # what the context does for a native container
     if kind is Tagged and type(index) is int:
         return ctx._read(obj, index)
-    return overdub(ctx, operator.getitem, obj, index)
+    return _through(ctx, operator.getitem, obj, index)
 
 
 def _attr(ctx: Any, obj: Any, name: str) -> Any:
@@ -106,64 +126,70 @@ def _attr(ctx: Any, obj: Any, name: str) -> Any:
         value = getattr(obj, name)
         if callable(value):  # np.sin: nothing to look for (as ReverseContext.execute)
             return value
-    return overdub(ctx, getattr, obj, name)
+    return _through(ctx, getattr, obj, name)
 
 
 def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
-    overdub(ctx, operator.setitem, obj, index, value)
+    _through(ctx, operator.setitem, obj, index, value)
 
 
 def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
-    overdub(ctx, setattr, obj, name, value)
+    _through(ctx, setattr, obj, name, value)
 
 
 def _iter(ctx: Any, value: Any) -> Any:
     kind = type(value)
     if kind is range or kind is tuple or kind is list or kind is str or kind is dict:
         return iter(value)
-    return overdub(ctx, iter, value)
+    return _through(ctx, iter, value)
 
 
 def _unpack(ctx: Any, value: Any) -> Any:
     kind = type(value)
     if kind is tuple or kind is list:
         return value
-    return overdub(ctx, iter, value)
+    return _through(ctx, iter, value)
 
 
 def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     if type(fn) is types.FunctionType:
+        found = ctx._specs.get(id(fn))  # this run's (a function called again and again)
+        if found is not None and found[0] is fn:
+            return found[1](ctx, *args, **kwargs)
         spec = specialised(fn)
         if spec is not None:
+            ctx._specs[id(fn)] = (fn, spec)
             return spec(ctx, *args, **kwargs)
     elif fn is range and not kwargs and all(type(a) is int for a in args):
         return range(*args)
     elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
         return len(args[0])
-    return overdub(ctx, fn, *args, **kwargs)
+    return _through(ctx, fn, *args, **kwargs)
 
 
-_HELPERS = {"T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains,
-            "sub": _sub, "attr": _attr, "setitem": _setitem, "setattr": _setattr,
-            "iter": _iter, "unpack": _unpack, "call": _call, "F": _FLOATS, "P": _PLAIN,
-            "R": _RESULTS, "log": math.log, "slice": slice}
+# what the generated code refers to, as __odr_<name> (closure cells, not globals: the user's
+# module is left alone)
+_HELPERS: dict[str, Any] = {
+    "T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains, "sub": _sub,
+    "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
+    "call": _call, "F": _FLOATS, "P": _PLAIN, "R": _RESULTS, "log": math.log, "slice": slice,
+    "len": len}
 for _node, (_sym, _op, _iop) in _ARITH.items():
-    _HELPERS[_op.__name__] = _op
-    _HELPERS[_iop.__name__] = _iop
+    _HELPERS["op_" + _op.__name__] = _op
+    _HELPERS["op_" + _iop.__name__] = _iop
 for _sym, _op in _UNARY.values():
-    _HELPERS[_op.__name__] = _op
+    _HELPERS["op_" + _op.__name__] = _op
 for _op in _COMPARE.values():
-    _HELPERS[_op.__name__] = _op
+    _HELPERS["op_" + _op.__name__] = _op
 
 
 # -- which functions, and their specialised versions -----------------------------------------
 
 # fn -> (its code, defaults, keyword defaults, the specialised function or None)
 _SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
-# code object -> (compiled factory code, names of its free variables) or None (unsupported)
+# code object -> (the specialised code, names of its free variables) or None (unsupported)
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
-_Node: Any = None  # _reverse._Node, bound on first use (the modules import each other)
 
 
 def specialised(fn: types.FunctionType) -> Any:
@@ -189,21 +215,17 @@ def _build(fn: types.FunctionType) -> Any:
     code = fn.__code__
     compiled = _COMPILED.get(code, False)
     if compiled is False:
-        try:
-            compiled = _compile(fn)
-        except _Unsupported:
-            compiled = None
-        with _lock:
+        with _lock:  # one compilation at a time (CPython 3.11's AST conversions share state)
+            try:
+                compiled = _compile(fn)
+            except (_Unsupported, RecursionError, SystemError):
+                compiled = None  # deeply nested code, or a conversion that went wrong: the core
             _COMPILED[code] = compiled
     if compiled is None:
         return None
     factory_code, free = compiled
-    global _Node
-    if _Node is None:
-        from ._reverse import _Node
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    helpers = {**_HELPERS, "Node": _Node}
-    closure = tuple([cells[name] if name in cells else types.CellType(helpers[name[len(_PREFIX):]])
+    closure = tuple([cells[name] if name in cells else types.CellType(_HELPERS[name[len(_PREFIX):]])
                      for name in free])
     spec = types.FunctionType(factory_code, fn.__globals__, fn.__name__, fn.__defaults__,
                               closure)
@@ -240,12 +262,20 @@ def _locate(fn: types.FunctionType) -> ast.FunctionDef:
 
 def _check_matches(node: ast.FunctionDef, code: types.CodeType) -> None:
     """The source found is the function's (not a file edited since it was imported)."""
-    module = ast.Module(body=[node], type_ignores=[])
+    body: list[ast.stmt] = [node]
+    if code.co_freevars:  # a closure: its free variables bound by an enclosing function
+        outer = ast.parse(f"def {_PREFIX}outer():\n" + "".join(
+            f"    {name} = None\n" for name in code.co_freevars)).body[0]
+        outer.body.append(node)  # type: ignore[attr-defined]
+        body = [outer]
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     try:
         compiled = compile(module, code.co_filename, "exec")
     except (SyntaxError, ValueError, TypeError):
         raise _Unsupported from None
     inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+    if inner is not None and code.co_freevars:
+        inner = next((c for c in inner.co_consts if isinstance(c, types.CodeType)), None)
     if inner is None or (inner.co_varnames, inner.co_argcount, inner.co_kwonlyargcount,
                          inner.co_posonlyargcount, inner.co_freevars, inner.co_names) != \
             (code.co_varnames, code.co_argcount, code.co_kwonlyargcount,
@@ -260,7 +290,8 @@ _SIMPLE_STATEMENTS = (ast.Pass, ast.Break, ast.Continue)
 
 def _compile(fn: types.FunctionType) -> tuple[types.CodeType, tuple[str, ...]]:
     code = fn.__code__
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                        inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
         raise _Unsupported
     if code.co_cellvars:  # variables of nested functions
         raise _Unsupported
@@ -273,6 +304,11 @@ def _compile(fn: types.FunctionType) -> tuple[types.CodeType, tuple[str, ...]]:
         if isinstance(child, ast.Attribute) and child.attr.startswith("__") and \
                 not child.attr.endswith("__"):
             raise _Unsupported
+        if isinstance(child, ast.Call) and (
+                (isinstance(child.func, ast.Name) and child.func.id in _FRAME_SENSITIVE)
+                or (isinstance(child.func, ast.Attribute)
+                    and child.func.attr in ("_getframe", "currentframe"))):
+            raise _Unsupported  # they would see the generated frame's variables
     compiler = _Compiler(set(code.co_varnames), code.co_filename)
     compiler.function(node)
     return compiler.finish(node, code)
@@ -289,6 +325,8 @@ class _Compiler:
         self.indent = 1
         self.count = 0
         self.used: set[str] = set()
+        # locals unwrapped in the current straight-line code: name -> (value, node, ok)
+        self.known: dict[str, tuple[str, str, str]] = {}
 
     # -- emitting --------------------------------------------------------------------------
     def emit(self, text: str, origin: ast.AST) -> None:
@@ -311,17 +349,19 @@ class _Compiler:
         # positional-only parameters of the user's signature follow ours
         if node.args.posonlyargs:
             signature = f"{ctx}, " + args
-        head = [f"def {node.name}({signature}):",
+        # named so that the def binds nothing the body could see (a recursive function's own
+        # name stays a global lookup)
+        head = [f"def {_PREFIX}target({signature}):",
                 f"    {_PREFIX}ref = {ctx}._ref",
                 f"    {_PREFIX}lbl = {ctx}._label",
-                f"    {_PREFIX}app = {ctx}.tape.append"]
-        free = tuple(sorted(self.used)) + code.co_freevars
+                f"    {_PREFIX}tape = {ctx}.tape",
+                f"    {_PREFIX}app = {_PREFIX}tape.append"]
         params = ", ".join([_PREFIX + name for name in sorted(self.used)] +
                            list(code.co_freevars))
         source = "\n".join([f"def {_PREFIX}factory({params}):"] +
                            ["    " + line for line in head] +
                            ["    " + line for line in self.lines] +
-                           [f"    return {node.name}"])
+                           [f"    return {_PREFIX}target"])
         try:
             tree = ast.parse(source, self.filename)
         except SyntaxError:  # pragma: no cover - a bug of ours: let the core run it
@@ -330,30 +370,28 @@ class _Compiler:
         compiled = compile(tree, self.filename, "exec")
         factory = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
         inner = next(c for c in factory.co_consts if isinstance(c, types.CodeType))
-        inner = inner.replace(co_name=code.co_name, co_qualname=code.co_qualname)
-        names = tuple([_PREFIX + name for name in sorted(self.used)]) + code.co_freevars
-        if inner.co_freevars != tuple(n for n in inner.co_freevars if n in names) or \
-                set(inner.co_freevars) - set(names):
-            raise _Unsupported  # pragma: no cover
-        return inner, tuple(inner.co_freevars) if free else ()
+        inner = inner.replace(co_name=code.co_name)
+        if sys.version_info >= (3, 11):  # code objects have qualified names since 3.11
+            inner = inner.replace(co_qualname=code.co_qualname)
+        return inner, inner.co_freevars
 
     def _locate_lines(self, tree: ast.Module, node: ast.FunctionDef, first: int) -> None:
         """Every generated node takes the position of the user node its line comes from, so
         that tracebacks point at the user's code; the header lines take the def's."""
+        child: Any
         for child in ast.walk(tree):
             if "lineno" not in child._attributes or not hasattr(child, "lineno"):
                 continue
             k = child.lineno - 1 - first  # index into self.lines
-            origin = self.origins[k] if 0 <= k < len(self.origins) else node
-            child.lineno = origin.lineno  # type: ignore[attr-defined]
-            child.end_lineno = origin.end_lineno  # type: ignore[attr-defined]
-            child.col_offset = origin.col_offset  # type: ignore[attr-defined]
-            child.end_col_offset = origin.end_col_offset  # type: ignore[attr-defined]
+            origin: Any = self.origins[k] if 0 <= k < len(self.origins) else node
+            child.lineno = origin.lineno
+            child.end_lineno = origin.end_lineno
+            child.col_offset = origin.col_offset
+            child.end_col_offset = origin.end_col_offset
 
     # -- statements ------------------------------------------------------------------------
     def function(self, node: ast.FunctionDef) -> None:
-        for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
-            del default  # defaults are the function object's, not recomputed
+        """The body (defaults and annotations stay the function object's)."""
         self.block(node.body)
 
     def block(self, body: list[ast.stmt]) -> None:
@@ -386,6 +424,7 @@ class _Compiler:
         elif isinstance(stmt, ast.While):
             if stmt.orelse:
                 raise _Unsupported
+            self.known = {}
             start = len(self.lines)
             self.indent += 1
             test = self.expr(stmt.test, stmt)
@@ -400,13 +439,20 @@ class _Compiler:
             self.indented(stmt.body)
         elif isinstance(stmt, ast.For):
             self.for_loop(stmt)
+        elif isinstance(stmt, ast.Assert):  # inline: under -O nothing of it runs
+            test = self.inline(stmt.test)
+            message = "" if stmt.msg is None else f", {self.inline(stmt.msg)}"
+            self.emit(f"assert {test}{message}", stmt)
         else:
             raise _Unsupported
 
     def indented(self, body: list[ast.stmt]) -> None:
+        """A nested block: what was unwrapped before it may be rebound in it, or not run."""
+        self.known = {}
         self.indent += 1
         self.block(body)
         self.indent -= 1
+        self.known = {}
 
     def for_loop(self, stmt: ast.For) -> None:
         target = self.target_names(stmt.target)
@@ -442,8 +488,10 @@ class _Compiler:
         ctx = _PREFIX + "ctx"
         if isinstance(target, ast.Name):
             self.emit(f"{target.id} = {value}", stmt)
+            self.known.pop(target.id, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
             names = self.target_names(target)
+            self.known = {}
             if not isinstance(source, (ast.Tuple, ast.List)):
                 value = f"{self.helper('unpack')}({ctx}, {value})"
             self.emit(f"{names} = {value}", stmt)
@@ -466,14 +514,39 @@ class _Compiler:
         return temp
 
     def augassign(self, stmt: ast.AugAssign) -> None:
-        if not isinstance(stmt.target, ast.Name) or type(stmt.op) not in _ARITH:
+        if type(stmt.op) not in _ARITH:
             raise _Unsupported
-        name = stmt.target.id
+        target = stmt.target
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            # x[i] += v: x and i once, the item read, combined in place, stored (Python's order)
+            ctx = _PREFIX + "ctx"
+            obj = self.hold(self.expr(target.value, stmt), stmt)
+            if isinstance(target, ast.Subscript):
+                key = self.hold(self.index(target.slice, stmt), stmt)
+                read = f"{self.helper('sub')}({ctx}, {obj}, {key})"
+            else:
+                read = f"{self.helper('attr')}({ctx}, {obj}, {target.attr!r})"
+            current = self.fresh()
+            self.emit(f"{current} = {read}", stmt)
+            combined = ast.BinOp(left=ast.Name(id=current, ctx=ast.Load()), op=stmt.op,
+                                 right=stmt.value)
+            ast.copy_location(combined, stmt)
+            result = self.region(combined, stmt, inplace=True)
+            if isinstance(target, ast.Subscript):
+                self.emit(f"{self.helper('setitem')}({ctx}, {obj}, {key}, {result})", stmt)
+            else:
+                self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {result})",
+                          stmt)
+            return
+        if not isinstance(target, ast.Name):
+            raise _Unsupported
+        name = target.id
         combined = ast.BinOp(left=ast.Name(id=name, ctx=ast.Load()), op=stmt.op,
                              right=stmt.value)
         ast.copy_location(combined, stmt)
         result = self.region(combined, stmt, inplace=True)
         self.emit(f"{name} = {result}", stmt)
+        self.known.pop(name, None)
 
     # -- expressions, in Python's order of evaluation, into temporaries -----------------------
     def expr(self, node: ast.expr, origin: ast.AST) -> str:
@@ -493,7 +566,9 @@ class _Compiler:
         if isinstance(node, ast.Subscript):
             obj = self.hold(self.expr(node.value, origin), origin)
             index = self.hold(self.index(node.slice, origin), origin)
-            return self.hold(f"{self.helper('sub')}({ctx}, {obj}, {index})", origin)
+            # a tuple's item natively (what the context does), anything else through _sub
+            return self.hold(f"({obj}[{index}] if type({obj}) is tuple else "
+                             f"{self.helper('sub')}({ctx}, {obj}, {index}))", origin)
         if isinstance(node, ast.Attribute):
             obj = self.hold(self.expr(node.value, origin), origin)
             return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
@@ -548,7 +623,7 @@ class _Compiler:
             text = f"{self.helper('contains')}({ctx}, {right}, {left})"
             return f"(not {text})" if isinstance(op, ast.NotIn) else text
         fn = _COMPARE[type(op)]
-        return f"{self.helper('cmp')}({ctx}, {self.helper(fn.__name__)}, {left}, {right})"
+        return f"{self.helper('cmp')}({ctx}, {self.helper('op_' + fn.__name__)}, {left}, {right})"
 
     # -- expressions inside short-circuits: one helper call per operation, no temporaries ----
     def inline(self, node: ast.expr) -> str:
@@ -560,7 +635,7 @@ class _Compiler:
         if isinstance(node, ast.BinOp):
             if type(node.op) not in _ARITH:
                 raise _Unsupported
-            op = self.helper(_ARITH[type(node.op)][1].__name__)
+            op = self.helper("op_" + _ARITH[type(node.op)][1].__name__)
             return f"{self.helper('bin')}({ctx}, {op}, {self.inline(node.left)}, " \
                    f"{self.inline(node.right)})"
         if isinstance(node, ast.UnaryOp):
@@ -568,7 +643,7 @@ class _Compiler:
                 return f"(not {self.inline(node.operand)})"
             if type(node.op) not in _UNARY:
                 raise _Unsupported
-            op = self.helper(_UNARY[type(node.op)][1].__name__)
+            op = self.helper("op_" + _UNARY[type(node.op)][1].__name__)
             return f"{self.helper('un')}({ctx}, {op}, {self.inline(node.operand)})"
         if isinstance(node, ast.BoolOp):
             word = " and " if isinstance(node.op, ast.And) else " or "
@@ -620,22 +695,31 @@ class _Compiler:
             return self.hold(graph.generic(root, inplace), origin)
         result = self.fresh("r")
         ok = self.fresh("ok")
-        self.emit(f"{ok} = True", origin)
         T, F, P = self.helper("T"), self.helper("F"), self.helper("P")
+        flags = []
         for leaf in leaves:
             if leaf.kind != "leaf":
                 continue
-            v, n, raw = leaf.value, leaf.node, leaf.text
+            known = self.known.get(leaf.text)
+            if known is not None:  # unwrapped already, and not rebound since
+                leaf.value, leaf.node, flag = known
+                flags.append(flag)
+                continue
+            v, n, raw, flag = leaf.value, leaf.node, leaf.text, self.fresh("ok")
             self.emit(f"if type({raw}) is {T}:", origin)
             self.emit(f"    {v} = {raw}.value", origin)
             self.emit(f"    {n} = {raw}.meta", origin)
-            self.emit(f"    if {raw}.owner is not {_PREFIX}ref or type({v}) not in {F}:", origin)
-            self.emit(f"        {ok} = False", origin)
+            self.emit(f"    {flag} = {raw}.owner is {_PREFIX}ref and type({v}) in {F}", origin)
             self.emit(f"elif type({raw}) in {P}:", origin)
             self.emit(f"    {v} = {raw}", origin)
             self.emit(f"    {n} = None", origin)
+            self.emit(f"    {flag} = True", origin)
             self.emit("else:", origin)
-            self.emit(f"    {ok} = False", origin)
+            self.emit(f"    {flag} = False", origin)
+            if leaf.text in self.locals:
+                self.known[leaf.text] = (v, n, flag)
+            flags.append(flag)
+        self.emit(f"{ok} = {' and '.join(flags)}", origin)
         self.emit(f"if {ok}:", origin)
         self.indent += 1
         graph.values()
@@ -647,9 +731,10 @@ class _Compiler:
         partials = graph.partials(root, ok)
         self.emit(f"if {ok} and type({root.value}) in {self.helper('R')}:", origin)
         entry = self.fresh("n")
-        self.emit(f"    {entry} = {self.helper('Node')}()", origin)
-        self.emit(f"    {_PREFIX}app(({entry}, ({''.join(n + ', ' for n in nodes)}), "
-                  f"({''.join(p + ', ' for p in partials)})))", origin)
+        self.emit(f"    {entry} = {self.helper('len')}({_PREFIX}tape)  # the entry's position",
+                  origin)
+        pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
+        self.emit(f"    {_PREFIX}app(({entry}{pairs}))", origin)
         self.emit(f"    {result} = {T}({root.value}, {entry}, {_PREFIX}ref, {_PREFIX}lbl)",
                   origin)
         self.emit("else:", origin)
@@ -725,10 +810,10 @@ class _Graph:
         if vertex.kind != "op":
             return vertex.text
         if vertex.op in _UNARY:
-            op = c.helper(_UNARY[vertex.op][1].__name__)
+            op = c.helper("op_" + _UNARY[vertex.op][1].__name__)
             return f"{c.helper('un')}({ctx}, {op}, {self.generic(vertex.args[0])})"
-        fn = _ARITH[vertex.op][2 if inplace else 1]
-        return f"{c.helper('bin')}({ctx}, {c.helper(fn.__name__)}, " \
+        fn: Any = _ARITH[vertex.op][2 if inplace else 1]
+        return f"{c.helper('bin')}({ctx}, {c.helper('op_' + fn.__name__)}, " \
                f"{self.generic(vertex.args[0])}, {self.generic(vertex.args[1])})"
 
     def values(self) -> None:
@@ -767,8 +852,9 @@ class _Graph:
                 a.adjoint.append(_times(adjoint, b.value))
                 b.adjoint.append(_times(adjoint, a.value))
             elif vertex.op is ast.Div:
-                emit(f"if {b.value} == 0:", origin)
-                emit(f"    {ok} = False", origin)
+                if b.kind != "const" or float(b.value) == 0:
+                    emit(f"if {b.value} == 0:", origin)
+                    emit(f"    {ok} = False", origin)
                 a.adjoint.append(f"{adjoint} / {b.value}" if adjoint != "1"
                                  else f"1.0 / {b.value}")
                 b.adjoint.append(_times(_neg(adjoint), f"({vertex.value} / {b.value})"))
@@ -804,10 +890,13 @@ class _Graph:
             exponent = float(b.value)
             if exponent == 0:
                 emit(f"{pa} = 0.0", origin)
+            elif exponent < 1:  # no finite partial at 0 (and 0 ** negative raises)
+                emit(f"if {a.value} == 0:", origin)
+                emit(f"    {ok} = False", origin)
+                emit(f"    {pa} = 0.0", origin)
+                emit("else:", origin)
+                emit(f"    {pa} = {b.value} * {a.value} ** ({b.value} - 1)", origin)
             else:
-                if exponent < 1:
-                    emit(f"if {a.value} == 0:", origin)
-                    emit(f"    {ok} = False", origin)
                 emit(f"{pa} = {b.value} * {a.value} ** ({b.value} - 1)", origin)
             a.adjoint.append(_times(adjoint, pa))
             return

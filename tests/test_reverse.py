@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import overdub_ad
-from overdub import Tagged, overdub
+from overdub import Context, Tagged, overdub
 from overdub.contexts import CountContext, TraceContext
 from overdub_ad import (MissingRuleError, _rules, checkpoint, custom_vjp, defvjp, derivative,
                         grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp)
@@ -1357,3 +1357,262 @@ def test_holomorphic():
         np.exp(z) * (1 + z))
     assert derivative(lambda w: w * w)(z) == pytest.approx(grad(lambda w: w * w,
                                                                 holomorphic=True)(z))
+
+
+# -- scalar code specialised (overdub_ad._specialise) ------------------------------------------
+# Functions of float arithmetic run as compiled versions that expand each expression in place
+# (one tape entry per expression); whatever those do not handle goes through the context.
+
+def sp_rosenbrock(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return s
+
+
+def sp_rates(x, y, z):
+    return 10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z
+
+
+def sp_rk4(x0, steps=20, h=0.01):
+    x, y, z = x0, 1.0, 1.0
+    for _ in range(steps):
+        k1 = sp_rates(x, y, z)
+        k2 = sp_rates(x + h / 2 * k1[0], y + h / 2 * k1[1], z + h / 2 * k1[2])
+        x = x + h * k2[0]
+        y = y + h * k2[1]
+        z = z + h * k2[2]
+    return x + y + z
+
+
+def sp_control(x, a=2.0, *, b=3.0):
+    s = 0.0
+    i = 0
+    while i < 4:
+        s += a * x ** 3 - b / x
+        i += 1
+        if s > 50.0:
+            break
+    for k in range(3):
+        if k == 1:
+            continue
+        s = s - k * x
+    else:
+        s = s * 1.5
+    t = -s if s < 0 else +s
+    return t + (x ** x) + 2 ** x + x ** 0 + (x and 1.0)
+
+
+def sp_mixed(x):
+    v = np.sin(x) * 2.0            # arrays: through the context
+    total = 0.0
+    parts = []
+    for i in range(len(x)):
+        w = v[i] * x[i] + math.exp(x[i]) / 3
+        parts.append(w)
+        total += w
+    m = np.zeros(2)
+    m[0] = total                   # an in-place write
+    m[1] = sum(parts) ** 2
+    return m[0] * m[1] + np.sum(v[1:] * x[:-1])
+
+
+class SpVec:
+    def __init__(self, a):
+        self.a = a
+
+    def __mul__(self, other):
+        return SpVec(self.a * other + self.a)
+
+
+def sp_objects(x):
+    v = SpVec(x) * 3.0             # a Python __mul__: recursed into by the context
+    return v.a * x + (x * 1j).imag
+
+
+def sp_make(c):
+    def f(x):
+        return c * x ** 2 + c
+    return f
+
+
+def sp_divide(x):
+    y = x * 2.0
+    return y / (x - x)
+
+
+def sp_power_edges(x):
+    return (x - x) ** 0.5 + x ** 2
+
+
+@pytest.mark.parametrize("fun, x", [
+    (sp_rosenbrock, U(-1.0, 1.0, 6)),
+    (sp_rk4, 1.0),
+    (sp_control, 1.3),
+    (sp_control, 0.4),
+    (sp_mixed, U(-1.0, 1.0, 3)),
+    (sp_objects, 0.7),
+    (sp_make(1.7), -0.4),
+])
+def test_specialised_scalar_code_agrees_with_forward_mode(fun, x):
+    assert overdub_ad._specialise.specialised(fun) is not None
+    if np.ndim(x):
+        np.testing.assert_allclose(grad(fun)(x), jacfwd(fun)(x), rtol=1e-12)
+        np.testing.assert_allclose(grad(fun)(x), fd_grad(fun, x), rtol=1e-6)
+    else:
+        assert grad(fun)(x) == pytest.approx(derivative(fun)(x), rel=1e-12)
+        assert grad(fun)(x) == pytest.approx((fun(x + EPS) - fun(x - EPS)) / (2 * EPS),
+                                             rel=1e-6)
+
+
+def test_specialised_code_keeps_arguments_and_defaults():
+    assert grad(sp_control)(1.3, b=1.0) == pytest.approx(derivative(
+        lambda v: sp_control(v, b=1.0))(1.3), rel=1e-12)
+    assert grad(sp_control, argnums=(0, 1))(1.3, 0.5)[1] == pytest.approx(
+        derivative(lambda a: sp_control(1.3, a))(0.5), rel=1e-12)
+
+
+def test_specialised_code_records_one_entry_per_expression():
+    x = U(-1.0, 1.0, 6)
+    tape = overdub_ad._reverse._forward(sp_rosenbrock, (x,), {}, (0,), enclosed=False)[0]
+    # per step: three reads of x and one entry for the whole sum (not one per operator)
+    assert len(tape) == 4 * 5
+
+
+def test_specialised_code_raises_where_the_user_wrote_it():
+    with pytest.raises(ZeroDivisionError) as info:
+        grad(sp_divide)(1.0)
+    last = info.traceback[-1]
+    assert str(last.path) == __file__
+    assert "y / (x - x)" in str(last.statement)
+
+
+def test_specialised_code_leaves_uncovered_points_to_the_rules():
+    # (x - x) ** 0.5 has no finite partial at 0: the expression goes through the rules, as it
+    # does on arrays (where the specialised expression never applies)
+    expected = grad(lambda v: np.sum(sp_power_edges(v)))(np.array([2.0]))[0]
+    np.testing.assert_equal(grad(sp_power_edges)(2.0), expected)
+
+
+def test_specialised_code_is_not_used_under_an_enclosing_context():
+    # forward over reverse and reverse over reverse see every operation
+    assert hessian(sp_rk4)(1.0) == pytest.approx(jacfwd(jacfwd(sp_rk4))(1.0), rel=1e-8)
+    assert grad(grad(sp_control))(1.3) == pytest.approx(
+        derivative(derivative(sp_control))(1.3), rel=1e-10)
+    counter = CountContext()
+    overdub(counter, grad(sp_rk4), 1.0)
+    assert counter.counts[operator.mul] >= 20 * 4   # the arithmetic reached the counting context
+
+
+def test_hvp_on_the_tape_agrees_with_jvp_of_grad():
+    def f(x):
+        return np.sum(np.tanh(x) * np.exp(x / 3.0) + np.sin(x) ** 3 - np.log(x * x + 1.0)
+                      + np.sqrt(x * x + 2.0) * np.cos(x)) + x[0] ** x[1]
+    x, v = U(0.5, 1.5, 5), R(5)
+    np.testing.assert_allclose(hvp(f, x, v), jvp(grad(f), (x,), (v,))[1], rtol=1e-12)
+    np.testing.assert_allclose(hvp(f, x, v), hessian(f)(x) @ v, rtol=1e-10)
+    m = R(5, 5)
+
+    def g(x):
+        y = np.zeros(6)
+        y[1:] = m @ x
+        y[0] += x[2] ** 2
+        return np.sum(y * y) + np.max(x) + np.linalg.norm(x)
+    np.testing.assert_allclose(hvp(g, x, v), jvp(grad(g), (x,), (v,))[1], rtol=1e-12)
+    assert hvp(sp_rk4, 1.0, 2.0) == pytest.approx(2.0 * hessian(sp_rk4)(1.0), rel=1e-10)
+
+
+    def k(x):  # several outputs: a tuple (split), a named tuple (qr, eigh)
+        a, b = np.split(x[:4] ** 2, 2)
+        q, r = np.linalg.qr(np.outer(x[:3], x[2:]) + np.eye(3))
+        w, _ = np.linalg.eigh(np.outer(x[:3], x[:3]) + np.diag(x[2:]))
+        return np.sum(a * b ** 2) + np.sum(r ** 2) + np.sum(w ** 2)
+    np.testing.assert_allclose(hvp(k, x[:5], v[:5]), jvp(grad(k), (x[:5],), (v[:5],))[1],
+                               rtol=1e-10)
+    with pytest.raises(ValueError, match="direction of shape"):
+        hvp(f, x, v[:2])
+    with pytest.raises(TypeError, match="scalar output"):
+        hvp(np.sin, x, v)
+
+    def h(z):  # complex arguments and directions: the convention of jvp(grad(f))
+        return np.sum(np.abs(z) ** 2 * np.real(z) + np.real(np.sin(z) * z ** 2))
+    z, w = Cx(4), Cx(4)
+    np.testing.assert_allclose(hvp(h, z, w), jvp(grad(h), (z,), (w,))[1], rtol=1e-12)
+
+
+def _random_expression(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return str(rng.choice(["a", "b", "a", "b", "2.0", "0.5", "3", "1.5"]))
+    kind = rng.integers(0, 7)
+    left = _random_expression(rng, depth - 1)
+    if kind == 5:
+        return f"-({left})"
+    if kind == 6:
+        return f"({left}) ** {rng.choice(['2', '3', '0.5', '-1', '1'])}"
+    right = _random_expression(rng, depth - 1)
+    return f"({left}) {'+-*/*'[kind]} ({right})"
+
+
+def test_specialised_expressions_agree_with_the_operation_by_operation_tape(tmp_path):
+    """Random arithmetic: gradients (or the exception raised) of the specialised code equal
+    those of the general path (under an enclosing context nothing is specialised)."""
+    rng = np.random.default_rng(11)
+    lines = [f"def f{k}(a, b):\n    c = {_random_expression(rng, 4)}\n"
+             f"    c += {_random_expression(rng, 3)}\n    return c * a\n" for k in range(40)]
+    path = tmp_path / "sp_random_module.py"
+    path.write_text("\n\n".join(lines), encoding="utf-8")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sp_random_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for k in range(40):
+        fun = getattr(module, f"f{k}")
+        assert overdub_ad._specialise.specialised(fun) is not None
+        for a, b in ((0.7, 1.3), (-1.2, 0.4), (2.0, 0.0), (0.0, -0.5), (1.0, 1.0)):
+            general = special = None
+            try:
+                general = overdub(Context(), grad(fun, (0, 1)), a, b)
+            except Exception as error:  # the specialised code must raise the same
+                general = type(error)
+            try:
+                special = grad(fun, (0, 1))(a, b)
+            except Exception as error:
+                special = type(error)
+            if isinstance(general, type):
+                assert special is general, (lines[k], a, b)
+            else:
+                np.testing.assert_allclose(special, general, rtol=1e-12, atol=1e-300,
+                                           err_msg=lines[k])
+
+
+def sp_statements(x, scale):
+    out = np.zeros(3)
+    out[0] = x
+    out[0] += x * scale         # an item updated in place
+    out[1:] += 2.0
+    box = SpVec(x)
+    box.a *= scale              # an attribute too
+    return out[0] * box.a + np.sum(out)
+
+
+def test_specialised_statements():
+    assert overdub_ad._specialise.specialised(sp_statements) is not None
+    assert grad(sp_statements)(0.8, 1.5) == pytest.approx(derivative(
+        lambda v: sp_statements(v, 1.5))(0.8), rel=1e-12)
+    assert grad(sp_statements, 1)(0.8, 1.5) == pytest.approx(derivative(
+        lambda s: sp_statements(0.8, s))(1.5), rel=1e-12)
+
+
+def test_specialised_asserts(tmp_path):
+    # (pytest rewrites the asserts of its test modules: the source would not match the code)
+    path = tmp_path / "sp_assert_module.py"
+    path.write_text("def f(x):\n    assert x * x > 0.5, 'too small'\n    return x ** 3\n",
+                    encoding="utf-8")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sp_assert_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert overdub_ad._specialise.specialised(module.f) is not None
+    assert grad(module.f)(2.0) == 12.0
+    with pytest.raises(AssertionError, match="too small"):
+        grad(module.f)(0.5)

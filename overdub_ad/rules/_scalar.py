@@ -138,6 +138,8 @@ def _pow_dx(x: Any, y: Any) -> Any:
     has no value."""
     if y == 0 and x == 0:
         return 0.0 * y
+    if x == 0 and isinstance(x, (int, float)) and isinstance(y, (int, float)) and y < 1:
+        return y * math.inf  # the infinite slope (as NumPy gives), not Python's ZeroDivisionError
     return y * x ** (y - 1)
 
 
