@@ -118,10 +118,18 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
     entries = _entries(code)
     found: _source.Located | _source.NoSource | None = entries.get("source")
     if found is None:
-        found = _source.locate(code, module_globals)
+        fingerprint = _fingerprint(code)
+
+        def likeness(candidate: _source.Located) -> int:
+            """2: compiles to the very bytecode; 1: to the same fingerprint; 0: neither."""
+            compiled = _compile(code, candidate, candidate.node, [])
+            if _fingerprint(compiled) != fingerprint:
+                return 0
+            return 2 if compiled.co_code == code.co_code else 1
+
+        found = _source.locate(code, module_globals, likeness)
         if isinstance(found, _source.Located):
-            plain = _compile(code, found, found.node, [])
-            if _fingerprint(plain) != _fingerprint(code):
+            if not likeness(found):
                 found = _source.NoSource(
                     f"its source in {code.co_filename} changed after it was compiled",
                     actionable=True)
@@ -244,6 +252,12 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
     factory = ast.FunctionDef(name="@factory", args=arguments, body=body, decorator_list=[],
                               returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
+    if _super_unoptimised(code):
+        # 3.12+ compiles `super().name` to LOAD_SUPER_ATTR unless the module's top level names
+        # `super`; the user's module did: so does ours (the statement is never executed).
+        mention = ast.Expr(ast.Name("super", ast.Load()))
+        module.body.append(mention)
+        synthetic.extend((mention, mention.value))
     for wrapper in (factory, arguments, *params, *synthetic):
         wrapper.lineno = wrapper.end_lineno = node.lineno  # type: ignore[attr-defined]
         wrapper.col_offset = wrapper.end_col_offset = 0  # type: ignore[attr-defined]
@@ -267,6 +281,23 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
                                  "<lambda>" if isinstance(node, ast.Lambda) else "@target"))
             found = _requalify(found, compiled, original)
     return found
+
+
+def _super_unoptimised(code: types.CodeType) -> bool:
+    """3.12+: ``code`` (or code nested in it) names ``super`` but never loads an attribute
+    through ``LOAD_SUPER_ATTR``."""
+    if _LOAD_SUPER_ATTR is None:
+        return False
+    codes, names_super = [code], False
+    for current in codes:
+        if current.co_code[::2].find(_LOAD_SUPER_ATTR) >= 0:
+            return False
+        names_super = names_super or "super" in current.co_names
+        codes.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return names_super
+
+
+_LOAD_SUPER_ATTR = bytes([dis.opmap["LOAD_SUPER_ATTR"]]) if "LOAD_SUPER_ATTR" in dis.opmap else None
 
 
 def _qualname_310(code: types.CodeType) -> str | None:

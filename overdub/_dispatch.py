@@ -63,9 +63,12 @@ def note_inline_hook_failure(exc: BaseException, state: State) -> None:
 
 
 def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
+    note = (f"(raised in {type(ctx).__name__}.{hook} while handling a call of "
+            f"{_primitives._name(fn)})")
     if hasattr(exc, "add_note"):
-        exc.add_note(f"(raised in {type(ctx).__name__}.{hook} while handling a call of "
-                     f"{_primitives._name(fn)})")
+        exc.add_note(note)
+    else:  # 3.10: PEP 678's attribute by hand (its tracebacks do not print it; pytest does)
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
 
 
 _TEMPLATE_CACHE: dict[tuple[bool, ...], Callable[..., Any]] = {}

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 import linecache
-import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -105,8 +105,13 @@ def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
     return min(starts) if starts else None
 
 
-def locate(code: types.CodeType, module_globals: dict[str, Any] | None) -> Located | NoSource:
-    """The AST node that compiled to ``code``, or why there is none."""
+def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
+           likeness: Callable[[Located], int]) -> Located | NoSource:
+    """The AST node that compiled to ``code``, or why there is none.
+
+    ``likeness`` tells lambdas on one line apart where code has no column positions (3.10): it
+    compiles a candidate and says how closely the result matches ``code`` (0: it does not).
+    """
     filename = code.co_filename
     if filename.startswith("<") and not linecache.getlines(filename, module_globals):
         return NoSource(f"generated code ({filename})")
@@ -117,16 +122,23 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None) -> Locat
         candidates = parsed.lambdas.get(code.co_firstlineno, [])
         if len(candidates) > 1:
             start = _lambda_columns(code)
-            candidates = [c for c in candidates if start is not None
-                          and _body_start(c.node) <= start <= _body_end(c.node)]
-            if len(candidates) > 1:  # nested lambdas: the innermost body containing the start
-                candidates = [max(candidates, key=lambda c: _body_start(c.node))]
+            if start is None:
+                scores = [likeness(c) for c in candidates]
+                candidates = [c for c, score in zip(candidates, scores)
+                              if score and score == max(scores)]
+                if len({ast.dump(c.node) for c in candidates}) == 1:
+                    candidates = candidates[:1]  # the same lambda twice: either one is the source
+            else:
+                candidates = [c for c in candidates
+                              if _body_start(c.node) <= start <= _body_end(c.node)]
+                if len(candidates) > 1:  # nested lambdas: the innermost body containing start
+                    candidates = [max(candidates, key=lambda c: _body_start(c.node))]
     else:
         candidates = parsed.defs.get((code.co_name, code.co_firstlineno), [])
     if len(candidates) != 1:
         what = "no matching definition" if not candidates else "several matching definitions"
         return NoSource(f"{what} for {code.co_name} at {filename}:{code.co_firstlineno}",
-                        actionable=bool(candidates) or sys.version_info >= (3, 11))
+                        actionable=True)
     return candidates[0]
 
 

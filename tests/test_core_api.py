@@ -376,6 +376,45 @@ def test_methods_and_callable_objects_can_be_recursed():
     assert (operator.mul, (2, 3)) in ctx.metadata
 
 
+def test_lambdas_sharing_a_line_are_each_rewritten(recwarn):
+    """3.11+ tells them apart by column, 3.10 by what each compiles to; a lambda written twice
+    is either copy; lambdas nested in one another on one line too."""
+    add, mul, sub, twin = (lambda a: a + 1), (lambda a: a * 2), (lambda a: a - 3), (lambda a: a + 1)
+    outer = lambda a: (lambda b: b * a)(a + 1)  # noqa: E731
+    first, second = (lambda x, y: x - 2 * y), (lambda x, y: y - 2 * x)  # same bytecode shape
+    ctx = Recorder()
+    results = [recurse(ctx, f, 5) for f in (add, mul, sub, twin, outer)]
+    assert results == [6, 10, 2, 6, 30]
+    assert all(can_recurse(ctx, f) for f in (add, mul, sub, twin, outer, first, second))
+    assert [fn for fn in ctx.fns if fn in (operator.add, operator.mul, operator.sub)] == [
+        operator.add, operator.mul, operator.sub, operator.add, operator.add, operator.mul]
+    ctx = Recorder()
+    assert (recurse(ctx, first, 1, 10), recurse(ctx, second, 1, 10)) == (-19, 8)
+    assert [args for fn, args in ctx.metadata if fn is operator.sub] == [(1, 20), (10, 2)]
+    assert not [w for w in recwarn if "overdub" in str(w.message)]
+
+
+@pytest.mark.parametrize("top_level", ["", "ORIGINAL_SUPER = super\n"])
+def test_super_methods_are_rewritten_whatever_the_module_says_of_super(tmp_path, recwarn,
+                                                                       top_level):
+    """3.12+ compiles ``super().name`` differently when the module's top level names ``super``:
+    the recompiled method must still match the module's code."""
+    mod = _load_module(tmp_path, """
+        class Base:
+            def scale(self, x):
+                return x * 2
+
+        class Child(Base):
+            def scale(self, x):
+                return super().scale(x) + 1
+        """ + top_level)
+    ctx = Recorder()
+    assert overdub(ctx, mod.Child().scale, 5) == 11
+    assert mod.Base.scale in [getattr(fn, "__func__", fn) for fn in ctx.fns]
+    assert (operator.mul, (5, 2)) in ctx.metadata
+    assert not [w for w in recwarn if "overdub" in str(w.message)]
+
+
 def test_exec_defined_function_is_a_leaf_and_runs_correctly():
     namespace = {}
     exec("def made(x):\n    return [x * i for i in range(3)]\n", namespace)

@@ -334,6 +334,10 @@ if hasattr(np, "matvec"):
               case(np.vecmat, Cx(3), Cx(2, 3, 4)), case(np.vecmat, R(2, 3), R(3, 4))]
 if hasattr(np, "astype"):
     CASES += [case(np.astype, M, np.complex128), case(np.astype, M, np.int64)]
+if hasattr(math, "sumprod"):  # Python 3.12+
+    CASES += [case(math.sumprod, [1.5, -2.0, 0.5], [0.3, 1.1, -4.0])]
+if hasattr(math, "fma"):  # Python 3.13+
+    CASES += [case(math.fma, 1.3, -0.7, 2.1)]
 
 if sc is not None:
     _P = U(0.1, 0.9, 2, 3)

@@ -387,9 +387,19 @@ def test_call_positions_match_plain_run(make_ctx):
 
 def _line_cases():
     for make_ctx in CONTEXTS:
-        yield pytest.param(make_ctx, lines_workload, id=f"{make_ctx.__name__}-statements")
         marks = ()
-        if make_ctx not in (Context, PrimitiveOnly):  # those leave comparisons native
+        if sys.version_info[:2] == (3, 12) and make_ctx in (Observe, CountContext):
+            marks = pytest.mark.xfail(strict=True, reason=(
+                "CPython 3.12 line tracing: a Python function returning straight onto a jump "
+                "target reports its line again (plain code too; line events depend on the "
+                "previous instruction, python/cpython#109333); prehook-only contexts rewrite "
+                "an attribute or operator into `native if @pre(...) ... else @slow(...)`, "
+                "whose calls land on such a target mid-line"))
+        yield pytest.param(make_ctx, lines_workload, marks=marks,
+                           id=f"{make_ctx.__name__}-statements")
+        marks = ()
+        if make_ctx not in (Context, PrimitiveOnly) and sys.version_info < (3, 12):
+            # 3.12+ inlines comprehensions (PEP 709): the jumps fall as in the plain run
             marks = pytest.mark.xfail(strict=True, reason=(
                 "overdub bug: a comprehension condition `if x > 1` rewritten into a call "
                 "(`if @op2(@gt, x, 1)`) changes where CPython places the loop's jumps, so a "
@@ -457,8 +467,6 @@ def test_hook_error_gets_a_note(ctx_cls, hook, callee):
     assert type(exc) is ValueError
     assert str(exc) == f"{hook} broke"  # the hook's own exception, not a wrapper
     notes = getattr(exc, "__notes__", None)
-    if sys.version_info < (3, 11):
-        return
     assert notes is not None and len(notes) == 1, notes
     note = notes[0]
     assert f"{ctx_cls.__name__}.{hook}" in note
@@ -471,8 +479,7 @@ def test_hook_error_note_in_a_nested_call_is_added_once():
 
     exc = _catch(lambda: overdub(PreRaisesWithPost(metadata=math.sin), outer, 0.5))
     assert str(exc) == "prehook broke"
-    if sys.version_info >= (3, 11):
-        assert len(exc.__notes__) == 1
+    assert len(exc.__notes__) == 1
 
 
 def test_user_exception_passing_through_hooks_gets_no_note():
@@ -499,6 +506,5 @@ def test_hook_error_in_a_stepping_context_gets_a_note():
 
     exc = _catch(lambda: overdub(StepPre(), hook_target, 0.5))
     assert type(exc) is KeyError and exc.args == ("step prehook broke",)
-    if sys.version_info >= (3, 11):
-        assert len(exc.__notes__) == 1
-        assert "StepPre.prehook" in exc.__notes__[0] and "sin" in exc.__notes__[0]
+    assert len(exc.__notes__) == 1
+    assert "StepPre.prehook" in exc.__notes__[0] and "sin" in exc.__notes__[0]

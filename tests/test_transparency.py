@@ -2020,6 +2020,18 @@ def case_except_star():
     return _corpus_py311.except_star()
 
 
+@case("generics", "swap", "bump", "first", min_version=(3, 12))
+def case_pep695_generics():
+    import _corpus_py312
+    return _corpus_py312.generics([1], {"k": 2})
+
+
+@case("type_aliases", "TypeVar", "ParamSpec", "namedtuple", min_version=(3, 12))
+def case_pep695_type_aliases_and_modules():
+    import _corpus_py312
+    return _corpus_py312.type_aliases([1.5])
+
+
 @case(min_version=(3, 11))
 def case_exception_groups_and_notes():
     exc = ValueError("base")
