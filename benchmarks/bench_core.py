@@ -8,15 +8,17 @@ Workloads (issue #2):
   against cProfile on the same workload: target <= 1.5x cProfile's time;
 - the first call of a 50-line function under a new context class (rewriting): target <= 5 ms.
 
-Run: python benchmarks/bench_core.py
+Run: python benchmarks/bench_core.py [--quick]
 """
 
 from __future__ import annotations
 
+# _common first: it sets the thread counts before NumPy starts its pool
+from _common import Clock, Figures, at_most
+
 import colorsys
 import cProfile
 import math
-import platform
 import sys
 import time
 
@@ -53,8 +55,8 @@ def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def call_heavy() -> float:
-    total = float(fib(18))
+def call_heavy(fib_n: int = 18) -> float:
+    total = float(fib(fib_n))
     for i in range(200):
         h, s, v = colorsys.rgb_to_hsv(i / 200, 0.5, 1 - i / 400)
         total += h + s + v
@@ -68,15 +70,6 @@ class TanhOnly(Context):
 @TanhOnly.primitive(math.tanh)
 def _tanh(ctx: Context, x: float) -> float:
     return math.tanh(x)
-
-
-def best_of(fn, repeat: int = 7) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def fifty_line_function_source(name: str) -> str:
@@ -106,39 +99,35 @@ def rewrite_cost_ms(tmpdir: str) -> float:
     return first * 1e3
 
 
-def main() -> dict[str, float]:
+def main(quick: bool = False) -> Figures:
     import tempfile
-    n = 20000
-    plain = best_of(lambda: scalar_loop(n))
-    quiet = best_of(lambda: overdub(TanhOnly(), scalar_loop, n))
-    counted = best_of(lambda: overdub(CountContext(), scalar_loop, n))
-    lorenz_plain = best_of(lambda: lorenz_rk4(1.0, 1.0, 1.0))
-    lorenz_counted = best_of(lambda: overdub(CountContext(), lorenz_rk4, 1.0, 1.0, 1.0))
-    heavy_plain = best_of(call_heavy)
-    heavy_counted = best_of(lambda: overdub(CountContext(), call_heavy))
-
-    def profiled() -> None:
-        profiler = cProfile.Profile()
-        profiler.runcall(call_heavy)
-
-    heavy_profiled = best_of(profiled)
+    clock = Clock(quick)
+    n, fib_n = (2000, 12) if quick else (20000, 18)
+    fig = Figures()
+    quiet = f"scalar loop, {n} iterations: context matching nothing"
+    counted = f"scalar loop, {n} iterations: CountContext"
+    lorenz = "RK4 Lorenz, 200 steps (calls, tuples): CountContext"
+    heavy = f"call-heavy, fib({fib_n}) + 200 rgb_to_hsv: CountContext"
+    plain_loop = clock.best(lambda: scalar_loop(n))
+    fig.workload(quiet, plain_loop, at_most(1.2))
+    fig.workload(counted, plain_loop, at_most(8))
+    fig.workload(lorenz, clock.best(lambda: lorenz_rk4(1.0, 1.0, 1.0)))
+    fig.workload(heavy, clock.best(lambda: call_heavy(fib_n)))
+    fig.time(quiet, "overdub", clock.best(lambda: overdub(TanhOnly(), scalar_loop, n)))
+    fig.time(counted, "overdub", clock.best(lambda: overdub(CountContext(), scalar_loop, n)))
+    fig.time(lorenz, "overdub", clock.best(lambda: overdub(CountContext(), lorenz_rk4, 1.0, 1.0,
+                                                           1.0)))
+    fig.time(heavy, "overdub", clock.best(lambda: overdub(CountContext(), call_heavy, fib_n)))
+    fig.time(heavy, "cProfile", clock.best(lambda: cProfile.Profile().runcall(call_heavy, fib_n)))
+    fig.figure("call-heavy: CountContext / cProfile", fig.times[heavy, "overdub"]
+               / fig.times[heavy, "cProfile"], "x", at_most(1.5))
     with tempfile.TemporaryDirectory() as tmp:
-        first_ms = rewrite_cost_ms(tmp)
-    results = {
-        "scalar loop, no-match context / plain (target <= 1.2)": quiet / plain,
-        "scalar loop, CountContext / plain (target <= 8)": counted / plain,
-        "RK4 Lorenz (calls, tuples, arithmetic), CountContext / plain": lorenz_counted / lorenz_plain,
-        "call-heavy, cProfile / plain": heavy_profiled / heavy_plain,
-        "call-heavy, CountContext / plain": heavy_counted / heavy_plain,
-        "call-heavy, CountContext / cProfile (target <= 1.5)": heavy_counted / heavy_profiled,
-        "first call of a 50-line function, new context class, ms (target <= 5)": first_ms,
-    }
-    print(f"Python {platform.python_version()} on {platform.machine()} ({platform.processor() or 'cpu'})")
-    for name, value in results.items():
-        print(f"{value:8.2f}  {name}")
-    return results
+        fig.figure("first call of a 50-line function under a new context class (rewriting)",
+                   rewrite_cost_ms(tmp), "ms", at_most(5))
+    return fig
 
 
 if __name__ == "__main__":
     sys.setrecursionlimit(10000)
-    main()
+    for label, value in main("--quick" in sys.argv).items():
+        print(f"{value:10.2f}  {label}")

@@ -13,14 +13,16 @@ Operations:
   (10^4 single-element writes, then every other element from a tagged block), as a multiple
   of the array's size (target: about one array, not an object per element).
 
-Run: python benchmarks/bench_tagging.py
+Run: python benchmarks/bench_tagging.py [--quick]
 """
 
 from __future__ import annotations
 
+# _common first: it sets the thread counts before NumPy starts its pool
+from _common import Figures, at_most
+
 import gc
 import operator
-import platform
 import sys
 import time
 import timeit
@@ -87,12 +89,12 @@ def fill_every(arr, t, step, block):
     return arr[0]
 
 
-def best_us(stmt: str, names: dict, number: int, repeat: int = 7) -> float:
+def best_us(stmt: str, names: dict, number: int, repeat: int) -> float:
     """Best-of-``repeat`` time of ``number`` runs of ``stmt``, per run, in microseconds."""
     return min(timeit.repeat(stmt, globals=names, number=number, repeat=repeat)) / number * 1e6
 
 
-def per_iteration_us(ctx: Context, body, x, n: int, repeat: int = 7) -> float:
+def per_iteration_us(ctx: Context, body, x, n: int, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -101,10 +103,10 @@ def per_iteration_us(ctx: Context, body, x, n: int, repeat: int = 7) -> float:
     return min(times) / n * 1e6
 
 
-def shadow_memory_ratio() -> float:
+def shadow_memory_ratio(size: int) -> float:
     ctx = Scale()
     t = tag(1.5, ctx, 0.25)
-    arr = np.zeros(10**6)
+    arr = np.zeros(size)
     block = tag(np.ones(arr.size // 2), ctx, np.full(arr.size // 2, 0.5))
     small = tag(np.ones(100), ctx, np.full(100, 0.5))
     overdub(ctx, fill_every, np.zeros(200), t, 100, small)  # rewrite once, not measured
@@ -119,46 +121,40 @@ def shadow_memory_ratio() -> float:
         tracemalloc.stop()
 
 
-def main() -> dict[str, float]:
+def main(quick: bool = False) -> Figures:
     ctx = Scale()
     x = tag(1.0, ctx, 2.0)
     check = overdub(ctx, loop_mul, x, 3)
     assert untag(check, ctx) == 3.0 and metadata(check, ctx) == 6.0
-    n = 200_000
+    n, loops, size, repeat = (20_000, 5_000, 10**5, 2) if quick else (200_000, 50_000, 10**6, 7)
     names = {"plain_call": plain_call, "tag": tag, "untag": untag, "metadata": metadata,
              "ctx": ctx, "x": x}
-    call = best_us("plain_call(1.0)", names, n)
-    tagging = best_us("tag(1.0, ctx, 2.0)", names, n)
-    untagging = best_us("untag(x, ctx)", names, n)
-    reading = best_us("metadata(x, ctx)", names, n)
-    loops = 50_000
-    empty = per_iteration_us(ctx, loop_empty, x, loops)
-    tagged_op = per_iteration_us(ctx, loop_mul, x, loops) - empty
-    plain_op = per_iteration_us(ctx, loop_mul, 1.0, loops) - per_iteration_us(ctx, loop_empty,
-                                                                               1.0, loops)
-    attr = per_iteration_us(ctx, loop_store_attr, x, loops) - empty
-    array = per_iteration_us(ctx, loop_store_array, x, loops) - empty
+    call = best_us("plain_call(1.0)", names, n, repeat)
+    empty = per_iteration_us(ctx, loop_empty, x, loops, repeat)
+    plain_empty = per_iteration_us(ctx, loop_empty, 1.0, loops, repeat)
     costs = {
-        "tag(1.0, ctx, 2.0) (target <= 1 us)": tagging,
-        "untag(x, ctx) (target <= 1 us)": untagging,
-        "metadata(x, ctx)": reading,
-        "tagged x * 3.0 via a primitive (target <= 1 us)": tagged_op,
-        "plain 1.0 * 3.0 under the same context": plain_op,
-        "tagged attribute store + load": attr,
-        "tagged NumPy element write + read": array,
+        "tag(1.0, ctx, 2.0)": (best_us("tag(1.0, ctx, 2.0)", names, n, repeat), 1.0),
+        "untag(x, ctx)": (best_us("untag(x, ctx)", names, n, repeat), 1.0),
+        "metadata(x, ctx)": (best_us("metadata(x, ctx)", names, n, repeat), None),
+        "tagged x * 3.0 via a primitive":
+            (per_iteration_us(ctx, loop_mul, x, loops, repeat) - empty, 1.0),
+        "plain 1.0 * 3.0 under the same context":
+            (per_iteration_us(ctx, loop_mul, 1.0, loops, repeat) - plain_empty, None),
+        "tagged attribute store + load":
+            (per_iteration_us(ctx, loop_store_attr, x, loops, repeat) - empty, None),
+        "tagged NumPy element write + read":
+            (per_iteration_us(ctx, loop_store_array, x, loops, repeat) - empty, None),
     }
-    print(f"Python {platform.python_version()} on {platform.machine()} "
-          f"({platform.processor() or 'cpu'}), NumPy {np.__version__}")
-    print(f"{call:8.3f} us  plain Python function call (the ratio's unit)")
-    print(f"{'us':>8}  {'x call':>8}")
-    for name, value in costs.items():
-        print(f"{value:8.3f}  {value / call:8.1f}  {name}")
-    ratio = shadow_memory_ratio()
-    print(f"{ratio:8.3f}  {'':8}  shadow memory for tagged writes into 510,000 elements of a "
-          f"10^6-element float64 array, x the array's size (target ~1)")
-    return {**costs, "plain call": call, "shadow memory ratio (peak during the run, x the array size)": ratio}
+    fig = Figures()
+    fig.figure("plain Python function call (the unit of the ratios below)", call, "us")
+    for name, (us, bound) in costs.items():
+        fig.figure(name, us, "us", None if bound is None else at_most(bound))
+        fig.figure(f"{name} / plain call", us / call)
+    fig.figure(f"shadow memory of tagged writes into {size * 51 // 100:,} of {size:,} float64 "
+               f"elements: peak / array size (target about 1)", shadow_memory_ratio(size))
+    return fig
 
 
 if __name__ == "__main__":
-    sys.setrecursionlimit(10000)
-    main()
+    for label, value in main("--quick" in sys.argv).items():
+        print(f"{value:10.3f}  {label}")
