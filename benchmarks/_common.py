@@ -138,6 +138,24 @@ class Clock:
         return self.best(fn, repeat=2, min_time=0.0)
 
 
+def lorenz(x: Any, y: Any, z: Any) -> tuple[Any, Any, Any]:
+    return 10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z
+
+
+def lorenz_rk4(x0: Any, steps: int = 200, h: float = 0.01) -> Any:
+    """Works unchanged on floats, autograd boxes, JAX arrays and torch tensors."""
+    x, y, z = x0, 1.0, 1.0
+    for _ in range(steps):
+        k1 = lorenz(x, y, z)
+        k2 = lorenz(x + h / 2 * k1[0], y + h / 2 * k1[1], z + h / 2 * k1[2])
+        k3 = lorenz(x + h / 2 * k2[0], y + h / 2 * k2[1], z + h / 2 * k2[2])
+        k4 = lorenz(x + h * k3[0], y + h * k3[1], z + h * k3[2])
+        x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        y = y + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        z = z + h / 6 * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+    return x + y + z
+
+
 def peak_bytes(fn: Callable[[], Any]) -> int:
     """Peak memory allocated through Python's and NumPy's allocators while ``fn`` runs
     (tracemalloc; blind to allocators that bypass them, such as PyTorch's and XLA's)."""

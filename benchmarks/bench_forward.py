@@ -19,7 +19,7 @@ Run: python benchmarks/bench_forward.py [--quick]
 from __future__ import annotations
 
 # _common first: it sets the thread counts before NumPy starts its pool
-from _common import Clock, Figures, agree, at_least, at_most, peer
+from _common import Clock, Figures, agree, at_least, at_most, lorenz_rk4, peer
 
 import importlib
 import sys
@@ -27,24 +27,6 @@ import sys
 import numpy as np
 
 from overdub_ad import D, jacfwd, jvp
-
-
-def lorenz(x, y, z):
-    return 10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z
-
-
-def lorenz_rk4(x0, steps=200, h=0.01):
-    """Works unchanged on floats, autograd boxes, JAX arrays and torch tensors."""
-    x, y, z = x0, 1.0, 1.0
-    for _ in range(steps):
-        k1 = lorenz(x, y, z)
-        k2 = lorenz(x + h / 2 * k1[0], y + h / 2 * k1[1], z + h / 2 * k1[2])
-        k3 = lorenz(x + h / 2 * k2[0], y + h / 2 * k2[1], z + h / 2 * k2[2])
-        k4 = lorenz(x + h * k3[0], y + h * k3[1], z + h * k3[2])
-        x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-        y = y + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-        z = z + h / 6 * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
-    return x + y + z
 
 
 def nested_plain(x):
