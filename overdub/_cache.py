@@ -48,19 +48,6 @@ class Rewritten:
 
 
 _CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTANTS.items()}
-_EMBEDDED_CELLS: dict[str, types.CellType] = {}
-
-
-def _embedded_cell(name: str) -> types.CellType | None:
-    """The cell of a value a pass embedded (see ``_rewrite.embed``); None for other names."""
-    if name not in EMBEDDED:
-        return None
-    cell = _EMBEDDED_CELLS.get(name)
-    if cell is None:
-        cell = _EMBEDDED_CELLS.setdefault(name, types.CellType(EMBEDDED[name]))
-    return cell
-
-
 # id(code) -> (weak ref to code, {cache key: Rewritten | NoSource, "source": Located | NoSource})
 _by_code: dict[int, tuple[weakref.ref[types.CodeType], dict[Any, Any]]] = {}
 _lock = threading.Lock()
@@ -189,7 +176,7 @@ def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple
                          f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}"
                          ) from exc
     _record_nested(new, node, located.class_name, bool(passes))
-    cells = tuple(_CONSTANT_CELLS.get(name) or _embedded_cell(name) for name in new.co_freevars)
+    cells = tuple(_CONSTANT_CELLS.get(name) or EMBEDDED.get(name) for name in new.co_freevars)
     return Rewritten(new, cells)
 
 

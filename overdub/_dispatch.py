@@ -94,7 +94,9 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
            "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
-           "         Function, Method, tag_leaf, handlers, Tagged, plain_operators):",
+           "         Function, Method, tagger, handlers, Tagged, plain_operators):",
+           "    tag_leaf = tagger and tagger.leaf",
+           "    tag_unhandled = tagger and tagger.unhandled_leaf",
            "    parent = None",
            "    owner = find.__self__.owner",
            "    chosen_for_operands = {}",
@@ -147,17 +149,20 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             indent += "    "
         packed_args = "args" if call.startswith("*") else f"({call},)"
         native = f"(fn({call}) if parent is None else parent(fn, {call}))"
+        handled = None  # what a structural function's call runs (``od`` with tags only)
         if custom_fallback and hooks:
             leaf = f"fallback(fn, {call})"
-        elif tags and call.startswith("*"):
-            leaf = "tag_leaf(fn, args, kwargs)"
+        elif tags and call.startswith("*"):  # `od` checked the handlers itself: see below
+            leaf = "tag_unhandled(fn, args, kwargs)"
+            handled = "handler[1](tagger, fn, args, kwargs)"
         elif tags:  # an operator: native unless an operand is tagged or the heap is involved
             untagged = " and ".join(f"type({name}) is not Tagged" for name in call.split(", "))
             leaf = (f"({native} if id(fn) in plain_operators and {untagged} "
                     f"else tag_leaf(fn, {packed_args}, {{}}))")
         else:
             leaf = native
-        src.extend(indent + line.replace("LEAF", leaf) for line in body)
+        src.extend(indent + line.replace("HANDLED", handled or leaf).replace("LEAF", leaf)
+                   for line in body)
         if post and hooks:
             src.extend(["        try:",
                         f"            posthook(out, fn, {call})",
@@ -175,7 +180,7 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
         "    target = rewritten(FN)"]
     structural = ["handler = handlers.get(id(fn))",
                   "if handler is not None and handler[0] is fn:",
-                  "    out = LEAF",
+                  "    out = HANDLED",
                   "el"] if tags else [""]
     step("od", "fn, /, *args, **kwargs", "*args, **kwargs", [
         "kind = type(fn)",
@@ -267,7 +272,7 @@ class State:
             ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
             self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
             is_static, static_types, _hook_failed, _Function, _Method,
-            self.tagger.leaf if self.tagger is not None else None, _tagging.handlers(),
+            self.tagger, _tagging.handlers(),
             _tagging.Tagged, _tagging.PLAIN_OPERATORS)
         set_parent(self.parent)
         self._set_parent = set_parent

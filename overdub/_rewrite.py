@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -73,8 +74,9 @@ CATEGORY_OF.update({id(fn): ATTRIBUTE for fn in ATTRIBUTE_FNS})
 HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
     *BINOPS.values(), *INPLACE_OPS.values(), *UNARYOPS.values(), *COMPAREOPS.values(),
     *SUBSCRIPT_FNS, *ATTRIBUTE_FNS)}
-# Values passes put into rewritten code with embed(), by hidden name (kept alive: few, long-lived).
-EMBEDDED: dict[str, object] = {}
+# Values passes put into rewritten code with embed(), by hidden name: the closure cell holding
+# each (kept alive: few, long-lived).
+EMBEDDED: dict[str, types.CellType] = {}
 _embedded_names: dict[int, str] = {}
 
 
@@ -96,10 +98,10 @@ def embed(value: Any) -> ast.Name:
                 return node
     """
     name = _embedded_names.get(id(value))
-    if name is None or EMBEDDED.get(name) is not value:
+    if name is None or EMBEDDED[name].cell_contents is not value:
         label = getattr(value, "__name__", type(value).__name__)
         name = f"@embed{len(EMBEDDED) + 1}:{label}"
-        EMBEDDED[name] = value
+        EMBEDDED[name] = types.CellType(value)
         _embedded_names[id(value)] = name
     return ast.Name(id=name, ctx=ast.Load())
 

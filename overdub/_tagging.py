@@ -854,7 +854,7 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """A builtin that reads its iterable arguments (``sum``, ``max``, ``sorted``, ``list``...):
     lists, tuples and arrays holding stored metadata are passed as lists of their items with
     the metadata, then the call goes on as any other (shims such as ``sum``'s see the items)."""
-    if t.shadow and any(_holds_metadata(t, a) for a in args):
+    if t.shadow:
         args = tuple(list(_sequence_items(t, t.strip(a))) if _holds_metadata(t, a) else a
                      for a in args)
     return _call_on(t, fn, args, kwargs)
