@@ -32,8 +32,8 @@ that receives differentiated values in place (``cache[:] = 2 * y``, ``a += t``, 
 ``grid[i][j] = t``) keeps plain numbers and the tangent of its memory lives in the context
 (:class:`_ArrayTangents`), found again through any array viewing that memory.
 
-Iteration is native in Python, so the context's pass (:class:`_IterationPass`) makes it a call,
-``iter(x)``: iterating a differentiated array yields differentiated rows, and a list whose
+Iteration is native in Python; the core makes it a call, ``iter(x)``, under a context that tags
+values (this one): iterating a differentiated array yields differentiated rows, and a list whose
 members the core keeps metadata of (built by ``append``) yields tagged members.  C functions
 that only move values (``list``, ``zip``, ``sorted``, ``dict``...) get the same treatment.
 
@@ -49,7 +49,6 @@ derivative, so ``derivative(shift)(3.0)`` composes correctly with itself.
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
 import itertools
@@ -61,7 +60,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, embed, has_metadata, is_opaque, metadata,
+from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata,
                      opaque, overdub, recurse, tag, untag)
 
 from . import _arrays, _forward_dual, _rules
@@ -179,7 +178,7 @@ class ForwardContext(Context):
     """
 
     def __init__(self) -> None:
-        super().__init__(passes=[_ITERATION_PASS])
+        super().__init__()
         self.arrays = _ArrayTangents(self.fallback)
         self.lists: set[int] = set()
 
@@ -787,57 +786,6 @@ def _dtype(a: np.ndarray) -> Any:
     return np.result_type(a.dtype, float)
 
 
-class _IterationPass(ast.NodeTransformer):
-    """Make the iteration of ``for`` loops, comprehensions, unpacking assignments and starred
-    arguments a call, ``iter(x)``, so that the context sees it.
-
-    Python iterates natively; iterating a differentiated array natively would yield its rows
-    without their tangents.  With the call in place, ``iter`` of a differentiated array is a
-    primitive of :class:`ForwardContext` that yields differentiated rows.  Stateless.
-
-    Before and after::
-
-        for row in x: ...            for row in iter(x): ...
-        a, b = x                     a, b = iter(x)
-        f(*x)                        f(*iter(x))
-
-    (``iter`` bound by :func:`overdub.embed`, which no user name can shadow.)
-    """
-
-    def visit_For(self, node: ast.For) -> ast.AST:
-        self.generic_visit(node)
-        node.iter = _iter_call(node.iter)
-        return node
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
-        self.generic_visit(node)
-        if not node.is_async:
-            node.iter = _iter_call(node.iter)
-        return node
-
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        self.generic_visit(node)
-        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
-            node.value = _iter_call(node.value)
-        return node
-
-    def visit_Starred(self, node: ast.Starred) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = _iter_call(node.value)
-        return node
-
-
-def _iter_call(node: ast.expr) -> ast.expr:
-    if isinstance(node, (ast.Tuple, ast.List, ast.Constant)):
-        return node  # a display iterates its own elements: nothing to see
-    # embed(iter): a name Python source cannot spell, so that a user's own ``iter`` (``for iter
-    # in range(n_iter)``) cannot shadow it
-    call = ast.Call(func=embed(iter), args=[node], keywords=[])
-    return ast.copy_location(call, node)
-
-
-_ITERATION_PASS = _IterationPass()
 
 
 # -- the API -----------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ a Python function without source, that receives a differentiated value -- also i
 
 from __future__ import annotations
 
-import ast
 import bisect
 import functools
 import heapq
@@ -193,48 +192,6 @@ def _basic(index: Any) -> bool:
 
 # -- iteration made visible -----------------------------------------------------------------
 
-_NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "sorted", "list",
-            "tuple"}
-
-
-class _IterPass(ast.NodeTransformer):
-    """``for v in xs`` -> ``for v in iter(xs)`` (comprehensions, unpacking ``a, b = xs`` and
-    ``f(*xs)`` too): iterating a differentiated array becomes a call the context sees."""
-
-    def _wrap(self, node: ast.expr) -> ast.expr:
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Constant,
-                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            return node
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in _NO_WRAP:
-            return node
-        call = ast.Call(func=ast.Name(id="iter", ctx=ast.Load()), args=[node], keywords=[])
-        return ast.fix_missing_locations(ast.copy_location(call, node))
-
-    def visit_For(self, node: ast.For) -> ast.AST:
-        self.generic_visit(node)
-        node.iter = self._wrap(node.iter)
-        return node
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
-        self.generic_visit(node)
-        if not node.is_async:
-            node.iter = self._wrap(node.iter)
-        return node
-
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        self.generic_visit(node)
-        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
-            node.value = self._wrap(node.value)
-        return node
-
-    def visit_Starred(self, node: ast.Starred) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = self._wrap(node.value)
-        return node
-
-
 # Builtins that iterate their arguments: a differentiated array given to them is first split
 # into its (differentiated) elements.
 _ITERATORS = {id(f): f for f in (
@@ -368,7 +325,7 @@ class ReverseContext(Context):
     """
 
     def __init__(self, nested: bool = True) -> None:
-        super().__init__(passes=[_IterPass()])
+        super().__init__()
         self.nested = nested
         self.tape: list[Any] = []
         # Arrays written in place (and views read after a write): id -> [weak ref, node, gen]

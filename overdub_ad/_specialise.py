@@ -61,7 +61,7 @@ _UNARY: dict[type, tuple[str, Any]] = {ast.USub: ("-", operator.neg),
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Is: operator.is_, ast.IsNot: operator.is_not}
-# calls whose argument the iteration protocol is left to (as the iteration pass of _reverse)
+# calls whose argument the iteration protocol is left to (they iterate it themselves)
 _NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "sorted", "list",
             "tuple"}
 _PREFIX = "__odr_"  # names of the generated code (rejected in user code)
