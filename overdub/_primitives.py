@@ -95,8 +95,9 @@ class Table:
         entries = self.entries.get(key)
         if entries is None:
             return None
-        if key in self._untyped:
-            return self._untyped[key]
+        impl = self._untyped.get(key)
+        if impl is not None:
+            return impl
         # Whose tag it is matters: foreign tags dispatch as plain values.  (Binary operators
         # are spelled out: `tuple(map(type, args))` is several times slower.)
         owner = self.owner
