@@ -14,6 +14,9 @@ of its own that keeps each entry's function and values (:attr:`ReverseContext.se
    common elementwise functions), else forward mode applied to the rule itself, which is what
    ``jvp(grad(f))`` does for every rule.
 
+A straight-line NumPy function (assignments and a ``return`` of array expressions) skips the
+tape altogether: :mod:`._hvp_compiled` writes these same passes out as code, once per function.
+
 The result is ``jvp(grad(f))``'s, from the same formulas (the written-out ones may associate
 products differently: equal up to rounding).  A tape this pass does not handle -- an entry of
 ``custom_vjp``/``checkpoint``, whose residuals have no tangents, or a non-scalar output --
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import _rules
+from ._hvp_compiled import DECLINED, compiled_hvp
 from ._pytree import flatten, unflatten
 from ._reverse import (_NP_UNSTACK, _POW_CONSTANT, _WRITE_VJPS, _cast, _forward, _innermost,
                        _unbroadcast, _vjps, _write, _zeros_like)
@@ -50,6 +54,14 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
         if np.shape(d) != np.shape(leaf):
             raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
                              f"shape {np.shape(leaf)}")
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        direction = np.asarray(v)
+        if direction.dtype.kind in "biu":
+            direction = direction.astype(float)
+        if direction.dtype.kind == "f":
+            result = compiled_hvp(f, x, direction)
+            if result is not DECLINED:
+                return result
     tape, (tree, plain, out_nodes), nodes = _forward(f, (x,), {}, (0,), enclosed=False,
                                                      second=True)
     leaves, _, in_nodes = nodes[0]
