@@ -48,7 +48,7 @@ import numpy as np
 
 from . import _rules
 from ._reverse import _unbroadcast
-from ._specialise import _check_matches, _locate, _lock, _Unsupported
+from ._specialise import _check_matches, _locate, _lock, _place, _Unsupported
 
 DECLINED = object()
 _PREFIX = "__odh_"  # names of the generated code (a user name cannot start so: checked)
@@ -625,7 +625,7 @@ class _Translation:
 
     # -- the generated function ------------------------------------------------------------
     def finish(self, node: ast.FunctionDef, result: str) -> types.CodeType:
-        """The generated function's code, compiled against the user's file: each line takes
+        """The generated function's code, compiled against the user's file with each line at
         the position of the user node it comes from, so that warnings point there."""
         code = self.fn.__code__
         guards = list(self.guards.values())
@@ -642,15 +642,7 @@ class _Translation:
                            ["        " + line for line in self.lines] +
                            [f"        return {result}", f"    return {_PREFIX}target"])
         tree = ast.parse(source, self.filename)
-        first = len(head) + 1  # the generated line of self.lines[0], from 0
-        child: Any
-        for child in ast.walk(tree):
-            if "lineno" not in child._attributes or not hasattr(child, "lineno"):
-                continue
-            k = child.lineno - 1 - first
-            origin: Any = self.origins[k] if 0 <= k < len(self.origins) else node
-            child.lineno, child.end_lineno = origin.lineno, origin.end_lineno
-            child.col_offset, child.end_col_offset = origin.col_offset, origin.end_col_offset
+        _place(tree, self.origins, len(head) + 1, node)
         compiled = compile(tree, self.filename, "exec")
         factory = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
         target = next(c for c in factory.co_consts if isinstance(c, types.CodeType))

@@ -376,18 +376,7 @@ class _Compiler:
         return inner, inner.co_freevars
 
     def _locate_lines(self, tree: ast.Module, node: ast.FunctionDef, first: int) -> None:
-        """Every generated node takes the position of the user node its line comes from, so
-        that tracebacks point at the user's code; the header lines take the def's."""
-        child: Any
-        for child in ast.walk(tree):
-            if "lineno" not in child._attributes or not hasattr(child, "lineno"):
-                continue
-            k = child.lineno - 1 - first  # index into self.lines
-            origin: Any = self.origins[k] if 0 <= k < len(self.origins) else node
-            child.lineno = origin.lineno
-            child.end_lineno = origin.end_lineno
-            child.col_offset = origin.col_offset
-            child.end_col_offset = origin.end_col_offset
+        _place(tree, self.origins, first, node)
 
     # -- statements ------------------------------------------------------------------------
     def function(self, node: ast.FunctionDef) -> None:
@@ -930,6 +919,22 @@ class _Graph:
                 if leaf not in found:
                     found.append(leaf)
         return found
+
+
+def _place(tree: ast.Module, origins: list[ast.AST], first: int, default: ast.AST) -> None:
+    """Every generated node takes the position of the user node its line comes from
+    (``origins[k]`` for generated line ``first + k``, from 0), so that tracebacks and warnings
+    point at the user's code; the other lines (a header) take ``default``'s."""
+    child: Any
+    for child in ast.walk(tree):
+        if "lineno" not in child._attributes or not hasattr(child, "lineno"):
+            continue
+        k = child.lineno - 1 - first
+        origin: Any = origins[k] if 0 <= k < len(origins) else default
+        child.lineno = origin.lineno
+        child.end_lineno = origin.end_lineno
+        child.col_offset = origin.col_offset
+        child.end_col_offset = origin.end_col_offset
 
 
 def _is_name(text: str) -> bool:
