@@ -133,6 +133,25 @@ class Clock:
             times.append(time.perf_counter() - t)
         return min(times)
 
+    def interleaved(self, *fns: Callable[[], Any], repeat: int = 5,
+                    min_time: float = 0.5) -> list[float]:
+        """The best time of each of ``fns``, measured in turns (one call of each, again and
+        again): for a ratio of two close times, which measuring one after the other would
+        let a change in the machine's state (other load, clock speed) skew."""
+        if self.quick:
+            return [self.best(fn) for fn in fns]
+        for fn in fns:
+            fn()
+        times: list[list[float]] = [[] for _ in fns]
+        start = time.perf_counter()
+        while len(times[0]) < repeat or (time.perf_counter() - start < min_time and
+                                         len(times[0]) < 200):
+            for fn, kept in zip(fns, times):
+                t = time.perf_counter()
+                fn()
+                kept.append(time.perf_counter() - t)
+        return [min(kept) for kept in times]
+
     def slow(self, fn: Callable[[], Any]) -> float:
         """For peers that take a second or more a call (eager JAX on scalar loops)."""
         return self.best(fn, repeat=2, min_time=0.0)
