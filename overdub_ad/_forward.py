@@ -49,6 +49,7 @@ derivative, so ``derivative(shift)(3.0)`` composes correctly with itself.
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import itertools
@@ -148,6 +149,9 @@ def _is_iterator(x: Any) -> bool:
     return type(x) not in (float, int, str, np.ndarray, Tagged) and hasattr(type(x), "__next__")
 
 
+_REVEALABLE = (float, complex, np.inexact, np.ndarray)
+
+
 def _sequence_or_iterator(x: Any) -> bool:
     kind = type(x)
     return kind is list or kind is tuple or _is_iterator(x)
@@ -206,7 +210,15 @@ class ForwardContext(Context):
         if type(x) is list and id(x) in self.lists:
             return True
         if depth and type(x) in (list, tuple):
-            return any(self._carries_within(e, depth - 1) for e in x)
+            if any(self._carries_within(e, depth - 1) for e in x):
+                return True
+            # a list or tuple stored into the heap (``d[k] = (x, y)``) comes back with its
+            # members plain, the core keeping their metadata aside: revealed, noted as a list
+            # (one of numbers or arrays: a shape or axes cannot hold a derivative)
+            if depth == 8 and any(isinstance(e, _REVEALABLE) for e in x) and \
+                    any(map(self._carries, self._reveal(x))):
+                self.lists.add(id(x))
+                return True
         return False
 
     def _tangent(self, x: Any) -> Any:
@@ -232,18 +244,17 @@ class ForwardContext(Context):
         if kind is Tagged or isinstance(x, np.ndarray):
             return untag(x, self), self._tangent(x)
         if type(x) in (list, tuple):
-            items = self._reveal(x) if type(x) is list and id(x) in self.lists else x
+            items = self._reveal(x) if id(x) in self.lists else x
             parts = [self._split(e) for e in items]
             if all(t is None for _, t in parts):
                 return x, None
             return type(x)(p for p, _ in parts), type(x)(t for _, t in parts)
         return x, None
 
-    def _reveal(self, items: list[Any]) -> list[Any]:
-        """The list with the metadata the core keeps for its members re-attached (the core
-        stores plain values in lists and re-tags them when they are read back)."""
-        revealed: list[Any] = self.fallback(operator.getitem, items, slice(None))
-        return revealed
+    def _reveal(self, items: list[Any] | tuple[Any, ...]) -> Any:
+        """The list (tuple) with the metadata the core keeps for its members re-attached (the
+        core stores plain values in lists and re-tags them when they are read back)."""
+        return self.fallback(operator.getitem, items, slice(None))
 
     # -- the step ------------------------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
@@ -259,6 +270,9 @@ class ForwardContext(Context):
                     any(map(self._carries_within, args))
                     or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
                 self.lists.add(id(receiver))
+            if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
+                    and self._carries(args[1]):
+                return True  # a differentiated default, which the core would strip
             # the core keeps the metadata of list and dict members; a copy is ours to make
             return fn.__name__ == "copy" and id(receiver) in self.lists
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
@@ -332,11 +346,30 @@ class ForwardContext(Context):
             return self._tolist(*args)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is list:  # lst.copy()
             return self._reveal(fn.__self__)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is dict:  # d.get(key, default)
+            if untag(args[0], self) in fn.__self__:
+                return self.fallback(fn, args[0])  # the stored value, its tangent from the core
+            return args[1]
         if type(fn) is types.MethodType:
             fn, args = fn.__func__, (fn.__self__, *args)
+        if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (np.ndarray, np.generic)):
+            from ._reverse import _METHODS  # (reverse mode's table of methods as functions)
+            method = _METHODS.get(fn.__name__)
+            if method is not None:  # a plain array's method given a differentiated argument
+                return recurse(self, functools.partial(method, fn.__self__), *args, **kwargs)
         rules = _rules.jvp_rules(fn)
-        if rules is None and not _rules.is_nondifferentiable(fn) and _is_mover(fn):
-            return self._move(fn, args, kwargs)
+        if rules is None and not _rules.is_nondifferentiable(fn):
+            from ._reverse import _public  # the C function NumPy's code calls, as its public one
+            fn = _public(fn)
+            rules = _rules.jvp_rules(fn)
+        if rules is None and not _rules.is_nondifferentiable(fn):
+            if _is_mover(fn):
+                return self._move(fn, args, kwargs)
+            implementation = getattr(fn, "_implementation", None)
+            if type(implementation) is types.FunctionType and type(fn) is not types.FunctionType:
+                # a NumPy function without a rule (np.real_if_close, np.gradient): its own
+                # Python code, differentiated through (as reverse mode does)
+                return recurse(self, implementation, *args, **kwargs)
         if any(map(_is_iterator, args)):
             args = tuple(self._consume(fn, rules, a) if _is_iterator(a) else a for a in args)
         return self._apply(fn, rules, args, kwargs)
@@ -371,7 +404,7 @@ class ForwardContext(Context):
         if any(type(t) in (list, tuple) for _, t in split) and \
                 takes_arrays(fn, [p for p, _ in split]):
             # a list of numbers is an array to NumPy: to its rule too, tangent included
-            split = [(run(np.asarray, p), as_array_tangent(t, p))
+            split = [(run(np.asarray, p), run(as_array_tangent, t, p))
                      if type(t) in (list, tuple) and array_like(p) else (p, t) for p, t in split]
         primals = [p for p, _ in split]
         carried = [i for i, (_, t) in enumerate(split) if t is not None]
@@ -629,6 +662,57 @@ def _untag_tree(x: Any, ctx: ForwardContext) -> Any:
     return untag(x, ctx)
 
 
+def _untag_bindings(ctx: Context, *roots: Any) -> None:
+    """Remove ``ctx``'s layer from the values bound to the closure cells reachable from
+    ``roots`` -- and to the global variables of those of them that assign globals -- once
+    ``ctx``'s run is over.  The core keeps the heap free of tags, but ``nonlocal`` and
+    ``global`` assignments are not calls it sees: without this, ``x = x * y`` inside a
+    differentiated closure would leave the enclosing function's ``x`` tagged by a finished
+    derivative (Zygote's ``D(x -> D(y -> x = y, x) * x, 1) == 1``), and a closure returned as an
+    output would hold tagged values.  Functions held in cells are followed, so the cells that
+    the closures of a derivative nested three deep share are cleaned too; roots that are not
+    functions are skipped."""
+    pending, seen = list(roots), set()
+    while pending:
+        fn = pending.pop()
+        fn = getattr(fn, "__func__", fn)
+        fn = fn.func if isinstance(fn, functools.partial) else fn
+        if type(fn) is not types.FunctionType or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if _assigns_globals(fn.__code__):
+            namespace = fn.__globals__
+            for name, value in list(namespace.items()):
+                if type(value) is Tagged:
+                    namespace[name] = untag(value, ctx)
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a cell not assigned yet
+                continue
+            if type(value) is Tagged:
+                cell.cell_contents = untag(value, ctx)
+            elif isinstance(value, _PYTHON_CODE):
+                pending.append(value)
+
+
+# id(code) -> (weak reference to the code, whether it or code nested in it assigns or deletes
+# a global variable); keyed by identity: code objects hash their whole content
+_GLOBAL_WRITERS: dict[int, tuple[weakref.ref[types.CodeType], bool]] = {}
+
+
+def _assigns_globals(code: types.CodeType) -> bool:
+    key = id(code)
+    known = _GLOBAL_WRITERS.get(key)
+    if known is None or known[0]() is not code:
+        writes = any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")
+                     for i in dis.get_instructions(code))
+        nested = any(_assigns_globals(c) for c in code.co_consts if type(c) is types.CodeType)
+        ref = weakref.ref(code, lambda _: _GLOBAL_WRITERS.pop(key, None))
+        known = _GLOBAL_WRITERS[key] = (ref, writes or nested)
+    return known[1]
+
+
 def _inplace_target(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """The array ``fn`` changes in place: the first operand of ``a += b``, or ``out=``."""
     out = kwargs.get("out")
@@ -722,7 +806,7 @@ class _ArrayTangents:
             entry[2][slots] = True
             return
         if type(value) in (list, tuple):
-            dvalue = as_array_tangent(dvalue, value)
+            dvalue = run(as_array_tangent, dvalue, value)
         vshape = np.shape(value)[max(0, np.ndim(value) - slots.ndim):]
         batch = np.shape(dvalue)[:np.ndim(dvalue) - np.ndim(value)]
         entry = self._entry(a, batch)
@@ -847,13 +931,26 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
         raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
     seeded = unflatten(tree, [x if dx is None else _seed(ctx, x, dx)
                               for x, dx in zip(leaves, dleaves)])
-    out = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
+    try:
+        out = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
+    finally:
+        _untag_bindings(ctx, f)
     if callable(out) and not _numeric(out):
+        _untag_bindings(ctx, out)  # the primal: a closure of plain values, like any other output
         return out, _FunctionDerivative(f, primals, tangents)
     outs, otree = flatten(out)
+    _untag_bindings(ctx, *outs)
     values = [untag(y, ctx) for y in outs]
-    derivs = [_tangent_of(ctx, y, batch) for y in outs]
+    derivs = [_FunctionDerivative(_output_leaf(f, i), primals, tangents)
+              if callable(y) and not _numeric(y) else _tangent_of(ctx, y, batch)
+              for i, y in enumerate(outs)]
     return unflatten(otree, values), unflatten(otree, derivs)
+
+
+def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
+    """``f`` narrowed to leaf ``i`` of its output pytree: a function among the leaves (a pair
+    of closures, DVL's "amazing bug two") is differentiated on its own, lazily."""
+    return lambda *xs: flatten(f(*xs))[0][i]
 
 
 @_forward_dual.nestable
@@ -995,10 +1092,27 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
         leaves, tree = flatten(tangent)
         blocks.append(leaves)
     ctx = ForwardContext()  # routes the assembly through any enclosing context
-    jacobians = [overdub(ctx, _assemble, [b[i] for b in blocks], shape)
+    jacobians = [_FunctionJacobian(_output_leaf(f, i), args, num, chunk)
+                 if isinstance(blocks[0][i], _FunctionDerivative)
+                 else overdub(ctx, _assemble, [b[i] for b in blocks], shape)
                  for i in range(len(blocks[0]))]
     assert tree is not None  # the loop ran at least once
     return unflatten(tree, jacobians)
+
+
+class _FunctionJacobian:
+    """The Jacobian of a function-valued output: a function, applied lazily like
+    :class:`_FunctionDerivative` (``y -> jacfwd(x -> f(x)(y))(x0)``)."""
+
+    def __init__(self, f: Callable[..., Any], args: tuple[Any, ...], num: int,
+                 chunk: int | None) -> None:
+        self.f, self.args, self.num, self.chunk = f, args, num, chunk
+
+    @opaque
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f = self.f
+        return _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args, self.num,
+                             self.chunk)
 
 
 def _assemble(blocks: list[Any], shape: tuple[int, ...]) -> Any:

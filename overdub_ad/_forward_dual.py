@@ -932,7 +932,7 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
         if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
             raise _Deopt  # (a function made by specialised code is a dual: it stays inside)
         values.append(v)
-        if not _numberlike(v):
+        if not _numberlike(v) and v.__class__ is not np.ndarray:  # np.array(x): one too
             tangents.append(None)
         elif _zero(t) and t.__class__ is not np.ndarray:
             tangents.append(_zero_tangent(v, batch))

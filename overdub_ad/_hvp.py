@@ -208,7 +208,9 @@ def _filled(d: Any, x: Any) -> Any:
     if d is None:
         return _zero(x)
     if type(d) in (list, tuple):
-        return type(d)([_filled(p, item) for p, item in zip(d, x)])
+        filled = [_filled(p, item) for p, item in zip(d, x)]
+        # a list the tape took as an array (np.array([x, y])) has an array tangent
+        return np.array(filled) if isinstance(x, np.ndarray) else type(d)(filled)
     return d
 
 

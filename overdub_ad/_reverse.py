@@ -34,6 +34,9 @@ Coverage: a NumPy function without a rule whose implementation is Python (``np.p
 NumPy's code calls directly are the public functions' rules.  A C function without a rule, or
 a Python function without source, that receives a differentiated value -- also inside a list
 -- raises :class:`MissingRuleError`: a derivative is never silently dropped.
+
+A function-valued result has a function for its gradient (Jacobian), applied lazily as forward
+mode's derivative of one is: ``grad(lambda x: lambda y: x * y)(2.0)`` is ``y -> y``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 
 from . import _arrays, _rules, _specialise
 from ._arraylike import array_like, takes_arrays
+from ._forward import _flat, _untag_bindings
 from ._pytree import flatten, unflatten
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
@@ -475,9 +479,9 @@ class ReverseContext(Context):
         if fn is getattr or fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
                 or id(fn) in _MOVING:
             return True
-        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and \
-                fn.__name__ in _STORES:
-            return True
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and (
+                fn.__name__ in _STORES or fn.__name__ in ("get", "pop")):
+            return True  # (get and pop: a differentiated default, which the core would strip)
         if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
             _remember(fn, True)
             return True
@@ -759,6 +763,9 @@ class ReverseContext(Context):
         rules = _rules.vjp_rules(fn)
         for i, node in enumerate(inputs):
             if node is not None and (rules is None or i >= len(rules) or rules[i] is None):
+                out = self._run(fn, *primals, **plain_kwargs)
+                if _flat(out):  # (a sort key's string): no derivative to lose, as forward mode
+                    return out
                 raise _rules.missing(fn, i, "reverse", type(self).__name__)
         out = self._run(fn, *primals, **plain_kwargs)
         return self._record(fn, primals, plain_kwargs, out, inputs,
@@ -1062,6 +1069,9 @@ class ReverseContext(Context):
         if fn.__name__ in _STORES:
             self._note_store(container)
             return fn(*args, **kwargs)
+        if fn.__name__ in ("get", "pop") and len(args) == 2 and \
+                self._plain(args[0]) not in container:
+            return args[1]  # the default, as it was given
         return self._run(fn, *[self._plain(a) for a in args], **kwargs)
 
     def _setattr(self, obj: Any, name: str, value: Any) -> None:
@@ -1077,24 +1087,32 @@ class ReverseContext(Context):
             self._store_limit = max(256, 2 * len(stores))
 
     def _release_stores(self) -> None:
-        """Containers get plain values back (nothing leaks into the heap)."""
+        """Containers get plain values back (nothing leaks into the heap).  Under an enclosing
+        context a value put back may still carry that context's tag: it is put back through
+        that context, which keeps the metadata in its own shadow as for any store it sees (a
+        native write would leave its tag in the container after it returns)."""
+        writes: list[tuple[Any, ...]] = []
         for container, name in list(self.stores.values()):
             if name is not None:
                 value = getattr(container, name, None)
                 cleaned = self._cleaned(value)
                 if cleaned is not value:
-                    setattr(container, name, cleaned)
+                    writes.append((setattr, container, name, cleaned))
             elif type(container) is list:
                 for i, value in enumerate(container):
                     cleaned = self._cleaned(value)
                     if cleaned is not value:
-                        container[i] = cleaned
+                        writes.append((operator.setitem, container, i, cleaned))
             elif type(container) is dict:
                 for key, value in list(container.items()):
                     cleaned = self._cleaned(value)
                     if cleaned is not value:
-                        container[key] = cleaned
+                        writes.append((operator.setitem, container, key, cleaned))
         self.stores.clear()
+        if writes and self.nested:
+            overdub(Context(), _put_back, writes)
+        elif writes:
+            _put_back(writes)
 
     def _cleaned(self, value: Any, depth: int = 0) -> Any:
         if type(value) is Tagged:
@@ -1170,6 +1188,13 @@ class ReverseContext(Context):
         if isinstance(plain, (float, complex)) and name == "conjugate":
             return functools.partial(np.conj, obj)
         return self._run(getattr, untag(obj, self), name, *default)
+
+
+def _put_back(writes: list[tuple[Any, ...]]) -> None:
+    """Run the ``(setattr or operator.setitem, container, key, value)`` writes: Python code,
+    so that an enclosing context sees them."""
+    for write, container, key, value in writes:
+        write(container, key, value)
 
 
 def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
@@ -1653,7 +1678,10 @@ class _NestedSweep:
         if node is None or part is None:
             return
         if type(node) is list:
-            for n, p, item in zip(node, part, x):
+            for k, (n, item) in enumerate(zip(node, x)):
+                # an array's rows read through the enclosing context, which keeps their tags
+                p = part[k] if type(part) in (list, tuple) else \
+                    self.compute(operator.getitem, part, k)
                 self.send(n, p, item)
             return
         if np.shape(part) != np.shape(x) or (np.iscomplexobj(part) and not np.iscomplexobj(x)):
@@ -1940,7 +1968,9 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
         out = overdub(ctx, f, *inputs, **kwargs)
     finally:
         ctx.roots.clear()
+        _untag_bindings(ctx, f)
     leaves, tree = flatten(out)
+    _untag_bindings(ctx, *leaves)  # closures among the outputs hold plain values
     out_nodes = [ctx._node(y) for y in leaves]
     plain = [untag(y, ctx) for y in leaves]
     ctx._release_stores()
@@ -2042,6 +2072,8 @@ def _cast(ct: Any, x: Any) -> Any:
         ct = np.asarray(ct)
         if ct.shape != plain.shape:
             ct = np.broadcast_to(ct, plain.shape)
+        if plain.dtype.kind in "fc" and ct.dtype != plain.dtype:
+            return ct.astype(plain.dtype)  # a float32 input's gradient is float32 (as autograd)
         return ct if ct.flags.writeable else ct.copy()
     if _arrays.is_foreign_array(plain):
         return _arrays.cast(ct, plain)
@@ -2058,6 +2090,11 @@ def _check_ct(tree: Any, leaves: list[Any], ct: Any) -> list[Any]:
         raise ValueError(f"pullback: the cotangent's structure {ct_tree} does not match the "
                          f"output's {tree}")
     for y, c in zip(leaves, ct_leaves):
+        if c is not None and callable(y) and not _arrays.is_numeric(y):
+            raise TypeError(f"pullback: an output is the function {y!r}, which has no "
+                            f"cotangent; pull back through the function applied (vjp of "
+                            f"x -> f(x)(y)), or use grad or jacrev, whose result is then a "
+                            f"function")
         if c is not None and np.shape(_innermost(c)) != np.shape(_innermost(y)):
             raise ValueError(f"pullback: a cotangent of shape {np.shape(_innermost(c))} for an "
                              f"output of shape {np.shape(_innermost(y))}")
@@ -2120,6 +2157,10 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             value_nodes = out_nodes[:len(flatten(out)[0])]
         value = out
         inner = _innermost(value)
+        if callable(inner) and not _arrays.is_numeric(inner):
+            _release(tape)
+            lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
+            return ((value, aux), lazy) if has_aux else (value, lazy)
         if isinstance(inner, (tuple, list, dict)) or np.ndim(inner) != 0:
             got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
                    else f"shape {np.shape(inner)}")
@@ -2137,6 +2178,27 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         return ((value, aux), result) if has_aux else (value, result)
 
     return value_and_gradient
+
+
+class _FunctionGradient:
+    """The gradient of a function-valued function, applied lazily, like forward mode's
+    derivative of one (Manzyuk et al., JFP 2019): the gradient of ``x -> g_x`` at ``x0`` is
+    the function ``y -> grad(x -> g_x(y))(x0)``, each call a fresh tape."""
+
+    def __init__(self, f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 argnums: int | tuple[int, ...], has_aux: bool, holomorphic: bool) -> None:
+        self.f, self.args, self.kwargs = f, args, kwargs
+        self.argnums, self.has_aux, self.holomorphic = argnums, has_aux, holomorphic
+
+    @opaque
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f, outer_kwargs, has_aux = self.f, self.kwargs, self.has_aux
+
+        def applied(*xs: Any) -> Any:
+            out = f(*xs, **outer_kwargs)
+            return (out[0] if has_aux else out)(*args, **kwargs)
+
+        return grad(applied, self.argnums, holomorphic=self.holomorphic)(*self.args)
 
 
 @opaque
@@ -2201,6 +2263,9 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callabl
         enclosed = _enclosed()
         for k, y in enumerate(plain):
             inner = _innermost(y)
+            if callable(inner) and not _arrays.is_numeric(inner):
+                blocks.append(_FunctionJacobian(f, k, args, argnums))
+                continue
             size = math.prod(np.shape(inner))
             # unit cotangents: in the output's namespace for an array of another one
             units = _arrays.directions(inner, 0, size) if _arrays.is_foreign_array(inner) \
@@ -2228,6 +2293,21 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callabl
 
 
 jacobian = jacrev
+
+
+class _FunctionJacobian:
+    """The Jacobian of output leaf ``leaf`` of ``f`` when that leaf is a function: a function
+    too, ``y -> jacrev(x -> f(x)[leaf](y))(x0)``, applied lazily like :class:`_FunctionGradient`."""
+
+    def __init__(self, f: Callable[..., Any], leaf: int, args: tuple[Any, ...],
+                 argnums: int | tuple[int, ...]) -> None:
+        self.f, self.leaf, self.args, self.argnums = f, leaf, args, argnums
+
+    @opaque
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f, leaf = self.f, self.leaf
+        return jacrev(lambda *xs: flatten(f(*xs))[0][leaf](*args, **kwargs),
+                      self.argnums)(*self.args)
 
 
 @opaque

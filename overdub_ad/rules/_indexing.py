@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, defjvp, defvjp, nondifferentiable, same_rules
-from ._common import (as_array_tangent, fill, gather, lift, like_argument, map_batch, nbatch,
-                      positions, scatter)
+from ._common import (as_array_tangent, fill, fit, gather, lift, like_argument, map_batch,
+                      nbatch, positions, scatter)
 
 
 def _as_tuple(idx: Any) -> Any:
@@ -162,6 +162,19 @@ defvjp(np.sort, lambda ct, out, /, x, *a, **k: scatter(ct, x, _sort_map(position
                                                                         **k)))
 
 
+def _partition_map(p: Any, x: Any, kth: Any, axis: Any = -1, kind: Any = "introselect",
+                   order: Any = None) -> Any:
+    if axis is None:
+        return np.take(np.ravel(p), np.argpartition(np.ravel(x), kth, kind=kind))
+    return np.take_along_axis(p, np.argpartition(x, kth, axis=axis, kind=kind), axis=axis)
+
+
+defjvp(np.partition, lambda dx, out, /, x, *a, **k: gather(
+    dx, x, _partition_map(positions(x), x, *a, **k)), ZERO)
+defvjp(np.partition, lambda ct, out, /, x, *a, **k: scatter(
+    ct, x, _partition_map(positions(x), x, *a, **k)), ZERO)
+
+
 # choose(a, choices): a picks, for each element, which choice it comes from
 def _choose_jvp(dcs: Any, out: Any, /, a: Any, choices: Any, _out: Any = None,
                 mode: Any = "raise") -> Any:
@@ -177,6 +190,40 @@ def _choose_vjp(ct: Any, out: Any, /, a: Any, choices: Any, _out: Any = None,
 
 defjvp(np.choose, ZERO, _choose_jvp)
 defvjp(np.choose, ZERO, _choose_vjp)
+
+
+# select(condlist, choicelist, default): the first true condition picks, else the default
+def _select_picked(condlist: Any, choicelist: Any, out: Any) -> Any:
+    """For each output element, the index of the choice it comes from (``len(choicelist)``
+    for the default)."""
+    n = len(choicelist)
+    return np.broadcast_to(np.select(condlist, list(range(n)), default=n), np.shape(out))
+
+
+def _select_jvp(pos: int) -> Any:
+    def rule(d: Any, out: Any, /, condlist: Any, choicelist: Any, default: Any = 0) -> Any:
+        picked = _select_picked(condlist, choicelist, out)
+        if pos == 2:
+            return fit(np.where(picked == len(choicelist), lift(d, default, out), 0.0),
+                       d, default, out)
+        ds = fill(d, choicelist)
+        t = sum(np.where(picked == j, lift(dc, c, out), 0.0)
+                for j, (dc, c) in enumerate(zip(ds, choicelist)))
+        return fit(t, ds[0], choicelist[0], out)
+    return rule
+
+
+def _select_vjp(pos: int) -> Any:
+    def rule(ct: Any, out: Any, /, condlist: Any, choicelist: Any, default: Any = 0) -> Any:
+        picked = _select_picked(condlist, choicelist, out)
+        if pos == 2:
+            return np.where(picked == len(choicelist), ct, 0.0)
+        return [np.where(picked == j, ct, 0.0) for j in range(len(choicelist))]
+    return rule
+
+
+defjvp(np.select, ZERO, _select_jvp(1), _select_jvp(2))
+defvjp(np.select, ZERO, _select_vjp(1), _select_vjp(2))
 
 
 # bincount(x, weights, minlength) is linear in the weights

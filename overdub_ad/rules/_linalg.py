@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable, same_rules
-from ._common import bshape, cts, expand, fit, indexed, lift, nbatch, neg_axes, neg_axis
+from ._common import (bshape, cts, expand, fit, indexed, lift, map_batch, nbatch, neg_axes,
+                      neg_axis)
 
 
 def _T(a: Any) -> Any:
@@ -341,6 +342,39 @@ defjvp(np.kron, _kron_jvp(0), _kron_jvp(1))
 defvjp(np.kron, _kron_vjp(0), _kron_vjp(1))
 
 
+# convolve(a, v, mode): bilinear; its output is a window of the full convolution, whose
+# transpose in one argument is a valid-mode convolution with the other reversed
+def _convolve_window(n: int, m: int, mode: str) -> tuple[int, int]:
+    """(start, length) of np.convolve's output of 1-D arguments of sizes n, m in the full one."""
+    if mode == "full":
+        return 0, n + m - 1
+    if mode == "same":
+        return (min(n, m) - 1) // 2, max(n, m)
+    return min(n, m) - 1, max(n, m) - min(n, m) + 1
+
+
+def _convolve_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, a: Any, v: Any, mode: Any = "full") -> Any:
+        if pos == 0:
+            return map_batch(lambda t: np.convolve(t, v, mode), d, 1)
+        return map_batch(lambda t: np.convolve(a, t, mode), d, 1)
+    return rule
+
+
+def _convolve_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, a: Any, v: Any, mode: Any = "full") -> Any:
+        n, m = np.size(a), np.size(v)
+        start, length = _convolve_window(n, m, mode)
+        full = np.pad(ct, (start, n + m - 1 - start - length))
+        other = (v, a)[pos]
+        return np.convolve(full, np.flip(other), "valid")
+    return rule
+
+
+defjvp(np.convolve, _convolve_jvp(0), _convolve_jvp(1), ZERO)
+defvjp(np.convolve, _convolve_vjp(0), _convolve_vjp(1), ZERO)
+
+
 # outer(x, y) = ravel(x)[:, None] * ravel(y)[None, :]
 def _outer_jvp(pos: int) -> Callable[..., Any]:
     def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
@@ -426,11 +460,16 @@ if hasattr(np, "matvec"):  # NumPy 2.2+
            np.expand_dims(np.conj(x), -1) * np.expand_dims(ct, -2))
 
 
-# cross(x, y): 3-vectors (and 2-vectors) along the last axis
-def _cross_check(kwargs: Any) -> None:
-    if any(kwargs.get(k, -1) != -1 for k in ("axisa", "axisb", "axisc")) or \
-            kwargs.get("axis") not in (None, -1):
-        raise NotImplementedError("no derivative rule for np.cross with axis arguments")
+# cross(x, y): 3-vectors (and 2-vectors) along axisa of x and axisb of y, axisc of the
+# output (all three ``axis`` when given): the rules move them last, and back
+def _cross_axes(x: Any, y: Any, out: Any, a: Any, k: Any) -> tuple[int, int, int]:
+    """The negative vector axes of x, y and out, from np.cross's positional or keyword
+    ``axisa, axisb, axisc, axis``."""
+    given = dict(zip(("axisa", "axisb", "axisc", "axis"), a), **k)
+    axis = given.get("axis")
+    ax, ay, ao = (axis,) * 3 if axis is not None else (
+        given.get("axisa", -1), given.get("axisb", -1), given.get("axisc", -1))
+    return neg_axis(ax, np.ndim(x)), neg_axis(ay, np.ndim(y)), neg_axis(ao, max(np.ndim(out), 1))
 
 
 def _cross2(x: Any, y: Any) -> Any:
@@ -439,26 +478,30 @@ def _cross2(x: Any, y: Any) -> Any:
 
 def _cross_jvp(pos: int) -> Callable[..., Any]:
     def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
-        _cross_check(k)
+        ax, ay, ao = _cross_axes(x, y, out, a, k)
+        xl, yl = np.moveaxis(x, ax, -1), np.moveaxis(y, ay, -1)
         nd = max(np.ndim(x), np.ndim(y))
-        dl = _lift_to(d, (x, y)[pos], nd)
-        if np.shape(x)[-1] == 2:
-            t = _cross2(dl, y) if pos == 0 else _cross2(x, dl)
+        dl = _lift_to(np.moveaxis(d, (ax, ay)[pos], -1), (x, y)[pos], nd)
+        if np.shape(xl)[-1] == 2:
+            t = _cross2(dl, yl) if pos == 0 else _cross2(xl, dl)
         else:
-            t = np.cross(dl, y) if pos == 0 else np.cross(x, dl)
+            t = np.moveaxis(np.cross(dl, yl) if pos == 0 else np.cross(xl, dl), -1, ao)
         return fit(t, d, (x, y)[pos], out)
     return rule
 
 
 def _cross_vjp(pos: int) -> Callable[..., Any]:
     def rule(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
-        _cross_check(k)
-        if np.shape(x)[-1] == 2:  # ct * (x0 y1 - x1 y0)
-            other = (y, x)[pos]
+        ax, ay, ao = _cross_axes(x, y, out, a, k)
+        xl, yl = np.moveaxis(x, ax, -1), np.moveaxis(y, ay, -1)
+        if np.shape(xl)[-1] == 2:  # ct * (x0 y1 - x1 y0)
+            other = (yl, xl)[pos]
             sign = 1.0 if pos == 0 else -1.0
-            return sign * np.expand_dims(ct, -1) * np.stack([other[..., 1], -other[..., 0]], -1)
-        # ct . (dx x y) = dx . (y x ct) ; ct . (x x dy) = dy . (ct x x)
-        return np.cross(y, ct) if pos == 0 else np.cross(ct, x)
+            g = sign * np.expand_dims(ct, -1) * np.stack([other[..., 1], -other[..., 0]], -1)
+        else:  # ct . (dx x y) = dx . (y x ct) ; ct . (x x dy) = dy . (ct x x)
+            cl = np.moveaxis(ct, ao, -1)
+            g = np.cross(yl, cl) if pos == 0 else np.cross(cl, xl)
+        return np.moveaxis(g, -1, (ax, ay)[pos])
     return rule
 
 
@@ -485,6 +528,29 @@ if hasattr(np.linalg, "matrix_transpose"):
 
 defjvp(np.linalg.inv, lambda dx, out, /, a: -(out @ dx @ out))
 defvjp(np.linalg.inv, lambda ct, out, /, a: -(_T(out) @ ct @ _T(out)))
+
+
+# pinv: P = A^+ at fixed rank (Golub & Pereyra), with Q = I - A P and S = I - P A,
+# dP = -P dA P + P P^H dA^H Q + S dA^H P^H P
+def _pinv_complements(a: Any, p: Any) -> Any:
+    m, n = np.shape(a)[-2:]
+    return np.eye(m) - a @ p, np.eye(n) - p @ a
+
+
+def _pinv_jvp(da: Any, out: Any, /, a: Any, *args: Any, **kwargs: Any) -> Any:
+    q, s = _pinv_complements(a, out)
+    return -(out @ da @ out) + out @ _H(out) @ _H(da) @ q + s @ _H(da) @ _H(out) @ out
+
+
+def _pinv_vjp(ct: Any, out: Any, /, a: Any, *args: Any, **kwargs: Any) -> Any:
+    q, s = _pinv_complements(a, out)
+    c = np.conj(ct)  # the adjoint under Re<X, Y>, conjugated (see the module docstring)
+    return np.conj(-(_H(out) @ c @ _H(out)) + q @ _H(c) @ out @ _H(out)
+                   + _H(out) @ out @ _H(c) @ s)
+
+
+defjvp(np.linalg.pinv, _pinv_jvp)
+defvjp(np.linalg.pinv, _pinv_vjp)
 
 
 def _solve_jvp_a(da: Any, out: Any, /, a: Any, b: Any) -> Any:
@@ -736,6 +802,29 @@ defjvp(np.linalg.eigvals, _eigvals_jvp)
 defvjp(np.linalg.eigvals, _eigvals_vjp)
 
 
+# eig of a general matrix, M = V^-1 dA V: dw = diag(M), dV = V (F * M) less the part along
+# each column that would change its norm (NumPy's vectors have norm 1; their phase is free)
+def _eig_jvp(da: Any, out: Any, /, a: Any) -> Any:
+    w, v = out
+    m = np.linalg.solve(v, da @ v)
+    dv = v @ (_eig_gaps(w) * m)
+    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))
+    dw = _diag(m)
+    return (dw, dv) if np.iscomplexobj(w) else (np.real(dw), np.real(dv))
+
+
+def _eig_vjp(ct: Any, out: Any, /, a: Any) -> Any:
+    w, v = out
+    cw, cv = cts(ct, out)
+    cv = cv - np.conj(v) * np.real(np.sum(cv * v, axis=-2, keepdims=True))
+    inner = _diag_embed(cw * (1.0 + 0j)) + _eig_gaps(w) * (_T(v) @ cv)
+    return np.linalg.solve(_T(v), inner @ _T(v))  # V^-T (diag(cw) + F * V^T cv) V^T
+
+
+defjvp(np.linalg.eig, _eig_jvp)
+defvjp(np.linalg.eig, _eig_vjp)
+
+
 # -- svd ------------------------------------------------------------------------------------
 
 def _svd_check(a: Any, full_matrices: Any, compute_uv: Any, hermitian: Any) -> None:
@@ -822,6 +911,56 @@ defvjp(np.linalg.svd, _svd_vjp)
 if hasattr(np.linalg, "svdvals"):  # NumPy 2
     defjvp(np.linalg.svdvals, lambda da, out, /, a: _svd_jvp(da, out, a, False, False))
     defvjp(np.linalg.svdvals, lambda ct, out, /, a: _svd_vjp(ct, out, a, False, False))
+
+
+# -- lstsq ------------------------------------------------------------------------------------
+# lstsq(a, b) = (x, residuals, rank, s): x = pinv(a) b at fixed rank; the residuals
+# sum |b - a x|^2 per column (given when a has full column rank and more rows than columns);
+# s the singular values of a.  A 1-D b is taken as one column.
+
+def _lstsq_parts(a: Any, b: Any, out: Any) -> Any:
+    """(b is 1-D, b and x as columns, the residual b - a x or None, pinv(a))."""
+    x, res = out[0], out[1]
+    col = np.ndim(b) == 1
+    b2, x2 = (np.expand_dims(b, -1), np.expand_dims(x, -1)) if col else (b, x)
+    return col, b2, x2, b2 - a @ x2 if np.size(res) else None, np.linalg.pinv(a)
+
+
+def _lstsq_jvp(pos: int) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        col, b2, x2, r, p = _lstsq_parts(a, b, out)
+        if pos == 0:
+            dx, change = _pinv_jvp(d, p, a) @ b2, -(d @ x2)
+            ds = _svd_jvp(d, out[3], a, False, False)
+        else:
+            d = np.expand_dims(d, -1) if col else d
+            dx, change, ds = p @ d, d, None
+        dres = None if r is None else np.sum(2.0 * np.real(np.conj(r) * change), axis=-2)
+        return (dx[..., 0] if col else dx, dres, None, ds)
+    return rule
+
+
+def _lstsq_vjp(pos: int) -> Callable[..., Any]:
+    def rule(ct: Any, out: Any, /, a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        col, b2, x2, r, p = _lstsq_parts(a, b, out)
+        cx, cres = cts(ct[:2], out[:2])
+        cx = np.expand_dims(cx, -1) if col else cx
+        if pos == 1:
+            g = _T(p) @ cx
+            if r is not None:
+                g = g + 2.0 * np.conj(r) * cres
+            return g[..., 0] if col else g
+        g = _pinv_vjp(cx @ _T(b2), p, a)
+        if ct[3] is not None:
+            g = g + _svd_vjp(ct[3], out[3], a, False, False)
+        if r is not None:
+            g = g - 2.0 * (np.conj(r) * cres) @ _T(x2)
+        return g
+    return rule
+
+
+defjvp(np.linalg.lstsq, _lstsq_jvp(0), _lstsq_jvp(1), ZERO)
+defvjp(np.linalg.lstsq, _lstsq_vjp(0), _lstsq_vjp(1), ZERO)
 
 
 # -- qr (reduced, m >= n) -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Rules for NumPy reductions and scans: sum, mean, prod, max/min, std/var, cumsum, cumprod...
+"""Rules for NumPy reductions and scans: sum, mean, prod, max/min, std/var, median, cumsum...
 
 Abbreviations: ``x`` the reduced array, ``out`` the primal output, ``dx`` a tangent (leading batch
 dimensions allowed), ``ct`` a cotangent, ``ax`` the reduced axes as negative numbers (so that
@@ -11,7 +11,8 @@ Conventions:
 - A reverse rule returns the cotangent at ``x``'s full shape (a broadcast view).
 - ``prod`` and ``cumprod`` are exact with zeros (products of the other factors, no division).
 - Ties in ``max``/``min``/``amax``/``amin``/``ptp`` (and the NaN-ignoring variants) split the
-  derivative evenly among the tied entries.
+  derivative evenly among the tied entries.  ``std`` where it is 0 (one element, or all equal)
+  has derivative 0, as ``absolute`` at 0.
 - Complex: ``sum``/``mean``/``prod``/``cumsum``/``cumprod`` are holomorphic; ``var``/``std`` are
   real-valued, with the autograd/JAX reverse convention (gradient ``df/dx - i df/dy``).
 """
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, defjvp, defvjp, same_rules
-from ._common import bshape, cts, expand, neg_axes, neg_axis
+from ._common import bshape, cts, expand, gather, neg_axes, neg_axis, positions, scatter
 
 _NOVALUE = np._NoValue
 
@@ -225,6 +226,13 @@ def _var_parts(x: Any, axis: Any, ddof: Any, keepdims: Any, where: Any, mean: An
     return ax, kd, 2.0 * np.conj(centered) / (n - ddof)
 
 
+def _half_over(t: Any, out: Any) -> Any:
+    """``t / (2 * out)``, the chain rule of ``std = sqrt(var)``, with 0 where ``std == 0``: a
+    single element (its std is constant) or equal ones (0 is in the subdifferential there)."""
+    zero = np.equal(out, 0)
+    return np.where(zero, 0.0, t / np.where(zero, 1.0, 2.0 * out))
+
+
 def _var_rules(fn: Any, std: Any, nan: Any = False) -> None:
     def parts(x: Any, axis: Any, ddof: Any, keepdims: Any, where: Any, mean: Any,
               correction: Any) -> Any:
@@ -238,14 +246,14 @@ def _var_rules(fn: Any, std: Any, nan: Any = False) -> None:
             correction: Any = _NOVALUE, **kw: Any) -> Any:
         ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
         t = np.sum(np.real(c * dx), axis=ax, keepdims=kd)
-        return t / (2.0 * out) if std else t
+        return _half_over(t, out) if std else t
 
     def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
             ddof: Any = 0, keepdims: Any = _NOVALUE, *, where: Any = _NOVALUE, mean: Any = _NOVALUE,
             correction: Any = _NOVALUE, **kw: Any) -> Any:
         ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
         if std:
-            ct = ct / (2.0 * out)
+            ct = _half_over(ct, out)
         return expand(ct, ax, kd) * c
     defjvp(fn, jvp)
     defvjp(fn, vjp)
@@ -255,6 +263,40 @@ _var_rules(np.var, std=False)
 _var_rules(np.std, std=True)
 _var_rules(np.nanvar, std=False, nan=True)
 _var_rules(np.nanstd, std=True, nan=True)
+
+
+# -- median: the mean of the middle one or two entries of each group --------------------------
+
+def _median_map(x: Any, axis: Any) -> Any:
+    """(axes, flat positions of the two middle entries of each reduced group in sorted order --
+    one entry twice for an odd count -- shaped ``out.shape + (2,)`` without kept axes)."""
+    ax = neg_axes(axis, np.ndim(x))
+    dest = tuple(range(-len(ax), 0))
+    lead = np.shape(np.moveaxis(x, ax, dest))[:np.ndim(x) - len(ax)]
+    xs = np.reshape(np.moveaxis(x, ax, dest), lead + (-1,))
+    ps = np.reshape(np.moveaxis(positions(x), ax, dest), lead + (-1,))
+    n = np.shape(xs)[-1]
+    middle = np.argsort(xs, axis=-1, kind="stable")[..., [(n - 1) // 2, n // 2]]
+    return ax, np.take_along_axis(ps, middle, axis=-1)
+
+
+def _median_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+                overwrite_input: Any = False, keepdims: Any = False) -> Any:
+    ax, middle = _median_map(x, axis)
+    t = np.mean(gather(dx, x, middle), axis=-1)
+    return np.expand_dims(t, tuple(sorted(ax))) if keepdims else t
+
+
+def _median_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+                overwrite_input: Any = False, keepdims: Any = False) -> Any:
+    ax, middle = _median_map(x, axis)
+    if keepdims:
+        ct = np.squeeze(ct, axis=ax)
+    return scatter(np.broadcast_to(np.expand_dims(ct, -1) / 2.0, np.shape(middle)), x, middle)
+
+
+defjvp(np.median, _median_jvp)
+defvjp(np.median, _median_vjp)
 
 
 # -- average --------------------------------------------------------------------------------

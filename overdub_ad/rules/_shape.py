@@ -438,6 +438,15 @@ def _array_vjp(ct: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
 for _fn in (np.array, np.asarray, np.asanyarray):
     defjvp(_fn, _array_jvp, ZERO)
     defvjp(_fn, _array_vjp, ZERO)
+# x.__array_wrap__(array): ``array`` as x's type (NumPy's linalg wraps its results so)
+defjvp(np.ndarray.__array_wrap__, ZERO, lambda dy, out, /, x, y, *a, **kw: dy)
+defvjp(np.ndarray.__array_wrap__, ZERO, lambda ct, out, /, x, y, *a, **kw: ct)
+# NumPy's scalar types called on a value (np.float32(x), np.complex128(z), np.int64(w)) cast it
+for _fn in (np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble):
+    defjvp(_fn, lambda dx, out, /, x, *a, **kw: _cast_tangent(dx, out))
+    defvjp(_fn, lambda ct, out, /, x, *a, **kw: ct)
+nondifferentiable(np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                  np.uint32, np.uint64)
 if hasattr(np, "astype"):  # NumPy 2
     defjvp(np.astype, lambda dx, out, /, x, dtype, **kw: _cast_tangent(dx, out), ZERO)
     defvjp(np.astype, lambda ct, out, /, x, dtype, **kw: ct, ZERO)
