@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import _source
 from ._rewrite import EMBEDDED, HIDDEN_CONSTANTS, Overdubber, copy_tree
@@ -190,15 +190,22 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
     """
     if not any(isinstance(const, types.CodeType) for const in compiled.co_consts):
         return  # nothing defined inside: skip walking the (large, rewritten) tree
-    nested: dict[tuple[str, int], list[_source._Def]] = {}
-    for child in ast.walk(node):
-        if child is node:
-            continue
+    nested: dict[tuple[str, int], list[_source.Located]] = {}
+    # each function with the innermost class around it, which mangles its private names
+    to_visit = [(child, class_name) for child in ast.iter_child_nodes(node)]
+    while to_visit:
+        child, enclosing_class = to_visit.pop()
+        key = None
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = child.decorator_list[0].lineno if child.decorator_list else child.lineno
-            nested.setdefault((child.name, first), []).append(child)
+            key = (child.name, child.decorator_list[0].lineno if child.decorator_list
+                   else child.lineno)
         elif isinstance(child, ast.Lambda):
-            nested.setdefault(("<lambda>", child.lineno), []).append(child)
+            key = ("<lambda>", child.lineno)
+        if key is not None:
+            nested.setdefault(key, []).append(_source.Located(
+                cast(_source._Def, child), enclosing_class, passes_applied=passes_applied))
+        inner = child.name if isinstance(child, ast.ClassDef) else enclosing_class
+        to_visit.extend((grandchild, inner) for grandchild in ast.iter_child_nodes(child))
     pending = list(compiled.co_consts)
     while pending:
         const = pending.pop()
@@ -207,8 +214,7 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
         pending.extend(const.co_consts)
         candidates = nested.get((const.co_name, const.co_firstlineno), [])
         if len(candidates) == 1:  # a class body or comprehension has no node here: skipped
-            _entries(const).setdefault("source", _source.Located(
-                candidates[0], class_name, passes_applied=passes_applied))
+            _entries(const).setdefault("source", candidates[0])
 
 
 def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,

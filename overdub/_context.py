@@ -182,6 +182,7 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     """
     _check(ctx, fn, "overdub")
     state = _state(ctx)
+    state.follow_class()
     enclosing = _active.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
     if enclosing is not None and enclosing is not state:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _cache, _primitives, _tagging
-from ._frames import DISPATCHER_FILE, OVERDUB_DIR
+from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
 from ._shims import shim_for
@@ -233,8 +233,12 @@ class State:
     def __init__(self, ctx: Any, base: type) -> None:
         cls = type(ctx)
         self.ctx = ctx
+        self.base = base
         self.table = _primitives.Table(cls, _tagging.owner_of(ctx))
+        self.verbs = tuple(getattr(cls, verb) for verb in _VERBS)
         self.overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
+        for verb in self.overridden:
+            add_verb(getattr(cls, verb))
         self.passes = ctx.passes
         self.parent: Callable[..., Any] | None = None
         self.enclosing: State | None = None  # the State running when this one was entered
@@ -287,6 +291,19 @@ class State:
                 self.cells[name].cell_contents = value
             else:
                 self.cells[name] = types.CellType(value)
+
+    def follow_class(self) -> None:
+        """Take up verbs defined, replaced or deleted on the context's class since the state was
+        made: Python classes are open, and a context made before a hook was defined sees it
+        (Cassette's "world age" test)."""
+        cls = type(self.ctx)
+        verbs = tuple(getattr(cls, verb) for verb in _VERBS)
+        if verbs != self.verbs:
+            self.verbs = verbs
+            self.overridden = {verb for verb in _VERBS if _overridden(cls, self.base, verb)}
+            for verb in self.overridden:
+                add_verb(getattr(cls, verb))
+            self._configure(self.tags, self.categories)
 
     def enable_tags(self) -> None:
         if not self.tags:

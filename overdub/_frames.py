@@ -2,8 +2,9 @@
 
 Every overdubbed call puts a dispatcher frame between a caller and its callee.  Code that looks
 at its caller's frame (``sys._getframe(1)`` in ``collections.namedtuple``, ``type(name, bases,
-ns)`` naming ``__module__``, ``warnings.warn``'s ``stacklevel``) would see those; these helpers
-skip them.
+ns)`` naming ``__module__``, ``warnings.warn``'s ``stacklevel``) or walks frames and tracebacks
+(``frame.f_back``, ``tb.tb_next``) would see those, and a rewritten frame's ``f_locals`` holds
+hidden ``@`` names; these helpers leave them out.
 """
 
 from __future__ import annotations
@@ -17,9 +18,24 @@ OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 DISPATCHER_FILE = "<overdub dispatcher"  # the generated dispatchers' file names start so
 
 
+# The code of contexts' own verbs (a user's ``overdub`` or ``execute`` override): their frames
+# stand between a caller and its callee as the dispatchers' do, so they do not count either.
+# By id, the codes kept alive (few: a handful per context class).
+_VERB_CODES: dict[int, types.CodeType] = {}
+
+
+def add_verb(verb: object) -> None:
+    """Count the frames of ``verb`` (a context class's method) as machinery."""
+    code = getattr(getattr(verb, "__func__", verb), "__code__", None)
+    if isinstance(code, types.CodeType):
+        _VERB_CODES[id(code)] = code
+
+
 def is_machinery(frame: types.FrameType) -> bool:
-    filename = frame.f_code.co_filename
-    return filename.startswith(OVERDUB_DIR) or filename.startswith(DISPATCHER_FILE)
+    code = frame.f_code
+    filename = code.co_filename
+    return (filename.startswith(OVERDUB_DIR) or filename.startswith(DISPATCHER_FILE)
+            or id(code) in _VERB_CODES)
 
 
 def user_frame(depth: int = 1) -> types.FrameType | None:
@@ -45,6 +61,36 @@ def getframe(frame: types.FrameType, depth: int = 0) -> types.FrameType:
             raise ValueError("call stack is not deep enough")
         frame = up
     return frame
+
+
+def past_machinery(value: object) -> object:
+    """``x.f_back`` or ``x.tb_next`` as rewritten code reads it: a frame, or a traceback entry,
+    of overdub's machinery is skipped for the next one that is the user's.  Code that walks the
+    stack (``logging``'s caller, ``inspect.stack``, ``traceback.extract_stack``) or a traceback
+    (``traceback.format_exc``, ``unittest``'s failure reports) then sees the plain run's frames.
+    Any other value is returned as it is."""
+    if type(value) is types.FrameType:
+        frame: types.FrameType | None = value
+        while frame is not None and is_machinery(frame):
+            frame = frame.f_back
+        return frame
+    if type(value) is types.TracebackType:
+        entry: types.TracebackType | None = value
+        while entry is not None and is_machinery(entry.tb_frame):
+            entry = entry.tb_next
+        return entry
+    return value
+
+
+def user_locals(value: object) -> object:
+    """``frame.f_locals`` as rewritten code reads it: a rewritten frame's namespace also holds
+    overdub's hidden ``@`` names (dispatchers, temporaries), which the user's view leaves out
+    (``inspect.getargvalues``, ``traceback``'s ``capture_locals``).  Namespaces without them,
+    and any other value, are returned as they are."""
+    if type(value) is dict and any(type(key) is str and key[:1] == "@" for key in value):
+        return {key: item for key, item in value.items()
+                if not (type(key) is str and key[:1] == "@")}
+    return value
 
 
 def getframemodulename(native: Callable[..., str | None], depth: int = 0) -> str | None:

@@ -72,11 +72,17 @@ def is_static(t: type) -> bool:
     return True
 
 
+# A class's own namespace, as CPython's attribute lookup reads it: ``klass.__dict__`` would run
+# a metaclass's ``__dict__`` property, if it has one.
+_namespace = type.__dict__["__dict__"].__get__
+
+
 def lookup(t: type, name: str) -> Any:
     """The class attribute ``name`` as special-method lookup finds it (skipping the instance)."""
     for klass in t.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
+        namespace = _namespace(klass)
+        if name in namespace:
+            return namespace[name]
     return None
 
 
@@ -84,18 +90,41 @@ def _python(t: type, name: str) -> bool:
     return isinstance(lookup(t, name), _Function)
 
 
+def _defines(t: type, name: str) -> bool:
+    """Whether ``t`` has the attribute at all: ``__iadd__ = None`` blocks ``+=`` (calling it is
+    the TypeError), where :func:`lookup` alone cannot tell None from absent."""
+    return any(name in _namespace(klass) for klass in t.__mro__)
+
+
+def _subtype(t: type, of: type) -> bool:
+    """A real subclass (what CPython's operators check), not a virtual one registered with an
+    ABC, which ``issubclass`` would accept."""
+    return of in t.__mro__
+
+
+_METHOD_DESCRIPTOR = 1 << 17  # Py_TPFLAGS_METHOD_DESCRIPTOR: called unbound, with the object
+
+
 def _call_dunder(od: _Fn, t: type, name: str, obj: Any, *args: Any) -> Any:
+    """Call ``t``'s ``name`` for ``obj`` as CPython's special-method lookup does: a C method with
+    the object first (for a class operand, ``int | UserId``, its metaclass's method, which
+    ``getattr(obj, name)`` is not), another descriptor bound by its ``__get__``, any other value
+    (``None`` blocking the operation) called with the arguments alone."""
     raw = lookup(t, name)
     if isinstance(raw, _Function):
         return od(raw, obj, *args)
-    return getattr(obj, name)(*args)
+    kind = type(raw)
+    if kind.__flags__ & _METHOD_DESCRIPTOR:
+        return raw(obj, *args)
+    get = getattr(kind, "__get__", None)
+    return (raw if get is None else get(raw, obj, t))(*args)
 
 
 def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, rname, symbol = _BINARY[op]
     ta, tb = type(a), type(b)
-    a_has, b_has = lookup(ta, name) is not None, tb is not ta and lookup(tb, rname) is not None
-    if b_has and issubclass(tb, ta) and lookup(tb, rname) is not lookup(ta, rname):
+    a_has, b_has = _defines(ta, name), tb is not ta and _defines(tb, rname)
+    if b_has and _subtype(tb, ta) and lookup(tb, rname) is not lookup(ta, rname):
         out = _call_dunder(od, tb, rname, b, a)
         if out is not NotImplemented:
             return out
@@ -115,7 +144,7 @@ def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
 def _inplace(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, binary = _INPLACE[op]
     ta = type(a)
-    if lookup(ta, name) is not None:
+    if _defines(ta, name):
         out = _call_dunder(od, ta, name, a, b)
         if out is not NotImplemented:
             return out
@@ -134,7 +163,7 @@ def _compare(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
             return out if out is NotImplemented else not out
         return _call_dunder(od, t, dunder, x, y)
 
-    if tb is not ta and issubclass(tb, ta):
+    if tb is not ta and _subtype(tb, ta):
         out = attempt(tb, rname, b, a)
         if out is not NotImplemented:
             return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
 import types
 from collections.abc import Callable
@@ -113,9 +114,44 @@ def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
     return [name for name in namespace if not name.startswith("@")]
 
 
+class _Spread:
+    """``f`` for a call that unpacks its arguments, ``f(*a)`` or ``f(**k)``, made through the
+    dispatcher ``od``: the errors unpacking raises (``f() argument after ** must be a mapping``,
+    ``f() got multiple values for keyword argument 'x'``) name the callable being called, which
+    in ``od(f, **k)`` would be ``od``.  CPython names it by its ``__qualname__`` and
+    ``__module__``, which this stand-in takes from ``f``."""
+
+    __slots__ = ("od", "fn")
+
+    def __init__(self, od: _Fn, fn: Any) -> None:
+        self.od = od
+        self.fn = fn
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        return self.od(self.fn, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # __qualname__, for those messages
+        return getattr(self.fn, name)
+
+    @property  # instead of this class's own module
+    def __module__(self) -> Any:  # type: ignore[override]
+        return getattr(self.fn, "__module__", None)
+
+    def __str__(self) -> str:  # the message's name for a callable without __qualname__
+        return str(self.fn)
+
+
+def _value_last(value: Any, obj: Any, key: Any) -> tuple[Any, Any, Any]:
+    """``(obj, key, value)``: a class body's ``obj[key] = value`` evaluates the value first."""
+    return obj, key, value
+
+
 HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": static_types,
                          "@hide": _hide, "@getframe": _frames.getframe,
-                         "@getframemodulename": _frames.getframemodulename})
+                         "@getframemodulename": _frames.getframemodulename,
+                         "@past": _frames.past_machinery, "@locals": _frames.user_locals,
+                         "@partial": functools.partial, "@value_last": _value_last,
+                         "@spread": _Spread})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -126,6 +162,9 @@ DISPATCHERS = ("@od", "@op1", "@op2", "@op3", "@opr", "@pre", "@flat", "@slow1",
 # Calls that must run in the user's own frame: they inspect the calling frame.
 _FRAME_SENSITIVE_NAMES = {"super", "locals", "vars", "dir", "globals", "breakpoint"}
 _FRAME_SENSITIVE_ATTRS = {"_getframe", "currentframe", "_getframemodulename"}
+# Attribute reads of frames and tracebacks, and what their value goes through so that user code
+# sees its own frames: the dispatchers' frames skipped, a frame's namespace without `@` names.
+_FRAME_VIEWS = {"f_back": "@past", "tb_next": "@past", "f_locals": "@locals"}
 
 
 def mangle(name: str, class_name: str | None) -> str:
@@ -460,6 +499,13 @@ class Overdubber(ast.NodeTransformer):
         """
         if CALL not in self.categories or not node.decorator_list:
             return node
+        if self._class_bodies:
+            # A class namespace may watch every binding (an Enum's does): no temporaries there,
+            # and the name is bound once, by the decorators themselves: @d -> @partial(@od, d).
+            node.decorator_list = [
+                _place(ast.Call(self._name("@partial"), [self._name("@od"), d], []), d)
+                for d in node.decorator_list]
+            return node
         out: list[ast.stmt] = []
         refs: list[ast.expr] = []
         temps: list[str] = []
@@ -561,6 +607,11 @@ class Overdubber(ast.NodeTransformer):
         node.func = self.visit(func)
         if CALL not in self.categories:
             return node
+        if any(k.arg is None for k in node.keywords) or (
+                len(node.args) == 1 and isinstance(node.args[0], ast.Starred)):
+            # f(**k), f(*a): unpacking errors name the callee -> @spread(@od, f)(**k)
+            spread = ast.Call(self._name("@spread"), [self._name("@od"), node.func], [])
+            return _place(ast.Call(func=spread, args=node.args, keywords=node.keywords), node)
         call = ast.Call(func=self._name("@od"), args=[node.func, *node.args],
                         keywords=node.keywords)
         return _place(call, node)
@@ -620,14 +671,24 @@ class Overdubber(ast.NodeTransformer):
                               lambda n: ast.Subscript(n[0], n[1], _LOAD), node, (0,))
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        if ATTRIBUTE not in self.categories or not isinstance(node.ctx, ast.Load):
+        if not isinstance(node.ctx, ast.Load):
             self.generic_visit(node)
             return node
-        return self._operator(getattr, [self.visit(node.value), self._attr_name(node)],
-                              lambda n: ast.Attribute(n[0], node.attr, _LOAD), node, (0,))
+        read: ast.expr = node
+        if ATTRIBUTE not in self.categories:
+            self.generic_visit(node)
+        else:
+            read = self._operator(getattr, [self.visit(node.value), self._attr_name(node)],
+                                  lambda n: ast.Attribute(n[0], node.attr, _LOAD), node, (0,))
+        view = _FRAME_VIEWS.get(node.attr)
+        if view is not None:
+            return _place(ast.Call(self._name(view), [read], []), node)
+        return read
 
     # -- statements that store ------------------------------------------------------------
     def _intercepted_target(self, target: ast.expr) -> bool:
+        if self._class_bodies:
+            return False  # stores there need temporaries: native (but see _store_in_class_body)
         if isinstance(target, ast.Attribute):
             return ATTRIBUTE in self.categories
         if isinstance(target, ast.Subscript):
@@ -694,7 +755,35 @@ class Overdubber(ast.NodeTransformer):
         else:
             self._pending.append(_place(ast.Assign([self.visit(target)], _copy(value)), template))
 
+    def _store_in_class_body(self, node: ast.Assign) -> ast.AST | None:
+        """``obj.a = v`` or ``obj[k] = v`` in a class body, seen, without temporaries (the class
+        namespace may watch every binding, as an ``Enum``'s does)::
+
+            obj[k] = v   ->   @op3(@setitem, *@value_last(v, obj, k))
+
+        keeping Python's order (the value first).  None for other assignments: stores with
+        several targets or unpacking stay native in class bodies."""
+        target = node.targets[0]
+        if len(node.targets) > 1:
+            return None
+        fn: _Fn
+        key: ast.expr
+        if isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
+            fn, key = setattr, self._attr_name(target)
+        elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
+            fn, key = operator.setitem, self._index(target.slice)
+        else:
+            return None
+        ordered = ast.Call(self._name("@value_last"),
+                           [self.visit(node.value), self.visit(target.value), key], [])
+        call = ast.Call(self._name("@op3"), [self._fn(fn), ast.Starred(ordered, _LOAD)], [])
+        return _place(ast.Expr(call), node)
+
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
+        if self._class_bodies:
+            stored = self._store_in_class_body(node)
+            if stored is not None:
+                return stored
         unpacks = len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
         if not any(self._intercepted_target(t) for t in node.targets):
             self.generic_visit(node)
@@ -724,6 +813,9 @@ class Overdubber(ast.NodeTransformer):
         target = node.target
         if BINOP not in self.categories and not self._intercepted_target(target):
             self.generic_visit(node)
+            return node
+        if self._class_bodies and not isinstance(target, ast.Name):
+            self.generic_visit(node)  # it needs temporaries, and a class body has none: native
             return node
         inplace = INPLACE_OPS[type(node.op)]
         if isinstance(target, ast.Name):  # here BINOP is intercepted
@@ -790,7 +882,7 @@ class Overdubber(ast.NodeTransformer):
 
     def _loop_target(self, node: ast.For | ast.AsyncFor) -> ast.AST:
         if (ITERATION in self.categories and isinstance(node.target, (ast.Tuple, ast.List))
-                and not isinstance(node, ast.AsyncFor)):
+                and not isinstance(node, ast.AsyncFor) and not self._class_bodies):
             # for a, b in it: ...  ->  for @t in iter(it): a, b = iter(@t); ...
             temp = self._temp()
             unpack = ast.Assign([node.target], ast.Name(temp, _LOAD))

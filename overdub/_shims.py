@@ -14,6 +14,7 @@ They may return a different *iterator type* (``map`` gives a generator): documen
 
 from __future__ import annotations
 
+import __future__
 import functools
 import itertools
 import operator
@@ -36,9 +37,25 @@ _MISSING = object()
 
 # The generators below end where the builtin's iterator would: a StopIteration raised by the
 # user's function stops them (PEP 479 would turn it into a RuntimeError inside a generator).
+# Like the builtins, they take their iterators when called (see _iterating).
+
+def _iterating(position: int, generator: _Fn) -> _Fn:
+    """The shim for a lazy builtin whose iterable is argument ``position``: the iterator is
+    taken at the call, as the builtin takes it, so a value that is not iterable is a TypeError
+    there, with the builtin's message, rather than at the first ``next()``."""
+    def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > position:
+            args = (*args[:position], iter(args[position]), *args[position + 1:])
+        return generator(od, *args, **kwargs)
+    return shim
+
 
 def _map(od: _Fn, func: Any, *iterables: Iterable[Any]) -> Iterator[Any]:
-    for items in zip(*iterables):
+    return _map_rows(od, func, zip(*[iter(iterable) for iterable in iterables]))
+
+
+def _map_rows(od: _Fn, func: Any, rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+    for items in rows:
         try:
             value = od(func, *items)
         except StopIteration:
@@ -232,6 +249,56 @@ def _warn(od: _Fn, message: Any, category: Any = None, stacklevel: int = 1,
                   **kwargs)
 
 
+_FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, feature).compiler_flag
+                                                for feature in __future__.all_feature_names))
+_SOURCE = (str, bytes, bytearray)
+_COMPILE_KEYWORDS = {"source", "filename", "mode", "flags", "dont_inherit", "optimize",
+                     "_feature_version"}
+
+
+def _user_future_flags() -> int:
+    """The ``__future__`` flags of the user's calling code: ``compile``, ``exec`` and ``eval``
+    inherit them natively from the frame calling them, which here would be overdub's (whose
+    ``annotations`` future would turn the annotations of a ``dataclass``'s ``__init__``, made
+    by ``exec``, into strings)."""
+    frame = user_frame()
+    return 0 if frame is None else frame.f_code.co_flags & _FUTURE_FLAGS
+
+
+def _compile(od: _Fn, source: Any, filename: Any, mode: Any, flags: int = 0,
+             dont_inherit: bool = False, *args: Any, **kwargs: Any) -> Any:
+    if not dont_inherit:
+        flags |= _user_future_flags()
+    return compile(source, filename, mode, flags, True, *args, **kwargs)
+
+
+def _namespaces(globals_: Any, locals_: Any) -> tuple[Any, Any]:
+    """``exec``'s and ``eval``'s namespaces: without globals, the user's calling frame's globals
+    and locals, as natively (called from overdub's frames they would be a dispatcher's)."""
+    if globals_ is None:
+        frame = user_frame()
+        if frame is not None:
+            return frame.f_globals, frame.f_locals if locals_ is None else locals_
+    return globals_, locals_
+
+
+def _exec(od: _Fn, source: Any, globals_: Any = None, locals_: Any = None, /,
+          **kwargs: Any) -> Any:
+    if isinstance(source, _SOURCE):
+        source = compile(source, "<string>", "exec", _user_future_flags(), True)
+    return exec(source, *_namespaces(globals_, locals_), **kwargs)
+
+
+def _eval(od: _Fn, source: Any, globals_: Any = None, locals_: Any = None, /) -> Any:
+    if isinstance(source, str):
+        source = source.lstrip(" \t")  # as eval does
+    elif isinstance(source, (bytes, bytearray)):
+        source = source.lstrip(b" \t")
+    if isinstance(source, _SOURCE):
+        source = compile(source, "<string>", "eval", _user_future_flags(), True)
+    return eval(source, *_namespaces(globals_, locals_))
+
+
 def _type3(od: _Fn, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
            **kwargs: Any) -> type:
     """``type(name, bases, ns)`` names the module of the *user's* calling frame, as natively."""
@@ -305,16 +372,19 @@ def _register(builtin: Any, applies: _Applies, shim: _Fn) -> None:
 
 
 _register(map, lambda a, k: len(a) >= 2 and not k, _map)
-_register(filter, lambda a, k: len(a) == 2 and a[0] is not None and not k, _filter)
+_register(filter, lambda a, k: len(a) == 2 and a[0] is not None and not k,
+          _iterating(1, _filter))
 _register(itertools.filterfalse, lambda a, k: len(a) == 2 and a[0] is not None and not k,
-          _filterfalse)
-_register(itertools.starmap, _always, _starmap)
-_register(itertools.takewhile, _always, _takewhile)
-_register(itertools.dropwhile, _always, _dropwhile)
+          _iterating(1, _filterfalse))
+_register(itertools.starmap, _always, _iterating(1, _starmap))
+_register(itertools.takewhile, _always, _iterating(1, _takewhile))
+_register(itertools.dropwhile, _always, _iterating(1, _dropwhile))
 _register(itertools.accumulate,
-          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("func") is not None, _accumulate)
+          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("func") is not None,
+          _iterating(0, _accumulate))
 _register(itertools.groupby,
-          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("key") is not None, _groupby)
+          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("key") is not None,
+          _iterating(0, _groupby))
 _register(sorted, _has_key, _sorted)
 _register(list.sort, _has_key, _list_sort)
 _register(min, _has_key, _extreme(min))
@@ -323,6 +393,11 @@ _register(functools.reduce, _always, _reduce)
 _register(sum, _always, _sum)
 _register(functools.cmp_to_key, _always, _cmp_to_key)
 _register(warnings.warn, _always, _warn)
+# exec/eval called by name with one argument run in the user's own frame (see _rewrite); other
+# calls are made from overdub's frames, whose namespaces and future flags are not the user's.
+_register(compile, lambda a, k: len(a) + len(k) >= 3 and k.keys() <= _COMPILE_KEYWORDS, _compile)
+_register(exec, lambda a, k: 1 <= len(a) <= 3 and k.keys() <= {"closure"}, _exec)
+_register(eval, lambda a, k: 1 <= len(a) <= 3 and not k, _eval)
 _register(type, lambda a, k: len(a) == 3 and isinstance(a[2], dict), _type3)
 if sys.version_info >= (3, 12):  # PEP 695 moved them to C
     for _cls in (typing.TypeVar, typing.ParamSpec, typing.TypeVarTuple, typing.TypeAliasType):

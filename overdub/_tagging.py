@@ -500,6 +500,8 @@ class Tagger:
                 return value
             items = [self.strip(v) if type(v) is Tagged else self.scrub(v, depth - 1)
                      for v in value]
+            if all(new is old for new, old in zip(items, value)):
+                return value  # nothing of ours inside: the very tuple is stored, as natively
             new = kind(items) if kind is tuple else kind._make(items)
             entries = self.shadow.positions(new)
             for i, v in enumerate(value):

@@ -13,22 +13,35 @@ stays green while the bug is open and goes red once it is fixed.
 
 from __future__ import annotations
 
+import _py_abc
+import abc
 import argparse
 import ast
+import asyncio
 import base64
 import bisect
+import bz2
 import calendar
+import cmd
 import codecs
+import codeop
 import collections
+import collections.abc
 import colorsys
 import configparser
 import contextlib
 import copy
+import csv
 import dataclasses
 import datetime
 import difflib
+import dis
+import doctest
 import email
 import email.header
+import email.headerregistry
+import email.mime.multipart
+import email.mime.text
 import email.policy
 import email.utils
 import encodings.idna
@@ -36,8 +49,11 @@ import encodings.punycode
 import enum
 import fnmatch
 import fractions
+import ftplib
 import functools
 import getopt
+import gettext
+import glob
 import graphlib
 import gzip
 import heapq
@@ -45,7 +61,9 @@ import hmac
 import html
 import html.parser
 import http
+import http.client
 import http.cookies
+import imaplib
 import inspect
 import io
 import ipaddress
@@ -54,31 +72,62 @@ import json
 import json.decoder
 import json.encoder
 import json.scanner
+import keyword
+import linecache
 import locale
+import logging
+import lzma
+import mailbox
 import mimetypes
+import ntpath
+import numbers
 import operator
+import optparse
 import pathlib
 import pickle
+import pickletools
 import plistlib
 import posixpath
 import pprint
+import queue
 import quopri
 import random
 import re
 import reprlib
+import sched
 import shlex
+import smtplib
 import statistics
 import string
+import stringprep
+import struct
+import subprocess
 import sys
+import tarfile
 import textwrap
+import threading
+import token
 import tokenize
+import traceback
 import types
 import typing
+import unittest
+import unittest.mock
 import urllib.parse
+import urllib.robotparser
 import uuid
 import warnings
+import wave
+import weakref
+import wsgiref.headers
+import wsgiref.util
 import xml.dom.minidom
+import xml.etree.ElementTree
+import xml.sax
+import xml.sax.handler
+import xml.sax.saxutils
 import zipfile
+import zoneinfo
 
 import pytest
 
@@ -910,6 +959,1101 @@ def fractions_session():
             -a, abs(b), a < b, a == 0.75, a + 1, 2 - a, a * 0.5)
 
 
+# -- more modules (csv, logging, traceback, xml, unittest, asyncio...) and the frame-sensitive
+# stdlib code whose transparency needs overdub's frames hidden --------------------------------
+
+ET = xml.etree.ElementTree
+pyET = _pure("xml.etree.ElementTree", ["_elementtree"])
+pyqueue = _pure("queue", ["_queue"])
+pyzoneinfo = _pure("zoneinfo", ["_zoneinfo"])
+try:
+    zoneinfo.ZoneInfo("America/New_York")
+    TZDATA = True
+except zoneinfo.ZoneInfoNotFoundError:
+    TZDATA = None  # no time zone database on this machine
+CSV_TEXT = 'name,age,city\r\n"Smith, J",42,"New\nYork"\r\nAnn,7,Oslo\r\n'
+
+
+def csv_dictreader():
+    return [dict(row) for row in csv.DictReader(io.StringIO(CSV_TEXT))]
+
+
+def csv_dictwriter():
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["a", "b"], extrasaction="ignore", restval="?")
+    writer.writeheader()
+    writer.writerows([{"a": 1, "b": "x,y"}, {"a": 2, "c": 3}])
+    return buf.getvalue()
+
+
+def csv_sniff():
+    sniffer = csv.Sniffer()
+    dialect = sniffer.sniff("a;b;c\n1;'x;y';3\n4;5;6\n")
+    return (dialect.delimiter, dialect.quotechar, dialect.doublequote,
+            sniffer.has_header("name,age\nann,7\nbob,9\n"))
+
+
+def csv_dictwriter_extra():
+    csv.DictWriter(io.StringIO(), fieldnames=["a"]).writerow({"a": 1, "zz": 2})
+
+
+def optparse_session():
+    p = optparse.OptionParser(usage="%prog [options] files", prog="tool")
+    p.add_option("-n", "--num", type="int", default=3, dest="num", help="how many")
+    p.add_option("-v", action="count", dest="verbose", default=0)
+    p.add_option("--name", metavar="NAME")
+    p.add_option("-q", action="store_false", dest="loud", default=True)
+    group = optparse.OptionGroup(p, "Extra")
+    group.add_option("--extra", action="append")
+    p.add_option_group(group)
+    opts, args = p.parse_args(["-vv", "--num=7", "a", "--extra", "x", "--extra=y", "-q", "b"])
+    return sorted(vars(opts).items()), args, p.format_help()
+
+
+def optparse_error():
+    p = optparse.OptionParser(prog="tool")
+    p.add_option("-n", type="int")
+    p.error = lambda msg: (_ for _ in ()).throw(ValueError(msg))
+    return p.parse_args(["-n", "x"])
+
+
+def logging_session():
+    """The records' funcName and lineno: ``Logger.findCaller`` walks ``frame.f_back``."""
+    buf = io.StringIO()
+    log = logging.Logger("corpus")
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s "
+                                           "[%(funcName)s:%(lineno)d]"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.info("hello %s", "world")
+    log.debug("hidden")
+    log.warning("n=%d", 5)
+    logging.LoggerAdapter(log, {"k": 1}).info("adapted")
+
+    def inner():
+        log.warning("from inner, blamed on its caller", stacklevel=2)
+
+    inner()
+    return buf.getvalue()
+
+
+def logging_exception():
+    buf = io.StringIO()
+    log = logging.Logger("corpus")
+    log.addHandler(logging.StreamHandler(buf))
+    try:
+        helper_that_fails(0)
+    except ZeroDivisionError:
+        log.exception("boom")
+    return buf.getvalue()
+
+
+def logging_styles():
+    rec = logging.LogRecord("n", logging.WARNING, "path/f.py", 12, "msg %s", ("arg",), None,
+                            func="fn")
+    return (logging.Formatter("{levelname}|{message}|{lineno}", style="{").format(rec),
+            logging.Formatter("$levelname $message", style="$").format(rec),
+            logging.Formatter("%(filename)s:%(module)s:%(funcName)s").format(rec),
+            rec.getMessage(), logging.getLevelName(35), logging.getLevelName("ERROR"))
+
+
+def logging_filter():
+    buf = io.StringIO()
+    log = logging.Logger("a.b")
+    handler = logging.StreamHandler(buf)
+    handler.addFilter(logging.Filter("a"))
+    handler.addFilter(lambda record: "skip" not in record.getMessage())
+    log.addHandler(handler)
+    for message in ["one", "skip me", "two"]:
+        log.warning(message)
+    return buf.getvalue()
+
+
+def helper_that_fails(x, y=3):
+    z = [x * 2]
+    return z[0] / x + y
+
+
+def traceback_format_exc():
+    """The traceback of an exception caught inside the run: ``tb_next`` walks every frame."""
+    try:
+        helper_that_fails(0)
+    except ZeroDivisionError:
+        return traceback.format_exc()
+
+
+def traceback_capture_locals():
+    """``capture_locals`` reads ``frame.f_locals``: no hidden names of rewritten frames."""
+    try:
+        helper_that_fails(0)
+    except ZeroDivisionError as exc:
+        return "".join(traceback.TracebackException.from_exception(
+            exc, capture_locals=True).format())
+
+
+def raise_chain():
+    try:
+        try:
+            {}["k"]
+        except KeyError as exc:
+            raise ValueError("outer") from exc
+    except ValueError as exc:
+        return exc
+
+
+def traceback_chain():
+    te = traceback.TracebackException.from_exception(raise_chain())
+    return list(te.format_exception_only()), type(te.__cause__).__name__, list(te.format())
+
+
+def traceback_summary():
+    frames = traceback.StackSummary.from_list([("f.py", 3, "fn", "x = 1"), ("g.py", 9, "gn", None)])
+    return (frames.format(), traceback.format_exception_only(ValueError("bad")),
+            traceback.format_list([("a.py", 1, "m", "pass")]))
+
+
+def who_called_me():
+    return (inspect.stack()[1].function, inspect.currentframe().f_back.f_code.co_name,
+            [frame.name for frame in traceback.extract_stack()][-2:])
+
+
+def inspect_stack_caller():
+    return who_called_me()
+
+
+def inspect_argvalues(a, *rest, k=1):
+    total = a + k
+    frame = inspect.currentframe()
+    return inspect.formatargvalues(*inspect.getargvalues(frame)), sorted(frame.f_locals), total
+
+
+def generator_locals():
+    def gen(n):
+        for i in range(n):
+            yield sorted(inspect.getgeneratorlocals(it))
+
+    it = gen(2)
+    return list(it), inspect.getgeneratorstate(it)
+
+
+def sample_fn(a, b=2, *c, d, **e):
+    x = [i * a for i in c if i]
+    return x or {d: e}
+
+
+def dis_text():
+    return ([(i.opname, i.argrepr) for i in dis.get_instructions(sample_fn)],
+            dis.Bytecode(sample_fn).dis().count("\n"), dis.code_info(sample_fn).splitlines()[:4])
+
+
+def pickletools_session():
+    blob = pickle.dumps({"a": [1, 2.5, "s"], "t": (1, 2)}, protocol=2)
+    out = io.StringIO()
+    pickletools.dis(blob, out)
+    return out.getvalue(), pickletools.optimize(blob), [op.name for op, _, _ in pickletools.genops(blob)]
+
+
+def tar_roundtrip():
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in [("a/b.txt", b"hello tar"), ("c.bin", b"\x00\x01\x02")]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_600_000_000, 0o644
+            tf.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf, mode="r") as tf:
+        return ([(m.name, m.size, m.mtime) for m in tf.getmembers()],
+                tf.extractfile("a/b.txt").read())
+
+
+def etree_session(et):
+    root = et.fromstring(XML_DOC)
+    items = [(i.get("id"), i.text) for i in root.iter("item")]
+    added = et.SubElement(root, "added", {"k": "v"})
+    added.text = "t<&>"
+    return (items, et.tostring(root, encoding="unicode"), root.find("./item[@id='y']").text,
+            [e.tag for e in root.findall(".//*")])
+
+
+def etree_indent_write(et):
+    root = et.fromstring("<a><b><c/></b><d>x</d></a>")
+    et.indent(root, space="  ")
+    tree = et.ElementTree(et.fromstring('<r xmlns:p="urn:p"><p:x a="1"/></r>'))
+    buf = io.BytesIO()
+    tree.write(buf, encoding="utf-8", xml_declaration=True)
+    return et.tostring(root, encoding="unicode"), buf.getvalue()
+
+
+def etree_iterparse(et):
+    return [(event, el.tag) for event, el in
+            et.iterparse(io.BytesIO(XML_DOC.encode()), events=("start", "end"))]
+
+
+class SaxCollector(xml.sax.handler.ContentHandler):
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def startElement(self, name, attrs):
+        self.events.append(("start", name, dict(attrs)))
+
+    def endElement(self, name):
+        self.events.append(("end", name))
+
+    def characters(self, content):
+        self.events.append(("chars", content))
+
+
+def sax_parse():
+    handler = SaxCollector()
+    xml.sax.parseString(XML_DOC.encode(), handler)
+    return handler.events
+
+
+def sax_generate():
+    buf = io.StringIO()
+    g = xml.sax.saxutils.XMLGenerator(buf, "utf-8", short_empty_elements=True)
+    g.startDocument()
+    g.startElement("root", {"a": "1 & 2"})
+    g.characters("<text>")
+    g.startElement("empty", {})
+    g.endElement("empty")
+    g.endElement("root")
+    g.endDocument()
+    return buf.getvalue()
+
+
+DOCTEXT = """
+>>> 1 + 1
+2
+>>> [x * 2 for x in range(3)]
+[0, 2, 4]
+>>> print("a\\nb")
+a
+b
+>>> 1 / 0
+Traceback (most recent call last):
+ZeroDivisionError: division by zero
+>>> 2 + 2
+5
+"""
+
+
+def doctest_session():
+    parser = doctest.DocTestParser()
+    examples = [(e.source, e.want, e.lineno, e.exc_msg) for e in parser.get_examples(DOCTEXT)]
+    test = parser.get_doctest(DOCTEXT, {}, "corpus", "corpus.txt", 0)
+    out = []
+    result = doctest.DocTestRunner(verbose=False).run(test, out=out.append, clear_globs=True)
+    return examples, result, "".join(out)
+
+
+def unittest_session():
+    """A suite with passes, a failure (its report has a traceback), a skip and subtests."""
+    class Sample(unittest.TestCase):
+        def test_ok(self):
+            self.assertEqual([1, 2], [1, 2])
+            with self.assertRaises(KeyError):
+                {}["x"]
+
+        def test_fail(self):
+            self.assertEqual({"a": [1, 2]}, {"a": [1, 3]})
+
+        def test_skip(self):
+            self.skipTest("because")
+
+        def test_sub(self):
+            for i in range(3):
+                with self.subTest(i=i):
+                    self.assertLess(i, 2)
+
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(Sample).run(result)
+    return (result.testsRun, [(str(t), text) for t, text in result.failures],
+            len(result.errors), [reason for _, reason in result.skipped])
+
+
+def mock_session():
+    m = unittest.mock.Mock(return_value=3)
+    m(1, k=2)
+    m.method.side_effect = [10, KeyError("x")]
+    first = m.method()
+    try:
+        m.method()
+    except KeyError as exc:
+        second = repr(exc)
+    m.assert_called_once_with(1, k=2)
+    magic = unittest.mock.MagicMock()
+    magic.__len__.return_value = 4
+    magic["k"] = 1
+    with unittest.mock.patch.object(textwrap, "dedent", return_value="patched") as patched:
+        got = textwrap.dedent("  x")
+    return (m.call_args, m.call_count, first, second, m.method.call_count, len(magic),
+            magic.__setitem__.call_args, got, patched.call_args, textwrap.dedent("  y"))
+
+
+def mock_assert_error():
+    m = unittest.mock.Mock()
+    m(1)
+    m.assert_called_with(2)
+
+
+def make_mo(messages):
+    """A GNU .mo catalogue (little-endian, no hash table) holding ``messages``."""
+    keys = sorted(messages)
+    ids = b"".join(k.encode() + b"\0" for k in keys)
+    strs = b"".join(messages[k].encode() + b"\0" for k in keys)
+    start = 7 * 4 + len(keys) * 16
+    out = struct.pack("<Iiiiiii", 0x950412DE, 0, len(keys), 28, 28 + len(keys) * 8, 0, 0)
+    offset = 0
+    for k in keys:
+        out += struct.pack("<ii", len(k.encode()), start + offset)
+        offset += len(k.encode()) + 1
+    offset = 0
+    for k in keys:
+        out += struct.pack("<ii", len(messages[k].encode()), start + len(ids) + offset)
+        offset += len(messages[k].encode()) + 1
+    return out + ids + strs
+
+
+MO = make_mo({"": "Content-Type: text/plain; charset=UTF-8\n"
+                  "Plural-Forms: nplurals=2; plural=n != 1;\n",
+              "hello": "hallo", "apple\0apples": "Apfel\0Äpfel", "ctx\x04open": "öffnen"})
+
+
+def gettext_session():
+    t = gettext.GNUTranslations(io.BytesIO(MO))
+    plural = gettext.c2py("n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && "
+                          "(n%100<10 || n%100>=20) ? 1 : 2")
+    return (t.gettext("hello"), t.gettext("missing"), t.ngettext("apple", "apples", 1),
+            t.ngettext("apple", "apples", 3), t.pgettext("ctx", "open"), t.info()["plural-forms"],
+            [plural(n) for n in (1, 2, 5, 11, 21, 22, 25, 111)],
+            gettext.NullTranslations().ngettext("a", "as", 2))
+
+
+def wave_roundtrip():
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(bytes(range(40)))
+    buf.seek(0)
+    with wave.open(buf, "rb") as r:
+        return r.getparams(), r.readframes(5)
+
+
+ROBOTS = """
+User-agent: figtree
+Crawl-delay: 3
+Request-rate: 9/30
+Disallow: /tmp
+Allow: /tmp/ok
+
+User-agent: *
+Disallow: /cyberworld/map/
+Sitemap: http://x/sitemap.xml
+"""
+
+
+def robots_session():
+    rp = urllib.robotparser.RobotFileParser()
+    rp.parse(ROBOTS.splitlines())
+    return (rp.can_fetch("figtree", "/tmp/x"), rp.can_fetch("figtree", "/tmp/ok"),
+            rp.can_fetch("other", "/cyberworld/map/index.html"), rp.can_fetch("other", "/a"),
+            rp.crawl_delay("figtree"), tuple(rp.request_rate("figtree")), rp.site_maps(), str(rp))
+
+
+def wsgi_session():
+    env = {"QUERY_STRING": "a=1", "PATH_INFO": "/p q"}
+    wsgiref.util.setup_testing_defaults(env)
+    headers = wsgiref.headers.Headers([("Content-Type", "text/plain")])
+    headers.add_header("Content-Disposition", "attachment", filename="b.txt")
+    headers.setdefault("X-A", "1")
+    return (wsgiref.util.request_uri(env), wsgiref.util.application_uri(env), str(headers),
+            wsgiref.util.shift_path_info({"SCRIPT_NAME": "", "PATH_INFO": "/a/b"}))
+
+
+class Bag(collections.abc.MutableSet):
+    def __init__(self, items=()):
+        self.items = list(dict.fromkeys(items))
+
+    def __contains__(self, x):
+        return x in self.items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def add(self, x):
+        if x not in self.items:
+            self.items.append(x)
+
+    def discard(self, x):
+        if x in self.items:
+            self.items.remove(x)
+
+    def __repr__(self):
+        return "Bag(%r)" % self.items
+
+
+class LowerKeys(collections.abc.MutableMapping):
+    def __init__(self):
+        self.d = {}
+
+    def __getitem__(self, k):
+        return self.d[k.lower()]
+
+    def __setitem__(self, k, v):
+        self.d[k.lower()] = v
+
+    def __delitem__(self, k):
+        del self.d[k.lower()]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+class Squares(collections.abc.Sequence):
+    def __getitem__(self, i):
+        if i >= 5:
+            raise IndexError(i)
+        return i * i
+
+    def __len__(self):
+        return 5
+
+
+def abc_mixins():
+    b = Bag("abc")
+    b |= {"d"}
+    b -= {"a"}
+    r = LowerKeys()
+    r.update(A=1, b=2)
+    r.setdefault("C", 3)
+    s = Squares()
+    return (repr(b), repr(b & Bag("cdx")), b <= Bag("bcdz"), b.isdisjoint({"q"}),
+            sorted(r.items()), r.pop("a"), r == {"b": 2, "c": 3}, list(reversed(s)), s.index(9),
+            s.count(4), 16 in s)
+
+
+def py_abc_session():
+    class Base(metaclass=_py_abc.ABCMeta):
+        @abc.abstractmethod
+        def f(self):
+            pass
+
+    class Impl(Base):
+        def f(self):
+            return 1
+
+    class Virtual:
+        pass
+
+    Base.register(Virtual)
+    try:
+        Base()
+    except TypeError as exc:
+        error = str(exc)
+    return Impl().f(), isinstance(Virtual(), Base), issubclass(int, Base), error
+
+
+def sched_session():
+    clock = [0.0]
+    log = []
+    s = sched.scheduler(lambda: clock[0], lambda d: clock.__setitem__(0, clock[0] + d))
+    s.enter(5, 1, log.append, ("five",))
+    cancelled = s.enter(3, 1, log.append, ("three",))
+    s.enterabs(3, 0, log.append, argument=("three-first",))
+    s.enter(1, 1, log.extend, argument=(["one"],))
+    s.cancel(cancelled)
+    pending = [event.argument for event in s.queue]
+    s.run()
+    return log, clock[0], pending, s.empty()
+
+
+def queue_session(q):
+    fifo, lifo, prio = q.Queue(3), q.LifoQueue(), q.PriorityQueue()
+    for x in [3, 1, 2]:
+        fifo.put(x)
+        lifo.put(x)
+        prio.put((x, str(x)))
+    try:
+        fifo.put_nowait(9)
+    except q.Full:
+        full = True
+    out = [fifo.get(), lifo.get(), prio.get(), fifo.qsize()]
+    fifo.task_done()
+    simple = q.SimpleQueue()
+    simple.put("s")
+    return out, full, simple.get(), simple.empty()
+
+
+def threading_session():
+    event = threading.Event()
+    before = event.wait(0)
+    event.set()
+    cond = threading.Condition()
+    with cond:
+        notified = cond.wait_for(lambda: True, timeout=0)
+    sem = threading.BoundedSemaphore(2)
+    got = [sem.acquire(blocking=False) for _ in range(3)]
+    sem.release()
+    sem.release()
+    try:
+        sem.release()
+    except ValueError as exc:
+        error = str(exc)
+    out = []
+    thread = threading.Thread(target=lambda: out.append(sum(range(10))), name="corpus")
+    thread.start()
+    thread.join()
+    return before, event.is_set(), notified, got, error, out, thread.is_alive()
+
+
+async def _count_async(n):
+    for i in range(n):
+        await asyncio.sleep(0)
+        yield i
+
+
+async def _asyncio_main():
+    q = asyncio.Queue()
+
+    async def producer():
+        for i in range(3):
+            await q.put(i)
+        await q.put(None)
+
+    async def consumer():
+        got = []
+        while (item := await q.get()) is not None:
+            got.append(item * 10)
+        return got
+
+    _, got = await asyncio.gather(producer(), consumer())
+    counted = [x async for x in _count_async(4)]
+    try:
+        await asyncio.wait_for(asyncio.sleep(10), timeout=0.001)
+    except asyncio.TimeoutError:
+        timed_out = True
+    log = []
+
+    @contextlib.asynccontextmanager
+    async def resource(x):
+        log.append(("enter", x))
+        yield x * 2
+        log.append(("exit", x))
+
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(resource(1))
+        async with resource(2) as b:
+            log.append(a + b)
+    return got, counted, timed_out, log
+
+
+def asyncio_session():
+    return asyncio.run(_asyncio_main())
+
+
+def mail_protocols():
+    return (imaplib.ParseFlags(b"* 1 FETCH (FLAGS (\\Seen \\Answered))"),
+            imaplib.Time2Internaldate(datetime.datetime(2024, 3, 5, 10, 11, 12,
+                                                        tzinfo=datetime.timezone.utc)),
+            imaplib.Int2AP(12345),
+            ftplib.parse227("227 Entering Passive Mode (192,168,1,2,19,137)."),
+            ftplib.parse229("229 Entering Extended Passive Mode (|||6446|)", ("host", 21)),
+            ftplib.parse257('257 "/usr/da""ta" created'),
+            smtplib.quoteaddr("Alice <a@x.org>"), smtplib.quotedata("a\n.b\r\n.\nc"))
+
+
+def mailbox_session():
+    msg = mailbox.mboxMessage(EMAIL_MSG)
+    msg.set_from("alice@example.com", (2024, 3, 5, 10, 11, 12, 0, 65, 0))
+    msg.set_flags("RO")
+    msg.add_flag("A")
+    maildir = mailbox.MaildirMessage(msg)
+    return msg.get_from(), msg.get_flags(), maildir.get_subdir(), sorted(maildir.get_flags())
+
+
+class Shell(cmd.Cmd):
+    prompt = "> "
+
+    def __init__(self, out):
+        super().__init__(stdout=out)
+        self.log = []
+
+    def do_greet(self, arg):
+        """Greet someone."""
+        self.log.append(("greet", arg))
+
+    def do_quit(self, arg):
+        return True
+
+    def default(self, line):
+        self.log.append(("default", line))
+
+
+def cmd_session():
+    out = io.StringIO()
+    shell = Shell(out)
+    stops = [shell.onecmd(line) for line in ["greet bob", "? greet", "nope 1", "", "quit"]]
+    return shell.log, stops, out.getvalue(), shell.parseline("greet  a b"), shell.completenames("gr")
+
+
+def compressed_files():
+    data = b"compress me " * 40
+    b = io.BytesIO()
+    with bz2.BZ2File(b, "wb") as f:
+        f.write(data)
+    x = io.BytesIO()
+    with lzma.LZMAFile(x, "wb", format=lzma.FORMAT_XZ) as f:
+        f.write(data)
+    with bz2.BZ2File(io.BytesIO(b.getvalue())) as f:
+        back = f.read(12), f.readline(), len(f.read())
+    with lzma.open(io.BytesIO(x.getvalue())) as f:
+        return back, f.read() == data
+
+
+def zip_path():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("d/a.txt", "A")
+        zf.writestr("d/e/b.txt", "B")
+        zf.writestr("c.txt", "C")
+    root = zipfile.Path(zipfile.ZipFile(io.BytesIO(buf.getvalue())))
+    return (sorted(p.name for p in root.iterdir()), (root / "d" / "a.txt").read_text(),
+            (root / "d").is_dir(), (root / "d/e/b.txt").exists(), (root / "zz").exists())
+
+
+def email_mime():
+    outer = email.mime.multipart.MIMEMultipart("alternative", boundary="BOUNDARY")
+    outer["Subject"] = "Hi"
+    outer.attach(email.mime.text.MIMEText("plain body", "plain", "utf-8"))
+    outer.attach(email.mime.text.MIMEText("<b>html</b>", "html"))
+    address = email.headerregistry.Address("Ann Lee", "ann", "example.com")
+    group = email.headerregistry.Group("team", [
+        address, email.headerregistry.Address(addr_spec="b@x.org")])
+    return outer.as_string(), str(address), address.addr_spec, str(group)
+
+
+@typing.runtime_checkable
+class Closeable(typing.Protocol):
+    def close(self) -> None: ...
+
+
+class Movie(typing.TypedDict, total=False):
+    title: str
+    year: int
+
+
+class Employee(typing.NamedTuple):
+    name: str
+    id: int = 3
+
+
+def typing_session():
+    T = typing.TypeVar("T", bound=int)
+
+    class Box(typing.Generic[T]):
+        def __init__(self, v: T) -> None:
+            self.v = v
+
+    return (isinstance(io.StringIO(), Closeable), isinstance(1, Closeable), Movie(title="x"),
+            Movie.__optional_keys__, Employee("a"), Employee._field_defaults, Box[int](3).v,
+            repr(typing.Optional[typing.List[Box[int]]]), typing.get_type_hints(Employee),
+            repr(typing.Literal[1, "a"]), repr(typing.Callable[[int], str]),
+            typing.get_args(typing.Annotated[int, "meta"]))
+
+
+def typing_class_operators():
+    """Operators whose operands are classes: the metaclass's methods, as CPython calls them."""
+    user_id = typing.NewType("UserId", int)
+    return (typing.Pattern[str] != str, typing.Union[int, str] != Employee,  # noqa: E721
+            repr(int | user_id), repr(user_id | None), str == typing.Pattern[str])  # noqa: E721
+
+
+def enum_class_bodies():
+    """Enum namespaces see every name bound in the class body (decorators, nested classes)."""
+    class Ordinal(enum.Enum):
+        def _generate_next_value_(name, start, count, last_values):
+            return name.lower() * (count + 1)
+        A = enum.auto()
+        B = enum.auto()
+
+        @functools.lru_cache(maxsize=None)
+        def double(self):
+            return self.value * 2
+
+        @classmethod
+        def first(cls):
+            return cls.A
+
+    class Outer(enum.Enum):
+        a = 1
+
+        @enum.member
+        class Inner(enum.Enum):
+            foo = 10
+
+        @enum.nonmember
+        class Helper:
+            pass
+
+    class Period(datetime.timedelta, enum.Enum):
+        _ignore_ = "Period i"
+        Period = vars()
+        for i in range(3):
+            Period["day_%d" % i] = i
+
+    class Planet(enum.Enum):
+        EARTH = (5.97e24, 6.37e6)
+
+        def __init__(self, mass, radius):
+            self.mass, self.radius = mass, radius
+
+        @property
+        def gravity(self):
+            return 6.673e-11 * self.mass / (self.radius * self.radius)
+
+    return ([m.value for m in Ordinal], Ordinal.B.double(), Ordinal.first().name,
+            [m.name for m in Outer], Outer.Inner.value.foo.value, Outer.Helper.__name__,
+            [(m.name, m.value.days) for m in Period], round(Planet.EARTH.gravity, 3),
+            repr(enum.Flag("F", "A B C")(5)))
+
+
+def enum_verify_error():
+    @enum.verify(enum.CONTINUOUS)
+    class Gap(enum.IntEnum):
+        A = 1
+        C = 3
+    return Gap
+
+
+def dataclass_local_signature():
+    """A dataclass made inside the run: ``__init__`` comes from ``exec`` with the calling code's
+    ``__future__`` flags, so its annotations are the field types here, as natively."""
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class K:
+        a: int
+        b: list = dataclasses.field(default_factory=lambda: [1])
+
+    @dataclasses.dataclass
+    class Base:
+        x: int
+        _: dataclasses.KW_ONLY
+        y: int = 0
+
+    @dataclasses.dataclass(eq=False)
+    class Child(Base):
+        z: str = "z"
+
+    c = Child(1, "zz", y=5)
+    match c:
+        case Child(x, y=yv):
+            matched = (x, yv)
+    return (repr(K(a=1)), K.__slots__, repr(c), Child.__match_args__, matched,
+            str(inspect.signature(Child)), K.__init__.__annotations__, Child.__doc__)
+
+
+def functools_dispatch_methods():
+    class Acc:
+        def __init__(self):
+            self.total = 0
+
+        @functools.singledispatchmethod
+        def add(self, x):
+            raise NotImplementedError(type(x).__name__)
+
+        @add.register
+        def _(self, x: int):
+            self.total += x
+            return self
+
+        @add.register
+        def _(self, x: list):
+            for i in x:
+                self.add(i)
+            return self
+
+    @functools.cache
+    def tri(n):
+        return n if n < 2 else n + tri(n - 1)
+
+    acc = Acc().add(3).add([1, 2, [4]])
+    try:
+        acc.add("s")
+    except NotImplementedError as exc:
+        error = str(exc)
+    return acc.total, error, tri(50), tri.cache_info().hits
+
+
+def contextlib_more():
+    log = []
+
+    class Res(contextlib.AbstractContextManager):
+        def __exit__(self, *exc):
+            log.append("exit")
+
+    @contextlib.contextmanager
+    def swallow():
+        try:
+            yield
+        except KeyError:
+            log.append("swallowed")
+
+    class Closer:
+        def close(self):
+            log.append("closed")
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print("captured", end="!")
+    with Res() as r, swallow(), contextlib.closing(Closer()):
+        log.append(type(r).__name__)
+        raise KeyError("k")
+
+    @swallow()
+    def decorated():
+        return "deco"
+    return log, out.getvalue(), decorated()
+
+
+def zoneinfo_session(zi):
+    z = zi.ZoneInfo.no_cache("America/New_York")
+    dt = datetime.datetime(2024, 3, 10, 1, 30, tzinfo=z)
+    return (dt.utcoffset(), dt.tzname(), (dt + datetime.timedelta(hours=1)).tzname(),
+            str(z), datetime.datetime(2024, 11, 3, 1, 30, fold=1, tzinfo=z).utcoffset())
+
+
+def numbers_real():
+    class Meters(numbers.Real):
+        def __init__(self, v): self.v = float(v)
+        def __float__(self): return self.v
+        def __trunc__(self): return int(self.v)
+        def __floor__(self): return int(self.v // 1)
+        def __ceil__(self): return -int(-self.v // 1)
+        def __round__(self, n=None): return round(self.v, n)
+        def __floordiv__(self, o): return Meters(self.v // float(o))
+        def __rfloordiv__(self, o): return Meters(float(o) // self.v)
+        def __mod__(self, o): return Meters(self.v % float(o))
+        def __rmod__(self, o): return Meters(float(o) % self.v)
+        def __lt__(self, o): return self.v < float(o)
+        def __le__(self, o): return self.v <= float(o)
+        def __add__(self, o): return Meters(self.v + float(o))
+        def __radd__(self, o): return Meters(float(o) + self.v)
+        def __neg__(self): return Meters(-self.v)
+        def __pos__(self): return self
+        def __mul__(self, o): return Meters(self.v * float(o))
+        def __rmul__(self, o): return Meters(float(o) * self.v)
+        def __truediv__(self, o): return Meters(self.v / float(o))
+        def __rtruediv__(self, o): return Meters(float(o) / self.v)
+        def __pow__(self, o): return Meters(self.v ** float(o))
+        def __rpow__(self, o): return Meters(float(o) ** self.v)
+        def __abs__(self): return Meters(abs(self.v))
+        def __eq__(self, o): return self.v == float(o)
+        def __hash__(self): return hash(self.v)
+
+    m = Meters(2.5)
+    return (float(m - 1), float(m.real), m.imag, complex(m), float(m.conjugate()),
+            float(divmod(m, 1)[1]), isinstance(m, numbers.Complex), 3 - m == -m + 3)
+
+
+def operator_protocol_edges():
+    """CPython's operator rules where they are subtle: a virtual subclass (ABC ``register``) is
+    not asked first, ``__iadd__ = None`` blocks ``+=``, ``!=`` on a class operand."""
+    order = []
+
+    class B(abc.ABC):  # noqa: B024 (an ABC for register(), not for abstract methods)
+        def __eq__(self, other):
+            order.append("B")
+            return NotImplemented
+
+    class V:
+        def __eq__(self, other):
+            order.append("V")
+            return NotImplemented
+
+    B.register(V)
+
+    class Adds:
+        def __add__(self, other):
+            return "added"
+
+    class Blocked(Adds):
+        __iadd__ = None
+
+    x = Blocked()
+    try:
+        x += 1
+    except TypeError as exc:
+        blocked = str(exc)
+    same = B() == V()
+    return order, same, Adds() + 1, blocked, Adds != None, None != Adds  # noqa: E711
+
+
+def class_defined_in_a_method():
+    """Private names in a class defined inside a method mangle with that class's name."""
+    class Outer:
+        def make(self):
+            class Inner:
+                def __init__(self):
+                    self.__secret = 1
+
+                def peek(self):
+                    return self.__secret
+            return Inner()
+
+    inner = Outer().make()
+    return inner.peek(), sorted(vars(inner))
+
+
+def lazy_builtins_check_arguments():
+    """``map``, ``filter`` & co. take their iterators when called, not at the first ``next``."""
+    errors = []
+    for make in (lambda: filter(None, 3), lambda: map(str, 3),
+                 lambda: itertools.dropwhile(bool, 3), lambda: itertools.starmap(pow, 3),
+                 lambda: filter(bool, 3), lambda: itertools.accumulate(3, operator.add)):
+        try:
+            make()
+        except TypeError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def call_unpacking_errors():
+    """``f(*x)``/``f(**x)`` that cannot unpack: the message names ``f``, not a dispatcher."""
+    def f(**k):
+        return k
+
+    errors = []
+    for call in (lambda: print(*5), lambda: dict(**5), lambda: f(a=1, **{"a": 2}),
+                 lambda: dict(a=1, **{"a": 2}), lambda: print(1, *5), lambda: f(*[1])):
+        try:
+            call()
+        except TypeError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def exec_eval_namespaces():
+    """``exec``/``eval`` called with a ``None`` namespace use the caller's, as natively."""
+    local = 5
+    code = compile("local * 2", "<corpus>", "eval")
+    ns = {}
+    exec("def f(x: int) -> str: pass", ns)
+    return (eval(code, None, None), eval(" local + 1", None), ns["f"].__annotations__,
+            (lambda e, local=7: e("local"))(eval))
+
+
+class MetaWithDictProperty(type):
+    @property
+    def __dict__(self):
+        return None
+
+
+def metaclass_dict_property():
+    class Thing(metaclass=MetaWithDictProperty):
+        def __init__(self):
+            self.spam = 42
+
+        def __add__(self, other):
+            return self.spam + other
+
+    thing = Thing()
+    return thing.spam, thing + 1, inspect.getattr_static(thing, "spam")
+
+
+class RecursiveNode:
+    def __init__(self):
+        self.children = [self]
+
+    @reprlib.recursive_repr()
+    def __repr__(self):
+        return "Node(%r)" % self.children
+
+
+class RefsParser(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.out = []
+
+    def handle_entityref(self, name):
+        self.out.append(("ent", name))
+
+    def handle_charref(self, name):
+        self.out.append(("char", name))
+
+    def handle_data(self, data):
+        self.out.append(("data", data))
+
+    def handle_pi(self, data):
+        self.out.append(("pi", data))
+
+    def handle_decl(self, decl):
+        self.out.append(("decl", decl))
+
+    def handle_startendtag(self, tag, attrs):
+        self.out.append(("startend", tag, attrs))
+
+
+def html_refs():
+    parser = RefsParser()
+    parser.feed("<!DOCTYPE x><?php echo 1?><p>a &amp; b &#65; <img src='x' alt=\"y\"/> "
+                "<script>if (a<b) x()</script>")
+    parser.close()
+    return parser.out
+
+
+class UpperFormatter(string.Formatter):
+    def convert_field(self, value, conversion):
+        if conversion == "u":
+            return str(value).upper()
+        return super().convert_field(value, conversion)
+
+    def get_value(self, key, args, kwargs):
+        if isinstance(key, str) and key not in kwargs:
+            return "<%s>" % key
+        return super().get_value(key, args, kwargs)
+
+
+def copy_reduce_slots():
+    class Doubling:
+        def __init__(self, x):
+            self.x = x
+
+        def __reduce_ex__(self, protocol):
+            return (Doubling, (self.x * 2,))
+
+    class Slots:
+        __slots__ = ("a", "b")
+
+        def __init__(self):
+            self.a = [1]
+
+    s = copy.deepcopy(Slots())
+    return copy.copy(Doubling(1)).x, copy.deepcopy([Doubling(2)])[0].x, s.a, hasattr(s, "b")
+
+
+def weak_containers():
+    class K:
+        def __init__(self, n):
+            self.n = n
+
+    keep = [K(i) for i in range(4)]
+    ws, ws2 = weakref.WeakSet(keep[:3]), weakref.WeakSet(keep[2:])
+    values = weakref.WeakValueDictionary(dict(enumerate(keep)))
+    keys = weakref.WeakKeyDictionary({k: k.n for k in keep})
+    return (sorted(k.n for k in ws | ws2), sorted(k.n for k in ws & ws2), len(ws - ws2),
+            sorted(values.keys()), values[1].n, sorted(keys.values()), keep[0] in ws)
+
+
 # -- the corpus --------------------------------------------------------------------------------
 
 CONTEXT_IDS = ("bare", "noop", "count", "trace")
@@ -1555,6 +2699,122 @@ e("typing.TypeVar-module", lambda: typing.TypeVar("T").__module__)
 e("typing.NamedTuple-module", lambda: typing.NamedTuple("TN", [("x", int)]).__module__)
 e("warnings.warn-location", warning_location)
 
+# csv, optparse, logging, traceback, frames
+e("csv.DictReader", csv_dictreader)
+e("csv.DictWriter", csv_dictwriter)
+e("csv.Sniffer", csv_sniff)
+e("csv.DictWriter-extra", csv_dictwriter_extra)
+e("csv.Sniffer-error", lambda: csv.Sniffer().sniff(""))
+e("optparse.parse", optparse_session)
+e("optparse.error", optparse_error)
+e("logging.caller", logging_session)
+e("logging.exception", logging_exception)
+e("logging.styles", logging_styles)
+e("logging.filter", logging_filter)
+e("logging.bad-format", lambda: logging.Formatter("%(message", validate=True))
+e("traceback.format_exc", traceback_format_exc)
+e("traceback.capture_locals", traceback_capture_locals)
+e("traceback.chain", traceback_chain)
+e("traceback.summary", traceback_summary)
+e("inspect.stack", inspect_stack_caller)
+e("inspect.getargvalues", lambda: inspect_argvalues(1, 2, k=3))
+e("inspect.getgeneratorlocals", generator_locals)
+e("inspect.getsource-closurevars", lambda: (inspect.getsource(sample_fn).count("\n"), inspect.getclosurevars(lambda: helper_that_fails(pyio)).globals.keys(), [c.__name__ for c in inspect.getmro(Circle)], inspect.getcallargs(sample_fn, 1, 2, 3, d=4, z=5)))
+e("dis.instructions", dis_text)
+e("pickletools.dis", pickletools_session)
+
+# archives, codecs and file formats
+e("tarfile.roundtrip", tar_roundtrip)
+e("tarfile.bad", lambda: tarfile.open(fileobj=io.BytesIO(b"not a tar" * 100)))
+e("bz2-lzma.files", compressed_files)
+e("zipfile.Path", zip_path)
+e("wave.roundtrip", wave_roundtrip)
+e("gettext.catalogue", gettext_session)
+e("gettext.bad-plural", lambda: gettext.c2py("n +* 2"))
+e("stringprep.tables", lambda: [(c, stringprep.in_table_a1(c), stringprep.in_table_b1(c), stringprep.map_table_b2(c), stringprep.in_table_c12(c), stringprep.in_table_d1(c)) for c in "a\u00ad\u0221\u00a0\u05d0Ä"])
+
+# paths, processes, shells
+e("ntpath.join-normpath", lambda: (ntpath.join("c:\\a", "b", "..\\d"), ntpath.join("a", "D:x"), ntpath.splitdrive("\\\\srv\\share\\x"), ntpath.normpath("c:/a/./b/../c"), ntpath.splitext("x\\y.tar.gz"), ntpath.isabs("\\\\?\\c:"), ntpath.basename("c:\\x\\y"), ntpath.commonpath(["c:\\a\\b", "C:\\a\\c"])))
+e("ntpath.commonpath-error", lambda: ntpath.commonpath(["c:\\a", "d:\\b"]))
+e("subprocess.list2cmdline", lambda: subprocess.list2cmdline(["a b", 'c"d', "e\\", "", 'f\\\\"g']))
+e("glob.escape", lambda: (glob.escape("a[b]*?.txt"), glob.has_magic("x*"), glob.has_magic("plain")))
+e("cmd.onecmd", cmd_session)
+e("codeop.compile_command", lambda: (codeop.compile_command("x = 1") is not None, codeop.compile_command("if x:"), codeop.compile_command("def f():\n  return 1\n\n").co_name))
+e("codeop.error", lambda: codeop.compile_command("x = = 1"))
+
+# xml
+e("etree.session", lambda: etree_session(ET))
+e("etree.indent-write", lambda: etree_indent_write(ET))
+e("etree.iterparse", lambda: etree_iterparse(ET))
+e("etree.canonicalize", lambda: ET.canonicalize('<r b="2" a="1"><x   y="&amp;"/><!-- c --></r>', with_comments=False))
+e("etree.bad", lambda: ET.fromstring("<a><b></a>"))
+e("pyetree.session", lambda: etree_session(pyET), requires=pyET)
+e("pyetree.indent-write", lambda: etree_indent_write(pyET), requires=pyET)
+e("pyetree.iterparse", lambda: etree_iterparse(pyET), requires=pyET)
+e("pyetree.xpath", lambda: [el.tag for el in pyET.fromstring("<a><b><c/></b><b><d/></b></a>").iterfind("./b/*")], requires=pyET)
+e("sax.parse", sax_parse)
+e("sax.generate", sax_generate)
+e("sax.escape", lambda: (xml.sax.saxutils.escape("a<b>&c", {'"': "&quot;"}), xml.sax.saxutils.unescape("&lt;x&gt;&amp;"), xml.sax.saxutils.quoteattr("say \"hi\" & 'bye'")))
+
+# testing tools
+e("doctest.run", doctest_session)
+e("unittest.run", unittest_session)
+e("mock.session", mock_session)
+e("mock.assert-error", mock_assert_error)
+
+# internet protocols and formats (no network)
+e("robotparser.parse", robots_session)
+e("http.client.parse_headers", lambda: (lambda msg: (msg["host"], msg.get_all("Set-Cookie"), msg.items()))(http.client.parse_headers(io.BytesIO(b"Host: x\r\nContent-Length: 3\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nbody"))))
+e("wsgiref.session", wsgi_session)
+e("mail-protocols.helpers", mail_protocols)
+e("mailbox.messages", mailbox_session)
+e("email.mime-headerregistry", email_mime)
+
+# abstract base classes, scheduling, queues, threads, asyncio
+e("collections.abc.mixins", abc_mixins)
+e("_py_abc.ABCMeta", py_abc_session)
+e("numbers.Real", numbers_real)
+e("sched.run", sched_session)
+e("queue.session", lambda: queue_session(queue))
+e("pyqueue.session", lambda: queue_session(pyqueue), requires=pyqueue)
+e("queue.empty", lambda: queue.Queue().get(timeout=0.001))
+e("threading.session", threading_session)
+e("asyncio.run", asyncio_session)
+
+# language corners the stdlib relies on
+e("typing.protocols-generics", typing_session)
+e("typing.class-operators", typing_class_operators)
+e("enum.class-bodies", enum_class_bodies)
+e("enum.verify-error", enum_verify_error)
+e("dataclasses.local-signature", dataclass_local_signature)
+e("functools.dispatch-methods", functools_dispatch_methods)
+e("contextlib.more", contextlib_more)
+e("operator.protocol-edges", operator_protocol_edges)
+e("class.mangling-in-a-method", class_defined_in_a_method)
+e("builtins.lazy-argument-checks", lazy_builtins_check_arguments)
+e("builtins.exec-eval-namespaces", exec_eval_namespaces)
+e("builtins.call-unpacking-errors", call_unpacking_errors)
+e("class.metaclass-dict-property", metaclass_dict_property)
+
+# more of modules already covered
+e("zoneinfo.session", lambda: zoneinfo_session(zoneinfo), requires=TZDATA)
+e("pyzoneinfo.session", lambda: zoneinfo_session(pyzoneinfo), requires=TZDATA and pyzoneinfo)
+e("pyzoneinfo.bad-key", lambda: pyzoneinfo.ZoneInfo.no_cache("No/Such_Zone"), requires=pyzoneinfo)
+e("random.distributions", lambda: (lambda r: (r.vonmisesvariate(1.0, 2.0), r.gammavariate(2.0, 3.0), r.gammavariate(0.5, 1.0), r.paretovariate(2.5), r.weibullvariate(1.0, 1.5), r.lognormvariate(0, 0.5), r.sample(["a", "b", "c", "d"], counts=[1, 2, 3, 4], k=5), r.choices(range(5), cum_weights=[1, 2, 3, 4, 5], k=3)))(random.Random(2024)))
+e("difflib.HtmlDiff", lambda: re.sub(r"(chg_to|from|to)\d+_", r"\1N_", difflib.HtmlDiff(tabsize=4, wrapcolumn=20).make_table(LINES_A, LINES_B, "a", "b", context=True, numlines=1)))
+e("keyword-token", lambda: ([keyword.iskeyword(w) for w in ["if", "match", "x"]], keyword.issoftkeyword("match"), token.tok_name[token.NAME], token.ISTERMINAL(token.OP), token.EXACT_TOKEN_TYPES["+="]))
+e("linecache.getline", lambda: (len(linecache.getlines(__file__)) > 100, linecache.getline(__file__, 1)[:3], linecache.getline("no/such/file.py", 1)))
+e("tokenize.bytes", lambda: [(t.type, t.string) for t in tokenize.tokenize(io.BytesIO("# coding: latin-1\nx = 'é'\n".encode("latin-1")).readline)])
+e("ast.match-unparse", lambda: (lambda tree: (ast.unparse(tree), ast.dump(tree.body[0].cases[0].pattern)))(ast.parse("match p:\n    case [1, *rest] if rest: pass\n    case {'k': v, **kw}: pass\n")))
+e("reprlib.recursive_repr", lambda: repr(RecursiveNode()))
+e("json.decoder-hooks", lambda: (lambda dec: (json.dumps({"s": {3, 1}}, default=sorted), dec.decode('{"b": 1, "a": "x\ty"}'), dec.raw_decode("[1] rest"), json.loads("[1.5, 2]", parse_float=fractions.Fraction)))(json.JSONDecoder(object_pairs_hook=lambda pairs: [k for k, _ in pairs], strict=False)))
+e("calendar.names", lambda: (calendar.month_name[3], list(calendar.day_abbr), calendar.TextCalendar().formatweekheader(3), calendar.HTMLCalendar().formatyearpage(2024, 6)[:300]))
+e("html.parser-refs", html_refs)
+e("shlex.comments", lambda: (lambda lex: (setattr(lex, "whitespace_split", True), list(lex)))(shlex.shlex("a='b c' # comment\nd", posix=True)))
+e("string.Formatter-subclass", lambda: UpperFormatter().format("{a!u} {missing} {0:*^7}", "mid", a="low"))
+e("copy.reduce-slots", copy_reduce_slots)
+e("weakref.containers", weak_containers)
+
 
 def _params(contexts: tuple[str, ...]) -> list:
     params = []
@@ -1716,6 +2976,8 @@ NATIVE_ONLY = {
     "itertools.map-filter-sorted", "itertools.iter-sentinel", "itertools.grouper",
     "itertools.flatten", "itertools.first_true", "itertools.roundrobin", "itertools.powerset",
     "itertools.unique_everseen", "itertools.partition", "itertools.sliding_window",
+    "class.mangling-in-a-method", "builtins.lazy-argument-checks", "builtins.exec-eval-namespaces",
+    "zoneinfo.session", "builtins.call-unpacking-errors",
 }
 if sys.version_info >= (3, 12):
     NATIVE_ONLY.add("typing.TypeVar-module")  # TypeVar is C from 3.12 (PEP 695)
