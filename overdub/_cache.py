@@ -19,6 +19,7 @@ import ast
 import copy
 import dis
 import inspect
+import linecache
 import sys
 import threading
 import types
@@ -111,7 +112,11 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
             """2: compiles to the very bytecode; 1: to the same fingerprint; 0: neither."""
             compiled = _compile(code, candidate, candidate.node, [])
             if _fingerprint(compiled) != fingerprint:
-                return 0
+                as_pytest = _with_pytest_asserts(code, candidate.node, module_globals)
+                if as_pytest is None or \
+                        _fingerprint(_compile(code, candidate, as_pytest, [])) != fingerprint:
+                    return 0
+                return 1
             return 2 if compiled.co_code == code.co_code else 1
 
         found = _source.locate(code, module_globals, likeness)
@@ -122,6 +127,28 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
                     actionable=True)
         found = entries.setdefault("source", found)
     return found
+
+
+def _with_pytest_asserts(code: types.CodeType, node: _source._Def,
+                         module_globals: dict[str, Any]) -> _source._Def | None:
+    """``node`` with its ``assert`` statements rewritten as pytest rewrites them when it
+    imports a test module (or a conftest or plugin), for comparing with ``code``; None if
+    ``code`` shows no such rewriting.  The function is then rewritten from its source as
+    written: a failing assert raises a plain ``AssertionError`` under a context."""
+    if "@pytest_ar" not in code.co_names and \
+            not any(name.startswith("@py_assert") for name in code.co_varnames):
+        return None
+    rewrite = sys.modules.get("_pytest.assertion.rewrite")  # imported by pytest, if running
+    if rewrite is None or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    module = ast.Module(body=[copy_tree(node)], type_ignores=[])
+    source = "".join(linecache.getlines(code.co_filename, module_globals)).encode()
+    try:
+        rewrite.rewrite_asserts(module, source, code.co_filename, None)
+    except Exception:  # a pytest that rewrites differently: the function runs natively
+        return None
+    defs = [n for n in module.body if isinstance(n, type(node))]  # after pytest's imports
+    return defs[0] if len(defs) == 1 else None
 
 
 # The compiler picks among these by what it knows of the *module* (3.11+ loads an imported

@@ -49,9 +49,6 @@ REV = ("rev",)
 
 
 # overdub core issues these tests run into (reported; each listed in docs/limitations.md)
-ASSERT_REWRITE = ("core: pytest rewrites the asserts of test modules, so a function with an "
-                  "`assert` no longer compiles from its source to its code: overdub takes the "
-                  "source for stale and runs it natively (MissingRuleError)")
 DUNDER_KEY = ("core: a Python __getitem__ (np.r_'s) given a differentiated key is not recursed "
               "into (protocol_for skips calls with tagged arguments): the derivative is 0")
 
@@ -492,7 +489,6 @@ def test_numpy_list_of_values():
     assert grad(lambda x: np.var((x, x + 2)))(0.0) == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=ASSERT_REWRITE)
 def test_numpy_scalar_attributes():
     def fun(x):
         assert np.shape(x) == () and np.ndim(x) == 0 and np.size(x) == 1
@@ -501,7 +497,6 @@ def test_numpy_scalar_attributes():
     assert grad(fun)(3.0) == 6.0
 
 
-@pytest.mark.xfail(strict=True, reason=ASSERT_REWRITE)
 def test_numpy_len():
     def fun(x):
         assert len(x) == 3
@@ -580,7 +575,6 @@ def test_numpy_tensordot_kwargs_by_position():
     assert grad(fun)(1.0) == 8.0
 
 
-@pytest.mark.xfail(strict=True, reason=ASSERT_REWRITE)
 def test_numpy_cast_to_int():
     inds = np.ones(5)[:, None]
 
@@ -1476,7 +1470,6 @@ def test_containers_isinstance(kind, x):
 
 # -- test_logic.py ---------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=ASSERT_REWRITE)
 def test_logic_assert():
     def fun(x):
         assert np.allclose(x, (x * 3.0) / 3.0)

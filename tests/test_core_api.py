@@ -14,6 +14,7 @@ import textwrap
 import threading
 import types
 import uuid
+import warnings
 import weakref
 from collections import Counter
 from numbers import Real
@@ -907,3 +908,23 @@ def test_do_nothing_inner_context_hides_nothing_from_the_outer():
     assert overdub(outer, lambda: overdub(Context(), uses_sin, 0.5)) == uses_sin(0.5)
     assert outer.counts[math.sin] == 1
     assert outer.counts[operator.mul] == 1
+
+
+# -- functions of pytest test modules ---------------------------------------------------------
+
+def test_functions_with_asserts_in_pytest_modules_are_rewritten():
+    """pytest rewrites the asserts of the modules it imports as tests (this one): such a
+    function's code no longer compiles from its source as written, yet it is overdubbed (its
+    calls seen), not run natively as code whose source changed."""
+    def checked(x):
+        assert abs(x) < 10, "too large"
+        return x * 2
+
+    assert "@py_assert" in " ".join(checked.__code__.co_varnames)  # pytest did rewrite it
+    ctx = CountContext()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "running natively" warning
+        assert overdub(ctx, checked, 3) == 6
+    assert ctx.counts[abs] == 1
+    with pytest.raises(AssertionError, match="too large"):
+        overdub(CountContext(), checked, 30)
