@@ -317,13 +317,23 @@ for _op, _impl in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr)
     _PROTOCOLS[id(_op)] = (_needs_attribute, _impl)
 
 
+_SUBJECT_IDS = frozenset(map(id, _SUBJECT))
+
+
 def protocol_for(od: _Fn, op: _Fn, args: tuple[Any, ...]) -> _Fn | None:
     """A callable running ``op(*args)`` with its Python dunders seen by ``od``, or None.
 
     Tagged values are left to the context's tag handling: their dunders are not user code.
+    A tagged *argument* of a plain subject's Python method (``obj[key]``, ``obj[key] = v``,
+    ``v in obj``) is passed to that method as it is, which then runs overdubbed like any other
+    Python code: run natively, it would use the tagged value behind the context's back.
     """
     entry = _PROTOCOLS.get(id(op))
-    if entry is None or Tagged in map(type, args) or not entry[0](op, args):
+    if entry is None:
+        return None
+    if Tagged in map(type, args) and (id(op) not in _SUBJECT_IDS or type(args[0]) is Tagged):
+        return None
+    if not entry[0](op, args):
         return None
     return functools.partial(entry[1], od, op)
 

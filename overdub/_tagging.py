@@ -605,6 +605,13 @@ def _delattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 
 
 def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    if type(args[0]) is not Tagged and type(args[1]) is Tagged:
+        # a tagged key into an object whose __getitem__ is Python (np.r_[x]): that code runs,
+        # overdubbed, and sees the key as it is (stripped, its metadata would be lost)
+        from ._protocols import protocol_for  # (_protocols imports this module)
+        target = protocol_for(t.state.od, fn, args)
+        if target is not None:
+            return target(*args)
     container, key = t.strip(args[0]), t.strip(args[1])
     value = t.plain_call(fn, (container, key), kwargs)
     if not t.shadow:

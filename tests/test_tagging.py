@@ -1550,3 +1550,16 @@ def test_fuzz_stateful_plain_context(x0, ops, meta):
 @given(starts, stateful_programs(with_float=False))
 def test_fuzz_stateful_dual_context(x0, ops):
     _check_stateful(Dual(), x0, ops, 1.0, "dual")
+
+
+class _Cubes:
+    """A lookup written in Python: a tagged key must reach its __getitem__ as it is."""
+
+    def __getitem__(self, key):
+        return key * key * key
+
+
+def test_a_tagged_key_reaches_a_python_getitem():
+    assert derivative(lambda x: _Cubes()[x], 2.0) == 12.0
+    table = _Cubes()
+    assert derivative(lambda x: table[x] + table[2.0 * x], 1.0) == 3.0 + 24.0
