@@ -43,17 +43,30 @@ def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     return leaves, _walk(tree, leaves)
 
 
+_CONTAINERS = frozenset({tuple, list, dict})
+
+
 # Module-level recursion, not nested closures: a recursive closure is a reference cycle that
-# would keep the leaves (a gradient's arrays) alive until the next garbage collection.
+# would keep the leaves (a gradient's arrays) alive until the next garbage collection.  Leaves
+# are handled by their container (every gradient call flattens its arguments: no call apiece).
 def _walk(node: Any, leaves: list[Any]) -> TreeDef:
     kind = type(node)
-    if kind is tuple or kind is list:
-        return TreeDef(kind, (), tuple([_walk(child, leaves) for child in node]))
     if kind is dict:
         keys = tuple(node)
-        return TreeDef(dict, keys, tuple([_walk(node[k], leaves) for k in keys]))
-    leaves.append(node)
-    return _LEAF
+        items: Any = [node[k] for k in keys]
+    elif kind is tuple or kind is list:
+        keys, items = (), node
+    else:
+        leaves.append(node)
+        return _LEAF
+    children = []
+    for item in items:
+        if type(item) in _CONTAINERS:
+            children.append(_walk(item, leaves))
+        else:
+            leaves.append(item)
+            children.append(_LEAF)
+    return TreeDef(kind, keys, tuple(children))
 
 
 def unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
@@ -61,12 +74,16 @@ def unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
 
 
 def _build(node: TreeDef, items: Any) -> Any:
-    if node.kind == "leaf":
-        return next(items)
-    children = [_build(child, items) for child in node.children]
-    if node.kind is dict:
-        return dict(zip(node.keys, children))
-    return node.kind(children)
+    kind = node.kind
+    if kind is tuple or kind is list:  # a loop: cheaper than a comprehension's frame
+        children = []
+        for child in node.children:
+            children.append(next(items) if child is _LEAF else _build(child, items))
+        return children if kind is list else tuple(children)
+    if kind is dict:
+        return {key: next(items) if child is _LEAF else _build(child, items)
+                for key, child in zip(node.keys, node.children)}
+    return next(items)  # a leaf
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

@@ -77,6 +77,8 @@ _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
 # In-place operators whose rules read the target's old value (add/sub only need its shape).
 _READS_TARGET = {operator.imul, operator.itruediv, operator.ipow, operator.imatmul}
 _REAL_TYPES = frozenset({float, int, np.float64})
+# Values _untag_bindings would skip: no closure (a Tagged one is not a function to it either)
+_NOT_FUNCTIONS = frozenset({float, int, complex, np.float64, np.ndarray, Tagged})
 _NATIVE_CONTAINERS = frozenset({tuple, list, range, dict, str})
 
 
@@ -143,9 +145,10 @@ _PLACEHOLDERS: dict[tuple[Any, ...], np.ndarray] = {}  # (shape, dtype) -> place
 def _placeholder(x: Any) -> Any:
     """A stand-in for ``x`` with its shape and dtype and no memory (for rules that need only
     those): a read-only broadcast of one zero."""
-    x = _innermost(x)
-    if not isinstance(x, np.ndarray):
-        return 0.0 * x if isinstance(x, _SCALAR) else x
+    if type(x) is not np.ndarray:
+        x = _innermost(x)
+        if not isinstance(x, np.ndarray):
+            return 0.0 * x if isinstance(x, _SCALAR) else x
     key = (x.shape, x.dtype)
     ph = _PLACEHOLDERS.get(key)
     if ph is None:
@@ -348,8 +351,8 @@ class ReverseContext(Context):
         # Containers holding this context's tagged values natively: id -> (container, name)
         self.stores: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._store_limit = 256
-        # id -> (Python function, is it a primitive)
-        self._functions: dict[int, tuple[Any, bool]] = {}
+        # id -> (Python function, is it a primitive, the rules' version then)
+        self._functions: dict[int, tuple[Any, bool, int]] = {}
         # Python functions run by their specialised versions (see _specialise): id -> (fn, it)
         self._specs: dict[int, tuple[Any, Any]] = {}
         self._ref: Any = None
@@ -443,33 +446,47 @@ class ReverseContext(Context):
         ref = self._ref
         for a in args:
             if type(a) is Tagged and a.owner is ref:
-                if id(fn) in _FAST or fn is operator.getitem:  # always ours (a rule)
+                if id(fn) in _FAST:  # always ours (a rule)
                     return True
+                if fn is operator.getitem:  # ours, but for a key into an object whose
+                    # __getitem__ is Python (np.r_[x]): that code is run, and sees the key
+                    subject = args[0]
+                    return type(subject) is Tagged or not isinstance(
+                        getattr(type(subject), "__getitem__", None), types.FunctionType)
+                decision = _DECISIONS.get(id(fn))  # (_direct's answer for a C function)
+                if decision is not None and decision[0] is fn:
+                    return decision[1]
                 return self._direct(fn, args, kwargs)
         if not self.nested and args:
             # run natively in execute: cheaper than the tag machinery's path
+            if fn is getattr and type(args[0]) is types.ModuleType:
+                return True  # np.sin
             if (fn is operator.getitem or fn is iter) and len(args) <= 2 \
                     and type(args[0]) in _NATIVE_CONTAINERS:
                 return True
             if id(fn) in _FAST and not kwargs and type(args[0]) in _REAL_TYPES and \
                     type(args[-1]) in _REAL_TYPES:
                 return True  # arithmetic on plain floats
-            if fn is getattr and type(args[0]) is types.ModuleType:
-                return True  # np.sin
         return self._indirect(fn, args, kwargs)
 
     def _direct(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a call with a differentiated argument is a primitive."""
-        if fn is operator.setitem or fn is operator.delitem:
+        if type(fn) is types.FunctionType:
+            # user code, called again and again: the decision kept for this run, made below
+            # by the same checks while the rules were as they are
+            known = self._functions.get(id(fn))
+            if known is not None and known[0] is fn and known[2] == _rules.version:
+                return known[1]
+        decision = _DECISIONS.get(id(fn))
+        if decision is not None and decision[0] is fn:  # never a replacement nor an alias
+            return decision[1]
+        if fn is operator.setitem or fn is operator.delitem:  # (never a kept decision)
             container = _innermost(args[0])
             if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter) \
                     or _arrays.is_foreign_array(container):
                 return True
             return not isinstance(getattr(type(container), "__setitem__", None),
                                   types.FunctionType)
-        decision = _DECISIONS.get(id(fn))
-        if decision is not None and decision[0] is fn:  # never a replacement nor an alias
-            return decision[1]
         if _replacement(fn) is not None:
             return True
         fn = _public(fn)
@@ -489,12 +506,9 @@ class ReverseContext(Context):
             _remember(fn, False)
             return False  # the tag machinery moves it (heap), or looks at the plain value
         if type(fn) is types.FunctionType:
-            # user code, called again and again: the decision kept for this run (a strong
-            # reference, so the id stays the function's)
-            known = self._functions.get(id(fn))
-            if known is not None and known[0] is fn:
-                return known[1]
-            # and across runs: whether the core can recurse into it is the same each time
+            # the decision is kept for this run (a strong reference, so the id stays the
+            # function's), and across runs whether the core can recurse into it (the same
+            # each time)
             seen = _RECURSIVE.get(fn)
             if seen is not None and seen[0] is fn.__code__ and seen[1] is type(self):
                 decided = False
@@ -507,7 +521,7 @@ class ReverseContext(Context):
                 if spec is not None:  # run by execute, arithmetic expanded in place
                     self._specs[id(fn)] = (fn, spec)
                     decided = True
-            self._functions[id(fn)] = (fn, decided)
+            self._functions[id(fn)] = (fn, decided, _rules.version)
             return decided
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                             types.FunctionType)
@@ -576,12 +590,16 @@ class ReverseContext(Context):
             found = self._specs.get(id(fn))
             if found is not None and found[0] is fn:
                 return found[1](self, *args, **kwargs)
-        if not self.nested and not kwargs:
+        if not self.nested and not kwargs and not (
+                args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
+                and fn is not operator.getitem):  # (array code: none of these paths is its)
             if fn is getattr and type(args[0]) is types.ModuleType:
                 value = getattr(*args)
                 if callable(value):  # np.sin: no metadata to look for
                     return value
                 return self.fallback(fn, *args)
+            if fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
+                return fn(*args)
             if len(args) == 2:
                 partials = _FAST2.get(id(fn))
                 if partials is not None:
@@ -646,14 +664,12 @@ class ReverseContext(Context):
                             self.tape.append((node, self._node(container), index,
                                               _placeholder(array)))
                             return Tagged(out, node, self._ref, self._label)
-            elif fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
-                return fn(*args)
         if not self.nested and not self.tracking:
-            simple = _SIMPLE.get(id(fn))
-            if simple is None or simple[0] is not fn:
-                simple = _simple(fn)
-            if simple[1]:
-                out = self._simple_call(fn, args, kwargs)
+            plan = _PLANS.get(id(fn))
+            if plan is None or plan.fn is not fn or plan.version != _rules.version:
+                plan = _plan(fn)
+            if plan.simple:
+                out = self._simple_call(fn, plan, args, kwargs)
                 if out is not _NOT_SIMPLE:
                     return out
         if fn is getattr:
@@ -771,16 +787,18 @@ class ReverseContext(Context):
         return self._record(fn, primals, plain_kwargs, out, inputs,
                             shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 
-    def _simple_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _simple_call(self, fn: Any, plan: _Plan, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
         """What :meth:`_call` does for the common call -- a function with rules, on arrays
         and numbers, no enclosing context, no in-place write so far -- without its generality
-        (containers of differentiated values, keywords that carry them, ``out=``).
-        ``_NOT_SIMPLE`` for any other call, before anything ran."""
+        (containers of differentiated values, keywords that carry them, ``out=``), from
+        ``fn``'s plan.  ``_NOT_SIMPLE`` for any other call, before anything ran."""
         ref = self._ref
         primals = list(args)
         inputs: list[Any] = [None] * len(primals)
         mask = 0  # bit i: argument i is differentiated
-        for i, a in enumerate(args):
+        i = 0
+        for a in args:
             kind = type(a)
             if kind is Tagged:
                 value = a.value
@@ -791,21 +809,23 @@ class ReverseContext(Context):
                 mask |= 1 << i
             elif kind not in _SIMPLE_ARGS and not (kind is tuple and _plain_tuple(a)):
                 return _NOT_SIMPLE
+            i += 1
         if kwargs:
             if "out" in kwargs:
                 return _NOT_SIMPLE
             for v in kwargs.values():
                 if not (type(v) in _SIMPLE_ARGS or (type(v) is tuple and _plain_tuple(v))):
                     return _NOT_SIMPLE
-        if not mask or _rules.is_nondifferentiable(fn):
+        if not mask or plan.nondifferentiable:
             return fn(*primals, **kwargs)
-        rules = _rules.vjp_rules(fn)
-        plan = _PLANS.get((id(fn), mask))
-        if plan is None or plan[0] is not fn or plan[1] is not rules:
-            plan = _plan(fn, rules, mask)
-        if plan[2] is None:
+        how = plan.masks.get(mask)
+        if how is None:
+            how = plan.recording(mask)
+        unread = how[0]
+        if unread is None:
             return _NOT_SIMPLE  # MissingRuleError, from _call
-        out = fn(*primals, **kwargs)
+        rules = plan.rules
+        out = fn(*primals, **kwargs) if kwargs else fn(*primals)
         kind = type(out)
         if (kind is np.ndarray and out.base is None and out.dtype.kind in "fc"
                 and fn is not operator.getitem) or kind is float or kind is np.float64:
@@ -814,13 +834,14 @@ class ReverseContext(Context):
             # values no rule of a differentiated argument reads are not kept: they are freed
             # as in the plain run (memory, and time: the allocator reuses them)
             if not self.second:
-                for i in plan[2]:
+                for i in unread:
                     primals[i] = _placeholder(primals[i])
-                if plan[3]:
+                if how[1]:
                     kept = _placeholder(out)
-            if mask == 1 and _POWERS.get(id(fn)) is rules and len(primals) == 2 and \
-                    not kwargs and type(primals[1]) in _CONSTANT_POWERS and primals[1] != 0:
-                rules = _POW_CONSTANT  # x ** 2: the same numbers, fewer operations
+            quick = plan.quick
+            if quick is not None and (quick[4] or not self.second) and \
+                    quick[2](mask, primals, kwargs):
+                rules = quick[3]  # x ** 2, a @ b, np.sum(a): the same numbers, faster
             self.tape.append(_Entry(fn, primals, kwargs, kept, inputs, node, None, rules))
             return Tagged(out, node, ref, self._label)
         if fn is operator.getitem and kind is np.ndarray and out.dtype.kind in "fc":
@@ -1259,49 +1280,67 @@ def _reads_table() -> dict[int, tuple[Any, ...]]:
                 table[id(fn)] = (fn, rules, reads)
     return table
 
-# C functions and ufuncs recorded by ReverseContext._simple_call: id -> (fn, whether it may be)
-_SIMPLE: dict[int, tuple[Any, ...]] = {}
 _NOT_SIMPLE = object()
 _SIMPLE_VALUES = frozenset({np.ndarray, float, np.float64, complex, np.complex128})
 _SIMPLE_ARGS = frozenset({np.ndarray, float, int, bool, complex, str, type(None), slice,
                           type(Ellipsis), type, np.float64, np.int64, np.intp, np.bool_})
 
 
-# (id(fn), mask of differentiated arguments) -> (fn, its rules, differentiated arguments whose
-# values no rule reads or None if one has no rule, whether no rule reads the output)
-_PLANS: dict[tuple[int, int], tuple[Any, ...]] = {}
+class _Plan:
+    """What the rule tables say about recording the calls of one function, looked up once and
+    trusted while :data:`_rules.version` is still ``version`` (every registration bumps it).
 
+    ``simple``: whether its calls may take :meth:`ReverseContext._simple_call` (a C function or
+    ufunc with rules, or none needed, that none of ``execute``'s special cases handles);
+    ``rules``, ``nondifferentiable``: its table entries; ``quick``: its entry in
+    :data:`_QUICK`, if its rules are the shipped ones; ``masks``: per mask of differentiated
+    arguments (bit ``i``: argument ``i``), the arguments whose values no rule reads -- None if
+    one of them has no rule -- and whether no rule reads the output (see :meth:`recording`).
+    """
 
-def _plan(fn: Any, rules: tuple[Any, ...] | None, mask: int) -> tuple[Any, ...]:
-    """How :meth:`ReverseContext._simple_call` records a call of ``fn`` whose differentiated
-    arguments are the bits of ``mask``."""
-    positions = [i for i in range(mask.bit_length()) if mask >> i & 1]
-    if rules is None or any(i >= len(rules) or rules[i] is None for i in positions):
-        plan: tuple[Any, ...] = (fn, rules, None, False)
-    else:
-        reads = _READS.get(id(fn))
-        if reads is not None and reads[0] is fn and reads[1] is rules:
-            needed = frozenset().union(*[reads[2][i] for i in positions])
-            plan = (fn, rules, tuple([i for i in positions if i not in needed]),
-                    -1 not in needed)
+    __slots__ = ("fn", "version", "simple", "rules", "nondifferentiable", "quick", "masks")
+
+    def __init__(self, fn: Any, special: bool) -> None:
+        self.fn = fn
+        self.version = _rules.version
+        self.rules = _rules.vjp_rules(fn)
+        self.nondifferentiable = _rules.is_nondifferentiable(fn)
+        quick = _QUICK.get(id(fn))
+        self.quick = quick if quick is not None and quick[0] is fn and \
+            quick[1] is self.rules else None
+        self.masks: dict[int, tuple[Any, bool]] = {}
+        self.simple = not special and (self.rules is not None or self.nondifferentiable)
+
+    def recording(self, mask: int) -> tuple[Any, bool]:
+        """How a call whose differentiated arguments are the bits of ``mask`` is recorded:
+        the differentiated arguments whose values no rule reads (kept as placeholders; None if
+        one of them has no rule), and whether no rule reads the output."""
+        rules = self.rules
+        positions = [i for i in range(mask.bit_length()) if mask >> i & 1]
+        how: tuple[Any, bool]
+        if rules is None or any(i >= len(rules) or rules[i] is None for i in positions):
+            how = (None, False)
         else:
-            plan = (fn, rules, (), False)
-    if not isinstance(fn, _PYTHON_CODE) and len(_PLANS) < 100_000:
-        _PLANS[id(fn), mask] = plan
-    return plan
+            reads = _READS.get(id(self.fn))
+            if reads is not None and reads[0] is self.fn and reads[1] is rules:
+                needed = frozenset().union(*[reads[2][i] for i in positions])
+                how = (tuple([i for i in positions if i not in needed]), -1 not in needed)
+            else:
+                how = ((), False)
+        self.masks[mask] = how
+        return how
 
 
-def _plain_tuple(t: tuple[Any, ...]) -> bool:
-    """A tuple of plain numbers, indices and arrays (a shape, an index, axes)."""
-    for item in t:
-        if type(item) not in _SIMPLE_ARGS:
-            return False
-    return True
+# id(fn) -> the plan of a C function or ufunc (Python code and bound methods get a fresh plan
+# per call: a kept one would keep them alive, and they never take _simple_call anyway)
+_PLANS: dict[int, _Plan] = {}
+# The rule tables the plans were made from (see _rules.state): when they change other than by
+# a registration (a test swaps a copy of them in and out), the plans are forgotten.
+_PLANNED_FROM: list[Any] = [None]
 
 
-def _simple(fn: Any) -> tuple[Any, ...]:
-    """Whether calls of ``fn`` may take :meth:`ReverseContext._simple_call`: a C function or
-    ufunc with rules (or none needed), that none of ``execute``'s special cases handles."""
+def _plan(fn: Any) -> _Plan:
+    """``fn``'s plan, made from the rule tables as they are now (and kept, see _PLANS)."""
     bound = type(fn) is _BuiltinMethod and not isinstance(fn.__self__, types.ModuleType)
     special = (fn is getattr or fn is setattr or fn is operator.setitem or fn is dict
                or fn is operator.delitem or fn is np.copyto or id(fn) in _ITERATORS
@@ -1312,11 +1351,27 @@ def _simple(fn: Any) -> tuple[Any, ...]:
         special = special or fn in _INPLACE
     except TypeError:  # unhashable
         special = True
-    simple = (fn, not special and (_rules.vjp_rules(fn) is not None
-                                   or _rules.is_nondifferentiable(fn)))
-    if not (isinstance(fn, _PYTHON_CODE) or bound) and len(_SIMPLE) < 100_000:
-        _SIMPLE[id(fn)] = simple  # (a bound method would keep its object alive)
-    return simple
+    plan = _Plan(fn, special)
+    if not (isinstance(fn, _PYTHON_CODE) or bound) and len(_PLANS) < 100_000:
+        _PLANS[id(fn)] = plan
+    return plan
+
+
+def _check_plans() -> None:
+    """Forget the plans if the rule tables were replaced or lost entries since they were made
+    (a registration needs no check: it bumps the version each plan is checked against)."""
+    tables = _rules.state()
+    if tables != _PLANNED_FROM[0]:
+        _PLANS.clear()
+        _PLANNED_FROM[0] = tables
+
+
+def _plain_tuple(t: tuple[Any, ...]) -> bool:
+    """A tuple of plain numbers, indices and arrays (a shape, an index, axes)."""
+    for item in t:
+        if type(item) not in _SIMPLE_ARGS:
+            return False
+    return True
 
 
 _OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
@@ -1399,10 +1454,69 @@ def _pow_constant_vjp(ct: Any, out: Any, /, x: Any, y: Any, *m: Any) -> Any:
     return ct * (y * (x if y == 2 else np.power(x, y - 1)))
 
 
+def _matmul_matrices_vjp_x(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
+    """The cotangent of the matrix ``x`` in ``x @ y`` for a matrix ``y``: the shipped rule's
+    ``np.matmul(ct, np.swapaxes(y, -1, -2))``, without its cases for vectors and stacks."""
+    return np.matmul(ct, y.T)
+
+
+def _matmul_matrices_vjp_y(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
+    return np.matmul(x.T, ct)
+
+
+def _sum_all_vjp(ct: Any, out: Any, /, x: Any) -> Any:
+    """The cotangent of the array ``x`` in ``np.sum(x)``: the shipped rule's read-only
+    broadcast of ``ct`` to ``x``'s shape, made directly (``np.broadcast_to`` and the rule's
+    handling of axes and masks cost several times the gradient of a small array)."""
+    ct = np.asarray(ct)
+    view = np.ndarray(x.shape, ct.dtype, ct, 0, (0,) * x.ndim)
+    view.flags.writeable = False
+    return view
+
+
 _POW_CONSTANT = (_pow_constant_vjp, _rules.ZERO)
 _CONSTANT_POWERS = frozenset({int, float})
-# id(fn) -> the shipped reverse rules of the power functions (a user's own rules differ)
-_POWERS = {id(fn): _rules.vjp_rules(fn) for fn in (operator.pow, np.power)}
+
+
+def _constant_power(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
+    """``x ** y`` for a constant number ``y != 0``, only ``x`` differentiated."""
+    return mask == 1 and len(primals) == 2 and not kwargs and \
+        type(primals[1]) in _CONSTANT_POWERS and primals[1] != 0
+
+
+def _matrices(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Two NumPy matrices, nothing else."""
+    return not kwargs and len(primals) == 2 and \
+        type(primals[0]) is np.ndarray and primals[0].ndim == 2 and \
+        type(primals[1]) is np.ndarray and primals[1].ndim == 2
+
+
+def _whole_array(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
+    """One NumPy array, nothing else (the reduction of all of it)."""
+    return not kwargs and len(primals) == 1 and type(primals[0]) is np.ndarray
+
+
+def _quick_table() -> dict[int, tuple[Any, ...]]:
+    """Faster equivalents of shipped reverse rules, for their commonest calls: the same
+    numbers, fewer operations.  ``id(fn) -> (fn, its shipped rules, the test of a call
+    (mask of differentiated arguments, primal arguments, keywords), the rules to record
+    instead, whether second-order tapes may record them too)`` -- :mod:`._hvp` knows
+    :data:`_POW_CONSTANT`, not the others.  A rule the user registered later is not in it (its
+    identity differs)."""
+    table = {}
+    for fns, test, quick, second in (
+            ((operator.pow, np.power), _constant_power, _POW_CONSTANT, True),
+            ((operator.matmul, np.matmul), _matrices,
+             (_matmul_matrices_vjp_x, _matmul_matrices_vjp_y), False),
+            ((np.sum,), _whole_array, (_sum_all_vjp,), False)):
+        for fn in fns:
+            rules = _rules.vjp_rules(fn)
+            if rules is not None:
+                table[id(fn)] = (fn, rules, test, quick, second)
+    return table
+
+
+_QUICK = _quick_table()
 
 
 class _Unsupported:
@@ -1651,6 +1765,18 @@ def _unbroadcast(ct: Any, x: Any) -> Any:
     return ct
 
 
+def _summed(ct: Any, x: Any) -> Any:
+    """:func:`_unbroadcast` for the sweep with no enclosing context: its common case -- a
+    cotangent with extra leading axes, as for a bias added to every row of a batch -- is one
+    reduction, without ``np.sum``'s Python layers."""
+    if type(ct) is np.ndarray and type(x) is np.ndarray and x.ndim:
+        extra = ct.ndim - x.ndim
+        if extra > 0 and ct.shape[extra:] == x.shape and \
+                (ct.dtype.kind != "c" or x.dtype.kind == "c"):
+            return np.add.reduce(ct, axis=0 if extra == 1 else tuple(range(extra)))
+    return _unbroadcast(ct, x)
+
+
 class _NestedSweep:
     """The backward sweep under an enclosing context.  The bookkeeping (which node gets which
     cotangent) runs natively: values are only moved, and a dict keeps the enclosing context's
@@ -1792,7 +1918,7 @@ class _Sweep:
         if kind is np.ndarray:  # most often already of x's shape and kind
             if not (type(x) is np.ndarray and part.shape == x.shape
                     and (part.dtype.kind != "c" or x.dtype.kind == "c")):
-                part = _unbroadcast(part, x)
+                part = _summed(part, x)
         elif not ((kind is float or kind is np.float64) and type(x) in _REAL_TYPES):
             part = _unbroadcast(part, x)
         self.add(node, part)
@@ -1820,7 +1946,12 @@ class _Sweep:
         getitem = operator.getitem
         zero, carried = _rules.ZERO, _rules.Carried
         scalars = self.scalars
-        for entry in (_popped(tape) if consume else reversed(tape)):
+        send, ndarray, node_type = self.send, np.ndarray, _Node
+        owned = self.owned
+        entries = tape if consume else list(tape)
+        take = entries.pop
+        while entries:
+            entry = take()
             if type(entry) is tuple:
                 ct = scalars[entry[0]]
                 if ct is None:
@@ -1854,26 +1985,28 @@ class _Sweep:
                 ct = pop(outputs, None)
                 if ct is None:
                     continue
-                self.owned.discard(outputs)
-            if entry.fn is getitem and entry.joint is None:
-                x, index = entry.primals
-                node = entry.inputs[0]
-                if node is not None and type(x) is np.ndarray and _basic(index):
-                    self.scatter(node, ct, x, index)
-                    continue
-            if entry.joint is not None:
+                if owned:
+                    owned.discard(outputs)
+            fn, joint = entry.fn, entry.joint
+            if joint is not None:
                 if type(ct) is tuple:
                     ct = tuple([_zero_like(o) if c is None else c for c, o in zip(ct, entry.out)])
-                parts = entry.joint(ct)
+                parts = joint(ct)
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
                 for node, part, x in zip(entry.inputs, parts, entry.primals):
                     self.send(node, part, x)
                 parts = part = ct = None  # a recomputed block's cotangents go now
                 continue
+            if fn is getitem:
+                x, index = entry.primals
+                node = entry.inputs[0]
+                if node is not None and type(x) is np.ndarray and _basic(index):
+                    self.scatter(node, ct, x, index)
+                    continue
             rules = entry.rules
             if rules is None:
-                rules = _vjps(entry.fn)
+                rules = _vjps(fn)
             inputs, out, primals, kwargs = entry.inputs, entry.out, entry.primals, entry.kwargs
             for i, node in enumerate(inputs):
                 if node is None:
@@ -1883,21 +2016,23 @@ class _Sweep:
                     continue
                 if type(rule) is carried:  # told which arguments are differentiated
                     part = rule.rule(_rules.carried_pattern(inputs), ct, out, *primals, **kwargs)
-                else:
+                elif kwargs:
                     part = rule(ct, out, *primals, **kwargs)
-                self.send(node, part, primals[i])
+                else:
+                    part = rule(ct, out, *primals)
+                x = primals[i]
+                # send's most common case: the first cotangent of an array, of its dtype
+                if type(part) is ndarray and type(x) is ndarray and type(node) is node_type \
+                        and part.dtype is x.dtype and get(node) is None:
+                    cts[node] = part if part.shape == x.shape else _summed(part, x)
+                else:
+                    send(node, part, x)
         return cts
 
 
 def _enclosed() -> bool:
     """Whether an enclosing context must see (and may differentiate) what we compute."""
     return current_context() is not None
-
-
-def _popped(tape: list[Any]) -> Any:
-    """The tape's entries, last first, each removed from it as it is handed out."""
-    while tape:
-        yield tape.pop()
 
 
 def _pull(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: dict[Any, Any],
@@ -1907,7 +2042,7 @@ def _pull(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: di
         for node, c in zip(out_nodes, ct_leaves):
             if node is not None and c is not None:
                 sweep.add(node, c)
-        return _gradients(nodes, argnums, sweep.run(tape, consume))
+        return _gradients(nodes, argnums, sweep.run(tape, consume), unflatten)
     nested = _NestedSweep({})
     for node, c in zip(out_nodes, ct_leaves):
         if node is not None and c is not None:
@@ -1930,11 +2065,28 @@ def _sweep(tape: list[Any], out_nodes: list[Any], ct_leaves: list[Any], nodes: d
 
 # -- the public API ------------------------------------------------------------------------
 
-def _seed(ctx: ReverseContext, x: Any) -> tuple[Any, Any]:
-    kind = type(x)
-    if (kind is np.ndarray and x.dtype.kind in "fc") or kind is float:  # the common case
+def _seeds(ctx: ReverseContext, leaves: list[Any]) -> tuple[list[Any], list[_Node]]:
+    """The input ``leaves`` tagged, each with a new node; and the nodes."""
+    tagged: list[Any] = []
+    nodes: list[_Node] = []
+    ref, label = ctx._ref, ctx._label
+    for x in leaves:
         node = _Node()
-        return ctx._wrap(x, node), node
+        nodes.append(node)
+        kind = type(x)
+        if ref is not None and ((kind is np.ndarray and x.dtype.kind in "fc") or kind is float):
+            tagged.append(Tagged(x, node, ref, label))  # the common case, as _seed does
+        else:
+            tagged.append(_seed(ctx, x, node))
+            ref = ctx._ref  # (set by the first tag of a new context)
+    return tagged, nodes
+
+
+def _seed(ctx: ReverseContext, x: Any, node: _Node) -> Any:
+    """Input ``x`` tagged with its ``node``."""
+    kind = type(x)
+    if (kind is np.ndarray and x.dtype.kind in "fc") or kind is float:
+        return ctx._wrap(x, node)
     plain = _innermost(x)
     if not _arrays.is_numeric(plain) or \
             isinstance(plain, (bool, np.bool_)) or _arrays.kind(plain) == "b":
@@ -1943,8 +2095,7 @@ def _seed(ctx: ReverseContext, x: Any) -> tuple[Any, Any]:
                         f"complex numbers or arrays of them)")
     if type(x) is not Tagged and _arrays.kind(plain) in "iu":  # an integer point
         x = _arrays.to_float(x)
-    node = _Node()
-    return ctx._wrap(untag(x, ctx), node), node
+    return ctx._wrap(untag(x, ctx), node)
 
 
 def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -1955,25 +2106,34 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     reference cycles through its dispatchers): it is freed as soon as its holder lets go.
     ``enclosed``: whether there is an enclosing context, if the caller knows already;
     ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`)."""
+    _check_plans()
     ctx = _context(_enclosed() if enclosed is None else enclosed)
     ctx.second = second
     inputs = list(args)
     nodes: dict[int, tuple[Any, ...]] = {}
     for num in argnums:
         leaves, tree = flatten(inputs[num])
-        seeded = [_seed(ctx, x) for x in leaves]
-        inputs[num] = unflatten(tree, [s[0] for s in seeded])
-        nodes[num] = (leaves, tree, [s[1] for s in seeded])
+        tagged, seeds = _seeds(ctx, leaves)
+        inputs[num] = unflatten(tree, tagged)
+        nodes[num] = (leaves, tree, seeds)
     try:
         out = overdub(ctx, f, *inputs, **kwargs)
     finally:
         ctx.roots.clear()
         _untag_bindings(ctx, f)
     leaves, tree = flatten(out)
-    _untag_bindings(ctx, *leaves)  # closures among the outputs hold plain values
-    out_nodes = [ctx._node(y) for y in leaves]
-    plain = [untag(y, ctx) for y in leaves]
-    ctx._release_stores()
+    out_nodes: list[Any] = []
+    plain: list[Any] = []
+    functions: list[Any] = []
+    for y in leaves:
+        out_nodes.append(ctx._node(y))
+        plain.append(untag(y, ctx))
+        if type(y) not in _NOT_FUNCTIONS:
+            functions.append(y)
+    if functions:
+        _untag_bindings(ctx, *functions)  # closures among the outputs hold plain values
+    if ctx.stores:
+        ctx._release_stores()
     ctx.versions.clear()
     ctx.held.clear()
     ctx._functions.clear()
@@ -2013,12 +2173,16 @@ def _release(tape: list[Any]) -> None:
     tape.clear()
 
 
-def _gradients(nodes: dict[Any, Any], argnums: tuple[int, ...],
-               cts: dict[Any, Any]) -> tuple[Any, ...]:
+def _gradients(nodes: dict[Any, Any], argnums: tuple[int, ...], cts: dict[Any, Any],
+               build: Callable[[Any, list[Any]], Any] | None = None) -> tuple[Any, ...]:
+    """The gradients of the arguments ``argnums``, in their pytrees.  ``build``: how a pytree is
+    rebuilt from its leaves (:func:`_rebuild`, unless the caller knows there is no enclosing
+    context: then the faster :func:`unflatten`)."""
     # Built with displays and comprehensions, never list.append: under an enclosing context a
     # stored value's metadata lives in that context's shadow, which the caller cannot read.
-    return tuple([_rebuild(nodes[num][1], [_cast(cts[n], x) if n in cts else _zeros_like(x)
-                                           for n, x in zip(nodes[num][2], nodes[num][0])])
+    rebuild = _rebuild if build is None else build
+    return tuple([rebuild(nodes[num][1], [_cast(cts[n], x) if n in cts else _zeros_like(x)
+                                          for n, x in zip(nodes[num][2], nodes[num][0])])
                   for num in argnums])
 
 
@@ -2065,8 +2229,14 @@ def _zeros_like(x: Any) -> Any:
 
 def _cast(ct: Any, x: Any) -> Any:
     """A cotangent in the type of its input: a float for a float, an array for an array."""
+    kind = type(ct)
+    if kind is np.ndarray and type(x) is np.ndarray and ct.dtype is x.dtype and \
+            ct.shape == x.shape:  # the common case, as below
+        return ct if ct.flags.writeable else ct.copy()
+    if type(x) is float and (kind is float or kind is np.float64):
+        return float(ct)
     plain = _innermost(x)
-    if type(ct) is Tagged:
+    if kind is Tagged:
         return ct
     if isinstance(plain, np.ndarray):
         ct = np.asarray(ct)
@@ -2128,6 +2298,8 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
 
 
 def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
+    if type(argnums) is int and 0 <= argnums < n:  # the common case
+        return (argnums,)
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     for num in nums:
         if not isinstance(num, int) or isinstance(num, bool) or not -n <= num < n:
@@ -2157,22 +2329,24 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             value_nodes = out_nodes[:len(flatten(out)[0])]
         value = out
         inner = _innermost(value)
-        if callable(inner) and not _arrays.is_numeric(inner):
-            _release(tape)
-            lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
-            return ((value, aux), lazy) if has_aux else (value, lazy)
-        if isinstance(inner, (tuple, list, dict)) or np.ndim(inner) != 0:
-            got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
-                   else f"shape {np.shape(inner)}")
-            raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
-                            f"Jacobian or vjp for a vector-Jacobian product")
-        if _arrays.is_complex(inner) and not holomorphic:
-            raise TypeError("grad of a complex-valued function: pass holomorphic=True for the "
-                            "complex derivative, or take the real part")
-        # a foreign array's seed is one of its namespace, so that the rules compute there
-        seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
-            1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
-        grads = _sweep(tape, value_nodes, [seed], nodes, nums, consume=True, enclosed=enclosed)
+        seed: Any = 1.0
+        if type(inner) not in _REAL_TYPES:  # (a real number passes every check below)
+            if callable(inner) and not _arrays.is_numeric(inner):
+                _release(tape)
+                lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
+                return ((value, aux), lazy) if has_aux else (value, lazy)
+            if isinstance(inner, (tuple, list, dict)) or np.ndim(inner) != 0:
+                got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
+                       else f"shape {np.shape(inner)}")
+                raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
+                                f"Jacobian or vjp for a vector-Jacobian product")
+            if _arrays.is_complex(inner) and not holomorphic:
+                raise TypeError("grad of a complex-valued function: pass holomorphic=True for "
+                                "the complex derivative, or take the real part")
+            # a foreign array's seed is one of its namespace, so that the rules compute there
+            seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
+                1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
+        grads = _pull(tape, value_nodes, [seed], nodes, nums, not enclosed, consume=True)
         _release(tape)
         result = grads if isinstance(argnums, tuple) else grads[0]
         return ((value, aux), result) if has_aux else (value, result)

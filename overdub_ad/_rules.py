@@ -112,6 +112,22 @@ class _Entry:
 _TABLE: dict[int, _Entry] = {}  # id(fn) -> rules; fn kept alive by the entry
 _NONDIFFERENTIABLE: dict[int, Any] = {}
 _lock = threading.Lock()
+# Bumped by every registration (defjvp, defvjp, nondifferentiable), after the tables changed:
+# an engine that keeps what it looked up in them (its plan for recording a call) trusts the
+# plan while the version it was made at is still this one, without reading the tables again.
+version = 0
+
+
+def _changed() -> None:
+    global version
+    version += 1
+
+
+def state() -> tuple[Any, ...]:
+    """The version and the tables themselves with their sizes: what an engine compares, once
+    per run, to find the tables replaced or shrunk behind the registration functions' back (a
+    test swaps a copy of them in and out, or pops its scratch entries)."""
+    return version, _TABLE, len(_TABLE), _NONDIFFERENTIABLE, len(_NONDIFFERENTIABLE)
 
 
 def _name(fn: Any) -> str:
@@ -149,6 +165,7 @@ def defjvp(fn: Any, *rules: Any) -> Any:
     _check("defjvp", fn, rules)
     with _lock:
         _entry(fn).jvps = rules
+        _changed()
     return fn
 
 
@@ -166,6 +183,7 @@ def defvjp(fn: Any, *rules: Any) -> Any:
                         f"the transpose written out")
     with _lock:
         _entry(fn).vjps = rules
+        _changed()
     return fn
 
 
@@ -175,6 +193,7 @@ def nondifferentiable(*fns: Any) -> None:
         if not callable(fn):
             raise TypeError(f"nondifferentiable: {fn!r} is not callable")
         _NONDIFFERENTIABLE[id(fn)] = fn
+        _changed()
 
 
 def is_nondifferentiable(fn: Any) -> bool:

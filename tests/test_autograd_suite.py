@@ -48,11 +48,6 @@ BOTH = ("fwd", "rev")
 REV = ("rev",)
 
 
-# overdub core issues these tests run into (reported; each listed in docs/limitations.md)
-DUNDER_KEY = ("core: a Python __getitem__ (np.r_'s) given a differentiated key is not recursed "
-              "into (protocol_for skips calls with tagged arguments): the derivative is 0")
-
-
 def R(*shape):
     """Standard normal numbers: a float for no shape (autograd's ``npr.randn()``)."""
     return float(RNG.standard_normal()) if not shape else RNG.standard_normal(shape)
@@ -541,7 +536,6 @@ def test_numpy_r_slicing():
     _check(lambda x: np.r_[x, _C10, 1:10], R(10))
 
 
-@pytest.mark.xfail(strict=True, reason=DUNDER_KEY)
 def test_numpy_r_basic():
     _check(lambda x: np.r_[x], R(3, 2))
 

@@ -1213,3 +1213,25 @@ def test_particle_gradient_in_every_mode_pair(combo):
     inner = GRADIENTS[combo[1]]
     d = outer(lambda w: _particle_miss(inner, w))(0.0)
     assert d == pytest.approx(fd(lambda w: _particle_miss(grad, w), 0.0, h=1e-6), rel=1e-6)
+
+
+# -- a differentiated key into an object whose __getitem__ is Python --------------------------
+
+class _Squares:
+    """A lookup table written in Python: its __getitem__ is code to differentiate."""
+
+    def __getitem__(self, key):
+        return 3.0 * key * key
+
+
+def test_a_differentiated_key_is_seen_by_a_python_getitem():
+    def f(x):
+        return _Squares()[x]
+    assert D(f, 2.0) == 12.0 and grad(f)(2.0) == 12.0
+    assert D(D(f), 2.0) == 6.0 and grad(grad(f))(2.0) == 6.0 and D(grad(f), 2.0) == 6.0
+
+
+def test_np_r_of_one_differentiated_array():
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(grad(lambda x: np.sum(np.r_[x] ** 2))(x), 2 * x)
+    np.testing.assert_allclose(jvp(lambda x: np.sum(np.r_[x] ** 2), (x,), (np.ones(2),))[1], 6.0)
