@@ -38,7 +38,6 @@ from __future__ import annotations
 import ast
 import operator
 import re
-import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -48,7 +47,7 @@ import numpy as np
 
 from . import _rules
 from ._reverse import _unbroadcast
-from ._specialise import _check_matches, _locate, _lock, _place, _Unsupported
+from ._specialise import _check_matches, _inner_code, _locate, _lock, _place, _Unsupported
 
 DECLINED = object()
 _PREFIX = "__odh_"  # names of the generated code (a user name cannot start so: checked)
@@ -643,13 +642,7 @@ class _Translation:
                            [f"        return {result}", f"    return {_PREFIX}target"])
         tree = ast.parse(source, self.filename)
         _place(tree, self.origins, len(head) + 1, node)
-        compiled = compile(tree, self.filename, "exec")
-        factory = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-        target = next(c for c in factory.co_consts if isinstance(c, types.CodeType))
-        target = target.replace(co_name=code.co_name)
-        if sys.version_info >= (3, 11):  # code objects have qualified names since 3.11
-            target = target.replace(co_qualname=code.co_qualname)
-        return target
+        return _inner_code(tree, self.filename, code)
 
 
 # code object -> (the generated code, the rules it calls by name) or None (outside the subset)

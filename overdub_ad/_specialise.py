@@ -367,12 +367,7 @@ class _Compiler:
         except SyntaxError:  # pragma: no cover - a bug of ours: let the core run it
             raise _Unsupported from None
         self._locate_lines(tree, node, len(head) + 1)
-        compiled = compile(tree, self.filename, "exec")
-        factory = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-        inner = next(c for c in factory.co_consts if isinstance(c, types.CodeType))
-        inner = inner.replace(co_name=code.co_name)
-        if sys.version_info >= (3, 11):  # code objects have qualified names since 3.11
-            inner = inner.replace(co_qualname=code.co_qualname)
+        inner = _inner_code(tree, self.filename, code)
         return inner, inner.co_freevars
 
     def _locate_lines(self, tree: ast.Module, node: ast.FunctionDef, first: int) -> None:
@@ -919,6 +914,18 @@ class _Graph:
                 if leaf not in found:
                     found.append(leaf)
         return found
+
+
+def _inner_code(tree: ast.Module, filename: str, code: types.CodeType) -> types.CodeType:
+    """The function defined inside the factory that ``tree`` defines, compiled against the
+    user's file and named as the user's function ``code`` (tracebacks show its name)."""
+    compiled = compile(tree, filename, "exec")
+    factory = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    inner = next(c for c in factory.co_consts if isinstance(c, types.CodeType))
+    inner = inner.replace(co_name=code.co_name)
+    if sys.version_info >= (3, 11):  # code objects have qualified names since 3.11
+        inner = inner.replace(co_qualname=code.co_qualname)
+    return inner
 
 
 def _place(tree: ast.Module, origins: list[ast.AST], first: int, default: ast.AST) -> None:

@@ -11,6 +11,8 @@ overdub rewrites functions from their source.
 from __future__ import annotations
 
 import operator
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,9 @@ from hypothesis.extra import numpy as hnp
 
 from overdub_ad import _reverse, _rules, check_grads, defvjp, grad, hvp, jacfwd, jacrev, vjp
 from overdub_ad._pytree import flatten, unflatten
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from bench_reverse import mlp_backprop  # noqa: E402  (the hand-written reference)
 
 RNG = np.random.default_rng(11)
 
@@ -33,23 +38,6 @@ def mlp_loss(params, x, y):
     for w, b in params:
         h = np.tanh(h @ w + b)
     return 0.5 * np.sum((h - y) ** 2)
-
-
-def mlp_backprop(params, x, y):
-    """The loss gradient written by hand (benchmarks/bench_reverse.py's reference)."""
-    acts = [x]
-    h = x
-    for w, b in params:
-        h = np.tanh(h @ w + b)
-        acts.append(h)
-    delta = (h - y) * (1.0 - h * h)
-    grads = [None] * len(params)
-    for k in range(len(params) - 1, -1, -1):
-        w, _ = params[k]
-        grads[k] = (acts[k].T @ delta, np.sum(delta, axis=0))
-        if k:
-            delta = (delta @ w.T) * (1.0 - acts[k] * acts[k])
-    return grads
 
 
 def _mlp(width=5, layers=3, batch=4):
