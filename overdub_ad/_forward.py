@@ -352,6 +352,13 @@ class ForwardContext(Context):
             return args[1]
         if type(fn) is types.MethodType:
             fn, args = fn.__func__, (fn.__self__, *args)
+        if type(fn) is types.BuiltinFunctionType and len(args) == 2:
+            from ._reverse import _user_operator
+            user = _user_operator(fn, args)  # Money() * x: the class's own method, run
+            if user is not None:
+                out = recurse(self, user[0], *user[1])
+                if out is not NotImplemented:
+                    return out
         if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (np.ndarray, np.generic)):
             from ._reverse import _METHODS  # (reverse mode's table of methods as functions)
             method = _METHODS.get(fn.__name__)

@@ -322,6 +322,44 @@ _FAST2 = {id(f): p for f, p in _BINARY_PARTIALS.items()}
 _FAST = {**_FAST1, **_FAST2}
 
 
+# operator -> its method and reflected method (in-place operators: the binary ones Python
+# falls back to when the class defines no in-place method)
+_OPERATOR_METHODS: dict[Any, tuple[str, str]] = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__")}
+_SCALARS = (float, int, complex, np.number)
+
+
+def _user_operator(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """For ``a op b`` between a differentiated value and an object whose class defines the
+    operator in Python (``Money() * x``): that method and its arguments, which the engines run
+    as the user's code (overdubbed) instead of taking the operator as their own primitive --
+    the rule for ``*`` is right only if the method multiplies.  None for any other call.
+
+    Python tries the left operand's method first; the right operand's reflected method comes
+    next when the left is a number, whose own method gives up on an unknown type (an array's
+    would broadcast over the object instead: left to the rule)."""
+    if len(args) != 2:
+        return None
+    names = _OPERATOR_METHODS.get(_INPLACE.get(fn, fn)) if type(fn) is types.BuiltinFunctionType \
+        else None
+    if names is None:
+        return None
+    a, b = args
+    if type(a) is not Tagged:
+        method = getattr(type(a), names[0], None)
+        if type(method) is types.FunctionType and not _arrays.is_foreign_array(a):
+            return method, (a, b)  # (an array library written in Python: the rules' own)
+    elif type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
+            not _arrays.is_foreign_array(b):
+        method = getattr(type(b), names[1], None)
+        if type(method) is types.FunctionType:
+            return method, (b, a)
+    return None
+
+
 # -- the context --------------------------------------------------------------------------------
 
 class ReverseContext(Context):
@@ -671,6 +709,12 @@ class ReverseContext(Context):
             if plan.simple:
                 out = self._simple_call(fn, plan, args, kwargs)
                 if out is not _NOT_SIMPLE:
+                    return out
+        if id(fn) in _FAST2:
+            user = _user_operator(fn, args)
+            if user is not None:
+                out = recurse(self, user[0], *user[1])
+                if out is not NotImplemented:
                     return out
         if fn is getattr:
             return self._attribute(*args)

@@ -1235,3 +1235,40 @@ def test_np_r_of_one_differentiated_array():
     x = np.array([1.0, 2.0])
     np.testing.assert_allclose(grad(lambda x: np.sum(np.r_[x] ** 2))(x), 2 * x)
     np.testing.assert_allclose(jvp(lambda x: np.sum(np.r_[x] ** 2), (x,), (np.ones(2),))[1], 6.0)
+
+
+# -- operators between a differentiated value and a class defining them in Python -------------
+
+class _Triple:
+    """Multiplies by 3 from the left, by 5 from the right: the rule for * cannot know."""
+
+    def __mul__(self, other):
+        return other * 3.0
+
+    def __rmul__(self, other):
+        return other * 5.0
+
+
+class _Squarer:
+    def __rmul__(self, other):
+        return other ** 2
+
+    def __radd__(self, other):
+        return 7.0 * other
+
+
+def _twice_triple(x):
+    y = _Triple() * x
+    return y * x  # 3 x^2
+
+
+@pytest.mark.parametrize("f, x, first, second", [
+    (lambda x: _Triple() * x, 2.0, 3.0, 0.0),
+    (lambda x: x * _Triple(), 2.0, 5.0, 0.0),     # float * _Triple: the reflected method
+    (lambda x: x * _Squarer(), 3.0, 6.0, 2.0),
+    (lambda x: x + _Squarer(), 1.0, 7.0, 0.0),
+    (_twice_triple, 2.0, 12.0, 6.0),
+])
+def test_a_class_operator_method_is_run_not_replaced_by_the_rule(f, x, first, second):
+    assert D(f, x) == first and grad(f)(x) == first
+    assert D(D(f), x) == second and grad(grad(f))(x) == second and D(grad(f), x) == second
