@@ -20,6 +20,7 @@ is then called through the parent, so the outer context sees it.
 from __future__ import annotations
 
 import functools
+import operator
 import types
 import weakref
 from collections.abc import Callable
@@ -37,6 +38,7 @@ _Partial = functools.partial
 
 
 _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
+_verbs_of = operator.attrgetter(*_VERBS)  # a context class's verbs, as one tuple
 # A rewritten function: (weak ref to the user's function, its code, its defaults, the rewrite)
 _Entry = tuple[weakref.ref[Any], types.CodeType, tuple[Any, ...] | None,
                Callable[..., Any] | None]
@@ -235,10 +237,7 @@ class State:
         self.ctx = ctx
         self.base = base
         self.table = _primitives.Table(cls, _tagging.owner_of(ctx))
-        self.verbs = tuple(getattr(cls, verb) for verb in _VERBS)
-        self.overridden = {verb for verb in _VERBS if _overridden(cls, base, verb)}
-        for verb in self.overridden:
-            add_verb(getattr(cls, verb))
+        self._take_verbs()
         self.passes = ctx.passes
         self.parent: Callable[..., Any] | None = None
         self.enclosing: State | None = None  # the State running when this one was entered
@@ -292,17 +291,22 @@ class State:
             else:
                 self.cells[name] = types.CellType(value)
 
+    def _take_verbs(self) -> None:
+        """The verbs of the context's class as they are now, and which of them it overrides
+        (their frames are machinery, as the dispatchers' are)."""
+        cls = type(self.ctx)
+        self.verbs = _verbs_of(cls)
+        self.overridden = {verb for verb in _VERBS if _overridden(cls, self.base, verb)}
+        for verb in self.overridden:
+            add_verb(getattr(cls, verb))
+
     def follow_class(self) -> None:
         """Take up verbs defined, replaced or deleted on the context's class since the state was
         made: Python classes are open, and a context made before a hook was defined sees it
-        (Cassette's "world age" test)."""
-        cls = type(self.ctx)
-        verbs = tuple(getattr(cls, verb) for verb in _VERBS)
-        if verbs != self.verbs:
-            self.verbs = verbs
-            self.overridden = {verb for verb in _VERBS if _overridden(cls, self.base, verb)}
-            for verb in self.overridden:
-                add_verb(getattr(cls, verb))
+        (Cassette's "world age" test).  Run at every ``overdub()`` entry: one C call when
+        nothing changed."""
+        if _verbs_of(type(self.ctx)) != self.verbs:
+            self._take_verbs()
             self._configure(self.tags, self.categories)
 
     def enable_tags(self) -> None:
