@@ -116,6 +116,48 @@ def _innermost(x: Any) -> Any:
     return x
 
 
+# operator -> its method and reflected method (in-place operators: the binary ones Python
+# falls back to when the class defines no in-place method)
+_OPERATOR_METHODS: dict[Any, tuple[str, str]] = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__")}
+_OPERATOR_METHODS.update({inplace: _OPERATOR_METHODS[binary] for inplace, binary in (
+    (operator.iadd, operator.add), (operator.isub, operator.sub), (operator.imul, operator.mul),
+    (operator.itruediv, operator.truediv), (operator.ifloordiv, operator.floordiv),
+    (operator.imod, operator.mod), (operator.ipow, operator.pow),
+    (operator.imatmul, operator.matmul))})
+_SCALARS = (float, int, complex, np.number)
+
+
+def _user_operator(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """For ``a op b`` between a differentiated value and an object whose class defines the
+    operator in Python (``Money() * x``): that method and its arguments, which the engines run
+    as the user's code (overdubbed) instead of taking the operator as their own primitive --
+    the rule for ``*`` is right only if the method multiplies.  None for any other call.
+
+    Python tries the left operand's method first; the right operand's reflected method comes
+    next when the left is a number, whose own method gives up on an unknown type (an array's
+    would broadcast over the object instead: left to the rule)."""
+    if len(args) != 2:
+        return None
+    names = _OPERATOR_METHODS.get(fn) if type(fn) is types.BuiltinFunctionType else None
+    if names is None:
+        return None
+    a, b = args
+    if type(a) is not Tagged:
+        method = getattr(type(a), names[0], None)
+        if type(method) is types.FunctionType and not _arrays.is_foreign_array(a):
+            return method, (a, b)  # (an array library written in Python: the rules' own)
+    elif type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
+            not _arrays.is_foreign_array(b):
+        method = getattr(type(b), names[1], None)
+        if type(method) is types.FunctionType:
+            return method, (b, a)
+    return None
+
+
 def _flat(out: Any) -> bool:
     """Whether ``out`` carries no derivative at all: integers, booleans, strings (a result of a
     piecewise-constant function).  ``None`` is not flat: it is what in-place functions return."""
@@ -353,7 +395,6 @@ class ForwardContext(Context):
         if type(fn) is types.MethodType:
             fn, args = fn.__func__, (fn.__self__, *args)
         if type(fn) is types.BuiltinFunctionType and len(args) == 2:
-            from ._reverse import _user_operator
             user = _user_operator(fn, args)  # Money() * x: the class's own method, run
             if user is not None:
                 out = recurse(self, user[0], *user[1])

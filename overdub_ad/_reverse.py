@@ -62,7 +62,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 
 from . import _arrays, _rules, _specialise
 from ._arraylike import array_like, takes_arrays
-from ._forward import _flat, _untag_bindings
+from ._forward import _flat, _untag_bindings, _user_operator
 from ._pytree import flatten, unflatten
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
@@ -320,44 +320,6 @@ _UNARY_PARTIALS[np.log] = lambda a, out: None if a <= 0 else 1.0 / a
 _FAST1 = {id(f): p for f, p in _UNARY_PARTIALS.items()}
 _FAST2 = {id(f): p for f, p in _BINARY_PARTIALS.items()}
 _FAST = {**_FAST1, **_FAST2}
-
-
-# operator -> its method and reflected method (in-place operators: the binary ones Python
-# falls back to when the class defines no in-place method)
-_OPERATOR_METHODS: dict[Any, tuple[str, str]] = {
-    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
-    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
-    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
-    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__")}
-_SCALARS = (float, int, complex, np.number)
-
-
-def _user_operator(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
-    """For ``a op b`` between a differentiated value and an object whose class defines the
-    operator in Python (``Money() * x``): that method and its arguments, which the engines run
-    as the user's code (overdubbed) instead of taking the operator as their own primitive --
-    the rule for ``*`` is right only if the method multiplies.  None for any other call.
-
-    Python tries the left operand's method first; the right operand's reflected method comes
-    next when the left is a number, whose own method gives up on an unknown type (an array's
-    would broadcast over the object instead: left to the rule)."""
-    if len(args) != 2:
-        return None
-    names = _OPERATOR_METHODS.get(_INPLACE.get(fn, fn)) if type(fn) is types.BuiltinFunctionType \
-        else None
-    if names is None:
-        return None
-    a, b = args
-    if type(a) is not Tagged:
-        method = getattr(type(a), names[0], None)
-        if type(method) is types.FunctionType and not _arrays.is_foreign_array(a):
-            return method, (a, b)  # (an array library written in Python: the rules' own)
-    elif type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
-            not _arrays.is_foreign_array(b):
-        method = getattr(type(b), names[1], None)
-        if type(method) is types.FunctionType:
-            return method, (b, a)
-    return None
 
 
 # -- the context --------------------------------------------------------------------------------
@@ -1378,9 +1340,6 @@ class _Plan:
 # id(fn) -> the plan of a C function or ufunc (Python code and bound methods get a fresh plan
 # per call: a kept one would keep them alive, and they never take _simple_call anyway)
 _PLANS: dict[int, _Plan] = {}
-# The rule tables the plans were made from (see _rules.state): when they change other than by
-# a registration (a test swaps a copy of them in and out), the plans are forgotten.
-_PLANNED_FROM: list[Any] = [None]
 
 
 def _plan(fn: Any) -> _Plan:
@@ -1399,15 +1358,6 @@ def _plan(fn: Any) -> _Plan:
     if not (isinstance(fn, _PYTHON_CODE) or bound) and len(_PLANS) < 100_000:
         _PLANS[id(fn)] = plan
     return plan
-
-
-def _check_plans() -> None:
-    """Forget the plans if the rule tables were replaced or lost entries since they were made
-    (a registration needs no check: it bumps the version each plan is checked against)."""
-    tables = _rules.state()
-    if tables != _PLANNED_FROM[0]:
-        _PLANS.clear()
-        _PLANNED_FROM[0] = tables
 
 
 def _plain_tuple(t: tuple[Any, ...]) -> bool:
@@ -2150,7 +2100,6 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     reference cycles through its dispatchers): it is freed as soon as its holder lets go.
     ``enclosed``: whether there is an enclosing context, if the caller knows already;
     ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`)."""
-    _check_plans()
     ctx = _context(_enclosed() if enclosed is None else enclosed)
     ctx.second = second
     inputs = list(args)

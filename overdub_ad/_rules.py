@@ -115,19 +115,13 @@ _lock = threading.Lock()
 # Bumped by every registration (defjvp, defvjp, nondifferentiable), after the tables changed:
 # an engine that keeps what it looked up in them (its plan for recording a call) trusts the
 # plan while the version it was made at is still this one, without reading the tables again.
+# Code that changes the tables otherwise (a test swapping in a copy) calls _changed() too.
 version = 0
 
 
 def _changed() -> None:
     global version
     version += 1
-
-
-def state() -> tuple[Any, ...]:
-    """The version and the tables themselves with their sizes: what an engine compares, once
-    per run, to find the tables replaced or shrunk behind the registration functions' back (a
-    test swaps a copy of them in and out, or pops its scratch entries)."""
-    return version, _TABLE, len(_TABLE), _NONDIFFERENTIABLE, len(_NONDIFFERENTIABLE)
 
 
 def _name(fn: Any) -> str:

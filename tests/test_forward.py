@@ -50,9 +50,13 @@ def fd(f, x, v=1.0, h=1e-4):
 
 @pytest.fixture
 def isolated_rules(monkeypatch):
-    """Rules registered by a test are forgotten afterwards (the tables are process-wide)."""
+    """Rules registered by a test are forgotten afterwards (the tables are process-wide); the
+    tables swapped back are announced, as registrations announce themselves."""
     monkeypatch.setattr(_rules, "_TABLE", dict(_rules._TABLE))
     monkeypatch.setattr(_rules, "_NONDIFFERENTIABLE", dict(_rules._NONDIFFERENTIABLE))
+    yield
+    monkeypatch.undo()
+    _rules._changed()
 
 
 # -- the API -------------------------------------------------------------------------------------

@@ -133,9 +133,13 @@ def fd_grad(f, x, h=1e-6):
 
 @pytest.fixture
 def isolated_rules(monkeypatch):
-    """Rules registered by a test are forgotten afterwards (the tables are process-wide)."""
+    """Rules registered by a test are forgotten afterwards (the tables are process-wide); the
+    tables swapped back are announced, as registrations announce themselves."""
     monkeypatch.setattr(_rules, "_TABLE", dict(_rules._TABLE))
     monkeypatch.setattr(_rules, "_NONDIFFERENTIABLE", dict(_rules._NONDIFFERENTIABLE))
+    yield
+    monkeypatch.undo()
+    _rules._changed()
 
 
 _SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,

@@ -639,3 +639,4 @@ def test_checker_rejects_wrong_rules():
     finally:
         _rules._TABLE.pop(id(_scratch), None)
         _rules._TABLE.pop(id(_scratch_abs), None)
+        _rules._changed()
