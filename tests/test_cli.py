@@ -288,38 +288,36 @@ def test_an_exception_while_importing_the_module_is_exit_1(
 
 # -- as users run it ---------------------------------------------------------------------------
 
-def _env() -> dict[str, str]:
-    """The environment for a child Python that imports the same overdub as this test run."""
-    env = dict(os.environ)
-    source_root = str(Path(overdub.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, env.get("PYTHONPATH")]))
-    return env
-
-
-def _python_m_overdub(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "overdub", *argv], env=_env(),
+def _python_m_overdub(env: dict[str, str], cwd: Path, *argv: str
+                       ) -> subprocess.CompletedProcess[str]:
+    # Run outside the checkout: `-m` puts the working directory first on sys.path.
+    return subprocess.run([sys.executable, "-m", "overdub", *argv], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_python_m_overdub_runs_and_fails_as_documented() -> None:
-    done = _python_m_overdub("trace", "statistics:median", "[1, 3, 2]", "--module", "statistics")
+def test_python_m_overdub_runs_and_fails_as_documented(child_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    done = _python_m_overdub(child_env, tmp_path, "trace", "statistics:median", "[1, 3, 2]",
+                             "--module", "statistics")
     assert done.returncode == 0, done.stderr
     assert _lines(done.stdout) == ["statistics.median([1, 3, 2])", "-> 2"]
-    done = _python_m_overdub("count", "colorsys:rgb_to_hsv", "0.2", "0.4", "0.4")
+    done = _python_m_overdub(child_env, tmp_path, "count", "colorsys:rgb_to_hsv",
+                             "0.2", "0.4", "0.4")
     assert done.returncode == 0 and _lines(done.stdout)[-1] == "-> (0.5, 0.5, 0.4)"
-    done = _python_m_overdub("trace", "math:no_such", "1")
+    done = _python_m_overdub(child_env, tmp_path, "trace", "math:no_such", "1")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("python -m overdub trace: error: module 'math' has no attribute "
                            "'no_such'\n")
 
 
-def test_output_piped_into_a_reader_that_stops_early_ends_quietly() -> None:
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(child_env: dict[str, str],
+                                                                   tmp_path: Path) -> None:
     # `python -m overdub log ... | head`: the log is far bigger than a pipe's buffer, the reader
     # is gone before it is written, and the command stops without a traceback.
     text = repr("word " * 2000)
     child = subprocess.Popen([sys.executable, "-m", "overdub", "log", "textwrap:fill", text],
-                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             env=child_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stderr is not None
     child.stdout.close()
     err = child.stderr.read()

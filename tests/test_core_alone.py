@@ -3,7 +3,6 @@
 Runs in a fresh interpreter so that no other test module has imported NumPy first.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -37,14 +36,10 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_core_runs_without_importing_numpy(tmp_path):
+def test_core_runs_without_importing_numpy(tmp_path, child_env):
     script = tmp_path / "core_alone.py"  # a real file: overdub rewrites functions from source
     script.write_text(SCRIPT)
-    import overdub  # the child imports the same overdub as this test process
-    root = os.path.dirname(os.path.dirname(os.path.abspath(overdub.__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            timeout=120, env=env)
+                            timeout=120, env=child_env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

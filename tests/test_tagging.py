@@ -12,13 +12,11 @@ import dataclasses
 import gc
 import math
 import operator
-import os
 import subprocess
 import sys
 import tracemalloc
 import weakref
 from collections import namedtuple
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import overdub
 from overdub import Context, Tagged, TagError, has_metadata, metadata, overdub as run, tag, untag
 
 # -- contexts ------------------------------------------------------------------------------------
@@ -712,13 +709,10 @@ print(has_metadata(overdub(ctx, appended, x), ctx))
 '''
 
 
-def test_numpy_append_in_a_fresh_process(tmp_path):
+def test_numpy_append_in_a_fresh_process(tmp_path, child_env):
     script = tmp_path / "cold_append.py"
     script.write_text(COLD_APPEND)
-    env = dict(os.environ)
-    root = str(Path(overdub.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, str(script)], env=child_env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"

@@ -1,0 +1,66 @@
+"""What every test module shares: the check that the suite tests what users install.
+
+`python -m pytest`, run from a checkout, puts the checkout first on `sys.path`, where `import
+overdub` would find the source tree rather than the package pip installed, and a file left out
+of the wheel would go unnoticed.  So the checkout is taken off `sys.path` before anything imports
+the packages, and the session stops at once unless all three come from site-packages.
+
+Developers who run the tests against the source tree (an editable install, or none) say so:
+`OVERDUB_TEST_SOURCE=1 python -m pytest`.  CI never sets it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("overdub", "overdub_ad", "overdub_gpu")
+SOURCE_MODE = os.environ.get("OVERDUB_TEST_SOURCE") == "1"
+
+if not SOURCE_MODE:
+    sys.path[:] = [entry for entry in sys.path if Path(entry or os.curdir).resolve() != ROOT]
+
+import overdub  # noqa: E402
+import overdub_ad  # noqa: E402
+import overdub_gpu  # noqa: E402
+
+
+def installed_location(module_file: str) -> Path | None:
+    """The site-packages directory a module was imported from, or None if it is elsewhere."""
+    site = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
+    for parent in Path(module_file).resolve().parents:
+        if parent in site:
+            return parent
+    return None
+
+
+def _check_installed() -> None:
+    for module in (overdub, overdub_ad, overdub_gpu):
+        assert module.__file__ is not None
+        if installed_location(module.__file__) is None:
+            pytest.exit(
+                f"tests/conftest.py: {module.__name__} was imported from {module.__file__}, "
+                "not from site-packages: the suite tests the installed package.  Install it "
+                "with `python -m pip install \".[test]\"` (not editable), or set "
+                "OVERDUB_TEST_SOURCE=1 to test the source tree on purpose.", returncode=4)
+
+
+if not SOURCE_MODE:
+    _check_installed()
+
+
+@pytest.fixture
+def child_env() -> dict[str, str]:
+    """The environment for a child Python that must import the same overdub as this run: the
+    installed package as it is, or (OVERDUB_TEST_SOURCE=1) the source tree, put on PYTHONPATH.
+    A child run in the checkout's root with `-m` would still find the sources: give it another
+    working directory."""
+    env = dict(os.environ)
+    if SOURCE_MODE:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
