@@ -11,12 +11,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from types import BuiltinMethodType, MethodType, ModuleType
 from typing import Any, TextIO
 
-from . import Context
+from . import Context, unbind
 
-__all__ = ["LogContext", "CountContext", "TraceContext", "describe"]
+__all__ = ["LogContext", "CountContext", "TraceContext", "ByIdentity", "describe"]
 
 
 def describe(fn: Any) -> str:
@@ -79,17 +78,15 @@ class LogContext(Context):
         print(_call_text(fn, args, kwargs), file=self.file or sys.stdout)
 
 
-_BuiltinMethod = BuiltinMethodType  # type(len)
-
-
 class CountContext(Context):
     """Count calls by callee (operators included).
 
     ``CountContext(types=None)``: with ``types`` (a class or tuple of classes) only calls whose
     positional and keyword arguments are *all* instances of ``types`` are counted.  ``metadata``
     is a plain dict ``{callee: count}`` (a bound method is counted under its function or method
-    descriptor, ``Point.norm`` or ``list.append``, keeping no instance alive); ``counts`` gives it
-    as a ``collections.Counter``.  Example::
+    descriptor, ``Point.norm`` or ``list.append``, keeping no instance alive; a callee that
+    cannot be hashed under :class:`ByIdentity`); ``counts`` gives it as a
+    ``collections.Counter``.  Example::
 
         ctx = CountContext(types=(str, int))
         overdub(ctx, lambda: list(map(str, range(1, 11))))
@@ -117,17 +114,38 @@ class CountContext(Context):
                                       and all(isinstance(v, types) for v in kwargs.values())):
             return
         counts = self.metadata
-        seen = counts.get(fn)
+        try:
+            seen = counts.get(fn)
+        except TypeError:       # a callable that cannot be hashed (a set subclass, a curried
+            fn = ByIdentity(fn)  # function whose keywords hold a dict): count it by identity
+            seen = counts.get(fn)
         if seen is not None:
             counts[fn] = seen + 1
             return
-        if type(fn) is MethodType:
-            fn = fn.__func__
-        elif type(fn) is _BuiltinMethod and not isinstance(fn.__self__, ModuleType):
-            # m.tobytes -> memoryview.tobytes: count the method, do not keep `m` alive
-            fn = getattr(type(fn.__self__), fn.__name__, fn)
-        counts = self.metadata
+        method = unbind(fn)
+        if method is not None:  # m.tobytes -> memoryview.tobytes: count the method, do not
+            fn = method[0]      # keep `m` alive
         counts[fn] = counts.get(fn, 0) + 1
+
+
+class ByIdentity:
+    """The key under which :class:`CountContext` counts a callee that cannot be hashed: equal
+    only to a key for the same object (``ByIdentity(f) == ByIdentity(f)``), so
+    ``ctx.counts[ByIdentity(f)]`` reads its count."""
+
+    __slots__ = ("callee",)
+
+    def __init__(self, callee: Any) -> None:
+        self.callee = callee
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ByIdentity) and other.callee is self.callee
+
+    def __hash__(self) -> int:
+        return id(self.callee)
+
+    def __repr__(self) -> str:
+        return f"ByIdentity({self.callee!r})"
 
 
 class TraceContext(Context):

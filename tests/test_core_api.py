@@ -928,3 +928,26 @@ def test_functions_with_asserts_in_pytest_modules_are_rewritten():
     assert ctx.counts[abs] == 1
     with pytest.raises(AssertionError, match="too large"):
         overdub(CountContext(), checked, 30)
+
+
+def test_count_context_counts_unhashable_callees_by_identity():
+    # toolz.curry-style objects hash their keywords: with a dict among them they cannot be hashed
+    from overdub.contexts import ByIdentity, CountContext
+
+    class Curried:
+        def __init__(self, func, **keywords):
+            self.func, self.keywords = func, keywords
+
+        def __call__(self, *args):
+            return self.func(*args, **self.keywords)
+
+        def __hash__(self):
+            return hash((self.func, tuple(self.keywords.items())))
+
+    def lookup(key, table):
+        return table[key]
+
+    find = Curried(lookup, table={"a": 1, "b": 2})
+    ctx = CountContext()
+    assert overdub(ctx, lambda: [find("a"), find("b"), find("a")]) == [1, 2, 1]
+    assert ctx.counts[ByIdentity(find)] == 3 and ctx.counts[lookup] == 3
