@@ -8,8 +8,10 @@ executed: we take the function's code object out of the constants.
 
 Cache key: ``(code identity, context class, pass fingerprint, intercepted categories)``.  Entries
 are keyed by ``id(code)`` with a weak reference to the code (hashing a code object costs its size)
-and evicted when the code dies.  The value is a code object, never a function, so the cache keeps
-no module alive.  Publishing is "first writer wins"; rewriting is deterministic.
+and evicted when the code dies; the context class is held weakly too (:func:`class_key`), and its
+entries go when it dies, so programs that make context classes on the fly do not grow without
+bound.  The value is a code object, never a function, so the cache keeps no module alive.
+Publishing is "first writer wins"; rewriting is deterministic.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class Rewritten:
     # For each of code.co_freevars: the constant cell to use, or None for a user cell or a
     # per-context dispatcher cell (looked up by name when the function is built).
     constant_cells: tuple[types.CellType | None, ...]
+    # The module globals the function assigns (``global x; x = ...``), comprehensions inside
+    # included: a tagging context makes sure they hold plain values when its run ends.
+    global_stores: frozenset[str] = frozenset()
 
 
 _CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTANTS.items()}
@@ -83,21 +88,60 @@ def _entries(code: types.CodeType) -> dict[Any, Any]:
     return slot[1]
 
 
+class ClassKey:
+    """A context class as it appears in cache keys: compared by identity, holding the class
+    weakly.  ``codes`` are the ids of the code objects with entries for it, dropped from the
+    cache when the class dies."""
+
+    __slots__ = ("ref", "codes")
+
+    def __init__(self, cls: type) -> None:
+        self.ref = weakref.ref(cls, self._class_died)
+        self.codes: set[int] = set()
+
+    def _class_died(self, _ref: weakref.ref[type]) -> None:
+        # No lock, as in _entries' eviction: this can run inside a collection.  (Called only
+        # while cache entries keep this key alive; with none, there is nothing to drop.)
+        for code_id in list(self.codes):
+            slot = _by_code.get(code_id)
+            if slot is not None:
+                entries = slot[1]
+                for key in [k for k in list(entries) if type(k) is tuple and k[0] is self]:
+                    entries.pop(key, None)
+
+
+def class_key(cls: type) -> ClassKey:
+    """The cache-key stand-in for context class ``cls`` (one per class, kept on it)."""
+    found = cls.__dict__.get("_overdub_class_key")
+    if type(found) is ClassKey and found.ref() is cls:
+        return found
+    made = ClassKey(cls)
+    setattr(cls, "_overdub_class_key", made)
+    return made
+
+
 def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tuple[Any, ...],
                    passes: tuple[Any, ...], categories: frozenset[str],
                    observe: bool) -> Rewritten | _source.NoSource:
-    """The rewritten form of ``code`` for ``key`` (context class, passes, categories)."""
+    """The rewritten form of ``code`` for ``key`` (a :class:`ClassKey` first, then passes and
+    categories)."""
     entries = _entries(code)
     found: Rewritten | _source.NoSource | None = entries.get(key)
     if found is None:
         found = _rewrite(code, module_globals, passes, categories, observe)
         found = entries.setdefault(key, found)
+        key[0].codes.add(id(code))
         if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
             _warned.add(id(code))
             name = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
             warnings.warn(f"overdub: running {name} natively: {found.reason}", RuntimeWarning,
                           stacklevel=2)
     return found
+
+
+def has_source(code: types.CodeType, module_globals: dict[str, Any]) -> bool:
+    """Whether ``code``'s source can be found and still compiles to it."""
+    return isinstance(_checked_source(code, module_globals), _source.Located)
 
 
 def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
@@ -119,13 +163,27 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
                 return 1
             return 2 if compiled.co_code == code.co_code else 1
 
-        found = _source.locate(code, module_globals, likeness)
-        if isinstance(found, _source.Located):
-            if not likeness(found):
-                found = _source.NoSource(
-                    f"its source in {code.co_filename} changed after it was compiled",
-                    actionable=True)
+        found = _located(code, module_globals, likeness)
+        if isinstance(found, _source.NoSource) and found.actionable \
+                and not code.co_filename.startswith("<"):
+            # linecache may hold the file as it was when first read: a module edited and
+            # reloaded since (importlib.reload) was compiled from the new text, on disk.
+            on_disk = _located(code, module_globals, likeness, on_disk=True)
+            if isinstance(on_disk, _source.Located):
+                found = on_disk
         found = entries.setdefault("source", found)
+    return found
+
+
+def _located(code: types.CodeType, module_globals: dict[str, Any],
+             likeness: Callable[[_source.Located], int], on_disk: bool = False
+             ) -> _source.Located | _source.NoSource:
+    """``code``'s node in its source as ``linecache`` has it (or as the file is ``on_disk``),
+    if it compiles to ``code``."""
+    found = _source.locate(code, module_globals, likeness, on_disk)
+    if isinstance(found, _source.Located) and not likeness(found):
+        return _source.NoSource(f"its source in {code.co_filename} changed after it was "
+                                f"compiled", actionable=True)
     return found
 
 
@@ -181,8 +239,11 @@ def _apply_pass(a_pass: ast.NodeTransformer | Callable[[ast.AST], Any], node: _N
     return result
 
 
-def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple[Any, ...],
-             categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
+def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
+                    passes: tuple[Any, ...], categories: frozenset[str], observe: bool
+                    ) -> tuple[_source.Located, _source._Def, Overdubber] | _source.NoSource:
+    """``code``'s located source, its tree after the passes and the overdub rewrite, and the
+    rewriter (which knows the hidden names the tree uses)."""
     located = _checked_source(code, module_globals)
     if isinstance(located, _source.NoSource):
         return located
@@ -194,6 +255,25 @@ def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
     rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
     rewriter.rewrite_function(node)
+    return located, node, rewriter
+
+
+def rewritten_source(code: types.CodeType, module_globals: dict[str, Any],
+                     passes: tuple[Any, ...], categories: frozenset[str], observe: bool
+                     ) -> str | _source.NoSource:
+    """The source of ``code`` as a context with these passes and categories runs it."""
+    found = _rewritten_tree(code, module_globals, passes, categories, observe)
+    if isinstance(found, _source.NoSource):
+        return found
+    return ast.unparse(found[1])
+
+
+def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple[Any, ...],
+             categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
+    found = _rewritten_tree(code, module_globals, passes, categories, observe)
+    if isinstance(found, _source.NoSource):
+        return found
+    located, node, rewriter = found
     try:
         new = _compile(code, located, node, sorted(rewriter.used))
     except (SyntaxError, ValueError, TypeError) as exc:
@@ -204,7 +284,26 @@ def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple
                          ) from exc
     _record_nested(new, node, located.class_name, bool(passes))
     cells = tuple(_CONSTANT_CELLS.get(name) or EMBEDDED.get(name) for name in new.co_freevars)
-    return Rewritten(new, cells)
+    return Rewritten(new, cells, _global_stores(code))
+
+
+_STORES_GLOBAL = frozenset((dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"]))
+_STORE_GLOBAL_OPS = tuple(bytes([op]) for op in _STORES_GLOBAL)
+_COMPREHENSIONS = frozenset(("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"))
+
+
+def _global_stores(code: types.CodeType) -> frozenset[str]:
+    """The global names ``code`` (or a comprehension compiled inside it) assigns or deletes.
+    Other functions defined inside are rewritten, and looked at, when they are called."""
+    names: frozenset[str] = frozenset()
+    opcodes = code.co_code[::2]  # (the odd bytes are arguments)
+    if any(op in opcodes for op in _STORE_GLOBAL_OPS):
+        names = frozenset(instruction.argval for instruction in dis.get_instructions(code)
+                          if instruction.opcode in _STORES_GLOBAL)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name in _COMPREHENSIONS:
+            names |= _global_stores(const)
+    return names
 
 
 def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | None,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import sys
 import types
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from . import _active, _dispatch, _primitives
+from ._frames import hide_machinery
 
 F = TypeVar("F", bound=Callable[..., Any])
 _P = ParamSpec("_P")
@@ -83,6 +85,8 @@ class Context:
                             f"{tuple(type(a).__name__ for a in args)}")
         if state.parent is None:
             return impl(self, *args, **kwargs)
+        if type(impl) is _primitives.MethodPrimitive:  # obj.method(...): see _primitives
+            return state.parent(impl.impl, self, impl.receiver, *args, **kwargs)
         return state.parent(impl, self, *args, **kwargs)
 
     def fallback(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -199,11 +203,12 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     except BaseException as exc:
         if state.observe:
             _dispatch.note_inline_hook_failure(exc, state)
+        hide_machinery(exc)
         raise
     finally:
         state.depth -= 1
         if state.depth == 0 and state.tagger is not None:
-            state.tagger.shadow.clear()  # the heap's metadata lasts for the run, no longer
+            state.tagger.end_run()  # the heap's metadata lasts for the run, no longer
         _active.active.reset(token)
         state.enclosing = previous_enclosing
         state.set_parent(previous)
@@ -216,7 +221,9 @@ def recurse(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     ``ctx.fallback(fn, ...)``.
     """
     _check(ctx, fn, "recurse")
-    target = _state(ctx).resolve(fn, args, kwargs)
+    state = _state(ctx)
+    state.follow_class()
+    target = state.resolve(fn, args, kwargs)
     out: _R = ctx.fallback(fn, *args, **kwargs) if target is None else target(*args, **kwargs)
     return out
 
@@ -226,10 +233,54 @@ def can_recurse(ctx: Context, fn: Callable[_P, Any], /, *args: _P.args,
     """Whether ``ctx`` can run ``fn``'s body itself (Python source available, or a shim).
 
     False for C functions without a shim, functions without source (``exec`` strings, the
-    classic REPL), functions marked :func:`opaque`, and overdub's own internals.
+    classic REPL), functions marked :func:`opaque`, and overdub's own internals.  The answer
+    does not depend on whether ``ctx`` needs to run the body: a context that intercepts nothing
+    runs everything natively, yet can recurse into a Python function with source.
     """
     _check(ctx, fn, "can_recurse")
-    return _state(ctx).resolve(fn, args, kwargs) is not None
+    state = _state(ctx)
+    state.follow_class()
+    return state.can_run(fn, args, kwargs)
+
+
+def show_rewrite(ctx: Context, fn: Any, /, *, file: Any = None) -> str:
+    """Print, and return, the source of ``fn`` as ``ctx`` runs it: after ``ctx``'s passes and
+    the overdub rewrite, for ``ctx``'s class (what it intercepts decides what is rewritten).
+
+    ``fn`` is a function, a method, a class (its ``__init__`` is shown) or an object with a
+    Python ``__call__``; ``file`` is where to print (default ``sys.stdout``).  Names starting
+    with ``@`` are overdub's: ``@od`` is the context's step for calls, ``@op1``/``@op2``/
+    ``@op3`` for operators, ``@getattr``, ``@mul``... the functions they stand for, ``@t1``...
+    temporaries.  For a callable the context does not recurse into, a comment saying why.
+
+    Example, for a context whose only primitive is for ``math.sin`` (so it intercepts calls
+    and nothing else)::
+
+        def f(x, y):
+            return math.sin(x) * y
+
+        show_rewrite(SinOnly(), f)
+        # def f(x, y):
+        #     return @od(math.sin, x) * y
+
+    See also: :func:`can_recurse`, ``Context(passes=...)``.
+    """
+    _check(ctx, fn, "show_rewrite")
+    state = _state(ctx)
+    state.follow_class()
+    target = fn
+    if isinstance(fn, type):
+        target = getattr(fn, "__init__", None)
+    elif not isinstance(target, types.FunctionType):
+        target = getattr(fn, "__func__", None)
+        if not isinstance(target, types.FunctionType):
+            target = getattr(type(fn), "__call__", None)
+    if isinstance(target, types.FunctionType):
+        text = state.rewritten_source(target)
+    else:
+        text = f"# {_primitives._name(fn)} runs natively: it has no Python code"
+    print(text, file=file if file is not None else sys.stdout)
+    return text
 
 
 def opaque(fn: F) -> F:

@@ -30,7 +30,7 @@ from . import _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
-from ._shims import shim_for
+from ._shims import register_numpy_shims, shim_for
 
 _Function = types.FunctionType
 _Method = types.MethodType
@@ -96,7 +96,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
            "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
-           "         Function, Method, tagger, handlers, Tagged, plain_operators):",
+           "         Function, Method, tagger, handlers, Tagged, plain_operators,",
+           "         MethodPrimitive):",
            "    tag_leaf = tagger and tagger.leaf",
            "    tag_unhandled = tagger and tagger.unhandled_leaf",
            "    parent = None",
@@ -145,8 +146,12 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             packed = "args" if call.startswith("*") else f"({call},)"
             src.extend([f"{indent}impl = find(fn, {packed})",
                         f"{indent}if impl is not None:",
-                        f"{indent}    out = (impl(ctx, {call}) if parent is None",
-                        f"{indent}           else parent(impl, ctx, {call}))",
+                        f"{indent}    if parent is None:",
+                        f"{indent}        out = impl(ctx, {call})",
+                        f"{indent}    elif type(impl) is MethodPrimitive:  # obj.method(...)",
+                        f"{indent}        out = parent(impl.impl, ctx, impl.receiver, {call})",
+                        f"{indent}    else:",
+                        f"{indent}        out = parent(impl, ctx, {call})",
                         f"{indent}else:"])
             indent += "    "
         packed_args = "args" if call.startswith("*") else f"({call},)"
@@ -260,12 +265,14 @@ class State:
         self.tags = tags
         if tags:
             _tagging.register_numpy_handlers()
+            register_numpy_shims()
         self.tagger = _tagging.Tagger(self) if tags else None
         # Observe-only (a prehook and nothing else that could act on an operator): operators
         # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
         self.observe = (overridden == {"prehook"} and self.table.categories <= {CALL}
                         and not tags)
-        self.key = (type(ctx), _pass_fingerprint(ctx.passes), self.categories, self.observe)
+        self.key = (_cache.class_key(type(ctx)), _pass_fingerprint(ctx.passes), self.categories,
+                    self.observe)
         self.functions.clear()
         flags = ("prehook" in overridden, "posthook" in overridden,
                  bool(overridden & {"is_primitive", "execute"}), bool(self.table.entries),
@@ -276,7 +283,7 @@ class State:
             self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
             is_static, static_types, _hook_failed, _Function, _Method,
             self.tagger, _tagging.handlers(),
-            _tagging.Tagged, _tagging.PLAIN_OPERATORS)
+            _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive)
         set_parent(self.parent)
         self._set_parent = set_parent
         if "overdub" in overridden:  # the user's step handles operators too
@@ -366,10 +373,27 @@ class State:
                                           self.categories, self.observe)
             if isinstance(found, _cache.Rewritten):
                 built = self._build(fn, found)
+                if found.global_stores and self.tagger is not None:
+                    self.tagger.assigns_globals(fn.__globals__, found.global_stores)
         functions = self.functions
         ref = weakref.ref(fn, lambda _: functions.pop(key, None))
         functions[key] = (ref, code, fn.__defaults__, built)
         return built
+
+    def rewritten_source(self, fn: types.FunctionType) -> str:
+        """``fn``'s source as this context runs it, or a comment saying why it runs natively."""
+        name = fn.__qualname__
+        if not self.categories:
+            return f"# {name} runs natively: {type(self.ctx).__name__} intercepts nothing"
+        if fn.__code__.co_filename.startswith(OVERDUB_DIR):
+            return f"# {name} runs natively: it is overdub's own"
+        if getattr(fn, "__overdub_opaque__", False):
+            return f"# {name} runs natively: it is marked opaque"
+        found = _cache.rewritten_source(fn.__code__, fn.__globals__, self.passes,
+                                        self.categories, self.observe)
+        if isinstance(found, str):
+            return found
+        return f"# {name} runs natively: {found.reason}"
 
     def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable[..., Any]:
         user_cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
@@ -386,41 +410,65 @@ class State:
         new.__dict__.update(fn.__dict__)
         return new
 
-    def resolve(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    def resolve(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                rewritten: Callable[[types.FunctionType], Callable[..., Any] | None] | None = None
                 ) -> Callable[..., Any] | None:
-        """A callable that runs ``fn(*args, **kwargs)`` with its body seen by this context."""
+        """A callable that runs ``fn(*args, **kwargs)`` with its body seen by this context.
+
+        ``rewritten`` (default :meth:`rewritten`) gives the body of a Python function, or None
+        where it runs natively; :meth:`can_run` passes one that answers even where nothing
+        needs rewriting."""
+        rewritten = rewritten or self.rewritten
         t = type(fn)
         if t is _Function:
-            return self.rewritten(fn)
+            return rewritten(fn)
         if t is _Method:
             func = fn.__func__
             if type(func) is _Function:
-                new = self.rewritten(func)
+                new = rewritten(func)
                 return None if new is None else _Partial(new, fn.__self__)
             return None
         if t is _Partial:
             od, inner = self.od, fn
             return lambda *a, **k: od(inner.func, *inner.args, *a, **{**inner.keywords, **k})
         if t is staticmethod:
-            return self.resolve(fn.__func__, args, kwargs)
+            return self.resolve(fn.__func__, args, kwargs, rewritten)
         shim = shim_for(fn, args, kwargs)
         if shim is not None:
             return _Partial(shim, self.od)
         if isinstance(fn, type):
-            return self._constructor(fn)
+            return self._constructor(fn, rewritten)
         if is_static(t):
             return protocol_for(self.od, fn, args)
         call = lookup(t, "__call__")
         if type(call) is _Function and not getattr(fn, "__overdub_opaque__", False):
-            new = self.rewritten(call)
+            new = rewritten(call)
             return None if new is None else _Partial(new, fn)
         return None
 
-    def _constructor(self, cls: type) -> Callable[..., Any] | None:
+    def can_run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this context can run ``fn``'s body itself (``can_recurse``): the answer does
+        not depend on whether it needs to, so a context that intercepts nothing (and runs
+        everything natively, as it may) still says yes for a Python function with source."""
+        if self.categories:
+            return self.resolve(fn, args, kwargs) is not None
+        return self.resolve(fn, args, kwargs, self._readable) is not None
+
+    def _readable(self, fn: types.FunctionType) -> Callable[..., Any] | None:
+        """``fn`` itself if its body could be rewritten (source found and current, not opaque,
+        not overdub's own), else None."""
+        code = fn.__code__
+        if code.co_filename.startswith(OVERDUB_DIR) or getattr(fn, "__overdub_opaque__", False):
+            return None
+        return fn if _cache.has_source(code, fn.__globals__) else None
+
+    def _constructor(self, cls: type,
+                     rewritten: Callable[[types.FunctionType], Callable[..., Any] | None]
+                     ) -> Callable[..., Any] | None:
         """``cls(...)`` as ``type.__call__`` runs it, with Python ``__new__``/``__init__`` seen."""
         meta_call = lookup(type(cls), "__call__")
         if type(meta_call) is _Function:
-            new = self.rewritten(meta_call)
+            new = rewritten(meta_call)
             return None if new is None else _Partial(new, cls)
         if meta_call is not type.__call__:
             return None

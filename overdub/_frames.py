@@ -38,6 +38,52 @@ def is_machinery(frame: types.FrameType) -> bool:
             or id(code) in _VERB_CODES)
 
 
+# Set to "off" (or 0/false/no) to keep overdub's frames in the tracebacks of errors that leave a
+# run, for debugging overdub itself (JAX's JAX_TRACEBACK_FILTERING plays the same part).
+FILTERING_SWITCH = "OVERDUB_TRACEBACK_FILTERING"
+
+
+def _internal(frame: types.FrameType, also: tuple[str, ...] = ()) -> bool:
+    """A frame of overdub's own code or of a generated dispatcher (not a context's verbs: a
+    user's hook is the user's code, and where its bugs are), or of a directory in ``also``."""
+    filename = frame.f_code.co_filename
+    return filename.startswith(OVERDUB_DIR) or filename.startswith(DISPATCHER_FILE) or \
+        (bool(also) and filename.startswith(also))
+
+
+def hide_machinery(exc: BaseException, also: tuple[str, ...] = ()) -> None:
+    """Drop overdub's frames from the traceback of ``exc`` (and of the exceptions it chains
+    to) as it leaves a run: what the interpreter, ``traceback`` and pytest then print is the
+    plain run's frames, the user's own lines kept.  The exception object itself is unchanged,
+    and traceback entries are rebuilt, never edited (another reference may share them).
+    ``also``: directories of a plug-in's own code (``overdub_ad/``), hidden too as the error
+    leaves the plug-in's public entry points (``grad(f)(x)``)."""
+    if os.environ.get(FILTERING_SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+        return
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        entry = current.__traceback__
+        kept: list[types.TracebackType] = []
+        hidden = False
+        while entry is not None:
+            if _internal(entry.tb_frame, also):
+                hidden = True
+            else:
+                kept.append(entry)
+            entry = entry.tb_next
+        if hidden:
+            rebuilt: types.TracebackType | None = None
+            for old in reversed(kept):
+                rebuilt = types.TracebackType(rebuilt, old.tb_frame, old.tb_lasti, old.tb_lineno)
+            current.__traceback__ = rebuilt
+        pending += [current.__cause__, current.__context__]
+
+
 def user_frame(depth: int = 1) -> types.FrameType | None:
     """The ``depth``-th frame up from the caller that is not overdub's machinery."""
     frame: types.FrameType | None = sys._getframe(1)

@@ -9,16 +9,25 @@ ambiguous, a ``TypeError`` naming both; a duplicate registration on one class re
 
 Keys are ``id(fn)`` (registered callables are kept alive by the table), so looking up an arbitrary
 callable never runs user ``__hash__``/``__eq__`` code.
+
+Methods: a primitive registered for a method as found on its class (``Foo.bar``, ``str.upper``,
+``np.ndarray.sum``) applies to calls of the bound method (``foo.bar(x)``, ``"ab".upper()``) as
+to ``Foo.bar(foo, x)``: a bound method with no primitive of its own is looked up as the method it
+binds (:func:`unbind`) with the object first, and the implementation receives that object first.
+Python's own lookup picks the method, so the most-derived registration wins, and an override
+without a registration is not its base class's primitive.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import types
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
+from ._protocols import lookup
 from ._rewrite import CALL, CATEGORY_OF
 from ._tagging import Tagged
 
@@ -70,6 +79,56 @@ def register(cls: type, fn: Any, types: Any, impl: Callable[..., Any]) -> None:
         current_generation = next(_generation)
 
 
+_BOUND_C = (types.BuiltinMethodType, types.MethodWrapperType)  # "ab".upper, (3).__add__
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)  # str.upper, int.__add__
+
+
+def unbind(fn: Any) -> tuple[Any, Any] | None:
+    """``(method, obj)`` for a bound method ``fn`` of ``obj``: the function or method
+    descriptor that calling ``fn(*args)`` runs as ``method(obj, *args)``; None for anything
+    else.
+
+    ``unbind(foo.bar) == (Foo.bar, foo)`` (``Foo.bar`` as the class defines or inherits it),
+    ``unbind("ab".upper) == (str.upper, "ab")``, ``unbind(arr.sum) == (numpy.ndarray.sum, arr)``.
+    None for plain functions, module functions (``math.sin``) and C class methods
+    (``dict.fromkeys``), which bind no instance.  For hooks, which receive the bound method
+    ``obj.m`` for a call ``obj.m(...)``, and for plug-ins that look methods up in tables of
+    their own.
+
+    See also: :meth:`Context.primitive`.
+    """
+    kind = type(fn)
+    if kind is types.MethodType:
+        return fn.__func__, fn.__self__
+    if kind is types.BuiltinMethodType or kind is types.MethodWrapperType:
+        receiver = fn.__self__
+        if receiver is None or type(receiver) is types.ModuleType:
+            return None
+        cls = type(receiver)
+        method = lookup(cls, fn.__name__)
+        # The class's method of that name, if calling fn is calling it (not, say, a base
+        # class's method reached through super(), or a C class method bound to a class)
+        if isinstance(method, _C_METHODS) and method.__get__(receiver, cls) == fn:
+            return method, receiver
+    return None
+
+
+class MethodPrimitive:
+    """A method's primitive found for a call of the bound method: ``impl`` is called with
+    ``receiver`` first.  Inside an enclosing context the dispatch step calls ``impl`` itself
+    through it (``parent(impl, ctx, receiver, ...)``), so that the enclosing context sees the
+    user's implementation run, as for any primitive."""
+
+    __slots__ = ("impl", "receiver")
+
+    def __init__(self, impl: Callable[..., Any], receiver: Any) -> None:
+        self.impl = impl
+        self.receiver = receiver
+
+    def __call__(self, ctx: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self.impl(ctx, self.receiver, *args, **kwargs)
+
+
 class Table:
     """The merged primitives of one context class, with a per-signature choice cache."""
 
@@ -88,6 +147,14 @@ class Table:
         self._untyped = {key: entries[0].impl for key, entries in merged.items()
                          if len(entries) == 1 and entries[0].types is None}
         self.categories = frozenset(CATEGORY_OF.get(key, CALL) for key in merged)
+        # Whether a bound method may have a primitive as its method: some registered callable
+        # binds (a function, a method descriptor: it has __get__; C functions and ufuncs do
+        # not), and the method's name is one of theirs (the cheap tests before unbinding).
+        binding = [entries[0].fn for entries in merged.values()
+                   if hasattr(type(entries[0].fn), "__get__")]
+        self.names = frozenset(getattr(fn, "__name__", None) for fn in binding)
+        if binding:  # (only then: the common miss path of find stays as short as it was)
+            self.find = self._find_or_method  # type: ignore[method-assign]
 
     def find(self, fn: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
         """The implementation for calling ``fn`` with ``args``, or None."""
@@ -116,6 +183,27 @@ class Table:
         if chosen is _UNCHOSEN:
             chosen = self._chosen[key, kinds] = self._choose(entries, kinds)
         return chosen
+
+    def _find_or_method(self, fn: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
+        """:meth:`find` for a table with primitives that methods may bind: a bound method
+        without a primitive of its own gets the primitive of the method it binds."""
+        impl = Table.find(self, fn, args)
+        if impl is None:
+            kind = type(fn)
+            if (kind is types.MethodType or kind in _BOUND_C) and fn.__name__ in self.names:
+                return self._find_method(fn, args)
+        return impl
+
+    def _find_method(self, fn: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
+        """The primitive of the method bound method ``fn`` binds, given the object first."""
+        found = unbind(fn)
+        if found is None:
+            return None
+        method, receiver = found
+        if id(method) not in self.entries:
+            return None
+        impl = self.find(method, (receiver, *args))
+        return None if impl is None else MethodPrimitive(impl, receiver)
 
     def _kind(self, arg: Any) -> type:
         """The type dispatch sees: another context's tagged value is just its plain value."""

@@ -23,7 +23,7 @@ from ._tagging import Tagged
 _Function = types.FunctionType
 _Fn = Callable[..., Any]  # an operator, a protocol, or the context's step ``od``
 
-_BINARY = {  # operator -> (dunder, reflected dunder, symbol)
+_BINARY: dict[_Fn, tuple[str, str, str]] = {  # operator -> (dunder, reflected, symbol)
     operator.add: ("__add__", "__radd__", "+"), operator.sub: ("__sub__", "__rsub__", "-"),
     operator.mul: ("__mul__", "__rmul__", "*"), operator.matmul: ("__matmul__", "__rmatmul__", "@"),
     operator.truediv: ("__truediv__", "__rtruediv__", "/"),
@@ -34,6 +34,8 @@ _BINARY = {  # operator -> (dunder, reflected dunder, symbol)
     operator.rshift: ("__rshift__", "__rrshift__", ">>"),
     operator.and_: ("__and__", "__rand__", "&"), operator.or_: ("__or__", "__ror__", "|"),
     operator.xor: ("__xor__", "__rxor__", "^"),
+    # builtins that run the same protocol: ``pow(a, b)``, ``divmod(a, b)``
+    pow: ("__pow__", "__rpow__", "** or pow()"), divmod: ("__divmod__", "__rdivmod__", "divmod()"),
 }
 _INPLACE = {  # in-place operator -> (dunder, binary operator)
     operator.iadd: ("__iadd__", operator.add), operator.isub: ("__isub__", operator.sub),
@@ -124,6 +126,11 @@ def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, rname, symbol = _BINARY[op]
     ta, tb = type(a), type(b)
     a_has, b_has = _defines(ta, name), tb is not ta and _defines(tb, rname)
+    if b_has and _numpy_scalar(ta) and _python(tb, rname) and _opaque_to_numpy(tb) and \
+            op is not operator.matmul:  # (for @, NumPy's scalar gives up: Python calls tb's)
+        # NumPy's scalar takes the object as a 0-d object array and applies the operator to
+        # the scalar as a Python number, natively: the object's Python method, unseen
+        return _binary(od, op, a.item(), b)
     if b_has and _subtype(tb, ta) and lookup(tb, rname) is not lookup(ta, rname):
         out = _call_dunder(od, tb, rname, b, a)
         if out is not NotImplemented:
@@ -139,6 +146,21 @@ def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
             return out
     raise TypeError(f"unsupported operand type(s) for {symbol}: "
                     f"'{ta.__name__}' and '{tb.__name__}'")
+
+
+def _numpy_scalar(t: type) -> bool:
+    return t.__module__ == "numpy" and any(k.__name__ == "generic" for k in t.__mro__)
+
+
+# what makes NumPy read an object as an array or a sequence, or defer to it
+_ARRAY_PROTOCOL = ("__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
+                   "__array_struct__", "__array_priority__", "__len__", "__getitem__",
+                   "__iter__")
+
+
+def _opaque_to_numpy(t: type) -> bool:
+    """Whether NumPy takes an instance of ``t`` as a single object (a 0-d object array)."""
+    return not any(_defines(t, name) for name in _ARRAY_PROTOCOL)
 
 
 def _inplace(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
@@ -278,6 +300,32 @@ def _needs_compare(op: _Fn, args: tuple[Any, ...]) -> bool:
                for x, d in ((args[0], name), (args[1], rname)))
 
 
+def _attribute_hooks(t: type, name: str) -> tuple[Any, Any, Any]:
+    """``lookup(t, n)`` for ``__getattribute__``, ``name`` and ``__getattr__``, in one walk of
+    the MRO (an attribute read is the commonest operation on objects)."""
+    getattribute = attr = hook = _ABSENT  # (a class attribute may be None: it hides a base's)
+    for klass in t.__mro__:
+        namespace = _namespace(klass)
+        if getattribute is _ABSENT:
+            getattribute = namespace.get("__getattribute__", _ABSENT)
+        if attr is _ABSENT:
+            attr = namespace.get(name, _ABSENT)
+        if hook is _ABSENT:
+            hook = namespace.get("__getattr__", _ABSENT)
+    return getattribute, None if attr is _ABSENT else attr, hook
+
+
+_ABSENT: Any = object()
+
+
+def _instance_dict(obj: Any, t: type) -> Any:
+    """``obj.__dict__`` as the usual lookup finds it, without calling a ``__getattr__``
+    (empty for an object without one)."""
+    descriptor = lookup(t, "__dict__")
+    get = getattr(type(descriptor), "__get__", None)
+    return () if get is None or _python_get(descriptor) is not None else get(descriptor, obj, t)
+
+
 def _needs_attribute(op: _Fn, args: tuple[Any, ...]) -> bool:
     if not args or is_static(type(args[0])) or not (2 <= len(args) <= 3):
         return False
@@ -286,8 +334,19 @@ def _needs_attribute(op: _Fn, args: tuple[Any, ...]) -> bool:
     if not isinstance(name, str):
         return False
     if op is getattr:
-        return (_python(t, "__getattribute__") or _python(t, "__getattr__")
-                or _python_get(lookup(t, name)) is not None)
+        getattribute, attr, hook = _attribute_hooks(t, name)
+        if isinstance(getattribute, _Function):
+            return True
+        # An attribute the instance holds is read as for any object (by the context's own
+        # handling, which may keep metadata for it): __getattr__ runs only for a name the
+        # usual lookup misses, and the instance's value hides a non-data descriptor (a
+        # functools.cached_property once computed)
+        if _python_get(attr) is not None:
+            kind = type(attr)
+            return hasattr(kind, "__set__") or hasattr(kind, "__delete__") or \
+                name not in _instance_dict(obj, t)
+        return isinstance(hook, _Function) and attr is None and \
+            name not in _instance_dict(obj, t)
     attr = lookup(t, name)
     if op is setattr:
         return (_python(t, "__setattr__")
@@ -317,7 +376,8 @@ for _op, _impl in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr)
     _PROTOCOLS[id(_op)] = (_needs_attribute, _impl)
 
 
-_SUBJECT_IDS = frozenset(map(id, _SUBJECT))
+# operations on a subject (their first argument) whose other arguments may be tagged
+_SUBJECT_IDS = frozenset(map(id, (*_SUBJECT, getattr, setattr, delattr)))
 
 
 def protocol_for(od: _Fn, op: _Fn, args: tuple[Any, ...]) -> _Fn | None:
@@ -325,8 +385,9 @@ def protocol_for(od: _Fn, op: _Fn, args: tuple[Any, ...]) -> _Fn | None:
 
     Tagged values are left to the context's tag handling: their dunders are not user code.
     A tagged *argument* of a plain subject's Python method (``obj[key]``, ``obj[key] = v``,
-    ``v in obj``) is passed to that method as it is, which then runs overdubbed like any other
-    Python code: run natively, it would use the tagged value behind the context's back.
+    ``v in obj``, ``obj.attr = v`` through a property setter or ``__setattr__``) is passed to
+    that method as it is, which then runs overdubbed like any other Python code: run natively,
+    it would use the tagged value behind the context's back.
     """
     entry = _PROTOCOLS.get(id(op))
     if entry is None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from . import _frames
-from ._protocols import static_types
+from ._protocols import lookup, static_types
 
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
     "call", "binop", "unaryop", "compare", "subscript", "attribute")
@@ -141,6 +141,52 @@ class _Spread:
         return str(self.fn)
 
 
+class _Managed:
+    """A context manager whose class defines ``__enter__`` or ``__exit__`` in Python, entered
+    and exited through the dispatcher ``od`` (the ``with`` statement would call them natively,
+    behind the context's back); Python's own ``with`` does the rest (exception handling, the
+    ``__exit__`` result suppressing one)."""
+
+    __slots__ = ("od", "manager", "enter", "exit")
+
+    def __init__(self, od: _Fn, manager: Any, enter: Any, exit: Any) -> None:
+        self.od, self.manager, self.enter, self.exit = od, manager, enter, exit
+
+    def __enter__(self) -> Any:
+        return self._call(self.enter)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._call(self.exit, *exc)
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        if type(method) is types.FunctionType:
+            return self.od(method, self.manager, *args)
+        return method.__get__(self.manager, type(self.manager))(*args)
+
+
+def _managed(od: _Fn, manager: Any) -> Any:
+    """``with manager:`` seen by the context: ``manager`` itself when its class's ``__enter__``
+    and ``__exit__`` are C (a lock, a file) or missing (the ``with`` statement's own error)."""
+    kind = type(manager)
+    if kind in static_types:
+        return manager
+    enter, exit = lookup(kind, "__enter__"), lookup(kind, "__exit__")
+    if enter is None or exit is None or not (type(enter) is types.FunctionType
+                                             or type(exit) is types.FunctionType):
+        return manager
+    return _Managed(od, manager, enter, exit)
+
+
+def _unpacked(od: _Fn, mapping: Any) -> Any:
+    """``mapping`` for ``f(**mapping)`` or ``{**mapping}``: a dict's items read through the
+    context (a context may keep metadata for the values it stored in it, which native
+    unpacking would not see), in a new dict unpacked in its place; other mappings as they
+    are (their ``keys`` and ``__getitem__`` run by the unpacking)."""
+    if type(mapping) is not dict:
+        return mapping
+    return dict(od(mapping.items))
+
+
 def _value_last(value: Any, obj: Any, key: Any) -> tuple[Any, Any, Any]:
     """``(obj, key, value)``: a class body's ``obj[key] = value`` evaluates the value first."""
     return obj, key, value
@@ -151,7 +197,7 @@ HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": st
                          "@getframemodulename": _frames.getframemodulename,
                          "@past": _frames.past_machinery, "@locals": _frames.user_locals,
                          "@partial": functools.partial, "@value_last": _value_last,
-                         "@spread": _Spread})
+                         "@spread": _Spread, "@managed": _managed, "@unpacked": _unpacked})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -220,6 +266,18 @@ _C_CONSTANTS = (int, float, complex, str, bytes, bool, type(None), type(...))
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPOUND = (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Match,
              ast.Try)
+
+
+def _suspends(statement: ast.stmt) -> bool:
+    """Whether ``statement`` (a simple one) holds a ``yield`` or ``await`` of its own."""
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return True
+        if not isinstance(node, ast.Lambda):  # (a lambda's body is its own scope)
+            pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _is_simple(node: ast.expr) -> bool:
@@ -428,9 +486,15 @@ class Overdubber(ast.NodeTransformer):
     def visit(self, node: ast.AST) -> Any:
         if not isinstance(node, ast.stmt) or isinstance(node, _SCOPES):
             return self._visit_node(node)
+        # A statement that suspends its frame (`yield cache.popleft()[1]`) would keep its `:=`
+        # temporaries, and the objects in them, alive while suspended: one more step than the
+        # plain code.  Its operators take the dispatcher call form, which needs none.
+        suspends = self.observe and not isinstance(node, _COMPOUND) and _suspends(node)
+        self._no_walrus += suspends
         outer, self._fresh = self._fresh, []
         result = self._visit_node(node)
         made, self._fresh = self._fresh, outer
+        self._no_walrus -= suspends
         if not made or isinstance(node, (ast.Return, ast.Raise)):
             return result
         # Clear the `:=` temporaries once the statement is done with them, so they keep no
@@ -573,6 +637,19 @@ class Overdubber(ast.NodeTransformer):
             node.iter = self._iterated(node.iter)
         return node
 
+    def _unpacked(self, node: ast.expr) -> ast.expr:
+        """``node`` (visited), a mapping unpacked by ``**``, with its values read through the
+        context where iteration is intercepted (see :func:`_unpacked`)."""
+        if ITERATION not in self.categories:
+            return node
+        return _place(ast.Call(self._name("@unpacked"), [self._name("@od"), node], []), node)
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        self.generic_visit(node)
+        node.values = [self._unpacked(v) if k is None else v
+                       for k, v in zip(node.keys, node.values)]
+        return node
+
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load):
@@ -589,6 +666,9 @@ class Overdubber(ast.NodeTransformer):
             or (isinstance(func, ast.Attribute) and func.attr in _FRAME_SENSITIVE_ATTRS))
         node.args = [self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
+        for k in node.keywords:
+            if k.arg is None:
+                k.value = self._unpacked(k.value)
         if frame_sensitive:
             if (isinstance(func, ast.Attribute) and func.attr == "_getframe"
                     and len(node.args) == 1 and not node.keywords):
@@ -603,6 +683,18 @@ class Overdubber(ast.NodeTransformer):
                     and not node.args and not self._class_bodies):
                 # The frame's namespace without our hidden `@` names (a snapshot either way).
                 return _place(ast.Call(self._name("@hide"), [node], []), node)
+            if (isinstance(func, ast.Name) and func.id == "eval" and len(node.args) == 1
+                    and not isinstance(node.args[0], ast.Starred) and not node.keywords
+                    and CALL in self.categories and not self._class_bodies):
+                # eval(text) reads the frame's namespaces: given to it explicitly, the call
+                # goes through the context as eval(text, globals(), locals()) would (under a
+                # derivative, the text is differentiated).  (exec(text) stays native: what it
+                # writes into the frame's locals() dict must stay there.)
+                scope = [ast.Call(ast.Name("globals", _LOAD), [], []),
+                         ast.Call(self._name("@hide"), [ast.Call(ast.Name("locals", _LOAD), [],
+                                                                 [])], [])]
+                call = ast.Call(self._name("@od"), [func, node.args[0], *scope], [])
+                return _place(call, node)
             return node
         node.func = self.visit(func)
         if CALL not in self.categories:
@@ -907,3 +999,14 @@ class Overdubber(ast.NodeTransformer):
         return node
 
     visit_For = visit_AsyncFor = _loop_target
+
+    def visit_With(self, node: ast.With) -> ast.AST:
+        """``with m as v: ...``  ->  ``with @managed(@od, m) as v: ...``: a manager's Python
+        ``__enter__``/``__exit__`` run through the context (see :func:`_managed`)."""
+        self.generic_visit(node)
+        if CALL in self.categories:
+            for item in node.items:
+                item.context_expr = _place(ast.Call(
+                    func=self._name("@managed"), args=[self._name("@od"), item.context_expr],
+                    keywords=[]), item.context_expr)
+        return node

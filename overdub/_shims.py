@@ -17,6 +17,8 @@ from __future__ import annotations
 import __future__
 import functools
 import itertools
+import math
+import numbers
 import operator
 import sys
 import types
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._frames import module_of, user_frame
+from ._generated import remember
 from ._protocols import is_static, lookup
 from ._tagging import Tagged
 
@@ -45,13 +48,25 @@ def _iterating(position: int, generator: _Fn) -> _Fn:
     there, with the builtin's message, rather than at the first ``next()``."""
     def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
         if len(args) > position:
-            args = (*args[:position], iter(args[position]), *args[position + 1:])
+            args = (*args[:position], _iter(od, args[position]), *args[position + 1:])
         return generator(od, *args, **kwargs)
     return shim
 
 
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
+
+
+def _iter(od: _Fn, iterable: Any) -> Iterator[Any]:
+    """``iter(iterable)``, through the context for an object of a Python class, whose
+    ``__iter__`` (or ``__getitem__``) the context then sees, as a ``for`` loop's."""
+    kind = type(iterable)
+    if kind.__flags__ & _HEAPTYPE and kind is not Tagged:
+        return od(iter, iterable)  # type: ignore[no-any-return]
+    return iter(iterable)
+
+
 def _map(od: _Fn, func: Any, *iterables: Iterable[Any]) -> Iterator[Any]:
-    return _map_rows(od, func, zip(*[iter(iterable) for iterable in iterables]))
+    return _map_rows(od, func, zip(*[_iter(od, iterable) for iterable in iterables]))
 
 
 def _map_rows(od: _Fn, func: Any, rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
@@ -169,7 +184,7 @@ def _extreme(builtin: _Fn) -> _Fn:
 
 
 def _reduce(od: _Fn, func: Any, iterable: Iterable[Any], *initial: Any) -> Any:
-    iterator = iter(iterable)
+    iterator = _iter(od, iterable)
     if initial:
         total = initial[0]
     else:
@@ -182,14 +197,24 @@ def _reduce(od: _Fn, func: Any, iterable: Iterable[Any], *initial: Any) -> Any:
     return total
 
 
+def _c_number(x: Any) -> bool:
+    kind = type(x)
+    return kind in _PYTHON_NUMBERS or (is_static(kind) and isinstance(x, numbers.Number))
+
+
+_PYTHON_NUMBERS = frozenset((int, float, complex, bool))
+
+
 def _sum(od: _Fn, iterable: Iterable[Any], /, start: Any = 0) -> Any:
     # Items are taken one at a time, as the builtin does (a generator's side effects interleave
     # with the additions the same way); runs of C numbers are added by the builtin itself, which
-    # keeps its exact float summation, and every other addition goes through the context.
+    # keeps its exact float summation, and every other addition goes through the context (an
+    # array, too: a context may keep metadata for its memory, as forward mode does for arrays
+    # written in place).
     total = start
     run: list[Any] = []
     for item in iterable:
-        if is_static(type(item)) and is_static(type(total)):
+        if _c_number(item) and _c_number(total):
             run.append(item)
             continue
         if run:
@@ -236,6 +261,55 @@ def _callable_iter(od: _Fn, func: Any, sentinel: Any) -> Iterator[Any]:
         yield value
 
 
+def _sequence_iter(od: _Fn, obj: Any) -> Iterator[Any]:
+    """``iter(obj)`` for a class iterated through its Python ``__getitem__`` (no ``__iter__``):
+    indexes 0, 1, 2... through the context, until IndexError or StopIteration, as the builtin
+    sequence iterator does natively (behind the context's back)."""
+    getitem = lookup(type(obj), "__getitem__")
+
+    def items() -> Iterator[Any]:
+        index = 0
+        while True:
+            try:
+                item = od(getitem, obj, index)
+            except (IndexError, StopIteration):
+                return
+            yield item
+            index += 1
+    return items()
+
+
+def _sequence_reversed(od: _Fn, obj: Any) -> Iterator[Any]:
+    """``reversed(obj)`` for a class with Python ``__len__`` and ``__getitem__`` (no
+    ``__reversed__``): indexes from the end through the context, as the builtin does natively."""
+    getitem = lookup(type(obj), "__getitem__")
+    index = od(lookup(type(obj), "__len__"), obj)
+
+    def items() -> Iterator[Any]:
+        for i in range(index - 1, -1, -1):
+            try:
+                item = od(getitem, obj, i)
+            except (IndexError, StopIteration):
+                return
+            yield item
+    return items()
+
+
+def _reversed_by_getitem(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if len(args) != 1 or kwargs or type(args[0]) is Tagged:
+        return False
+    kind = type(args[0])
+    return lookup(kind, "__reversed__") is None and isinstance(
+        lookup(kind, "__getitem__"), _Function) and isinstance(lookup(kind, "__len__"), _Function)
+
+
+def _iterated_by_getitem(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if len(args) != 1 or kwargs or type(args[0]) is Tagged:
+        return False
+    kind = type(args[0])
+    return lookup(kind, "__iter__") is None and isinstance(lookup(kind, "__getitem__"), _Function)
+
+
 def _warn(od: _Fn, message: Any, category: Any = None, stacklevel: int = 1,
           *args: Any, **kwargs: Any) -> None:
     """``warnings.warn`` counting only the user's frames: the dispatcher frames between a
@@ -269,7 +343,18 @@ def _compile(od: _Fn, source: Any, filename: Any, mode: Any, flags: int = 0,
              dont_inherit: bool = False, *args: Any, **kwargs: Any) -> Any:
     if not dont_inherit:
         flags |= _user_future_flags()
-    return compile(source, filename, mode, flags, True, *args, **kwargs)
+    code = compile(source, filename, mode, flags, True, *args, **kwargs)
+    if isinstance(code, types.CodeType):  # not an AST (PyCF_ONLY_AST)
+        remember(source, code)
+    return code
+
+
+def _compiled(source: str | bytes | bytearray, mode: str) -> types.CodeType:
+    """The string ``exec``/``eval`` runs, compiled as they would (with the user's future
+    flags), its text remembered: a dataclass's ``__init__`` made here has source to rewrite."""
+    code: types.CodeType = compile(source, "<string>", mode, _user_future_flags(), True)
+    remember(source, code)
+    return code
 
 
 def _namespaces(globals_: Any, locals_: Any) -> tuple[Any, Any]:
@@ -285,7 +370,7 @@ def _namespaces(globals_: Any, locals_: Any) -> tuple[Any, Any]:
 def _exec(od: _Fn, source: Any, globals_: Any = None, locals_: Any = None, /,
           **kwargs: Any) -> Any:
     if isinstance(source, _SOURCE):
-        source = compile(source, "<string>", "exec", _user_future_flags(), True)
+        source = _compiled(source, "exec")
     return exec(source, *_namespaces(globals_, locals_), **kwargs)
 
 
@@ -295,7 +380,7 @@ def _eval(od: _Fn, source: Any, globals_: Any = None, locals_: Any = None, /) ->
     elif isinstance(source, (bytes, bytearray)):
         source = source.lstrip(b" \t")
     if isinstance(source, _SOURCE):
-        source = compile(source, "<string>", "eval", _user_future_flags(), True)
+        source = _compiled(source, "eval")
     return eval(source, *_namespaces(globals_, locals_))
 
 
@@ -404,11 +489,121 @@ if sys.version_info >= (3, 12):  # PEP 695 moved them to C
         _register(_cls, _always, _named_by_caller(_cls))
 _register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
 _register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
+_register(iter, _iterated_by_getitem, _sequence_iter)
+_register(reversed, _python_dunder("__reversed__"), _dunder_builtin("__reversed__"))
+_register(reversed, _reversed_by_getitem, _sequence_reversed)
 for _builtin, _name, _check in (
         (len, "__len__", _check_len), (repr, "__repr__", _must_be_str("__repr__")),
         (str, "__str__", _must_be_str("__str__")), (next, "__next__", None),
         (abs, "__abs__", None)):  # abs(x) is a call, so its dunder is shimmed here
     _register(_builtin, _python_dunder(_name), _dunder_builtin(_name, _check))
+
+
+# -- conversions C calls a class's special method for ------------------------------------------
+# ``float(obj)``, ``complex(obj)``, ``math.sin(obj)`` (which reads ``obj.__float__``),
+# ``np.asarray(obj)`` (``obj.__array__``) call the class's Python method from C: these shims call
+# it through the context, then convert its result as the builtin would.
+
+def _innermost(x: Any) -> Any:
+    while type(x) is Tagged:
+        x = x.value
+    return x
+
+
+def _converted(name: str, kind: type) -> _Fn:
+    def shim(od: _Fn, obj: Any) -> Any:
+        out = od(lookup(type(obj), name), obj)
+        if not isinstance(_innermost(out), kind):
+            raise TypeError(f"{type(obj).__name__}.{name} returned non-{kind.__name__} "
+                            f"(type {type(_innermost(out)).__name__})")
+        return out if type(_innermost(out)) is kind else od(kind, out)
+    return shim
+
+
+def _converts_to_float(x: Any) -> bool:
+    kind = type(x)
+    return kind is not Tagged and not is_static(kind) and \
+        isinstance(lookup(kind, "__float__"), _Function)
+
+
+def _math_shim(builtin: _Fn) -> _Fn:
+    """``math.sin(obj)`` is ``math.sin(float(obj))``, its ``__float__`` seen by the context."""
+    def shim(od: _Fn, *args: Any) -> Any:
+        return od(builtin, *(od(float, a) if _converts_to_float(a) else a for a in args))
+    return shim
+
+
+def _any_converts_to_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return not kwargs and any(map(_converts_to_float, args))
+
+
+def _as_array(builtin: _Fn) -> _Fn:
+    """``np.asarray(obj)``, ``np.array(obj)``: the array ``obj.__array__()`` gives, seen by the
+    context, then converted as the builtin would (dtype, copy)."""
+    def shim(od: _Fn, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        return od(builtin, od(lookup(type(obj), "__array__"), obj), *args, **kwargs)
+    return shim
+
+
+def _python_array(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return bool(args) and type(args[0]) is not Tagged and not is_static(type(args[0])) and \
+        isinstance(lookup(type(args[0]), "__array__"), _Function)
+
+
+_MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
+                   "asinh", "acosh", "atanh", "exp", "expm1", "log", "log2", "log10", "log1p",
+                   "sqrt", "pow", "hypot", "fabs", "copysign", "erf", "erfc", "gamma", "lgamma",
+                   "degrees", "radians", "fmod", "exp2", "cbrt")
+
+
+def _array_ufunc(ufunc: Any) -> _Fn:
+    """``np.sin(obj)`` for an ``obj`` whose class defines ``__array_ufunc__`` in Python: NumPy
+    calls that method from C; here the context sees it, in NumPy's order (subclasses first,
+    then left to right), ``NotImplemented`` passing to the next one."""
+    def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
+        overrides: list[type] = []
+        for a in args:
+            kind = type(a)
+            if _overrides_ufuncs(a) and kind not in overrides:
+                at = next((i for i, o in enumerate(overrides) if issubclass(kind, o)), None)
+                overrides.insert(len(overrides) if at is None else at, kind)
+        for kind in overrides:
+            owner = next(a for a in args if type(a) is kind)
+            out = od(lookup(kind, "__array_ufunc__"), owner, ufunc, "__call__", *args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        raise TypeError(f"operand type(s) all returned NotImplemented from __array_ufunc__"
+                        f"({ufunc!r}, '__call__', ...)")
+    return shim
+
+
+def _overrides_ufuncs(x: Any) -> bool:
+    kind = type(x)
+    return kind is not Tagged and not is_static(kind) and \
+        isinstance(lookup(kind, "__array_ufunc__"), _Function)
+
+
+_UFUNC: list[type] = []  # NumPy's ufunc type, once NumPy is in use
+
+
+def register_numpy_shims() -> None:
+    """Add NumPy's conversions once NumPy is in use (the core never imports it)."""
+    np = sys.modules.get("numpy")
+    if np is not None and id(np.asarray) not in SHIMS:
+        for builtin in (np.asarray, np.array, np.asanyarray):
+            _register(builtin, _python_array, _as_array(builtin))
+        _UFUNC.append(np.ufunc)
+
+
+_register(float, _python_dunder("__float__"), _converted("__float__", float))
+_register(complex, _python_dunder("__complex__"), _converted("__complex__", complex))
+_register(complex,  # complex(obj) of a class with __float__ alone: complex(float(obj))
+          lambda a, k: len(a) == 1 and not k and _converts_to_float(a[0]) and
+          lookup(type(a[0]), "__complex__") is None,
+          lambda od, obj: od(complex, od(float, obj)))
+for _name in _MATH_FUNCTIONS:
+    if hasattr(math, _name):
+        _register(getattr(math, _name), _any_converts_to_float, _math_shim(getattr(math, _name)))
 
 
 def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | None:
@@ -420,4 +615,6 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
             and _has_key(args, kwargs)):  # xs.sort(key=...)
         items = fn.__self__
         return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
+    if _UFUNC and type(fn) is _UFUNC[0] and any(map(_overrides_ufuncs, args)):
+        return _array_ufunc(fn)
     return None

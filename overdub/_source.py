@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
+import tokenize
 import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
+
+from . import _generated
 
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # what code objects compile from
 
@@ -81,17 +85,60 @@ def _parsed_file(filename: str, module_globals: dict[str, Any] | None) -> _Parse
     cached = _files.get(filename)
     if cached is not None and cached.lines is lines:
         return cached
-    try:
-        with AST_LOCK:
-            tree = ast.parse("".join(lines), filename)
-    except (SyntaxError, ValueError) as exc:
-        return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)
-    parsed = _index(tree, lines)
+    parsed = _parse(lines, filename)
+    if isinstance(parsed, NoSource):
+        return parsed
     with _files_lock:  # first writer wins; a duplicate parse is harmless
         _files.setdefault(filename, parsed)
         if _files[filename].lines is not lines:
             _files[filename] = parsed
     return parsed
+
+
+# filename -> ((modification time, size), the file parsed as it was then)
+_disk_files: dict[str, tuple[tuple[int, int], _ParsedFile | NoSource]] = {}
+
+
+def _parsed_from_disk(filename: str) -> _ParsedFile | NoSource:
+    """``filename`` as it is on disk now.  ``linecache`` keeps a file's text as it was first
+    read, while a module reloaded after an edit (``importlib.reload``) runs code compiled from
+    the new text; the cache there is left as it is (the module's other functions, compiled
+    from the old text, still match it)."""
+    try:
+        stat = os.stat(filename)
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        cached = _disk_files.get(filename)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        with tokenize.open(filename) as file:
+            lines = file.readlines()
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        return NoSource(f"cannot read {filename!r}: {exc}")
+    parsed = _parse(lines, filename)
+    _disk_files[filename] = (stamp, parsed)
+    return parsed
+
+
+def _parse(lines: list[str], filename: str) -> _ParsedFile | NoSource:
+    try:
+        with AST_LOCK:
+            tree = ast.parse("".join(lines), filename)
+    except (SyntaxError, ValueError) as exc:
+        return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)
+    return _index(tree, lines)
+
+
+def _generated_file(code: types.CodeType, module_globals: dict[str, Any] | None
+                    ) -> tuple[_ParsedFile | NoSource, str | None]:
+    """The parsed text ``code`` was compiled from by exec/eval/compile (see ``_generated``),
+    and why there is no source if that text is only a candidate that turns out not to be."""
+    found = _generated.find(code, module_globals)
+    if isinstance(found, str):
+        return NoSource(found), None
+    if found.parsed is None:  # a benign race: both threads parse the same text
+        found.parsed = _parse(found.lines, code.co_filename)
+    parsed: _ParsedFile | NoSource = found.parsed
+    return parsed, found.otherwise
 
 
 def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
@@ -106,16 +153,21 @@ def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
 
 
 def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
-           likeness: Callable[[Located], int]) -> Located | NoSource:
+           likeness: Callable[[Located], int], on_disk: bool = False) -> Located | NoSource:
     """The AST node that compiled to ``code``, or why there is none.
 
     ``likeness`` tells lambdas on one line apart where code has no column positions (3.10): it
     compiles a candidate and says how closely the result matches ``code`` (0: it does not).
+    ``on_disk``: look in the file as it is on disk now, not as ``linecache`` keeps it.
     """
     filename = code.co_filename
-    if filename.startswith("<") and not linecache.getlines(filename, module_globals):
-        return NoSource(f"generated code ({filename})")
-    parsed = _parsed_file(filename, module_globals)
+    otherwise = None  # a candidate text that is not the code's: why there is no source
+    if on_disk:
+        parsed = _parsed_from_disk(filename)
+    elif filename.startswith("<") and not linecache.getlines(filename, module_globals):
+        parsed, otherwise = _generated_file(code, module_globals)
+    else:
+        parsed = _parsed_file(filename, module_globals)
     if isinstance(parsed, NoSource):
         return parsed
     if code.co_name == "<lambda>":
@@ -135,6 +187,8 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
                     candidates = [max(candidates, key=lambda c: _body_start(c.node))]
     else:
         candidates = parsed.defs.get((code.co_name, code.co_firstlineno), [])
+    if otherwise is not None and (len(candidates) != 1 or not likeness(candidates[0])):
+        return NoSource(otherwise)
     if len(candidates) != 1:
         what = "no matching definition" if not candidates else "several matching definitions"
         return NoSource(f"{what} for {code.co_name} at {filename}:{code.co_firstlineno}",
@@ -150,3 +204,20 @@ def _body_start(node: _Def) -> tuple[int, int]:
 def _body_end(node: _Def) -> tuple[int, int]:
     body = cast(ast.Lambda, node).body
     return (body.end_lineno or body.lineno, body.end_col_offset or 0)
+
+
+def why_no_source(fn: Any) -> str | None:
+    """Why overdub cannot read the source of Python function ``fn``, for an error message
+    (one line), or None: it can, or ``fn`` is no Python function (C functions are leaves by
+    nature).  Methods are looked through to their function.
+
+    Example::
+
+        why_no_source(eval("lambda x: x"))   # 'it was made by exec/eval/compile of a string...'
+    """
+    func = getattr(fn, "__func__", fn)
+    if not isinstance(func, types.FunctionType):
+        return None
+    from . import _cache  # (which imports this module)
+    found = _cache._checked_source(func.__code__, func.__globals__)
+    return found.reason if isinstance(found, NoSource) else None

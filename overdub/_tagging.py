@@ -31,6 +31,9 @@ object that was stored.
 from __future__ import annotations
 
 import _operator
+import collections
+import functools
+import itertools
 import operator
 import sys
 import types
@@ -457,6 +460,28 @@ class Tagger:
         self.owner = owner_of(state.ctx)
         self.label = _label(state.ctx)
         self.shadow = Shadow()
+        # id(module globals) -> (the globals, names functions this context ran assign there)
+        self.globals_written: dict[int, tuple[dict[str, Any], set[str]]] = {}
+
+    def assigns_globals(self, namespace: dict[str, Any], names: frozenset[str]) -> None:
+        """A function this context runs assigns ``names`` in ``namespace`` (see end_run)."""
+        slot = self.globals_written.setdefault(id(namespace), (namespace, set()))
+        slot[1].update(names)
+
+    def end_run(self) -> None:
+        """The context's outermost run is over: the globals its functions assign hold plain
+        values (DESIGN's no-leak rule; nested lists, dicts and tuples two levels down too),
+        and the heap's metadata is dropped."""
+        ctx = self.state.ctx
+        for namespace, names in self.globals_written.values():
+            for name in names:
+                value = namespace.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+                plain = self.scrub(untag(value, ctx))  # scrub moves tags to the shadow...
+                if plain is not value:
+                    namespace[name] = plain
+        self.shadow.clear()  # ...which goes
 
     def wrap(self, value: Any, meta: Any) -> Tagged:
         return Tagged(value, meta, self.owner, self.label)
@@ -532,7 +557,8 @@ class Tagger:
             return self.plain_call(fn, args, kwargs)
         if _INPLACE_OPERATORS.get(id(fn)) is fn and args:
             target = args[0]
-            if type(target) is list and fn is operator.iadd:
+            if type(target) is list and fn is operator.iadd and len(args) == 2 and \
+                    not hasattr(type(args[1]), "__radd__"):  # (L += array: NumPy's __radd__)
                 _list_extend(self, target, args[1:])
                 return target
             if self.shadow.arrays and _is_array(target):
@@ -560,7 +586,40 @@ class Tagger:
             args = tuple(a.value if type(a) is Tagged and a.owner is owner else a for a in args)
             kwargs = {k: v.value if type(v) is Tagged and v.owner is owner else v
                       for k, v in kwargs.items()}
+        elif len(args) == 2 and kind is _BuiltinMethod and fn.__self__ is _operator_module:
+            out = _python_operator(self, fn, args)
+            if out is not NotImplemented:
+                return out
         return self.plain_call(fn, args, kwargs)
+
+
+_ARRAY_PROTOCOLS = ("__array_namespace__", "__array_function__", "__array_ufunc__")
+
+
+def _python_operator(t: Tagger, fn: Any, args: _Args) -> Any:
+    """``v * x`` where ``x`` is tagged by an *enclosing* context (an ordinary value to this one)
+    and ``v``'s class defines the operator in Python: that method runs, seen by this context,
+    as it would for a plain ``x`` (the protocol leaves tagged operands alone); the reflected
+    method for a number on the left.  NotImplemented when no such method is involved."""
+    a, b = args
+    user = type(a if type(a) is not Tagged else b)
+    if not user.__flags__ & _HEAPTYPE or user is Tagged:
+        return NotImplemented  # (the common case: numbers and arrays)
+    if any(hasattr(user, name) for name in _ARRAY_PROTOCOLS):
+        return NotImplemented  # an array library written in Python: the contexts' rules
+    from ._protocols import _BINARY, lookup  # (_protocols imports this module)
+    names = _BINARY.get(fn)
+    if names is None:
+        return NotImplemented
+    if type(a) is not Tagged:
+        method = lookup(type(a), names[0])
+        if type(method) is _Function:
+            return t.state.od(method, a, b)
+    elif type(b) is not Tagged and isinstance(innermost(a), (int, float, complex)):
+        method = lookup(type(b), names[1])
+        if type(method) is _Function:
+            return t.state.od(method, b, a)
+    return NotImplemented
 
 
 _BuiltinMethod = types.BuiltinMethodType  # type(len)
@@ -570,6 +629,27 @@ _Function = type(_own)
 _Method = type(Shadow().clear)
 
 
+_MethodWrapper = type(object().__setattr__)
+_OBJECT_SLOTS = {"__setattr__": object.__setattr__, "__delattr__": object.__delattr__,
+                 "__getattribute__": object.__getattribute__}
+
+
+def _object_slot(fn: Any) -> Any:
+    """``object.__setattr__`` (``__delattr__``, ``__getattribute__``) when ``fn`` is it bound
+    to an object, as ``super().__setattr__`` gives it; else None."""
+    slot = _OBJECT_SLOTS.get(fn.__name__) if type(fn) is _MethodWrapper else None
+    return slot if slot is not None and fn == slot.__get__(fn.__self__) else None
+
+
+def _unbound_slot(value: Any) -> Any:
+    """An attribute read that gave ``object.__setattr__`` (or another slot of
+    :data:`_OBJECT_SLOTS`) bound to an object, as ``super().__setattr__`` does: the same as a
+    call of the unbound slot, which its structural handler keeps metadata through (the bound
+    method-wrapper would get plain values)."""
+    slot = _object_slot(value)
+    return value if slot is None else functools.partial(slot, value.__self__)
+
+
 def _store_value(t: Tagger, value: Any) -> tuple[Any, Any]:
     """(what to store, its metadata or _MISSING)."""
     if type(value) is Tagged and value.owner is t.owner:
@@ -577,11 +657,28 @@ def _store_value(t: Tagger, value: Any) -> tuple[Any, Any]:
     return t.scrub(value), _MISSING
 
 
+def _stored_as(t: Tagger, stored: Any, actual: Any) -> None:
+    """``stored``, a tuple rebuilt without this context's tags, reached the heap as ``actual``:
+    an enclosing tagging context rebuilt it again without its own.  The positions this
+    context keeps for ``stored`` move to ``actual``, which is what later reads find."""
+    if actual is stored or type(actual) is not type(stored) or not isinstance(stored, tuple):
+        return
+    slot = t.shadow.sequences.pop(id(stored), None)
+    if slot is not None and slot[0] is stored:
+        t.shadow.sequences[id(actual)] = (actual, slot[1])
+
+
 def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj = t.strip(args[0])
     value = t.plain_call(fn, (obj, *args[1:]), kwargs)
+    if type(value) is _MethodWrapper:
+        return _unbound_slot(value)
     if t.shadow and isinstance(args[1], str):
         meta = t.shadow.get(obj, "attr", args[1], value)
+        if meta is _MISSING and t.shadow.places:  # written as self.__dict__[name] = v
+            namespace = _protocols._instance_dict(obj, type(obj))
+            if type(namespace) is dict:
+                meta = t.shadow.get(namespace, "item", args[1], value)
         if meta is not _MISSING:
             return t.wrap(value, meta)
     return value
@@ -591,11 +688,28 @@ def _setattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj, name = t.strip(args[0]), args[1]
     stored, meta = _store_value(t, args[2])
     out = t.plain_call(fn, (obj, name, stored), kwargs)
+    if t.state.parent is not None and isinstance(stored, tuple):
+        _stored_as(t, stored, getattr(obj, "__dict__", {}).get(name, stored))
     if meta is _MISSING:
         t.shadow.forget(obj, "attr", name)
     else:
         t.shadow.put(obj, "attr", name, stored, meta)
+        namespace = _protocols._instance_dict(obj, type(obj))
+        if type(namespace) is dict and namespace.get(name) is innermost(stored):
+            t.shadow.put(namespace, "item", name, stored, meta)  # read as vars(obj)[name]
     return out
+
+
+def _namespace_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``types.SimpleNamespace(a=x)``: a C constructor that sets attributes, made as an empty
+    namespace and one ``setattr`` per keyword, so tagged values keep their metadata (stored
+    plain, as ``ns.a = x`` stores them)."""
+    if args:  # (a positional mapping, Python 3.13+)
+        return t.unhandled_leaf(fn, args, kwargs)
+    namespace = t.plain_call(fn, (), {})
+    for name, value in kwargs.items():
+        _setattr(t, setattr, (namespace, name, value), {})
+    return namespace
 
 
 def _delattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -613,6 +727,10 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if target is not None:
             return target(*args)
     container, key = t.strip(args[0]), t.strip(args[1])
+    if isinstance(container, dict) and not kwargs and _hashable(key) and key not in container:
+        missing = _missing(t, container, key)
+        if missing is not _MISSING:
+            return missing
     value = t.plain_call(fn, (container, key), kwargs)
     if not t.shadow:
         return value
@@ -636,6 +754,24 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     return value
 
 
+def _missing(t: Tagger, container: dict[Any, Any], key: Any) -> Any:
+    """``d[key]`` for a key ``d`` lacks, where C would call back into Python: a
+    ``defaultdict``'s factory (whose value is stored, as ``d[key] = value``) or a dict
+    subclass's Python ``__missing__``, each called through the context.  ``_MISSING`` when
+    neither applies (the native ``KeyError``, or a C ``__missing__`` without Python code)."""
+    kind = type(container)
+    method = _protocols.lookup(kind, "__missing__")
+    if type(method) is _Function:
+        return t.state.od(method, container, key)
+    if isinstance(container, collections.defaultdict) and \
+            method is collections.defaultdict.__missing__ and \
+            container.default_factory is not None:
+        value = t.state.od(container.default_factory)
+        _setitem(t, operator.setitem, (container, key, value), {})
+        return value
+    return _MISSING
+
+
 def _rewrap(t: Tagger, sequence: Any, index: int, value: Any) -> Any:
     meta = t.shadow.at(sequence, index, value)
     return value if meta is _MISSING else t.wrap(value, meta)
@@ -647,7 +783,7 @@ def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         return _set_array(t, fn, container, key, value)
     if isinstance(container, list):
         if isinstance(key, slice):
-            items = list(value)
+            items = _items(t, value)
             stored = [_store_value(t, v) for v in items]
             entries = t.shadow.positions(container)
             indices = range(len(container))[key]
@@ -661,6 +797,8 @@ def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
             return out
         stored, meta = _store_value(t, value)
         out = t.plain_call(fn, (container, key, stored), kwargs)
+        if t.state.parent is not None and isinstance(stored, tuple):
+            _stored_as(t, stored, container[key])
         kept = t.shadow.positions(container) if (meta is not _MISSING
                                                  or id(container) in t.shadow.sequences) \
             else None
@@ -669,6 +807,8 @@ def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         return out
     stored, meta = _store_value(t, value)
     out = t.plain_call(fn, (container, key, stored), kwargs)
+    if t.state.parent is not None and isinstance(stored, tuple) and type(container) is dict:
+        _stored_as(t, stored, container.get(key, stored))
     if _hashable(key):
         if meta is _MISSING:
             t.shadow.forget(container, "item", key)
@@ -717,30 +857,47 @@ def _delitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 
 def _list_append(t: Tagger, lst: list[Any], args: _Args) -> Any:
     stored, meta = _store_value(t, args[0]) if args else (None, _MISSING)
-    if meta is _MISSING and id(lst) not in t.shadow.sequences:
-        return t.plain_call(lst.append, (stored,), {})
-    entries = t.shadow.positions(lst)
+    entries = t.shadow.positions(lst) if meta is not _MISSING or \
+        id(lst) in t.shadow.sequences else None
     t.plain_call(lst.append, (stored,), {})
-    entries.append(None if meta is _MISSING else (innermost(stored), meta))
+    if t.state.parent is not None and isinstance(stored, tuple):
+        _stored_as(t, stored, lst[-1])
+    if entries is not None:
+        entries.append(None if meta is _MISSING else (innermost(stored), meta))
     return None
 
 
 def _list_insert(t: Tagger, lst: list[Any], args: _Args) -> Any:
     index, value = args
     stored, meta = _store_value(t, value)
-    if meta is _MISSING and id(lst) not in t.shadow.sequences:
-        return t.plain_call(lst.insert, (index, stored), {})
-    entries = t.shadow.positions(lst)
+    entries = t.shadow.positions(lst) if meta is not _MISSING or \
+        id(lst) in t.shadow.sequences else None
+    n = len(lst)
     t.plain_call(lst.insert, (index, stored), {})
-    entries.insert(index, None if meta is _MISSING else (innermost(stored), meta))
+    if t.state.parent is not None and isinstance(stored, tuple):
+        i = operator.index(index)
+        _stored_as(t, stored, lst[min(i, n) if i >= 0 else max(n + i, 0)])
+    if entries is not None:
+        entries.insert(index, None if meta is _MISSING else (innermost(stored), meta))
     return None
 
 
+def _items(t: Tagger, values: Any) -> list[Any]:
+    """The items of an iterable about to be stored, with the metadata a list, tuple or array
+    holding stored metadata keeps for them (native iteration would read them plain)."""
+    if t.shadow and _holds_metadata(t, values):
+        return list(_sequence_items(t, t.strip(values)))
+    return list(values)
+
+
 def _list_extend(t: Tagger, lst: list[Any], args: _Args) -> Any:
-    stored = [_store_value(t, v) for v in list(args[0])]
+    stored = [_store_value(t, v) for v in _items(t, args[0])]
     entries = t.shadow.positions(lst) if any(m is not _MISSING for _, m in stored) or \
         id(lst) in t.shadow.sequences else None
     t.plain_call(lst.extend, ([s for s, _ in stored],), {})
+    if t.state.parent is not None and stored:
+        for (s, _), actual in zip(stored, lst[len(lst) - len(stored):]):
+            _stored_as(t, s, actual)
     if entries is not None:
         entries.extend(None if m is _MISSING else (innermost(s), m) for s, m in stored)
     return None
@@ -784,6 +941,10 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         _setitem(t, operator.setitem, (target, key, args[1] if len(args) > 1 else None), {})
         return args[1] if len(args) > 1 else None
     items = dict(*args, **kwargs)
+    source = t.strip(args[0]) if args else None
+    if type(source) is dict and t.shadow:  # its values with the metadata it holds for them
+        items.update((key, _getitem(t, operator.getitem, (source, key), {}))
+                     for key in source if key not in kwargs)
     for key, value in items.items():
         _setitem(t, operator.setitem, (target, key, value), {})
     return None
@@ -809,7 +970,7 @@ def _dict_view(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwar
         return t.plain_call(fn, args, kwargs)
 
     def item(key: Any) -> Any:
-        value = d[key]
+        value = t.plain_call(operator.getitem, (d, key), {})  # an enclosing context's tags too
         meta = t.shadow.get(d, "item", key, value) if _hashable(key) else _MISSING
         return value if meta is _MISSING else t.wrap(value, meta)
 
@@ -821,14 +982,57 @@ def _dict_view(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwar
 def _dict_copy(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
     """``d.copy()``: the copy gets the original's metadata."""
     new = t.plain_call(fn, args, kwargs)
+    _copy_item_metadata(t, d, new)
+    return new
+
+
+def _copy_item_metadata(t: Tagger, d: dict[Any, Any], new: dict[Any, Any]) -> None:
     for (key_id, kind, key), (_, stored, meta) in list(t.shadow.places.items()):
         if key_id == id(d) and kind == "item" and key in new and new[key] is stored:
             t.shadow.put(new, "item", key, stored, meta)
-    return new
 
 
 _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "items": _dict_view,
                  "copy": _dict_copy}
+
+
+def _copy_unbound(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``dict.copy(d)`` / ``list.copy(lst)``, as ``copy.copy`` calls them: the copy gets the
+    original's metadata (``d.copy()`` and ``lst.copy()`` are handled as bound methods)."""
+    new = t.plain_call(fn, args, kwargs)
+    original = t.strip(args[0]) if len(args) == 1 else None
+    if type(original) is dict and type(new) is dict:
+        _copy_item_metadata(t, original, new)
+    elif type(original) is list and type(new) is list and id(original) in t.shadow.sequences:
+        t.shadow.positions(new)[:] = t.shadow.positions(original)
+    return new
+
+
+def _dict_union(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``d | e`` and ``d |= e`` of dicts: the result keeps the metadata of the values it got
+    from either (natively, their plain values only); any other ``|`` as it would run."""
+    if len(args) != 2 or kwargs or type(args[0]) is not dict or type(args[1]) is not dict:
+        return t.unhandled_leaf(fn, args, kwargs)
+    out = t.plain_call(fn, args, kwargs)
+    if t.shadow.places and type(out) is dict:
+        for source in (args if fn is operator.or_ else args[1:]):
+            _copy_item_metadata(t, source, out)
+    return out
+
+
+def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``dict(d, **kw)``, ``dict(pairs)``: made natively, tagged values given in the pairs or
+    the keywords stored as they are; a copied dict's metadata goes to the new dict too
+    (natively, ``dict(d)`` copies ``d``'s plain values only)."""
+    new = t.plain_call(fn, args, kwargs)
+    if t.shadow and args and type(args[0]) is dict and type(new) is dict:
+        _copy_item_metadata(t, args[0], new)
+    elif t.shadow.sequences and args and type(args[0]) in (list, tuple) and type(new) is dict:
+        for pair in _sequence_items(t, args[0]):  # pairs stored with metadata, as
+            if type(pair) in (list, tuple) and len(pair) == 2 and pair[0] not in kwargs:
+                key, value = _sequence_items(t, pair)  # dataclasses.asdict makes them
+                _setitem(t, operator.setitem, (new, key, value), {})
+    return new
 
 
 def _iter(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -836,7 +1040,13 @@ def _iter(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     tuple or NumPy array holding stored metadata yields its items with their metadata."""
     if len(args) == 1 and not kwargs and t.shadow and _holds_metadata(t, args[0]):
         return _sequence_items(t, t.strip(args[0]))
-    return _call_on(t, fn, args, kwargs)
+    iterator = _call_on(t, fn, args, kwargs)
+    if len(args) == 1 and type(iterator).__flags__ & _HEAPTYPE and type(iterator) is not Tagged:
+        from ._protocols import lookup  # (_protocols imports this module)
+        if type(lookup(type(iterator), "__next__")) is _Function:
+            # a loop would call its Python __next__ natively, behind the context's back
+            return _drain(t.state.od, iterator)
+    return iterator
 
 
 def _call_on(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -866,7 +1076,77 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     if t.shadow:
         args = tuple(list(_sequence_items(t, t.strip(a))) if _holds_metadata(t, a) else a
                      for a in args)
+    if fn is itertools.accumulate and len(args) == 1 and kwargs.get("func") is None:
+        args += (operator.add,)  # its default, the additions seen (natively, tags dropped)
+    if any(type(a).__flags__ & _HEAPTYPE for a in args):
+        # an object iterated by Python code (its class's __iter__ or __getitem__): iterated
+        # through the context, whose iterator the builtin consumes (natively, the builtin
+        # would run that code behind the context's back, reading the heap without metadata);
+        # a value tagged by an enclosing context: iterated by that context, which gives its
+        # items their metadata (natively, the items would be plain)
+        iterated = _iterated(fn, args)
+        if any(_python_iterable(a) for i, a in enumerate(args) if i in iterated):
+            # the call again, with the items: the context decides on them (a rule for min)
+            return t.state.od(fn, *[_iterate(t, fn, a) if i in iterated and _python_iterable(a)
+                                    else a for i, a in enumerate(args)], **kwargs)
+        args = tuple(t.plain_call(iter, (a,), {}) if i in iterated and type(a) is Tagged
+                     and a.owner is not t.owner else a for i, a in enumerate(args))
     return _call_on(t, fn, args, kwargs)
+
+
+# consumers that read their whole iterable at once: given a list, which an enclosing context
+# can read too (an iterator would hand it this context's tagged items)
+_EAGER = frozenset(id(f) for f in (sum, max, min, sorted, list, tuple, set, frozenset))
+
+
+def _iterate(t: Tagger, fn: Any, x: Any) -> Any:
+    """``x`` iterated through the context, for the consumer ``fn``: an iterator whose
+    ``__next__`` is Python is drained through the context as well; an eager consumer gets
+    the list of the items."""
+    from ._protocols import lookup  # (_protocols imports this module)
+    od = t.state.od
+    iterator = od(iter, x)
+    step = lookup(type(iterator), "__next__")
+    if step is None:
+        raise TypeError(f"iter() returned non-iterator of type '{type(iterator).__name__}'")
+    if type(step) is _Function:
+        iterator = _drain(od, iterator)
+    return list(iterator) if id(fn) in _EAGER else iterator
+
+
+def _drain(od: Callable[..., Any], iterator: Any) -> Iterator[Any]:
+    while True:
+        try:
+            item = od(next, iterator)
+        except StopIteration:
+            return
+        yield item
+
+
+def _iterated(fn: Any, args: _Args) -> range:
+    """The positions of the arguments that the consumer ``fn`` iterates."""
+    if fn is zip or fn in _ALL_ITERATED:
+        return range(len(args))
+    if fn is map:
+        return range(1, len(args))
+    if fn is filter:
+        return range(1, 2)
+    if ((fn is max or fn is min) and len(args) != 1) or fn is reversed:
+        return range(0)  # max(a, b) compares its arguments; reversed has its own protocol
+    return range(1)
+
+
+def _python_iterable(x: Any) -> bool:
+    """Whether iterating ``x`` runs Python code: its class's ``__iter__``, or its
+    ``__getitem__`` where it has no ``__iter__``."""
+    from ._protocols import lookup  # (_protocols imports this module)
+    kind = type(x)
+    if kind is Tagged:
+        return False
+    method = lookup(kind, "__iter__")
+    if method is None:
+        method = lookup(kind, "__getitem__")
+    return type(method) is _Function
 
 
 def _holds_metadata(t: Tagger, x: Any) -> bool:
@@ -908,15 +1188,55 @@ def _np_append(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 
 _LIST_METHODS = {"append": _list_append, "insert": _list_insert, "extend": _list_extend,
                  "pop": _list_pop}
+# itertools functions that iterate what they are given: they move its items (accumulate adds
+# them, through its shim, with its default function made explicit by _consume)
+_ITERTOOLS_MOVERS = tuple(getattr(itertools, name) for name in (
+    "chain", "islice", "compress", "cycle", "tee", "zip_longest", "product", "pairwise",
+    "combinations", "combinations_with_replacement", "permutations", "batched", "accumulate")
+    if hasattr(itertools, name))
+_ALL_ITERATED = (itertools.chain, itertools.zip_longest, itertools.product, itertools.compress)
 _Handler = Callable[[Tagger, Any, _Args, _Kwargs], Any]  # (tagger, fn, args, kwargs)
 _HANDLERS: dict[int, tuple[Any, _Handler]] = {}
 for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr),
+                      # what a frozen dataclass's __init__ and __setattr__ overrides call
+                      (object.__setattr__, _setattr), (object.__delattr__, _delattr),
+                      (object.__getattribute__, _getattr),  # and __getattribute__ overrides
+                      (dict, _dict_new), (dict.copy, _copy_unbound), (list.copy, _copy_unbound),
+                      (types.SimpleNamespace, _namespace_new),
                       (operator.getitem, _getitem), (operator.setitem, _setitem), (iter, _iter),
                       *((consumer, _consume) for consumer in (
                           sum, max, min, sorted, list, tuple, set, frozenset, enumerate, zip,
-                          reversed, any, all, map, filter)),
+                          reversed, any, all, map, filter, *_ITERTOOLS_MOVERS)),
                       (operator.delitem, _delitem)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
+# ``|`` and ``|=`` compute with most operands: handled (for dicts) without carrying tags
+_UNIONS = {id(operator.or_): operator.or_, id(operator.ior): operator.ior}
+for _fn in _UNIONS.values():
+    _HANDLERS[id(_fn)] = (_fn, _dict_union)
+
+
+def _subject_protocol(handler: _Handler) -> _Handler:
+    """``handler`` for a *call* of an operation on a subject -- ``getattr(obj, name)``,
+    ``operator.getitem(obj, key)``, as written or as a context's own code makes it -- that
+    first runs the subject's Python protocol (a property, ``__getattr__``, a setter,
+    ``__setattr__``, ``__getitem__``...) through the context, as the operator dispatchers do
+    before they reach :meth:`Tagger.leaf`: natively, that code would run behind the context's
+    back."""
+    def handle(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        if args and not kwargs and type(args[0]) is not Tagged and \
+                not _protocols.is_static(type(args[0])):
+            target = _protocols.protocol_for(t.state.od, fn, args)
+            if target is not None:
+                return target(*args)
+        return handler(t, fn, args, kwargs)
+    return handle
+
+
+# What the dispatcher ``od`` runs for a structural function it is given as a call (the operator
+# dispatchers try the protocol themselves, then reach leaf(), which uses _HANDLERS)
+_CALLED: dict[int, tuple[Any, _Handler]] = dict(_HANDLERS)
+for _fn in (getattr, setattr, delattr, operator.getitem, operator.setitem, operator.delitem):
+    _CALLED[id(_fn)] = (_fn, _subject_protocol(_HANDLERS[id(_fn)][1]))
 
 
 # Operators that leaf() runs as plain calls when no argument is tagged: the dispatchers skip
@@ -931,15 +1251,17 @@ def register_numpy_handlers() -> None:
     """Add NumPy's structural functions once NumPy is in use (the core never imports it)."""
     np = sys.modules.get("numpy")
     if np is not None and id(np.append) not in _HANDLERS:
-        _HANDLERS[id(np.append)] = (np.append, _np_append)
+        _HANDLERS[id(np.append)] = _CALLED[id(np.append)] = (np.append, _np_append)
 
 
 def handlers() -> dict[int, tuple[Any, _Handler]]:
-    """The structural functions tagged values keep their metadata through (by ``id``)."""
-    return _HANDLERS
+    """The structural functions tagged values keep their metadata through (by ``id``), as
+    the dispatcher ``od`` runs them when they are called."""
+    return _CALLED
 
 
 _MOVERS = {id(f): f for f in (zip, enumerate, reversed, iter, next, list, tuple, dict, set,
+                               tuple.__new__,  # a named tuple's __new__ calls it
                                frozenset, id, type, isinstance, issubclass, len, repr, str,
                                format, print, hash, callable, hasattr)}
 
@@ -953,8 +1275,12 @@ def carries_tags(fn: Any) -> bool:
     must not drop metadata silently (automatic differentiation) needs rules for everything
     else a tagged value reaches.
     """
-    if _HANDLERS.get(id(fn), (None,))[0] is fn or _MOVERS.get(id(fn)) is fn:
+    if (_HANDLERS.get(id(fn), (None,))[0] is fn and _UNIONS.get(id(fn)) is not fn) or \
+            _MOVERS.get(id(fn)) is fn:
         return True
     return (type(fn) is _BuiltinMethod and type(getattr(fn, "__self__", None)) in (list, dict)
             and fn.__name__ in ("append", "insert", "extend", "pop", "get", "setdefault",
                                 "copy", "index", "count", "keys", "values", "items", "update"))
+
+
+from . import _protocols  # noqa: E402  (it imports this module: bound once both exist)

@@ -5,14 +5,17 @@ writes -- without changing a line of it.  Rules live in tables (``defjvp``/``def
 """
 
 from . import rules as _rules_tables  # noqa: F401  (registers the rule tables)
+from . import testing  # noqa: F401  (overdub_ad.testing: isolated_rules, force_route)
 from ._check_grads import GradCheckError, check_grads
 from ._forward import D, ForwardContext, custom_jvp, derivative, jacfwd, jvp
+from ._pytree import register_pytree
 from ._reverse import (ReverseContext, checkpoint, custom_vjp, grad, hessian, hvp, jacobian,
                        jacrev, value_and_grad, vjp)
+from ._routes import Explanation, explain
 from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
 
 __all__ = ["jvp", "derivative", "D", "jacfwd", "ForwardContext", "defjvp", "defvjp",
            "nondifferentiable", "ZERO", "LINEAR", "MissingRuleError",
            "vjp", "grad", "value_and_grad", "jacrev", "jacobian", "hessian", "hvp",
            "custom_vjp", "checkpoint", "ReverseContext", "custom_jvp", "check_grads",
-           "GradCheckError"]
+           "GradCheckError", "register_pytree", "explain", "Explanation"]

@@ -5,6 +5,12 @@ numbers to an array.  Both engines do the same before a rule sees such an argume
 ufunc, reduction and product rules, written for arrays, need no list case; a list that holds
 arrays (``np.concatenate([a, b])``) is a sequence of arrays and stays a list, with the
 container tangents of ``rules/_common.py``.
+
+Forward mode goes one step further, because a batched tangent (``jacfwd``'s directions in
+front) cannot be left as a list: NumPy would put the list's own dimension first.  A list of
+arrays of one shape (``np.sin([x, x])``, ``np.linalg.det([[a, b], x])``) is one array to every
+function but those that read a *sequence* of arrays (:data:`SEQUENCE_FUNCTIONS`), and to
+those, each list inside the sequence is one array (``np.concatenate([[s], x])``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ import numpy as np
 from overdub import Tagged
 
 _OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
+# NumPy functions whose list argument is a sequence of arrays, each its own operand
+SEQUENCE_FUNCTIONS = frozenset(id(f) for f in (
+    np.concatenate, getattr(np, "concat", np.concatenate), np.stack, np.hstack, np.vstack,
+    np.dstack, np.column_stack, getattr(np, "row_stack", np.vstack), np.block,
+    np.choose, np.select, np.piecewise, np.linalg.multi_dot))
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
@@ -33,8 +44,8 @@ def takes_arrays(fn: Any, primals: Sequence[Any]) -> bool:
     """Whether ``fn`` reads its list arguments as NumPy does, as arrays: a ufunc, a NumPy
     function, a method of arrays, or an operator with an array operand (``[x] + [y]`` alone is
     list concatenation)."""
-    if id(fn) in _OPERATORS:
-        return any(isinstance(_innermost(p), np.ndarray) for p in primals)
+    if id(fn) in _OPERATORS:  # (np.float64(2.0) * [x] is an array too)
+        return any(isinstance(_innermost(p), (np.ndarray, np.generic)) for p in primals)
     if isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith("numpy"):
         return True
     return type(fn) in _C_METHODS and issubclass(getattr(fn, "__objclass__", object),
@@ -46,3 +57,27 @@ def array_like(x: Any) -> bool:
     if type(x) in (list, tuple):
         return all(array_like(e) for e in x)
     return isinstance(_innermost(x), numbers.Number)
+
+
+def stackable(x: Any) -> bool:
+    """Whether ``x`` is a (nested) list or tuple of numbers and NumPy arrays that NumPy reads as
+    one array: at each level, every element has the same shape."""
+    if type(x) not in (list, tuple):
+        return False
+    return _shape(x) is not None
+
+
+def _shape(x: Any) -> tuple[int, ...] | None:
+    """The shape NumPy gives ``x`` (a number, an array or a list of them), None if ragged."""
+    if type(x) in (list, tuple):
+        shapes = {_shape(e) for e in x}
+        if len(shapes) > 1:
+            return None
+        inner = shapes.pop() if shapes else ()
+        return None if inner is None else (len(x),) + inner
+    plain = _innermost(x)
+    if isinstance(plain, numbers.Number):
+        return ()
+    if isinstance(plain, np.ndarray) and plain.dtype.kind in "biufc":
+        return tuple(plain.shape)
+    return None

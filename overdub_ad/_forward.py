@@ -53,7 +53,9 @@ import dis
 import functools
 import inspect
 import itertools
+import math
 import operator
+import os
 import types
 import weakref
 from collections.abc import Callable, Sequence
@@ -63,17 +65,24 @@ import numpy as np
 
 from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata,
                      opaque, overdub, recurse, tag, untag)
+from overdub._frames import hide_machinery
 
-from . import _arrays, _forward_dual, _rules
-from ._arraylike import array_like, takes_arrays
-from ._pytree import flatten, unflatten
+from . import _arrays, _callbacks, _forward_dual, _routes, _rules
+from ._arraylike import SEQUENCE_FUNCTIONS, array_like, stackable, takes_arrays
+from ._pytree import flatten, reveal_node, unflatten
 from .rules._common import as_array_tangent
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
 _BUILTIN_METHOD = types.BuiltinMethodType
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
+
+# NumPy's float dtypes, by their classes (another namespace's dtypes are not NumPy's: left as
+# they are)
+_FLOAT_DTYPES = frozenset(type(np.dtype(t)) for t in (np.float16, np.float32, np.float64,
+                                                      np.longdouble))
 
 def _ids(*fns: Any) -> dict[int, Any]:
     return {id(f): f for f in fns}
@@ -83,24 +92,32 @@ def _ids(*fns: Any) -> dict[int, Any]:
 _INDIFFERENT = _ids(type, isinstance, issubclass, len, id, hash, repr, str, format, print,
                     bool, callable, hasattr, object.__repr__)
 # Heap writes the core keeps metadata through (shadow storage of attributes, items, lists).
-_STRUCTURAL = _ids(setattr, delattr, operator.delitem)
+_STRUCTURAL = _ids(setattr, delattr, operator.delitem, object.__setattr__, object.__delattr__,
+                   types.SimpleNamespace)  # (its attributes set by the core: see _tagging)
 # List methods the core keeps metadata through; the context notes which lists hold some.
 _LIST_WRITERS = frozenset(("append", "insert", "extend"))
 # ``operator`` functions treat lists as sequences (``[x] + [y]``), never as containers of
 # differentiated arguments: their list operands are not looked into.
 _OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
+_ARRAY_OPERANDS = (np.ndarray, np.inexact)  # operands that make an operator read a list as an array
 # In-place operators: a mutated first argument must reach the rules as it was before.
 _INPLACE = _ids(operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ipow,
                 operator.imod, operator.imatmul, operator.ifloordiv)
 # C functions that only iterate their arguments or move references around: a differentiated
 # array argument is handed to them as its differentiated rows, other values pass untouched.
-_ITERATING = _ids(iter, list, tuple, zip, enumerate, reversed, sorted, set, frozenset, map,
+_ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set, frozenset, map,
                   filter, any, all, functools.reduce, itertools.chain, itertools.islice,
                   itertools.accumulate, itertools.starmap, itertools.zip_longest,
                   itertools.product, itertools.combinations, itertools.permutations,
                   itertools.compress, itertools.dropwhile, itertools.takewhile,
                   itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee)
-_MOVING = {**_ITERATING, **_ids(dict)}
+_MOVING = {**_ITERATING, **_ids(dict, tuple.__new__,  # (a named tuple's __new__ calls it)
+                                 list.copy, dict.copy)}  # (and copy.copy these)
+# in-place NumPy functions that reverse mode restates as Python writes (_reverse._REPLACEMENTS)
+_RESTATED = _ids(np.fill_diagonal, np.put, np.putmask, np.place)
+# C functions with rules that iterate every argument (numbers out of sequences)
+CONSUMERS = _ids(*(getattr(math, name) for name in ("fsum", "prod", "sumprod", "dist")
+                    if hasattr(math, name)))
 _OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 _MOVING_MODULES = frozenset(("itertools", "collections", "_collections", "functools",
                              "_functools", "copy", "heapq", "_heapq", "bisect", "_bisect"))
@@ -128,34 +145,84 @@ _OPERATOR_METHODS.update({inplace: _OPERATOR_METHODS[binary] for inplace, binary
     (operator.itruediv, operator.truediv), (operator.ifloordiv, operator.floordiv),
     (operator.imod, operator.mod), (operator.ipow, operator.pow),
     (operator.imatmul, operator.matmul))})
+_INPLACE_METHODS = {op: "__i" + _OPERATOR_METHODS[op][0][2:] for op in (
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul)}
 _SCALARS = (float, int, complex, np.number)
 
 
-def _user_operator(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+def _user_operator(fn: Any, args: tuple[Any, ...]) -> list[tuple[Any, tuple[Any, ...]]]:
     """For ``a op b`` between a differentiated value and an object whose class defines the
-    operator in Python (``Money() * x``): that method and its arguments, which the engines run
-    as the user's code (overdubbed) instead of taking the operator as their own primitive --
-    the rule for ``*`` is right only if the method multiplies.  None for any other call.
+    operator in Python (``Money() * x``): the methods Python would try, in its order, with
+    their arguments, which the engines run as the user's code (overdubbed) until one returns
+    something other than NotImplemented, instead of taking the operator as their own primitive
+    -- the rule for ``*`` is right only if the method multiplies.  Empty for any other call.
 
-    Python tries the left operand's method first; the right operand's reflected method comes
-    next when the left is a number, whose own method gives up on an unknown type (an array's
-    would broadcast over the object instead: left to the rule)."""
-    if len(args) != 2:
-        return None
+    Python tries the left operand's in-place method first (``a += x``), then its binary method;
+    the right operand's reflected method comes next when the left is a number, whose own method
+    gives up on an unknown type (an array's would broadcast over the object instead: left to
+    the rule)."""
     names = _OPERATOR_METHODS.get(fn) if type(fn) is types.BuiltinFunctionType else None
-    if names is None:
-        return None
+    if names is None or len(args) != 2:
+        return []
     a, b = args
     if type(a) is not Tagged:
-        method = getattr(type(a), names[0], None)
-        if type(method) is types.FunctionType and not _arrays.is_foreign_array(a):
-            return method, (a, b)  # (an array library written in Python: the rules' own)
-    elif type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
+        if _arrays.is_foreign_array(a):  # (an array library written in Python: the rules' own)
+            return []
+        found = (getattr(type(a), name, None) for name in (_INPLACE_METHODS.get(fn, ""), names[0]))
+        return [(method, (a, b)) for method in found if type(method) is types.FunctionType]
+    if type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
             not _arrays.is_foreign_array(b):
         method = getattr(type(b), names[1], None)
         if type(method) is types.FunctionType:
-            return method, (b, a)
-    return None
+            return [(method, (b, a))]
+    return []
+
+
+def _no_derivative_lost(out: Any, only_within: bool) -> bool:
+    """Whether a C function without a rule that received a differentiated value may return
+    ``out`` as a constant (docs/ad.md's exemptions): text, or pieces of it (a rendering of the
+    value, as str() gives it: json.dumps, "{}".format), or -- ``only_within``: the
+    differentiated values were elements of a container it received -- an integer or a string
+    read from the *other* elements (a sort key).  Integers or bytes made from a differentiated
+    value itself (float.as_integer_ratio, struct.pack, pickle.dumps) are not: they raise
+    MissingRuleError."""
+    inner = _innermost(out)
+    text = isinstance(inner, str) or (type(inner) in (list, tuple) and bool(inner) and
+                                      all(isinstance(part, str) for part in inner))
+    return text or (only_within and _flat(inner))
+
+
+def _not_a_number(out: Any) -> bool:
+    """Whether a function's result is no number at all: ``None``, a string, bytes."""
+    return out is None or isinstance(out, (str, bytes)) or \
+        (isinstance(out, np.ndarray) and out.dtype.kind in "SU")
+
+
+def _check_output(out: Any, api: str) -> None:
+    """A result that is no number (``None``, a string) has no derivative to take: a
+    ``TypeError``, as for ``grad`` of a list, never a zero.  (An integer or a boolean is a
+    number: the result of a piecewise-constant function, ``max(0, x)`` below 0 or ``x > 0``,
+    whose derivative is 0 -- or, at an integer point, one that carries a derivative.)"""
+    inner = _innermost(out)
+    if _not_a_number(inner):
+        got = "None" if inner is None else f"an array of {inner.dtype}" \
+            if isinstance(inner, np.ndarray) else f"a value of type {type(inner).__name__}"
+        raise TypeError(f"{api} requires a numeric output, got {got}, which has no "
+                        f"derivative")
+
+
+def _check_differentiated(out: Any, carried: bool, api: str) -> None:
+    """An integer or a truth value that carries no derivative (``int(x)``, ``x > 0``, a
+    count, a constant) is no output to differentiate: a ``TypeError``, as for ``None``, never
+    a silent zero (JAX and autograd raise too).  One that carries a derivative is a number
+    like any other: ``x * x`` at an integer point, ``max(0, x)`` (whose constant winner
+    carries a zero derivative: see the rules of ``max``)."""
+    inner = _innermost(out)
+    if not carried and isinstance(inner, (int, np.integer, np.bool_)):
+        raise TypeError(f"{api} requires a real or complex output, got a value of type "
+                        f"{type(inner).__name__} that carries no derivative (an integer or a "
+                        f"truth value made without the input: a count, a comparison, int(x))")
 
 
 def _flat(out: Any) -> bool:
@@ -187,6 +254,40 @@ def _rebuild(like: Any, items: list[Any]) -> Any:
     return kind(items)
 
 
+def python_iterable(x: Any) -> bool:
+    """Whether iterating ``x`` runs Python code (its class's ``__iter__``, or ``__getitem__``
+    where it has no ``__iter__``)."""
+    kind = type(x)
+    if kind is Tagged or not kind.__flags__ & _HEAPTYPE:
+        return False
+    method = getattr(kind, "__iter__", None)
+    if method is None:
+        method = getattr(kind, "__getitem__", None)
+    return type(method) is types.FunctionType
+
+
+def _hides_arrays(x: Any) -> bool:
+    """Whether ``x`` is a C container other than a list or tuple (``d.values()``, a deque):
+    iterated natively by ``sum``'s shim, a plain array written in place among its items would
+    be added natively, without the tangent its memory has."""
+    kind = type(x)
+    return kind not in (list, tuple, str, range, np.ndarray, Tagged) and \
+        not kind.__flags__ & _HEAPTYPE and hasattr(kind, "__iter__") and not _is_iterator(x)
+
+
+def iterate_through(ctx: Context, iterable: Any) -> Any:
+    """The items of an object iterated by Python code, iterated through ``ctx``: a C function
+    consuming it (``math.fsum(bag)``) would run that code natively, reading the heap without
+    the metadata the context keeps for it.  Both modes use it."""
+    iterator = ctx.overdub(iter, iterable)
+    while True:
+        try:
+            item = ctx.overdub(next, iterator)
+        except StopIteration:
+            return
+        yield item
+
+
 def _is_iterator(x: Any) -> bool:
     return type(x) not in (float, int, str, np.ndarray, Tagged) and hasattr(type(x), "__next__")
 
@@ -205,6 +306,49 @@ def _is_mover(fn: Any) -> bool:
     if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (set, tuple)):
         return True
     return getattr(fn, "__module__", None) in _MOVING_MODULES
+
+
+def _own_precision(x: Any) -> Any:
+    """The dtype of directions for input ``x``: its own if it is a float or complex one (a
+    float32 input's Jacobian is float32, as JAX's and reverse mode's), float for integers."""
+    dtype = np.result_type(x)
+    return dtype if dtype.kind in "fc" else np.result_type(dtype, float)
+
+
+def _restated(fn: Any) -> Any:
+    """Reverse mode's Python restatement of a NumPy method without a rule, differentiated
+    through: ``np.add.at(a, i, v)`` (a scatter-add), ``x[0].item()``; None if there is none."""
+    from ._reverse import _METHODS, _ufunc_at
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, np.ufunc) and fn.__name__ == "at":
+        return functools.partial(_ufunc_at, fn.__self__)
+    if isinstance(fn, _C_METHODS) and issubclass(fn.__objclass__, (np.ndarray, np.generic)):
+        return _METHODS.get(fn.__name__)
+    return None
+
+
+def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str) -> Any:
+    """``value``, read as ``d[x]`` for a differentiated key ``x``.  A plain float (complex,
+    inexact array) there was stored before this derivative -- a memo of earlier results,
+    say, read back for an equal key -- and has no derivative with respect to the key: that is
+    MissingRuleError, not a silent constant.  Values written during the derivative carry
+    theirs; other values (text, integers, objects) pass."""
+    if type(value) is Tagged or carries(value):
+        return value  # (differentiated here, or by a context this derivative runs in)
+    plain = _innermost(value)
+    if isinstance(plain, (float, complex, np.inexact)) or (
+            isinstance(plain, np.ndarray) and plain.dtype.kind in "fc"):
+        raise _rules.MissingRuleError(
+            f"a dict item looked up by a differentiated key holds a plain number (stored "
+            f"before this {mode}-mode derivative began: a cache of earlier results?), which "
+            f"has no derivative with respect to the key; compute it under the derivative, or "
+            f"key the cache by something else")
+    return value
+
+
+def _reverse_rules_only(fn: Any) -> bool:
+    """A Python function with reverse rules (``defvjp``) and no forward rule: forward mode
+    differentiates its body (a C function would need the rule: MissingRuleError)."""
+    return type(fn) is types.FunctionType and not any(_rules.jvp_rules(fn) or ())
 
 
 def _method_of(kind: type, name: str) -> Any:
@@ -279,7 +423,7 @@ class ForwardContext(Context):
         container of plain values and one of tangents (None for plain elements)."""
         kind = type(x)
         if kind is Tagged and x.owner() is self and not (
-                self.arrays and isinstance(x.value, np.ndarray)):
+                self.arrays and isinstance(_innermost(x.value), np.ndarray)):
             return x.value, x.meta  # the common case: this context's layer outermost
         if kind in (float, int, complex, bool):
             return x, None
@@ -302,12 +446,21 @@ class ForwardContext(Context):
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if fn is getattr:
             return bool(args) and self._carries(args[0])
+        if fn is setattr and _reshapes(self, args):
+            return True  # a.shape = s reshapes the array in place: its tangent too
         if fn is operator.getitem:
-            return bool(args) and self._carries(args[0])
+            return bool(args) and (self._carries(args[0]) or (
+                len(args) == 2 and isinstance(args[0], dict) and self._carries(args[1])))
         if fn is operator.setitem:
             return self._writes(args)
+        if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
+                type(args[1]) in (list, tuple):  # L += items is L.extend(items) (an array's
+            return self.is_primitive(args[0].extend, args[1])  # __radd__ answers first)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
             receiver = fn.__self__
+            if type(receiver) is list and fn.__name__ == "extend" and args and \
+                    self._differentiated_array(args[0]):
+                return True  # extended by the array's differentiated rows
             if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
                     any(map(self._carries_within, args))
                     or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
@@ -317,25 +470,37 @@ class ForwardContext(Context):
                 return True  # a differentiated default, which the core would strip
             # the core keeps the metadata of list and dict members; a copy is ours to make
             return fn.__name__ == "copy" and id(receiver) in self.lists
+        if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
+            return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
         if not direct:
-            if not any(map(_sequence_or_iterator, args)) or (
+            if id(fn) in CONSUMERS and any(map(python_iterable, args)):
+                return True  # math.fsum(bag): the bag is iterated through the context
+            if fn is sum and self.arrays and args and _hides_arrays(args[0]):
+                return True  # sum(d.values()): a plain array written in place among them
+            if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                    _rules.jvp_rules(fn) is None and not can_recurse(self, fn, *args, **kwargs):
+                return True  # C code that calls back into Python: see _callbacks.call_guarded
+            given = (*args, *kwargs.values()) if kwargs else args  # (range=(lo, hi) too)
+            if not any(map(_sequence_or_iterator, given)) or (
                     id(fn) in _OPERATORS
-                    and not any(isinstance(_innermost(a), np.ndarray) for a in args)):
-                return False  # (an operator takes a list as an array only beside an array)
-            if not any(map(self._carries_within, args)):
+                    and not any(isinstance(_innermost(a), _ARRAY_OPERANDS) for a in args)):
+                return False  # (an operator takes a list as an array only beside an array
+                # or a NumPy float: np.float64(2.0) - [s, t]; np.int64(2) * [s] repeats it)
+            if not any(map(self._carries_within, given)):
                 # an iterator may yield differentiated values: a C function consuming it
                 # natively would drop their tangents (see _consume)
                 return any(map(_is_iterator, args)) and not (
                     isinstance(fn, _PYTHON_CODE) or _is_mover(fn)
-                    or id(fn) in _INDIFFERENT or _rules.is_nondifferentiable(fn)
+                    or id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL
+                    or _rules.is_nondifferentiable(fn)
                     or isinstance(getattr(type(fn), "__call__", None), types.FunctionType)
                     or can_recurse(self, fn, *args, **kwargs))
-        if (_rules.jvp_rules(fn) is not None or _rules.is_nondifferentiable(fn)
-                or type(fn) is custom_jvp or fn is _tolist):
+        if ((_rules.jvp_rules(fn) is not None and not _reverse_rules_only(fn))
+                or _rules.is_nondifferentiable(fn) or type(fn) is custom_jvp or fn is _tolist):
             return True
-        if type(fn) is types.MethodType and _rules.jvp_rules(fn.__func__) is not None:
-            return True
+        if _rules.method_with_rules(fn, _rules.jvp_rules) is not None:
+            return True  # model.energy(x), a.dot(y): the method's rules (see execute)
         if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL:
             return False
         # Python code (recursed into, or run natively with its tags) vs a C function, which
@@ -352,6 +517,8 @@ class ForwardContext(Context):
         classic prompt): its arithmetic on tagged values would silently drop their tangents,
         so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
         receive tagged values and are left alone."""
+        if _callbacks.compiled_method(fn):
+            return True  # (C code: a rule, or MissingRuleError)
         target = fn.__func__ if type(fn) is types.MethodType else fn
         if type(target) is not types.FunctionType or is_opaque(target):
             return False
@@ -373,31 +540,56 @@ class ForwardContext(Context):
             return self._carries_within(value) or self._carries(container)
         if type(target) is list and self._carries_within(value):
             self.lists.add(id(target))
+            return type(args[1]) is slice and self._differentiated_array(value)
         return False
+
+    def _differentiated_array(self, x: Any) -> bool:
+        """Whether ``x`` is an array (not a number) with a tangent here."""
+        return self._carries(x) and np.ndim(_innermost(x)) > 0
 
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if fn is getattr:
             return self._attribute(*args)
+        if fn is setattr and _reshapes(self, args):
+            return self._set_shape(*args)
         if fn is operator.setitem:
             return self._write(*args)
+        if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
         if fn is operator.getitem and type(args[0]) is not Tagged:
             return self._read(*args)
         if type(fn) is custom_jvp:
             return self._custom(fn, args, kwargs)
         if fn is _tolist:
             return self._tolist(*args)
-        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is list:  # lst.copy()
-            return self._reveal(fn.__self__)
+        standin = _rules.standin(fn, _rules.jvp_rules)
+        if standin is not None:
+            return recurse(self, standin, *args, **kwargs)
+        if fn is np.copyto:  # a write: the tangents of dst's memory follow it
+            return recurse(self, _copyto, *args, **kwargs)
+        if id(fn) in _RESTATED and _rules.jvp_rules(fn) is None:
+            from ._reverse import _REPLACEMENTS  # in-place NumPy functions restated as writes
+            return recurse(self, _REPLACEMENTS[id(fn)][1], *args, **kwargs)
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.jvp_rules(fn) is None and not any(map(self._carries_within, args)):
+            return _callbacks.call_guarded(self, fn, args, kwargs, self._carries_within,
+                                           "forward", self.fallback)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is list:
+            if fn.__name__ == "extend":  # lst.extend(a), for a differentiated array a
+                return self.overdub(fn, self._rows(args[0]))
+            return self._reveal(fn.__self__)  # lst.copy()
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is dict:  # d.get(key, default)
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
-        if type(fn) is types.MethodType:
+        method = _rules.method_with_rules(fn, _rules.jvp_rules)
+        if method is not None:  # a.dot(y) is np.ndarray.dot(a, y), as Python runs it
+            fn, args = method[0], (method[1], *args)
+        elif type(fn) is types.MethodType:
             fn, args = fn.__func__, (fn.__self__, *args)
         if type(fn) is types.BuiltinFunctionType and len(args) == 2:
-            user = _user_operator(fn, args)  # Money() * x: the class's own method, run
-            if user is not None:
-                out = recurse(self, user[0], *user[1])
+            for method, operands in _user_operator(fn, args):  # Money() * x: the class's
+                out = recurse(self, method, *operands)  # own method, run
                 if out is not NotImplemented:
                     return out
         if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (np.ndarray, np.generic)):
@@ -413,20 +605,31 @@ class ForwardContext(Context):
         if rules is None and not _rules.is_nondifferentiable(fn):
             if _is_mover(fn):
                 return self._move(fn, args, kwargs)
+            restated = _restated(fn)
+            if restated is not None:  # (through the context: np.squeeze is a C dispatcher
+                return self.overdub(restated, *args, **kwargs)  # with rules, not code)
             implementation = getattr(fn, "_implementation", None)
             if type(implementation) is types.FunctionType and type(fn) is not types.FunctionType:
                 # a NumPy function without a rule (np.real_if_close, np.gradient): its own
                 # Python code, differentiated through (as reverse mode does)
                 return recurse(self, implementation, *args, **kwargs)
+        if id(fn) in CONSUMERS:
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
+                         for a in args)
+        elif fn is sum and args and _hides_arrays(args[0]):
+            args = (list(args[0]), *args[1:])  # its items, each with its tangent
         if any(map(_is_iterator, args)):
             args = tuple(self._consume(fn, rules, a) if _is_iterator(a) else a for a in args)
         return self._apply(fn, rules, args, kwargs)
+
 
     def _consume(self, fn: Any, rules: tuple[Any, ...] | None, iterator: Any) -> Any:
         """An iterator argument of a C function: a list for the rule of a builtin or ``math``
         function that consumes it (``math.fsum(x * k for k in ks)``); for any other function
         an iterator that raises :class:`MissingRuleError` at the first differentiated item,
         since the function would consume it natively and drop the tangent."""
+        if python_iterable(iterator):  # its __next__ is Python: run through the context
+            iterator = iterate_through(self, iterator)
         if rules is not None and getattr(fn, "__module__", None) in ("builtins", "math",
                                                                      "cmath"):
             return list(iterator)
@@ -451,35 +654,34 @@ class ForwardContext(Context):
         split = [self._split(a) for a in args]
         if any(type(t) in (list, tuple) for _, t in split) and \
                 takes_arrays(fn, [p for p, _ in split]):
-            # a list of numbers is an array to NumPy: to its rule too, tangent included
-            split = [(run(np.asarray, p), run(as_array_tangent, t, p))
-                     if type(t) in (list, tuple) and array_like(p) else (p, t) for p, t in split]
+            split = [self._as_arrays(fn, p, t) if type(t) in (list, tuple) else (p, t)
+                     for p, t in split]
         primals = [p for p, _ in split]
         carried = [i for i, (_, t) in enumerate(split) if t is not None]
         target = _inplace_target(fn, primals, plain_kwargs) \
             if plain_kwargs or id(fn) in _INPLACE else None
         if _rules.is_nondifferentiable(fn) or not (carried or differentiated_kwargs):
             out = run(fn, *primals, **plain_kwargs)
-            if target is not None and self.arrays.has(target):
-                self.arrays.put(target, None)  # overwritten by something with no derivative
+            if target is not None:  # overwritten by something with no derivative
+                out_arg = kwargs.get("out")
+                holder = out_arg[0] if type(out_arg) is tuple and len(out_arg) == 1 else out_arg
+                self._write_constant(target, Ellipsis, target, holder)
             return out
         if rules is None:
             out = run(fn, *primals, **plain_kwargs)
-            if _flat(out):
-                return out  # piecewise constant: no derivative to lose
+            if _no_derivative_lost(out, not differentiated_kwargs and all(
+                    type(t) in (list, tuple) for _, t in split if t is not None)):
+                return out
             first = carried[0] if carried else differentiated_kwargs[0]
-            error = _rules.missing(fn, first, "forward", type(self).__name__)
-            if isinstance(fn, _PYTHON_CODE):
-                error = _rules.MissingRuleError(
-                    f"{error}; {_rules._name(fn)} is Python without source overdub can read "
-                    f"(defined by exec or at the interactive prompt), so it cannot be "
-                    f"differentiated through")
-            raise error
+            raise _rules.missing(fn, first, "forward", type(self).__name__)  # (says why, for
+            # Python code without source)
         for i in carried:
             if i >= len(rules) or rules[i] is None:
                 raise _rules.missing(fn, i, "forward", type(self).__name__)
-        before = primals if target is None else [
-            run(np.copy, p) if _innermost(p) is target else p for p in primals]
+        before = primals if target is None else [  # (y *= y[::-1]: a view of it too)
+            run(np.copy, p) if _innermost(p) is target or (
+                type(_innermost(p)) is np.ndarray and np.may_share_memory(_innermost(p), target))
+            else p for p in primals]
         out = run(fn, *primals, **plain_kwargs)
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
@@ -503,6 +705,20 @@ class ForwardContext(Context):
             self.arrays.put(target, tangent)
             return out
         return self._attach(out, tangent)
+
+    def _as_arrays(self, fn: Any, p: Any, t: Any) -> tuple[Any, Any]:
+        """A list argument ``p`` (tangent ``t``, a list) as NumPy reads it: a list of numbers,
+        or of arrays of one shape, is an array, to its rule too, with the tangent stacked
+        behind its batch dimensions; for a function that reads a sequence of arrays
+        (``np.concatenate``) each list in the sequence is one (see ``_arraylike``)."""
+        run = self.fallback
+        if stackable(p) and (array_like(p) or id(fn) not in SEQUENCE_FUNCTIONS):
+            return run(np.asarray, p), run(as_array_tangent, t, p)
+        if id(fn) not in SEQUENCE_FUNCTIONS:
+            return p, t
+        parts = [self._as_arrays(np.asarray, e, d) if type(d) in (list, tuple) else
+                 (run(np.asarray, e), d) if stackable(e) else (e, d) for e, d in zip(p, t)]
+        return type(p)(e for e, _ in parts), type(p)(d for _, d in parts)
 
     def _keywords(self, fn: Any, rules: tuple[Any, ...] | None, args: tuple[Any, ...],
                   kwargs: dict[str, Any]
@@ -548,8 +764,19 @@ class ForwardContext(Context):
                 nb = np.ndim(tangent) - np.ndim(_innermost(out))
                 items = [self._attach(o, self._row(tangent, nb, i)) for i, o in enumerate(out)]
             return _rebuild(out, items)
+        if isinstance(out, np.ndarray) and out.dtype == object:  # as reverse mode says
+            raise _rules.MissingRuleError(
+                f"a differentiated value became an object array under {type(self).__name__}: "
+                f"its elements would lose their derivatives (np.vectorize and object arrays "
+                f"are not differentiable)")
         if type(out) is not float and not _numeric(out):
             return out
+        precision = getattr(_innermost(out), "dtype", None)
+        if type(precision) in _FLOAT_DTYPES:
+            wider = getattr(_innermost(tangent), "dtype", precision)
+            if type(wider) in _FLOAT_DTYPES and wider.itemsize > precision.itemsize:
+                # a tangent in its value's precision (float32 stays float32, as in JAX)
+                tangent = self.fallback(np.asarray, tangent, precision)
         return tag(out, self, tangent)
 
     def _row(self, tangent: Any, nb: int, i: int) -> Any:
@@ -564,6 +791,8 @@ class ForwardContext(Context):
         kind = type(_innermost(obj))
         if kind is np.ndarray and name == "tolist":
             return functools.partial(_tolist, obj)
+        if kind is np.ndarray and name == "flat":
+            return _Flat(obj)
         if _arrays.is_foreign_array_type(kind):
             return self._foreign_attribute(obj, name, default)
         method = _method_of(kind, name)
@@ -587,6 +816,14 @@ class ForwardContext(Context):
             raise _arrays.attribute_error(plain, name, "forward")
         return value
 
+    def _set_shape(self, x: Tagged, name: str, shape: Any) -> None:
+        """``x.shape = shape`` on a differentiated array: the array object takes the new shape
+        in place (for every name bound to it), so its tag's tangent is reshaped likewise."""
+        plain = untag(x, self)
+        batch = _batch_of(x.meta, plain)
+        self.fallback(setattr, plain, name, shape)
+        x.meta = self.fallback(np.reshape, x.meta, batch + np.shape(_innermost(plain)))
+
     def _tolist(self, x: Any) -> Any:
         plain, tangent = self._split(x)
         return self._attach(self.fallback(np.ndarray.tolist, plain), tangent)
@@ -594,13 +831,31 @@ class ForwardContext(Context):
     # -- arrays changed in place ----------------------------------------------------------------
     def _write(self, container: Any, key: Any, value: Any) -> None:
         """``array[key] = value``: the array gets the plain value, its tangent the value's."""
+        if type(container) is list:  # lst[i:j] = a: the array's differentiated rows
+            self.overdub(operator.setitem, container, key, self._rows(value))
+            return
         target = untag(container, self)
         if _arrays.is_foreign_array(_innermost(target)):
             raise _arrays.write_error(_innermost(target), "forward")
         plain_key = untag(key, self)
         plain, dvalue = self._split(value)
         self.fallback(operator.setitem, target, plain_key, plain)
-        self.arrays.write(_innermost(target), plain_key, dvalue, plain)
+        array = _innermost(target)
+        if dvalue is None:
+            self._write_constant(array, plain_key, plain, container)
+        else:
+            self.arrays.write(array, plain_key, dvalue, plain)
+
+    def _write_constant(self, array: np.ndarray, key: Any, value: Any, holder: Any) -> None:
+        """``array[key] = value`` happened with a ``value`` without derivative: the written
+        elements' tangent is zero.  Where ``holder`` (the array as the code named it) carries
+        this context's tag, the array's memory must remember it (the tag has the old one)."""
+        if self.arrays.has(array) or not self._mine(holder):
+            self.arrays.write(array, key, None, value)
+            return
+        batch = _batch_of(metadata(holder, self), array)
+        self.arrays.write(array, key, np.zeros(batch + np.shape(_innermost(value)),
+                                               _dtype(array)), value)
 
     def _read(self, container: Any, key: Any) -> Any:
         """``array[key]`` of an array changed in place: its tangent is read at ``key``."""
@@ -621,6 +876,9 @@ class ForwardContext(Context):
         if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims
             return recurse(self, fn, *args, **kwargs)
         if any(map(self._carries, args)) or any(map(self._carries, kwargs.values())):
+            if fn is dict and args and type(args[0]) is dict:
+                # dict(d, y=t): d's members tagged again (the core keeps their metadata)
+                args = (dict(self.fallback(args[0].items)), *args[1:])
             return fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
         return self.fallback(fn, *args, **kwargs)
 
@@ -670,8 +928,20 @@ def _zero(x: Any, batch: tuple[int, ...]) -> Any:
     if _arrays.is_foreign_array(x):
         return _arrays.zeros(x, batch)
     if isinstance(x, np.ndarray) or batch:
-        return np.zeros(batch + np.shape(x), np.result_type(x, float))
+        return np.zeros(batch + np.shape(x), np.result_type(x, 0.0))
     return 0j if isinstance(x, complex) else 0.0
+
+
+def _reshapes(ctx: ForwardContext, args: tuple[Any, ...]) -> bool:
+    """Whether ``setattr(*args)`` is ``a.shape = s`` for an array ``a`` tagged by ``ctx``."""
+    return len(args) == 3 and args[1] == "shape" and type(args[0]) is Tagged and \
+        args[0].owner() is ctx and isinstance(_innermost(args[0]), np.ndarray)
+
+
+def _batch_of(tangent: Any, x: Any) -> tuple[int, ...]:
+    """The batch dimensions of ``tangent``, the tangent of ``x`` (those in front of its own)."""
+    shape: tuple[int, ...] = np.shape(_innermost(tangent))
+    return shape[:len(shape) - np.ndim(_innermost(x))]
 
 
 def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callable[[Any], bool]
@@ -781,6 +1051,46 @@ def _inplace_target(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> 
 def _foreign_method(method: Any, *args: Any, **kwargs: Any) -> Any:
     """A method of a differentiated array of another namespace with no NumPy counterpart."""
     raise _rules.missing(method, 0, "forward", ForwardContext.__name__)
+
+
+class _Flat:
+    """``a.flat`` of a differentiated array ``a``.  NumPy's flat iterator reads and writes the
+    array's memory natively, so its elements would lose their tangents; this stand-in is
+    Python code, which the context runs: elements by their index into ``a`` raveled."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return int(np.size(self.base))
+
+    def __iter__(self) -> Any:
+        return iter(np.ravel(self.base))
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.ravel(self.base)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        base = self.base
+        base[np.unravel_index(np.arange(np.size(base))[key], np.shape(base))] = value
+
+    def copy(self) -> Any:
+        return np.ravel(self.base).copy()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return np.ravel(self.base)
+
+
+def _copyto(dst: Any, src: Any, casting: Any = "same_kind", where: Any = True) -> None:
+    """``np.copyto`` as the element write it is (run by the context, which follows writes
+    into arrays), after NumPy's own check of the cast."""
+    if not np.can_cast(np.result_type(src), np.result_type(dst), casting):
+        raise TypeError(f"Cannot cast array data from {np.result_type(src)} to "
+                        f"{np.result_type(dst)} according to the rule {casting!r}")
+    if where is True:
+        dst[...] = src
+    else:
+        dst[...] = np.where(where, src, dst)
 
 
 def _tolist(x: Any) -> Any:
@@ -915,12 +1225,43 @@ def _memory_slots(a: np.ndarray, owner: np.ndarray) -> np.ndarray:
 
 
 def _dtype(a: np.ndarray) -> Any:
-    return np.result_type(a.dtype, float)
+    return np.result_type(a.dtype, 0.0)
 
 
 
 
 # -- the API -----------------------------------------------------------------------------------
+
+# overdub_ad's own code: its frames leave the traceback of an error as it leaves a public entry
+# point, as the core's leave it as it leaves a run (OVERDUB_TRACEBACK_FILTERING=off keeps them)
+_OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _entry(fn: _F) -> _F:
+    """``fn``, a public entry point (``grad(f)``'s gradient), hiding overdub_ad's frames from
+    the traceback of an error it raises: the user reads their own lines, not the engine's."""
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            hide_machinery(exc, _OWN_CODE)
+            raise
+    return entry  # type: ignore[return-value]
+
+
+def _forward_entry(fn: _F) -> _F:
+    """:func:`_entry` for forward mode's nestable entry points (``jvp``, ``derivative``): a
+    code of their own, since the specialised forward mode marks nestable ones by their code."""
+    @functools.wraps(fn)
+    def forward_entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            hide_machinery(exc, _OWN_CODE)
+            raise
+    return forward_entry  # type: ignore[return-value]
+
 
 def _seed(ctx: ForwardContext, x: Any, dx: Any) -> Any:
     if not _numeric(x):
@@ -949,29 +1290,44 @@ def _revealed(ctx: ForwardContext, tree: Any) -> Any:
         return tuple(_revealed(ctx, e) for e in tree)
     if kind is dict:
         return {k: _revealed(ctx, ctx.fallback(operator.getitem, tree, k)) for k in tree}
-    return tree
+    return reveal_node(tree, ctx.overdub, lambda child: _revealed(ctx, child))  # a dataclass...
 
 
 @opaque
-def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any) -> Any:
+def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
+                     ) -> tuple[Any, dict[int, Any]]:
     """``f(*args)`` under ``ctx``, its output revealed while the run still holds the heap's
-    metadata (the core keeps it for the run only).  Called inside ``ctx``'s run: the call of
-    ``f`` is one more step of it (``ctx.overdub``), not a new run."""
+    metadata (the core keeps it for the run only); and, by ``id``, the tangents of its leaves
+    that are arrays written in place, read while the run lasts too, so that an enclosing
+    derivative sees those reads.  Called inside ``ctx``'s run: the call of ``f`` is one more
+    step of it (``ctx.overdub``), not a new run."""
     out = ctx.overdub(f, *args)
-    return out if callable(out) and not _numeric(out) else _revealed(ctx, out)
+    if callable(out) and not _numeric(out):
+        return out, {}
+    out = _revealed(ctx, out)
+    written = {id(y): ctx._tangent(y) for y in flatten(out)[0]
+               if ctx.arrays and isinstance(_innermost(y), np.ndarray)
+               and ctx.arrays.has(_innermost(y))}
+    return out, written
 
 
 def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
-         batch: tuple[int, ...] = ()) -> tuple[Any, Any]:
-    specialised = _forward_dual.jvp(f, primals, tangents, batch)  # scalar code: its dual
-    if specialised is not None:
-        return specialised
-    return _general_jvp(f, primals, tangents, batch)
+         batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
+    if _routes.enabled("forward-dual"):
+        specialised = _forward_dual.jvp(f, primals, tangents, batch)  # scalar code: its dual
+        if specialised is not None:
+            _routes.ran("forward-dual", f)
+            return specialised
+        _routes.declined("forward-dual", "not scalar code of numbers that the dual pass "
+                         "handles, or run inside a context", f)
+    _routes.ran(_routes.REFERENCE, f, "forward mode")
+    return _general_jvp(f, primals, tangents, batch, api)
 
 
 def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
-                 batch: tuple[int, ...] = ()) -> tuple[Any, Any]:
-    """:func:`_jvp` by the general mode: tagged values in a fresh :class:`ForwardContext`."""
+                 batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
+    """:func:`_jvp` by the general mode: tagged values in a fresh :class:`ForwardContext`
+    (``api`` names the entry point in errors)."""
     ctx = ForwardContext()
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
@@ -980,7 +1336,7 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     seeded = unflatten(tree, [x if dx is None else _seed(ctx, x, dx)
                               for x, dx in zip(leaves, dleaves)])
     try:
-        out = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
+        out, written = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
     finally:
         _untag_bindings(ctx, f)
     if callable(out) and not _numeric(out):
@@ -988,9 +1344,12 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
         return out, _FunctionDerivative(f, primals, tangents)
     outs, otree = flatten(out)
     _untag_bindings(ctx, *outs)
+    if len(outs) == 1 and outs[0] is out:
+        _check_differentiated(out, ctx._tangent(out) is not None or id(out) in written, api)
     values = [untag(y, ctx) for y in outs]
     derivs = [_FunctionDerivative(_output_leaf(f, i), primals, tangents)
-              if callable(y) and not _numeric(y) else _tangent_of(ctx, y, batch)
+              if callable(y) and not _numeric(y) else
+              written[id(y)] if id(y) in written else _tangent_of(ctx, y, batch)
               for i, y in enumerate(outs)]
     return unflatten(otree, values), unflatten(otree, derivs)
 
@@ -1003,6 +1362,7 @@ def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
 
 @_forward_dual.nestable
 @opaque
+@_forward_entry
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         ) -> tuple[Any, Any]:
     """``(f(*primals), J_f(primals) @ tangents)``: value and directional derivative.
@@ -1024,6 +1384,23 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp(f, primals, tangents): primals and tangents must be tuples or lists "
                         "with one entry per argument of f")
+    leaves, tree = flatten(list(primals))
+    dleaves, dtree = flatten(list(tangents))
+    if len(dleaves) != len(leaves):
+        raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+    batches = set()
+    for x, dx in zip(leaves, dleaves):
+        if dx is None or not _numeric(x):
+            continue
+        shape, dshape = np.shape(x), np.shape(dx)
+        batch = len(dshape) - len(shape)  # leading directions (see above)
+        if batch < 0 or dshape[batch:] != shape:
+            raise ValueError(f"jvp: a tangent of shape {dshape} for a primal of shape {shape} "
+                             f"(the shapes must match, after any leading batch dimensions)")
+        batches.add(dshape[:batch])
+    if len(batches) > 1:
+        raise ValueError(f"jvp: the tangents' leading batch dimensions differ: "
+                         f"{sorted(batches)}")
     return _jvp(f, tuple(primals), tuple(tangents))
 
 
@@ -1035,13 +1412,16 @@ class _FunctionDerivative:
         self.f, self.primals, self.tangents = f, primals, tangents
 
     @opaque
+    @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f = self.f
-        return _jvp(lambda *xs: f(*xs)(*args, **kwargs), self.primals, self.tangents)[1]
+        return _jvp(lambda *xs: f(*xs)(*args, **kwargs), self.primals, self.tangents,
+                    api="derivative")[1]
 
 
 @_forward_dual.nestable
 @opaque
+@_forward_entry
 def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
 
@@ -1060,25 +1440,31 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     if not callable(f):
         raise TypeError(f"derivative: f must be callable, got {f!r}")
     if x is None:
-        return _forward_dual.nestable(functools.wraps(f)(opaque(lambda x: derivative(f, x))))
+        return _forward_dual.nestable(functools.wraps(f)(opaque(_forward_entry(
+            lambda x: derivative(f, x)))))
     if type(x) is float:  # the common case, without the questions arrays need
-        specialised = _forward_dual.jvp(f, (x,), (1.0,), ())
-        return (specialised or _general_jvp(f, (x,), (1.0,)))[1]
+        out, tangent = _jvp(f, (x,), (1.0,), api="derivative")
+        if type(out) is not float:
+            _check_output(out, "derivative")
+        return tangent
     plain = _innermost(x)
     one: Any
     if isinstance(plain, np.ndarray):
-        one = np.ones(plain.shape, np.result_type(plain, float))
+        one = np.ones(plain.shape, _own_precision(plain))
     elif _arrays.is_foreign_array(plain):  # in the array's namespace
         one = _arrays.one_like(plain if _arrays.kind(plain) in "fc" else _arrays.to_float(plain))
     else:
         one = 1.0 + 0j if isinstance(plain, complex) else 1.0
-    return _jvp(f, (x,), (one,))[1]
+    out, tangent = _jvp(f, (x,), (one,), api="derivative")
+    _check_output(out, "derivative")
+    return tangent
 
 
 D = derivative
 
 
 @opaque
+@_entry
 def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
            chunk: int | None = None) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
@@ -1096,52 +1482,93 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     """
     if not callable(f):
         raise TypeError(f"jacfwd: f must be callable, got {f!r}")
+    from ._reverse import check_argnums
+    check_argnums("jacfwd", argnums)
     multiple = isinstance(argnums, tuple)
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     if chunk is not None and chunk < 1:
         raise ValueError(f"jacfwd: chunk must be a positive number of directions, got {chunk}")
 
     @opaque
+    @_entry
     def jacobian(*args: Any) -> Any:
         for num in nums:
             if not -len(args) <= num < len(args):
                 raise IndexError(f"jacfwd: argnums {num} is out of range for {len(args)} "
                                  f"arguments")
-        results = tuple(_jacobian_wrt(f, args, num, chunk) for num in nums)
-        return results if multiple else results[0]
+        if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
+            raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
+        results = [_jacobian_wrt(f, args, num, chunk) for num in nums]
+        if not multiple:
+            return results[0]
+        # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
+        # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
+        flat = [flatten(r) for r in results]
+        return unflatten(flat[0][1], [tuple(per_arg) for per_arg in
+                                      zip(*[leaves for leaves, _ in flat])])
 
     return jacobian
 
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
                   chunk: int | None) -> Any:
-    """The Jacobian with respect to ``args[num]``, ``ceil(n / chunk)`` forward passes, each
-    pushing a block of unit directions as one batched tangent."""
-    plain = _innermost(args[num])
+    """The Jacobian with respect to ``args[num]``.  For a pytree argument (a tuple, dict,
+    named tuple, dataclass...) one Jacobian per leaf, arranged as JAX arranges them: the
+    output's structure outside, the argument's inside."""
+    leaves, tree = flatten(args[num])
+    if len(leaves) == 1 and leaves[0] is args[num]:  # a number or an array
+        return _jacobian_leaf(f, args, num, chunk, leaves[0], lambda seed: seed)
+    per_leaf: list[Any] = []
+    for j, leaf in enumerate(leaves):
+        if leaf is None:  # an empty pytree, as in JAX: nothing to differentiate, None for it
+            per_leaf.append(None)
+            continue
+
+        def place(seed: Any, j: int = j) -> Any:  # the direction on leaf j, none elsewhere
+            return unflatten(tree, [seed if i == j else None for i in range(len(leaves))])
+        per_leaf.append(flatten(_jacobian_leaf(f, args, num, chunk, leaf, place)))
+    found = [jac for jac in per_leaf if jac is not None]
+    if not found:
+        raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
+    outputs, out_tree = found[0]
+    per_leaf = [([None] * len(outputs), out_tree) if jac is None else jac for jac in per_leaf]
+    return unflatten(out_tree, [unflatten(tree, [jac[0][i] for jac in per_leaf])
+                                for i in range(len(outputs))])
+
+
+def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk: int | None,
+                   leaf: Any, place: Callable[[Any], Any]) -> Any:
+    """The Jacobian with respect to ``leaf`` of ``args[num]`` (``place`` puts a block of
+    directions for it into a tangent of the argument), ``ceil(n / chunk)`` forward passes,
+    each pushing a block of unit directions as one batched tangent."""
+    plain = _innermost(leaf)
     if not _numeric(plain):
-        raise TypeError(f"jacfwd: argument {num} is a {type(plain).__name__}, expected a float, "
-                        f"complex number or array")
+        raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
+                        f"expected a float, complex number or array")
     shape = np.shape(plain)
     n = int(np.prod(shape, dtype=int))
     k = n if chunk is None else max(1, min(chunk, n))
     foreign = _arrays.is_foreign_array(plain)
-    dtype = None if foreign else np.result_type(plain, float)
+    dtype = None if foreign else _own_precision(plain)
     blocks, tree, ctx = [], None, None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
         tangents: list[Any] = [None] * len(args)
         if foreign:  # the directions live in the argument's namespace
-            tangents[num] = _arrays.directions(plain, start, stop)
+            tangents[num] = place(_arrays.directions(plain, start, stop))
         else:
             seed = np.zeros((stop - start, n), dtype)
             seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
-            tangents[num] = seed.reshape((stop - start,) + shape)
-        _, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,))
+            tangents[num] = place(seed.reshape((stop - start,) + shape))
+        out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
+                            api="jacfwd")
+        _check_output(out, "jacfwd")
         leaves, tree = flatten(tangent)
         blocks.append(leaves)
     ctx = ForwardContext()  # routes the assembly through any enclosing context
     jacobians = [_FunctionJacobian(_output_leaf(f, i), args, num, chunk)
                  if isinstance(blocks[0][i], _FunctionDerivative)
+                 else None if blocks[0][i] is None  # an output leaf None (an empty pytree)
                  else overdub(ctx, _assemble, [b[i] for b in blocks], shape)
                  for i in range(len(blocks[0]))]
     assert tree is not None  # the loop ran at least once
@@ -1157,6 +1584,7 @@ class _FunctionJacobian:
         self.f, self.args, self.num, self.chunk = f, args, num, chunk
 
     @opaque
+    @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f = self.f
         return _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args, self.num,
@@ -1213,6 +1641,11 @@ class custom_jvp:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fun(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
+        (as for any function; JAX's wrappers do the same)."""
+        return self if instance is None else functools.partial(self, instance)
 
     def __repr__(self) -> str:
         return f"<custom_jvp {_rules._name(self.fun)}>"

@@ -233,6 +233,14 @@ _TANGENTS: dict[Any, Callable[..., Any]] = {
 }
 
 
+# the operators whose shipped rules the dual code and _TANGENTS write out: while the user has
+# registered a rule of their own for one of them, the general mode (which applies it) runs
+_WRITTEN_OUT = frozenset(map(id, (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.neg,
+    operator.pos, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ipow)))
+
+
 def _dual2(op: Any, a: Any, b: Any) -> Any:
     """``op(a, b)`` with at least one dual operand: dual arithmetic at the newest level."""
     if a.__class__ is Tagged or b.__class__ is Tagged:
@@ -523,6 +531,9 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         return _result(f(*plain, **(kwargs or {})))
     rules = _rules.jvp_rules(f)
     if rules is not None and _pure_callable(f):
+        if kwargs and any(_dual_function(v) for v in kwargs.values()) or \
+                any(_dual_function(a) for a in args):
+            raise _Deopt  # min(xs, key=lambda v: ...): a dual, which C code cannot call
         return _call_rules(level, f, rules, args, dargs, kwargs or {})
     pure: Any = _PURE_CALLS.get(id(f))
     if pure is f and all(map(_zero, dargs)) and not any(callable(a) for a in args):
@@ -559,6 +570,10 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     carried = []
     for i, (a, d) in enumerate(zip(args, dargs)):
         if _numberlike(a) or a.__class__ is tuple:
+            if d.__class__ is tuple and _batched(d):
+                if f not in _CONSTRUCTORS and (_nested(d) or _numpy_callable(f)):
+                    raise _Deopt  # NumPy reads the tuple as an array: the general mode's
+                dargs = dargs[:i] + (_container_tangent(d),) + dargs[i + 1:]
             if d is not None:
                 carried.append(i)
         elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
@@ -591,6 +606,31 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     if out.__class__ is tuple:  # several outputs: None stands for a zero tangent
         tangent = tuple(0.0 if t is None else t for t in tangent)
     return out, tangent
+
+
+# NumPy functions whose rules read a tuple argument's tangents as a container
+_CONSTRUCTORS = frozenset((np.array, np.asarray, np.asanyarray))
+
+
+def _batched(d: tuple[Any, ...]) -> bool:
+    """Whether the tuple tangent ``d`` holds batched tangents (arrays of directions)."""
+    return any(e.__class__ is np.ndarray or (e.__class__ is tuple and _batched(e)) for e in d)
+
+
+def _nested(d: tuple[Any, ...]) -> bool:
+    return any(e.__class__ is tuple for e in d)
+
+
+def _numpy_callable(f: Any) -> bool:
+    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+
+
+def _container_tangent(d: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A tuple argument's batched tangents as the rules read them: a number's 0.0 -- a
+    constant's -- is None, a zero of whatever batch the others have; as a number it would set
+    the batch of the whole tangent to none."""
+    return tuple(None if (e.__class__ is float or e.__class__ is int) and e == 0 else e
+                 for e in d)
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -685,7 +725,7 @@ def _own_rules(f: types.FunctionType) -> bool:
     On every call of a Python function: the tables are read directly (an entry left by a dead
     function whose id ``f`` reuses only sends ``f`` to the general mode)."""
     key = id(f)
-    return (key in _rules._TABLE or key in _rules._NONDIFFERENTIABLE
+    return (key in _rules._TABLE or key in _rules._NONDIFFERENTIABLE or key in _rules._STANDINS
             or f.__dict__.get("__overdub_opaque__", False))
 
 
@@ -717,6 +757,11 @@ def _shared(f: types.FunctionType) -> types.FunctionType:
         return g
     _SHARED[id(code)] = f
     return f
+
+
+def _dual_function(x: Any) -> bool:
+    """Whether ``x`` is a function defined in specialised code (see :func:`_is_dual`)."""
+    return x.__class__ is types.FunctionType and _is_dual(x)
 
 
 def _is_dual(f: types.FunctionType) -> bool:
@@ -815,6 +860,7 @@ def _specialising() -> _Specialising:
 
 
 _LEAVES = frozenset((float, int, complex, _Dual))
+_INTEGRAL = (int, np.integer, np.bool_)
 _TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None)))
 
 
@@ -834,7 +880,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     ``jvp`` it never returns None: it raises :class:`_Deopt` for the outermost to handle."""
     local = _LOCAL
     depth = local.depth
-    if f.__class__ is not types.FunctionType:
+    if f.__class__ is not types.FunctionType or (_rules.overridden and
+                                                 _rules.any_overridden(_WRITTEN_OUT)):
         if depth:
             raise _Deopt
         return None
@@ -880,6 +927,12 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
         if out.__class__ is float and dout.__class__ is float and not batch:
             return out, dout
+        if isinstance(out, _INTEGRAL) and _zero(dout):
+            # a constant, or a differentiated integer whose tangent is 0 (max(0, x) below
+            # 0): the dual cannot tell them apart, the general mode can (see _check_differentiated)
+            if depth:
+                raise _Deopt
+            return None
         return _outputs(level, out, dout, batch)
     except _Deopt:
         if depth:
@@ -944,7 +997,7 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
 def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:
     v = _plain(v)
     if batch or isinstance(v, np.ndarray):
-        return np.zeros(batch + np.shape(v), np.result_type(v, float))
+        return np.zeros(batch + np.shape(v), np.result_type(v, 0.0))
     return 0j if isinstance(v, complex) else 0.0
 
 

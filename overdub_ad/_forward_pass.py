@@ -611,8 +611,10 @@ class _Function:
 
     @staticmethod
     def _literal_exponent(b: _Val) -> bool:
-        return (isinstance(b.p, ast.Constant) and type(b.p.value) in (int, float)
-                and b.p.value != 0)
+        """``x ** c`` written out for a literal ``c >= 1``; below 1 the slope at ``x == 0`` is
+        infinite (the rule's value, with its own derivative), which the helper applies."""
+        return (isinstance(b.p, ast.Constant) and isinstance(b.p.value, (int, float))
+                and type(b.p.value) is not bool and b.p.value >= 1)
 
     def expanded(self, op: ast.operator, a: _Val, b: _Val, t: str) -> list[ast.stmt]:
         """``t = a op b`` and its tangent, for floats and ints: the rule tables' expressions

@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _rules
+from . import _routes, _rules
+from ._forward import _reverse_rules_only
 from ._hvp_compiled import DECLINED, compiled_hvp
 from ._pytree import flatten, unflatten
 from ._reverse import (_NP_UNSTACK, _POW_CONSTANT, _WRITE_VJPS, _cast, _forward, _innermost,
-                       _unbroadcast, _vjps, _write, _zeros_like)
+                       _read_as_array, _unbroadcast, _vjps, _write, _zeros_like)
 
 _DECLINED = object()
 
@@ -58,15 +59,21 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
         direction = np.asarray(v)
         if direction.dtype.kind in "biu":
             direction = direction.astype(float)
-        if direction.dtype.kind == "f":
+        if direction.dtype.kind == "f" and _routes.enabled("hvp-compiled"):
             result = compiled_hvp(f, x, direction)
             if result is not DECLINED:
+                _routes.ran("hvp-compiled", f)
                 return result
+            _routes.declined("hvp-compiled", "not a straight-line function of the subset, or "
+                             "a guard failed", f)
+    if not _routes.enabled("hvp-tape"):
+        return _DECLINED
     tape, (tree, plain, out_nodes), nodes = _forward(f, (x,), {}, (0,), enclosed=False,
                                                      second=True)
     leaves, _, in_nodes = nodes[0]
     if len(plain) != 1 or np.ndim(plain[0]) != 0 or np.iscomplexobj(plain[0]) or \
             out_nodes[0] is None:
+        _routes.declined("hvp-tape", "not a real scalar output, or a constant one", f)
         return _DECLINED  # not a real scalar (the nested route says so), or a constant
     tangents: dict[Any, Any] = {}
     for node, leaf, d in zip(in_nodes, leaves, vleaves):
@@ -83,11 +90,14 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
         for entry in reversed(tape):
             _pull(entry, pairs, tangents, entry_dargs)
     except _Declined:
+        _routes.declined("hvp-tape", "a custom_vjp, checkpoint, custom_jvp or reverse-only "
+                         "rule on the tape", f)
         return _DECLINED
     finally:
         tape.clear()
     result = [_cast(pairs[n][1], leaf) if n in pairs and pairs[n][1] is not None
               else _zeros_like(leaf) for n, leaf in zip(in_nodes, leaves)]
+    _routes.ran("hvp-tape", f)
     return unflatten(xtree, result)
 
 
@@ -121,7 +131,9 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
     kind = _KINDS.get(id(fn))
     d_out: Any = _GENERIC
-    if kind is not None and kind[0] is fn and kind[3] is not None:
+    if any(type(d) is list for d in dargs):  # a list's elements (np.sum([1.2, x]))
+        d_out = _forward_mode(fn, primals, kwargs, dargs)
+    elif kind is not None and kind[0] is fn and kind[3] is not None:
         d_out = kind[3](fn, primals, kwargs, out, dargs)
     if d_out is not _GENERIC:
         pass
@@ -129,13 +141,13 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
         before, index = primals[0], primals[1]
         d = np.zeros(np.shape(before), np.result_type(before, float)) if dargs[0] is None \
             else np.array(dargs[0], dtype=np.result_type(dargs[0], float))
-        if dargs[2] is not None:
-            d[index] = dargs[2]
+        # a constant written (u[0] = 0.0) has no tangent: the old one is overwritten too
+        d[index] = 0.0 if dargs[2] is None else dargs[2]
         d_out = d
-    elif any(type(d) is list for d in dargs):
-        d_out = _forward_mode(fn, primals, kwargs, dargs)
     else:
         rules = _rules.jvp_rules(fn)
+        if _reverse_rules_only(fn):
+            raise _Declined  # forward mode enters its body: the nested route does
         if rules is None:
             raise _rules.missing(fn, next(i for i, d in enumerate(dargs) if d is not None),
                                  "forward", "hvp")
@@ -193,14 +205,19 @@ def _forward_mode(fn: Any, args: list[Any], kwargs: dict[str, Any], dargs: list[
     moving = [i for i, d in enumerate(dargs) if d is not None]
 
     def call(*values: Any) -> Any:
-        full = list(args)
-        for i, value in zip(moving, values):
-            full[i] = value
-        return fn(*full, **kwargs)
+        return fn(*_placed(args, moving, values), **kwargs)
 
     primals = tuple([args[i] for i in moving])
     directions = tuple([_filled(dargs[i], args[i]) for i in moving])
     return jvp(call, primals, directions)[1]
+
+
+def _placed(args: Any, moving: list[int], values: tuple[Any, ...]) -> list[Any]:
+    """``args`` with ``values`` at the positions ``moving``, built as a new list: a value
+    written into a list under the forward context would be stored without the tangents of
+    what it holds (a list of arrays: select's choices, concatenate's operands)."""
+    at = dict(zip(moving, values))
+    return [at[i] if i in at else a for i, a in enumerate(args)]
 
 
 def _filled(d: Any, x: Any) -> Any:
@@ -230,6 +247,9 @@ def _send(pairs: dict[Any, list[Any]], node: Any, part: Any, dpart: Any, x: Any)
     if node is None or part is None:
         return
     if type(node) is list:
+        if _read_as_array(part, x):  # a list NumPy broadcast as an array
+            part = _fitted(part, x)
+            dpart = None if dpart is None else _fitted(dpart, x)
         for i, (n, item) in enumerate(zip(node, x)):
             _send(pairs, n, part[i], None if dpart is None else dpart[i], item)
         return
@@ -336,9 +356,7 @@ def _rule_tangent(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any,
         raise _Declined
 
     def call(ct_: Any, *values: Any) -> Any:
-        full = list(primals)
-        for j, value in zip(moving, values[1:] if with_out else values):
-            full[j] = value
+        full = _placed(primals, moving, values[1:] if with_out else values)
         out_ = values[0] if with_out else out
         if carried is not None:
             return rule.rule(carried, ct_, out_, *full, **kwargs)
@@ -391,7 +409,7 @@ def _power(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any, primals: 
     x, c = primals
     part = None if dct is None else rule(dct, out, *primals)
     dx = dargs[0]
-    if dx is not None and c != 1:
+    if dx is not None and c != 1 and c != 0:  # (x ** 0 is constant: no curvature, even at 0)
         curvature = c * (c - 1) * (1.0 if c == 2 else np.power(x, c - 2))
         part = _sum(part, ct * (curvature * dx))
     return part
@@ -481,12 +499,13 @@ def _t_elementwise(derivative: Any) -> Any:
 
 def _kinds() -> dict[int, tuple[Any, ...]]:
     """``id(fn) -> (fn, the reverse rules it is for, how their derivative is taken)``: the
-    shipped rules (a rule the user registered later is differentiated by forward mode)."""
+    shipped rules, of the functions whose rules are still the shipped ones (a function the
+    user registered a rule for is differentiated by forward mode through that rule)."""
     table: dict[int, tuple[Any, ...]] = {}
 
     def add(fns: Any, how: Any, tangent: Any, rules: Any = None) -> None:
         for fn in fns:
-            if fn is not None:
+            if fn is not None and (fn is _write or _rules.is_shipped(fn)):
                 found = rules if rules is not None else _rules.vjp_rules(fn)
                 if found is not None:
                     table[id(fn)] = (fn, (found,), how, tangent)
@@ -501,7 +520,8 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
     add((operator.mul, np.multiply, operator.matmul, np.matmul), _bilinear, _t_product)
     add((operator.truediv, np.true_divide), _quotient, _t_quotient)
     for fn in (operator.pow, np.power):  # shipped, or the engine's for a constant exponent
-        table[id(fn)] = (fn, (_rules.vjp_rules(fn), _POW_CONSTANT), _power, _t_power)
+        if _rules.is_shipped(fn):
+            table[id(fn)] = (fn, (_rules.vjp_rules(fn), _POW_CONSTANT), _power, _t_power)
     for fn, derivative, second in (
             (np.tanh, lambda x, out: 1.0 - out * out, lambda x, out, dx, dy: -2.0 * out * dy),
             (np.exp, lambda x, out: out, lambda x, out, dx, dy: dy),
@@ -514,4 +534,10 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
     return table
 
 
-_KINDS = _kinds()
+_KINDS: dict[int, tuple[Any, ...]] = {}
+
+
+@_rules.on_change
+def _rebuild_kinds() -> None:
+    _KINDS.clear()
+    _KINDS.update(_kinds())

@@ -690,8 +690,18 @@ def _generated(fn: Any) -> Callable[[Any, Any], Any] | None:
     return target
 
 
+# the functions whose shipped rules the generated code writes out: while the user has
+# registered a rule of their own for one of them, the tape route (which applies it) runs
+_WRITTEN_OUT = frozenset(map(id, [
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.matmul, operator.pow,
+    operator.neg, operator.pos, operator.getitem, np.transpose,
+    *[getattr(np, name) for name in sorted(_UNARY | _REDUCTIONS | _PRODUCTS)]]))
+
+
 def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:
     """``H(x) @ v`` of ``fn`` by its generated code, or ``DECLINED``."""
+    if _rules.any_overridden(_WRITTEN_OUT):
+        return DECLINED
     target = _generated(fn)
     if target is None:
         return DECLINED

@@ -1,18 +1,28 @@
-"""Pytrees: nested tuples, lists and dicts of leaves (floats, complex numbers, arrays).
+"""Pytrees: nested tuples, lists, dicts, named tuples, dataclass instances and registered
+classes, with leaves (floats, complex numbers, arrays) at the ends.
 
 ``flatten(tree) -> (leaves, treedef)`` and ``unflatten(treedef, leaves)`` as in JAX; dict keys
-are kept in insertion order.  Anything that is not a tuple, list or dict is a leaf (``None``
-included, so ``argnums``-style code can pass it through).
+are kept in insertion order, a named tuple's and a dataclass's fields in their declared order.
+Anything else is a leaf (``None`` included, so ``argnums``-style code can pass it through).
+A class becomes a node with :func:`register_pytree`; named tuples and dataclasses are nodes
+without it (rebuilt with ``_make``, and field by field without running ``__init__``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import numpy as np
+
+from overdub import Tagged
 
 
 class TreeDef:
-    """The shape of a pytree: ``kind`` ('leaf', tuple, list or dict), keys, children."""
+    """The shape of a pytree: ``kind`` ('leaf', tuple, list, dict, or the class of a named
+    tuple, dataclass or registered node), ``keys`` (a dict's keys, a node's aux data),
+    children."""
 
     __slots__ = ("kind", "keys", "children")
 
@@ -44,6 +54,84 @@ def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
 
 
 _CONTAINERS = frozenset({tuple, list, dict})
+_Flatten = Callable[[Any], tuple[Iterable[Any], Any]]  # obj -> (children, aux data)
+_Unflatten = Callable[[Any, list[Any]], Any]  # (aux data, children) -> obj
+_REGISTERED: dict[type, tuple[_Flatten, _Unflatten]] = {}
+
+
+def register_pytree(cls: type, flatten: _Flatten, unflatten: _Unflatten) -> None:
+    """Make instances of ``cls`` pytree nodes: differentiable with respect to, returned from
+    differentiated functions, with gradients of the same type.
+
+    ``flatten(obj)`` returns ``(children, aux)``: the values to differentiate, in order, and
+    anything else needed to rebuild the object (hashable, compared between trees);
+    ``unflatten(aux, children)`` builds an object from them (given gradients or perturbed
+    values as children).  Named tuples and dataclasses are pytrees without registering; a
+    registration overrides that.  As ``jax.tree_util.register_pytree_node``::
+
+        class Interval:
+            def __init__(self, lo, hi):
+                self.lo, self.hi = lo, hi
+
+        register_pytree(Interval, lambda i: ((i.lo, i.hi), None),
+                        lambda aux, children: Interval(*children))
+        grad(lambda i: i.hi - 2 * i.lo)(Interval(1.0, 3.0))   # Interval(-2.0, 1.0)
+
+    See also: ``docs/ad.md`` (pytrees).
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_pytree: {cls!r} is not a class")
+    if cls in _CONTAINERS:
+        raise ValueError(f"register_pytree: {cls.__name__} is a pytree already")
+    for name, fn in (("flatten", flatten), ("unflatten", unflatten)):
+        if not callable(fn):
+            raise TypeError(f"register_pytree: {name} must be callable, not {fn!r}")
+    _REGISTERED[cls] = (flatten, unflatten)
+
+
+def _node(kind: type) -> tuple[_Flatten, _Unflatten] | None:
+    """How a ``kind`` is taken apart and rebuilt, if it is a node other than the containers."""
+    registered = _REGISTERED.get(kind)
+    if registered is not None:
+        return registered
+    if issubclass(kind, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make"):
+        return _namedtuple_children, _namedtuple_from
+    if dataclasses.is_dataclass(kind):
+        return _dataclass_children, _dataclass_from
+    return None
+
+
+def _namedtuple_children(obj: tuple[Any, ...]) -> tuple[Iterable[Any], Any]:
+    return list(obj), type(obj)  # (read by the context too when revealed: see reveal)
+
+
+def _namedtuple_from(kind: Any, children: list[Any]) -> Any:
+    return kind._make(children)
+
+
+def _dataclass_children(obj: Any) -> tuple[Iterable[Any], Any]:
+    """A dataclass's fields, in order.  An attribute that is not a field (set in
+    ``__post_init__``, say) could depend on the fields, and a rebuilt object would lose that
+    dependence without a word: such an instance is refused."""
+    kind = type(obj)
+    names = tuple(f.name for f in dataclasses.fields(obj))
+    extra = [name for name in getattr(obj, "__dict__", ()) if name not in names]
+    if extra:
+        raise TypeError(
+            f"cannot use a {kind.__name__} as a pytree: its attribute {extra[0]!r} is not a "
+            f"dataclass field (declare it with dataclasses.field(init=False), or register "
+            f"{kind.__name__} with overdub_ad.register_pytree)")
+    return [getattr(obj, name) for name in names], (kind, names)
+
+
+def _dataclass_from(aux: tuple[type, tuple[str, ...]], children: list[Any]) -> Any:
+    """The instance with these field values, set as ``__init__`` would for a frozen class
+    too; ``__init__`` and ``__post_init__`` are not run (children may be gradients)."""
+    kind, names = aux
+    obj = kind.__new__(kind)  # type: ignore[call-overload]  # (a dataclass: any __new__)
+    for name, value in zip(names, children):
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 # Module-level recursion, not nested closures: a recursive closure is a reference cycle that
@@ -51,22 +139,34 @@ _CONTAINERS = frozenset({tuple, list, dict})
 # are handled by their container (every gradient call flattens its arguments: no call apiece).
 def _walk(node: Any, leaves: list[Any]) -> TreeDef:
     kind = type(node)
+    if kind in _LEAVES:
+        leaves.append(node)
+        return _LEAF
     if kind is dict:
         keys = tuple(node)
         items: Any = [node[k] for k in keys]
     elif kind is tuple or kind is list:
         keys, items = (), node
     else:
-        leaves.append(node)
-        return _LEAF
+        custom = _node(kind)
+        if custom is None:
+            leaves.append(node)
+            return _LEAF
+        items, keys = custom[0](node)  # the aux data is kept where a dict keeps its keys
     children = []
     for item in items:
-        if type(item) in _CONTAINERS:
+        item_kind = type(item)
+        if item_kind in _CONTAINERS or (item_kind not in _LEAVES and _node(item_kind)):
             children.append(_walk(item, leaves))
         else:
             leaves.append(item)
             children.append(_LEAF)
     return TreeDef(kind, keys, tuple(children))
+
+
+# never nodes: no lookup (a differentiated output is a Tagged)
+_LEAVES = frozenset({float, int, complex, bool, str, type(None), np.ndarray, np.float64,
+                     np.float32, np.complex128, Tagged})
 
 
 def unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
@@ -83,7 +183,57 @@ def _build(node: TreeDef, items: Any) -> Any:
     if kind is dict:
         return {key: next(items) if child is _LEAF else _build(child, items)
                 for key, child in zip(node.keys, node.children)}
-    return next(items)  # a leaf
+    if kind == "leaf":
+        return next(items)
+    return rebuild_node(node, [next(items) if child is _LEAF else _build(child, items)
+                               for child in node.children])
+
+
+def reveal(tree: Any, read: Callable[..., Any]) -> Any:
+    """``tree`` with each named tuple, dataclass or registered object in it taken apart by
+    ``read(flatten, obj)`` and rebuilt.  ``read`` is a context's step: run under it, the
+    attribute reads come back with the metadata the context keeps for values stored in the
+    heap (a differentiated function's output must be revealed before its run ends).  Lists,
+    tuples and dicts are walked natively, and are the very same objects if nothing in them
+    changed."""
+    kind = type(tree)
+    if kind in _LEAVES:
+        return tree
+    if kind is list or kind is tuple:
+        items = [reveal(item, read) for item in tree]
+        return tree if all(a is b for a, b in zip(items, tree)) else kind(items)
+    if kind is dict:
+        values = {key: reveal(value, read) for key, value in tree.items()}
+        return tree if all(values[k] is tree[k] for k in tree) else values
+    return reveal_node(tree, read, lambda child: reveal(child, read))
+
+
+def reveal_node(tree: Any, read: Callable[..., Any], child: Callable[[Any], Any]) -> Any:
+    """A custom node revealed by ``read`` (see :func:`reveal`), its children by ``child``;
+    anything else as it is."""
+    kind = type(tree)
+    custom = None if kind in _CONTAINERS or kind in _LEAVES else _node(kind)
+    if custom is None:
+        return tree
+    children, aux = read(custom[0], tree)
+    return custom[1](aux, [child(c) for c in children])
+
+
+def node_children(tree: Any) -> list[Any] | None:
+    """The children of a named tuple, dataclass or registered object; None for anything
+    else (containers and leaves)."""
+    kind = type(tree)
+    if kind in _CONTAINERS or kind in _LEAVES:
+        return None
+    custom = _node(kind)
+    return None if custom is None else list(custom[0](tree)[0])
+
+
+def rebuild_node(node: TreeDef, children: list[Any]) -> Any:
+    """A named tuple, dataclass or registered object of ``node``'s kind, from its children."""
+    custom = _node(node.kind)
+    assert custom is not None, node  # it was a node when it was flattened
+    return custom[1](node.keys, children)
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

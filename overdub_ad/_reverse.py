@@ -60,10 +60,15 @@ import numpy as np
 from overdub import (Context, Tagged, can_recurse, carries_tags, current_context, is_opaque,
                      opaque, overdub, recurse, tag, untag)
 
-from . import _arrays, _rules, _specialise
-from ._arraylike import array_like, takes_arrays
-from ._forward import _flat, _untag_bindings, _user_operator
-from ._pytree import flatten, unflatten
+from overdub._context import _state
+
+from . import _arrays, _callbacks, _routes, _rules, _specialise
+from ._arraylike import array_like, stackable, takes_arrays
+from ._forward import (CONSUMERS, _bind, _zero, by_differentiated_key, custom_jvp,
+                       iterate_through, python_iterable)
+from ._forward import (_check_differentiated, _check_output, _entry, _method_of,
+                       _no_derivative_lost, _not_a_number, _untag_bindings, _user_operator)
+from ._pytree import flatten, node_children, rebuild_node, reveal, unflatten
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
 _Order = Literal["K", "A", "C", "F"]  # NumPy's memory orders
@@ -214,7 +219,8 @@ _ITERATORS = {id(f): f for f in (
 _MOVING = {id(f): f for f in (heapq.heappush, heapq.heappop, heapq.heapify, heapq.heappushpop,
                               heapq.heapreplace, bisect.insort, bisect.insort_left,
                               bisect.insort_right, bisect.bisect, bisect.bisect_left,
-                              bisect.bisect_right)}
+                              bisect.bisect_right,
+                              functools.partial)}  # (its arguments kept, tags and all)
 _STORES = frozenset({"append", "insert", "extend", "__setitem__", "setdefault", "update"})
 
 
@@ -316,10 +322,23 @@ _UNARY_PARTIALS: dict[Any, Callable[[Any, Any], Any]] = {
     np.log1p: lambda a, out: 1.0 / (1.0 + a), np.expm1: lambda a, out: out + 1.0,
 }
 _UNARY_PARTIALS[np.log] = lambda a, out: None if a <= 0 else 1.0 / a
-# by id: the functions are kept alive by the dicts above, so their ids stay theirs
-_FAST1 = {id(f): p for f, p in _UNARY_PARTIALS.items()}
-_FAST2 = {id(f): p for f, p in _BINARY_PARTIALS.items()}
-_FAST = {**_FAST1, **_FAST2}
+# by id: the functions are kept alive by the dicts above, so their ids stay theirs.  The
+# partials are those of the shipped rules: an entry is in _FAST1/_FAST2 only while its
+# function's rules are the shipped ones (a rule the user registers wins), rebuilt on change.
+_BINARY_OPERATIONS = frozenset(map(id, _BINARY_PARTIALS))
+_FAST1: dict[int, Any] = {}
+_FAST2: dict[int, Any] = {}
+_FAST: dict[int, Any] = {}
+
+
+@_rules.on_change
+def _fast_tables() -> None:
+    on = _routes.enabled("reverse-partials")
+    for table, partials in ((_FAST1, _UNARY_PARTIALS), (_FAST2, _BINARY_PARTIALS)):
+        table.clear()
+        table.update({id(f): p for f, p in partials.items() if on and _rules.is_shipped(f)})
+    _FAST.clear()
+    _FAST.update({**_FAST1, **_FAST2})
 
 
 # -- the context --------------------------------------------------------------------------------
@@ -432,6 +451,21 @@ class ReverseContext(Context):
         ref = weakref.ref(arr, lambda _: versions.pop(key, None))
         versions[key] = [ref, node, gen]
 
+    def _closes_over(self, fn: Any, depth: int = 0) -> bool:
+        """Whether ``fn`` reads a value differentiated here other than through its arguments:
+        from its closure cells, its defaults or a partial's arguments (and theirs, for the
+        functions among them)."""
+        if isinstance(fn, functools.partial):
+            captured = [fn.func, *fn.args, *fn.keywords.values()]
+        else:
+            fn = getattr(fn, "__func__", fn)  # (a bound method's function)
+            if type(fn) is not types.FunctionType:
+                return False
+            captured = [*_cell_values(fn), *(fn.__defaults__ or ()),
+                        *(fn.__kwdefaults__ or {}).values()]
+        return any(self._carries(v) or (depth < 4 and callable(v)
+                                        and self._closes_over(v, depth + 1)) for v in captured)
+
     def _carries(self, x: Any, depth: int = 0) -> bool:
         if self._node(x) is not None:
             return True
@@ -483,10 +517,12 @@ class ReverseContext(Context):
         if fn is operator.setitem or fn is operator.delitem:  # (never a kept decision)
             container = _innermost(args[0])
             if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter) \
-                    or _arrays.is_foreign_array(container):
+                    or _dict_storing(container) or _arrays.is_foreign_array(container):
                 return True
             return not isinstance(getattr(type(container), "__setitem__", None),
                                   types.FunctionType)
+        if _rules.method_with_rules(fn, _rules.vjp_rules) is not None:
+            return True  # model.energy(x), a.dot(y): the method's rules (see execute)
         if _replacement(fn) is not None:
             return True
         fn = _public(fn)
@@ -494,6 +530,7 @@ class ReverseContext(Context):
         if decision is not None and decision[0] is fn:
             return decision[1]
         if fn is getattr or fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
+                or (type(fn) is custom_jvp and fn.jvp is not None) \
                 or id(fn) in _MOVING:
             return True
         if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and (
@@ -516,11 +553,15 @@ class ReverseContext(Context):
                 decided = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
                 if not decided:
                     _RECURSIVE[fn] = (fn.__code__, type(self))
-            if not decided and not self.nested and not self.second:
+            if not decided and not self.nested and not self.second and \
+                    _routes.enabled("reverse-specialised"):
                 spec = _specialise.specialised(fn)
                 if spec is not None:  # run by execute, arithmetic expanded in place
                     self._specs[id(fn)] = (fn, spec)
                     decided = True
+                    _routes.ran("reverse-specialised", fn)
+                else:
+                    _routes.declined("reverse-specialised", "outside the compiled subset", fn)
             self._functions[id(fn)] = (fn, decided, _rules.version)
             return decided
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
@@ -535,10 +576,12 @@ class ReverseContext(Context):
         if kwargs:
             ref = self._ref
             for v in kwargs.values():
-                if type(v) is Tagged and v.owner is ref:
+                if (type(v) is Tagged and v.owner is ref) or \
+                        (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
                     return self._direct(fn, args, kwargs)
             out = kwargs.get("out")
-            if out is not None and (self.versions or any(map(self._carries, args))):
+            if out is not None and (self.versions or any(map(self._carries, args))
+                                    or any(map(self._holds, _outs(out)))):
                 return True
         if self.versions:
             for a in args:
@@ -548,17 +591,30 @@ class ReverseContext(Context):
             return False
         if fn is operator.getitem or fn is operator.contains:
             return False
+        if _rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None:
+            return True  # a library function restated for differentiation (SciPy's solvers)
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.vjp_rules(fn) is None and not can_recurse(self, fn, *args, **kwargs):
+            return True  # C code that calls back into Python: see _callbacks.call_guarded
         if fn is operator.setitem:
             container = args[0]
-            if type(container) in (list, dict) or isinstance(container, np.ndarray):
+            if type(container) in (list, dict):
                 return self._carries(args[2])
+            if isinstance(container, np.ndarray):
+                return self._carries(args[2]) or self._holds(container)
             if type(container) is np.flatiter:
                 return self._carries(args[2]) or (
                     bool(self.versions) and self._array_node(container.base, None) is not None)
             return False
         if fn is setattr:
             return self._carries(args[2]) and not isinstance(args[2], (Tagged,))
+        if self.tape:
+            target = _written_array(fn, args, kwargs)
+            if target is not None and self._holds(target):
+                return True
         containers = [a for a in args if type(a) in (list, tuple, dict)]
+        if id(fn) in CONSUMERS and any(map(python_iterable, args)):
+            return True  # math.fsum(bag): the bag is iterated through the context
         if not containers:
             # an iterator consumed by a C function (math.fsum(x * k for k in ks)): its items
             # may be differentiated values, which the function would read natively
@@ -571,6 +627,13 @@ class ReverseContext(Context):
             return any(map(self._carries, containers))
         if id(fn) in _ITERATORS or fn in (operator.add, operator.iadd, operator.mul,
                                           operator.imul, operator.concat):
+            if fn is operator.iadd and type(args[0]) is list:  # L += [v]: stored as it is
+                return self._carries(args[1])
+            if fn is not operator.concat and any(isinstance(a, (np.ndarray, np.generic))
+                                                 for a in args):
+                # np.ones(3) + [s]: NumPy reads the list as an array (list concatenation and
+                # repetition are for lists alone)
+                return any(map(self._carries, containers))
             return fn is itertools.accumulate and any(map(self._carries, containers))
         fn = _public(fn)
         if _rules.vjp_rules(fn) is not None or fn is np.copyto:
@@ -589,7 +652,15 @@ class ReverseContext(Context):
         if type(fn) is types.FunctionType:
             found = self._specs.get(id(fn))
             if found is not None and found[0] is fn:
-                return found[1](self, *args, **kwargs)
+                try:
+                    return found[1](self, *args, **kwargs)
+                except TypeError as exc:
+                    if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+                        _binding_error(fn, args, kwargs)  # raised by the call: say it as fn
+                    raise
+        if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
+                type(args[1]) is Tagged and args[1].owner is self._ref:
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse")
         if not self.nested and not kwargs and not (
                 args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
                 and fn is not operator.getitem):  # (array code: none of these paths is its)
@@ -652,6 +723,8 @@ class ReverseContext(Context):
             if fn is operator.getitem:
                 container, index = args
                 if type(container) in _NATIVE_CONTAINERS:
+                    if type(container) is dict and _heap_has_metadata(self):
+                        return self.fallback(fn, container, index)  # (vars(obj)[name])
                     return container[index]
                 if type(container) is Tagged and container.owner is self._ref and \
                         (type(index) is int or (type(index) is tuple and
@@ -664,7 +737,7 @@ class ReverseContext(Context):
                             self.tape.append((node, self._node(container), index,
                                               _placeholder(array)))
                             return Tagged(out, node, self._ref, self._label)
-        if not self.nested and not self.tracking:
+        if not self.nested and not self.versions and _routes.enabled("reverse-plans"):
             plan = _PLANS.get(id(fn))
             if plan is None or plan.fn is not fn or plan.version != _rules.version:
                 plan = _plan(fn)
@@ -672,16 +745,22 @@ class ReverseContext(Context):
                 out = self._simple_call(fn, plan, args, kwargs)
                 if out is not _NOT_SIMPLE:
                     return out
-        if id(fn) in _FAST2:
-            user = _user_operator(fn, args)
-            if user is not None:
-                out = recurse(self, user[0], *user[1])
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.vjp_rules(fn) is None and not any(map(self._carries, args)):
+            return _callbacks.call_guarded(self, fn, args, kwargs, self._carries, "reverse",
+                                           self._run)
+        if id(fn) in _BINARY_OPERATIONS:
+            for method, operands in _user_operator(fn, args):
+                out = recurse(self, method, *operands)
                 if out is not NotImplemented:
                     return out
         if fn is getattr:
             return self._attribute(*args)
         if fn is operator.setitem or fn is operator.delitem:
             return self._setitem(fn, *args)
+        method = _rules.method_with_rules(fn, _rules.vjp_rules)
+        if method is not None:  # a.dot(y) is np.ndarray.dot(a, y), as Python runs it
+            return self.execute(method[0], method[1], *args, **kwargs)
         replacement = _replacement(fn)
         if replacement is not None:
             return recurse(self, replacement, *args, **kwargs)
@@ -700,12 +779,22 @@ class ReverseContext(Context):
             out = fn(*args, **kwargs)
             self._note_store(out)
             return out
+        if id(fn) in CONSUMERS:
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
+                         for a in args)
         if any(map(_is_iterator, args)):
             return self._consume(_public(fn), args, kwargs)
         if fn in _INPLACE:
             target = _innermost(args[0])
             if isinstance(target, np.ndarray):
                 return self._write_inplace(fn, *args)
+            if type(target) is list and fn is operator.iadd:
+                other = _innermost(args[1])
+                if isinstance(other, (np.ndarray, np.generic)) or _arrays.is_foreign_array(other):
+                    return self.execute(operator.add, *args)  # NumPy's __radd__ answers first
+                self._note_store(target)  # L += [v]: extended, the values stored as they are
+                target += args[1]
+                return target
             if _arrays.is_foreign_array(target):
                 raise _arrays.write_error(target, "reverse")
         if fn is np.copyto:
@@ -753,24 +842,33 @@ class ReverseContext(Context):
 
     def _call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A primitive call: run on plain values, record an entry with the argument nodes."""
+        if type(fn) is custom_jvp:
+            return self._through_jvp_rule(fn, args, kwargs)
         if kwargs and any(self._carries(v) for v in kwargs.values()):
             args, kwargs = _positional(fn, args, kwargs)
             if any(self._carries(v) for v in kwargs.values()):
                 name = next(k for k, v in kwargs.items() if self._carries(v))
                 raise _rules.MissingRuleError(
-                    f"no reverse-mode derivative rule for {_rules._name(fn)} with respect to "
-                    f"its keyword argument {name!r} under {type(self).__name__}; pass it "
-                    f"positionally or register a rule with overdub_ad.defvjp")
+                    f"no reverse-mode derivative rule for {_callbacks.describe(fn)} with "
+                    f"respect to its keyword argument {name!r} under {type(self).__name__}; "
+                    f"pass it positionally or register a rule with overdub_ad.defvjp")
         primals = [self._plain(a) for a in args]
         inputs = [self._inputs(a) for a in args]
         if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
             # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
-            primals = [self._run(np.asarray, p) if type(n) is list and array_like(p) else p
-                       for p, n in zip(primals, inputs)]
+            primals = [self._run(np.asarray, p) if type(n) is list and array_like(p)
+                       and stackable(p) else p for p, n in zip(primals, inputs)]
         plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
         if isinstance(fn, custom_vjp):
             if fn.fwd is None:
                 return recurse(self, fn.fn, *args, **kwargs)
+            if self._closes_over(fn.fn):
+                if getattr(fn, "_wants_inputs", False):  # checkpoint: differentiated through,
+                    return recurse(self, fn.fn, *args, **kwargs)  # nothing recomputed
+                raise _rules.MissingRuleError(
+                    f"custom_vjp function {_rules._name(fn.fn)} reads a differentiated value "
+                    f"from its closure or defaults, which its vjp rule gives no cotangent for: "
+                    f"pass that value as an argument")
             out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
             bwd = fn.bwd
             assert bwd is not None  # defvjp sets fwd and bwd together
@@ -786,17 +884,51 @@ class ReverseContext(Context):
         for i, node in enumerate(inputs):
             if node is not None and (rules is None or i >= len(rules) or rules[i] is None):
                 out = self._run(fn, *primals, **plain_kwargs)
-                if _flat(out):  # (a sort key's string): no derivative to lose, as forward mode
-                    return out
+                if _no_derivative_lost(out, all(type(n) is list for n in inputs
+                                                if n is not None)):
+                    return out  # (text, a sort key's string): nothing lost, as forward mode
                 raise _rules.missing(fn, i, "reverse", type(self).__name__)
         out = self._run(fn, *primals, **plain_kwargs)
         return self._record(fn, primals, plain_kwargs, out, inputs,
                             shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 
+    def _through_jvp_rule(self, fn: custom_jvp, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
+        """A :class:`custom_jvp` function, differentiated by its rule as JAX does.  The rule's
+        tangent map is linear: it is recorded with the primals plain here and each
+        differentiated argument's tangent standing for the argument itself (``x - x``, zero in
+        value, with ``x``'s node), and added to the rule's output.  The cotangents are then
+        the transposed map's; an enclosing derivative sees the map's coefficients depend on
+        the primals."""
+        if kwargs:
+            args, kwargs = _bind(fn.fun, args, kwargs, lambda v: True)
+            if kwargs:
+                raise TypeError(f"custom_jvp function {_rules._name(fn.fun)}: pass the "
+                                f"arguments {sorted(kwargs)} by position")
+        leaves, tree = flatten(list(args))
+        primals = [self._plain(leaf) for leaf in leaves]
+        tangents = [_zero(p, ()) if self._node(leaf) is None else
+                    self.execute(operator.sub, leaf, p) for leaf, p in zip(leaves, primals)]
+        result = self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
+                              tuple(unflatten(tree, tangents)))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
+                            f"(primal_out, tangent_out), got {type(result).__name__}")
+        if self.second:
+            self.tape.append(_LINEARISED)
+        outs, out_tree = flatten(result[0])
+        douts, dout_tree = flatten(result[1])
+        if len(outs) != len(douts):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
+                            f"structure {dout_tree} for an output of structure {out_tree}")
+        return unflatten(out_tree, [o if self._node(d) is None else
+                                    self.execute(operator.add, self._plain(o), d)
+                                    for o, d in zip(outs, douts)])
+
     def _simple_call(self, fn: Any, plan: _Plan, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
         """What :meth:`_call` does for the common call -- a function with rules, on arrays
-        and numbers, no enclosing context, no in-place write so far -- without its generality
+        and numbers, no enclosing context, no array versioned yet -- without its generality
         (containers of differentiated values, keywords that carry them, ``out=``), from
         ``fn``'s plan.  ``_NOT_SIMPLE`` for any other call, before anything ran."""
         ref = self._ref
@@ -848,7 +980,10 @@ class ReverseContext(Context):
             if quick is not None and (quick[4] or not self.second) and \
                     quick[2](mask, primals, kwargs):
                 rules = quick[3]  # x ** 2, a @ b, np.sum(a): the same numbers, faster
-            self.tape.append(_Entry(fn, primals, kwargs, kept, inputs, node, None, rules))
+            entry = _Entry(fn, primals, kwargs, kept, inputs, node, None, rules)
+            self.tape.append(entry)
+            if self.tracking:  # (a plain array the tape holds was written in place)
+                self._hold(entry, primals, kept)
             return Tagged(out, node, ref, self._label)
         if fn is operator.getitem and kind is np.ndarray and out.dtype.kind in "fc":
             # x[1:]: _record's work for a view of x, where x owns its data (x's node is the
@@ -858,7 +993,10 @@ class ReverseContext(Context):
                 self.roots[id(x)] = (weakref.ref(x), inputs[0])
             node = _Node()
             primals[0] = _placeholder(x)
-            self.tape.append(_Entry(fn, primals, kwargs, out, inputs, node, None, rules))
+            entry = _Entry(fn, primals, kwargs, out, inputs, node, None, rules)
+            self.tape.append(entry)
+            if self.tracking:
+                self._hold(entry, primals, out)
             return Tagged(out, node, ref, self._label)
         return self._record(fn, primals, kwargs, out, inputs,
                             shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
@@ -874,7 +1012,8 @@ class ReverseContext(Context):
                 return out
             items = [o if n is None else self._wrap(o, n) for o, n in zip(out, outputs)]
             result = type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
-        elif _is_differentiable(out):
+        elif _is_differentiable(out) or (type(_innermost(out)) is int
+                                         and _carries_int(fn, inputs, joint)):
             outputs = _Node()
             result = self._wrap(out, outputs)
         else:
@@ -974,10 +1113,24 @@ class ReverseContext(Context):
                 node = slot[1]
         return node
 
+    def _holds(self, array: np.ndarray) -> bool:
+        """Whether tape entries hold values in ``array``'s memory: then a write into it, even
+        of constants into an array that is not differentiated (a scratch buffer refilled),
+        is recorded like any other, so that they keep the values they read."""
+        if not self.tape:
+            return False
+        if not self.tracking:
+            self._track()
+        return id(_root(array)) in self.held
+
     def _commit(self, array: np.ndarray, node: Any) -> None:
         """``array`` now holds the value of ``node`` (None: a constant); if it is a view, the
         array it views gets a new version too."""
         root = _root(array)
+        if node is None and self._root_node(root) is None:
+            slot = self.versions.get(id(root))
+            if slot is None or slot[0]() is not root:
+                return  # a constant written into a plain array: it stays plain
         if root is array:
             self._bump(root, node)
             return
@@ -1004,10 +1157,17 @@ class ReverseContext(Context):
     # -- writes --------------------------------------------------------------------------------
     def _setitem(self, fn: Any, container: Any, index: Any, *value: Any) -> Any:
         target = _innermost(container)
-        if type(target) in (list, dict):
+        if type(target) in (list, dict) or _dict_storing(target):
             # stored as it is, so that native iteration keeps the derivative
             self._note_store(target)
-            return fn(target, self._plain(index), *value)
+            if type(index) is slice and value and self._differentiated_array(value[0]):
+                value = (self._elements(value[0]),)  # lst[i:j] = a: a's elements, each
+            key = self._plain(index)
+            parent = _state(self).parent if type(key) is Tagged else None
+            if parent is not None:  # a key an enclosing context tagged: it stores the key
+                # plain (and the value as it is), as it does for its stores
+                return parent(fn, target, key, *value)
+            return fn(target, key, *value)
         if type(target) is np.flatiter:  # a.flat[i] = v
             array = target.base
             index = np.unravel_index(np.arange(array.size)[self._plain(index)], array.shape)
@@ -1049,6 +1209,11 @@ class ReverseContext(Context):
         target_p = untag(target, self)
         pure = _INPLACE[fn]
         self._save_before_write(array)
+        other_array = _innermost(plain_other)
+        if fn in _READS_TARGET and type(other_array) is np.ndarray and \
+                np.may_share_memory(other_array, array):
+            # y *= y, y *= y[::-1]: the rules read the operand as it was before the write
+            plain_other = self._run(np.copy, plain_other) if self.nested else other_array.copy()
         if self.nested:
             # functionally, through the enclosing context (which sees the new values), then
             # copied into the array
@@ -1095,6 +1260,8 @@ class ReverseContext(Context):
         container = fn.__self__
         if fn.__name__ in _STORES:
             self._note_store(container)
+            if fn.__name__ == "extend" and args and self._differentiated_array(args[0]):
+                args = (self._elements(args[0]),)  # its differentiated elements, stored
             return fn(*args, **kwargs)
         if fn.__name__ in ("get", "pop") and len(args) == 2 and \
                 self._plain(args[0]) not in container:
@@ -1130,7 +1297,7 @@ class ReverseContext(Context):
                     cleaned = self._cleaned(value)
                     if cleaned is not value:
                         writes.append((operator.setitem, container, i, cleaned))
-            elif type(container) is dict:
+            elif isinstance(container, dict):
                 for key, value in list(container.items()):
                     cleaned = self._cleaned(value)
                     if cleaned is not value:
@@ -1187,6 +1354,10 @@ class ReverseContext(Context):
             return recurse(self, fn, *items, **kwargs)
         return self._run(fn, *items, **kwargs)
 
+    def _differentiated_array(self, x: Any) -> bool:
+        plain = _innermost(x)
+        return isinstance(plain, np.ndarray) and plain.ndim > 0 and self._node(x) is not None
+
     def _elements(self, x: Any) -> list[Any]:
         if np.ndim(_innermost(x)) == 0:
             raise TypeError("iteration over a 0-d array")
@@ -1202,7 +1373,9 @@ class ReverseContext(Context):
             return self._call(_ATTRIBUTES[name], (obj,), {})
         plain = _innermost(obj)
         if isinstance(plain, (np.ndarray, np.generic)) or _arrays.is_foreign_array(plain):
-            method = _METHODS.get(name)
+            method = _method_of(type(plain), name)
+            if method is None or _rules.vjp_rules(method) is None:
+                method = _METHODS.get(name)  # (a method with rules is run as itself)
             if method is not None:
                 return functools.partial(method, obj)
             value = getattr(plain, name, *default)
@@ -1212,9 +1385,68 @@ class ReverseContext(Context):
             if _arrays.is_foreign_array(plain) and _is_differentiable(value):
                 raise _arrays.attribute_error(plain, name, "reverse")
             return value
-        if isinstance(plain, (float, complex)) and name == "conjugate":
-            return functools.partial(np.conj, obj)
+        if isinstance(plain, (float, complex)):
+            # a method of a differentiated number (x.as_integer_ratio, x.__mul__): its class's
+            # C method with x bound, so that the call is seen (its rule, or MissingRuleError)
+            method = _method_of(type(plain), name)
+            if method is not None:
+                return functools.partial(method, obj)
         return self._run(getattr, untag(obj, self), name, *default)
+
+
+# A tape for _hvp (ReverseContext.second) on which a custom_jvp rule ran: its tangent map was
+# recorded with primals that tape holds as constants, so _hvp's passes, which differentiate the
+# tape, would miss how the map depends on them.  This entry (not one they take) makes them
+# decline; the nested route differentiates the rule instead.
+_LINEARISED = ("custom_jvp",)
+
+
+def _cell_values(fn: types.FunctionType) -> list[Any]:
+    """The values in ``fn``'s closure cells (an empty one, a name not assigned yet, has none)."""
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return values
+
+
+def _dict_storing(x: Any) -> bool:
+    """A dict subclass that stores items as dict does (``defaultdict``, ``Counter``): a
+    differentiated value is stored in it as it is, as in a dict."""
+    return isinstance(x, dict) and getattr(type(x), "__setitem__", None) is dict.__setitem__
+
+
+def _heap_has_metadata(ctx: Context) -> bool:
+    """Whether the core keeps metadata in its shadow for values stored into the heap during
+    this run: attributes are (a plain value in the object), and ``obj.__dict__[name]`` or
+    ``vars(obj)[name]`` is read through it, not natively."""
+    tagger = _state(ctx).tagger
+    return tagger is not None and bool(tagger.shadow.places)
+
+
+_INPLACE_IDS = frozenset(map(id, _INPLACE))
+_ARRAY_MUTATORS = frozenset({"fill", "sort", "put"})  # the methods in _METHODS that write
+
+
+def _written_array(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The plain array that a call with no differentiated argument writes into (``a += 1``,
+    ``np.copyto(a, b)``, ``np.put(a, i, v)``, ``np.add.at(a, i, v)``, ``a.fill(0)``), or None."""
+    if not (id(fn) in _INPLACE_IDS or fn is np.copyto or id(fn) in _REPLACEMENTS):
+        if type(fn) is not _BuiltinMethod:
+            return None
+        owner = fn.__self__  # (np.copyto and operator.iadd are of this type too)
+        if type(owner) is np.ndarray:
+            return owner if fn.__name__ in _ARRAY_MUTATORS else None
+        if not (isinstance(owner, np.ufunc) and fn.__name__ == "at"):
+            return None
+    return args[0] if args and type(args[0]) is np.ndarray else None
+
+
+def _outs(out: Any) -> list[np.ndarray]:
+    """The plain arrays of an ``out=`` argument."""
+    return [o for o in (out if type(out) is tuple else (out,)) if type(o) is np.ndarray]
 
 
 def _put_back(writes: list[tuple[Any, ...]]) -> None:
@@ -1236,9 +1468,9 @@ def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
 def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
     if path[0] == "out":
         if len(path) == 1:
-            if entry.out is value:
+            if _innermost(entry.out) is value:
                 entry.out = saved
-        elif entry.out[path[1]] is value:
+        elif _innermost(entry.out[path[1]]) is value:
             out = list(entry.out)
             out[path[1]] = saved
             entry.out = type(entry.out)(*out) if hasattr(entry.out, "_fields") else \
@@ -1376,6 +1608,8 @@ def _sourceless(fn: Any) -> bool:
     prompt): its arithmetic on tagged values would silently drop their derivatives, so it is a
     primitive without a rule.  Opaque functions and overdub's own API mean to receive tagged
     values and are left alone."""
+    if _callbacks.compiled_method(fn):
+        return True  # (C code: a rule, or MissingRuleError)
     target = fn.__func__ if type(fn) is types.MethodType else fn
     if type(target) is not types.FunctionType or is_opaque(target):
         return False
@@ -1407,6 +1641,21 @@ def _implementation(fn: Any) -> Any:
     if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
         return None
     return impl
+
+
+def _binding_error(fn: types.FunctionType, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> None:
+    """Raise the TypeError ``fn(*args, **kwargs)`` raises natively if the arguments do not
+    bind to its parameters: the specialised version's own message would count its hidden
+    first parameter ("takes 2 positional arguments but 3 were given" for one too many)."""
+    import inspect
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        try:
+            fn(*args, **kwargs)  # fails to bind, as natively, before any of fn's code runs
+        except TypeError as native:
+            raise native.with_traceback(None) from None
 
 
 def _remember(fn: Any, decision: bool) -> None:
@@ -1444,7 +1693,11 @@ _READS = _reads_table()
 def _pow_constant_vjp(ct: Any, out: Any, /, x: Any, y: Any, *m: Any) -> Any:
     """The cotangent of ``x`` in ``x ** y`` for a constant number ``y != 0``: what the shipped
     rules compute, ``ct * (y * x ** (y - 1))`` (their guard for ``x == y == 0`` never applies),
-    without their masks; ``x ** 1`` is ``x`` exactly."""
+    without their masks; ``x ** 1`` is ``x`` exactly.  Below 1 the slope at ``x == 0`` is
+    infinite, as the shipped rules give it (without NumPy's warning)."""
+    if y < 1:
+        with np.errstate(divide="ignore"):
+            return ct * (y * np.power(x, y - 1))
     return ct * (y * (x if y == 2 else np.power(x, y - 1)))
 
 
@@ -1661,6 +1914,10 @@ def _replacement(fn: Any) -> Any:
     found = _REPLACEMENTS.get(id(fn))
     if found is not None and found[0] is fn:
         return found[1]
+    standin = _rules.standin(fn, _rules.vjp_rules)  # (SciPy's solvers, restated by the rule
+    # modules; a rule registered for fn wins)
+    if standin is not None:
+        return standin
     if type(fn) is _BuiltinMethod:
         owner = fn.__self__
         if isinstance(owner, np.ufunc) and fn.__name__ == "at":
@@ -1703,6 +1960,23 @@ _METHODS.update({"reshape": _m_reshape, "transpose": _m_transpose, "flatten": _m
                  "put": _put, "__array_wrap__": _m_array_wrap})
 
 
+def _swapped(op: Any) -> Any:
+    def reflected(x: Any, other: Any) -> Any:  # x.__radd__(other) is other + x
+        return op(other, x)
+    return reflected
+
+
+# An operator's method called by name (x.__mul__(y), y.__imul__(2.0)) is the operator, which
+# the engines differentiate (in place for __imul__ and the like)
+for _name, _pure, _inplace in (
+        ("add", operator.add, operator.iadd), ("sub", operator.sub, operator.isub),
+        ("mul", operator.mul, operator.imul), ("truediv", operator.truediv, operator.itruediv),
+        ("floordiv", operator.floordiv, operator.ifloordiv), ("mod", operator.mod, operator.imod),
+        ("pow", operator.pow, operator.ipow), ("matmul", operator.matmul, operator.imatmul)):
+    _METHODS.update({f"__{_name}__": _pure, f"__r{_name}__": _swapped(_pure),
+                     f"__i{_name}__": _inplace})
+
+
 # -- in-place writes as functions ------------------------------------------------------------
 
 def _write(before: np.ndarray, index: Any, value: Any = None) -> np.ndarray:
@@ -1733,6 +2007,19 @@ def _write_ct_value(ct: Any, out: Any, before: Any, index: Any, value: Any) -> A
 
 # The engine's own: not in the public rule tables (it is never called, only recorded).
 _WRITE_VJPS = (_write_ct_array, _rules.ZERO, _write_ct_value)
+
+
+def _carries_int(fn: Any, inputs: list[Any], joint: Any) -> bool:
+    """Whether the integer result of ``fn`` on differentiated ``inputs`` carries their
+    derivative, as in forward mode: a rule that is not ``ZERO`` reads one of them.  So
+    ``max(0, x)`` below 0 -- the constant 0 won -- is differentiated, with derivative 0 (the
+    rules of ``max``), and so is ``max(0, x) + max(0, y)``; ``math.floor(x)`` is not."""
+    if joint is not None:
+        return True
+    rules = _rules.vjp_rules(fn)
+    return rules is not None and any(
+        node is not None and i < len(rules) and rules[i] is not None
+        and rules[i] is not _rules.ZERO for i, node in enumerate(inputs))
 
 
 def _vjps(fn: Any) -> tuple[Any, ...]:
@@ -1771,6 +2058,20 @@ def _summed(ct: Any, x: Any) -> Any:
     return _unbroadcast(ct, x)
 
 
+class _Forwarding(Context):
+    """A context that changes nothing but hands the enclosing context, whole, each call of a
+    function with rules or a stand-in (``scipy.linalg.expm``, SciPy's ``quad`` in a rule):
+    recursing into its Python code, it would show the enclosing context only the C routines
+    at the bottom, which have no rules."""
+
+    def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        return (type(fn) is types.FunctionType and _rules.vjp_rules(fn) is not None) or (
+            bool(_rules._STANDINS) and _rules.standin(fn) is not None)
+
+    def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self.fallback(fn, *args, **kwargs)
+
+
 class _NestedSweep:
     """The backward sweep under an enclosing context.  The bookkeeping (which node gets which
     cotangent) runs natively: values are only moved, and a dict keeps the enclosing context's
@@ -1782,7 +2083,7 @@ class _NestedSweep:
 
     def __init__(self, cts: dict[Any, Any]) -> None:
         self.cts = cts
-        self.bare = Context()
+        self.bare = _Forwarding()
 
     def compute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return overdub(self.bare, fn, *args, **kwargs)
@@ -1798,6 +2099,8 @@ class _NestedSweep:
         if node is None or part is None:
             return
         if type(node) is list:
+            if _read_as_array(part, x):
+                part = self.compute(_unbroadcast, part, x)
             for k, (n, item) in enumerate(zip(node, x)):
                 # an array's rows read through the enclosing context, which keeps their tags
                 p = part[k] if type(part) in (list, tuple) else \
@@ -1858,10 +2161,17 @@ class _NestedSweep:
         return cts
 
 
+def _read_as_array(part: Any, x: Any) -> bool:
+    """Whether ``part``, the cotangent of a list that NumPy read as the array ``x``
+    (``np.ones(3) + [s]``), is first summed over the dimensions ``x`` was broadcast along."""
+    return type(part) not in (list, tuple) and type(_innermost(x)) is np.ndarray and \
+        np.shape(_innermost(part)) != _innermost(x).shape
+
+
 def _zero_like(x: Any) -> Any:
     x = _innermost(x)
     if isinstance(x, np.ndarray):
-        return np.zeros_like(x, dtype=np.result_type(x, float))
+        return np.zeros_like(x, dtype=np.result_type(x, 0.0))
     if _arrays.is_foreign_array(x):
         return _arrays.zeros(x)
     return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
@@ -1905,6 +2215,8 @@ class _Sweep:
         if node is None or part is None:
             return
         if type(node) is list:
+            if _read_as_array(part, x):
+                part = _summed(part, x)
             for n, p, item in zip(node, part, x):
                 self.send(n, p, item)
             return
@@ -1922,7 +2234,7 @@ class _Sweep:
         cts, owned = self.cts, self.owned
         buf = cts.get(node)
         if node not in owned or buf is None:
-            dtype = np.result_type(x.dtype, float)
+            dtype = np.result_type(x.dtype, 0.0)
             new = np.zeros(x.shape, dtype)
             if buf is not None:
                 new += buf
@@ -2077,7 +2389,10 @@ def _seeds(ctx: ReverseContext, leaves: list[Any]) -> tuple[list[Any], list[_Nod
 
 
 def _seed(ctx: ReverseContext, x: Any, node: _Node) -> Any:
-    """Input ``x`` tagged with its ``node``."""
+    """Input ``x`` tagged with its ``node``.  ``None`` stays ``None``: an empty pytree (as in
+    JAX), with nothing to differentiate and the gradient ``None``."""
+    if x is None:
+        return None
     kind = type(x)
     if (kind is np.ndarray and x.dtype.kind in "fc") or kind is float:
         return ctx._wrap(x, node)
@@ -2102,6 +2417,7 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`)."""
     ctx = _context(_enclosed() if enclosed is None else enclosed)
     ctx.second = second
+    _routes.ran(_routes.REFERENCE, f, "reverse mode, the tape")
     inputs = list(args)
     nodes: dict[int, tuple[Any, ...]] = {}
     for num in argnums:
@@ -2110,7 +2426,7 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
         inputs[num] = unflatten(tree, tagged)
         nodes[num] = (leaves, tree, seeds)
     try:
-        out = overdub(ctx, f, *inputs, **kwargs)
+        out = overdub(ctx, _call_and_reveal, ctx, f, *inputs, **kwargs)
     finally:
         ctx.roots.clear()
         _untag_bindings(ctx, f)
@@ -2135,6 +2451,20 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     tape, ctx.tape = ctx.tape, []
     _done(ctx)
     return tape, (tree, plain, out_nodes), nodes
+
+
+@opaque
+def _call_and_reveal(ctx: ReverseContext, f: Callable[..., Any], /, *args: Any,
+                     **kwargs: Any) -> Any:
+    """``f(*args, **kwargs)`` under ``ctx``, the dataclasses and named tuples of its output
+    read while the run still holds the metadata of their attributes (see ``_pytree.reveal``).
+    Called inside ``ctx``'s run: the call of ``f`` is one more step of it (as forward mode's
+    ``_call_and_reveal``)."""
+    return reveal(ctx.overdub(f, *args, **kwargs), ctx.overdub)
+
+
+# Not a primitive, and opaque: it runs natively, at once (no rule lookup at every gradient).
+_DECISIONS[id(_call_and_reveal)] = (_call_and_reveal, False)
 
 
 # Idle reverse contexts of this thread.  A context's first run builds its dispatchers and
@@ -2191,7 +2521,9 @@ def _rebuild_at(node: Any, leaves: list[Any], start: int) -> tuple[Any, ...]:
     children, start = _rebuild_children(node.children, leaves, start)
     if node.kind is dict:
         return {k: c for k, c in zip(node.keys, children)}, start
-    return (list(children) if node.kind is list else children), start
+    if node.kind is tuple or node.kind is list:
+        return (list(children) if node.kind is list else children), start
+    return rebuild_node(node, list(children)), start  # a named tuple, dataclass...
 
 
 def _rebuild_children(children: tuple[Any, ...], leaves: list[Any], start: int) -> tuple[Any, ...]:
@@ -2208,13 +2540,16 @@ def _tree_leaves(tree: Any) -> list[Any]:
         return [leaf for child in tree for leaf in _tree_leaves(child)]
     if kind is dict:
         return [leaf for key in tree for leaf in _tree_leaves(tree[key])]
-    return [tree]
+    children = node_children(tree)  # a named tuple, dataclass...
+    return [tree] if children is None else [leaf for c in children for leaf in _tree_leaves(c)]
 
 
 def _zeros_like(x: Any) -> Any:
     plain = _innermost(x)
+    if plain is None:  # an empty pytree's gradient (see _seed)
+        return None
     if isinstance(plain, np.ndarray):
-        return np.zeros_like(plain, dtype=np.result_type(plain, float))
+        return np.zeros_like(plain, dtype=np.result_type(plain, 0.0))
     if _arrays.is_foreign_array(plain):
         return _arrays.zeros(plain)
     return 0.0 * plain if isinstance(plain, (complex, np.complexfloating)) else 0.0
@@ -2240,6 +2575,9 @@ def _cast(ct: Any, x: Any) -> Any:
         return ct if ct.flags.writeable else ct.copy()
     if _arrays.is_foreign_array(plain):
         return _arrays.cast(ct, plain)
+    if isinstance(plain, np.generic) and not isinstance(plain, (float, complex)) and \
+            plain.dtype.kind in "fc" and np.ndim(ct) == 0:  # np.float32: a float32 gradient
+        return plain.dtype.type(ct if plain.dtype.kind == "c" else np.real(ct))
     if isinstance(plain, (float, int)) and not isinstance(plain, bool) and np.ndim(ct) == 0:
         return float(np.real(ct))
     if isinstance(plain, complex) and np.ndim(ct) == 0:
@@ -2265,6 +2603,7 @@ def _check_ct(tree: Any, leaves: list[Any], ct: Any) -> list[Any]:
 
 
 @opaque
+@_entry
 def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
     """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
 
@@ -2284,10 +2623,23 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums)
 
     @opaque
+    @_entry
     def pullback(ct: Any) -> tuple[Any, ...]:
         return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
 
     return unflatten(tree, plain), pullback
+
+
+def check_argnums(api: str, argnums: Any) -> None:
+    """``argnums`` is an int or a non-empty tuple of distinct ints (JAX's rule), checked where
+    the API is given it; whether they are in range is known at the call."""
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not all(isinstance(num, int) and not isinstance(num, bool) for num in nums):
+        raise TypeError(f"{api}: argnums must be an int or a tuple of ints, got {argnums!r}")
+    if not nums:
+        raise ValueError(f"{api}: argnums=() selects no argument to differentiate")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"{api}: argnums {argnums!r} repeats an argument")
 
 
 def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
@@ -2295,19 +2647,25 @@ def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
         return (argnums,)
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     for num in nums:
-        if not isinstance(num, int) or isinstance(num, bool) or not -n <= num < n:
+        if not -n <= num < n:
             raise ValueError(f"argnums {argnums!r} out of range for {n} positional arguments")
-    return tuple(num % n for num in nums)
+    normalized = tuple(num % n for num in nums)
+    if len(set(normalized)) != len(normalized):  # (0, -2) with two arguments
+        raise ValueError(f"argnums {argnums!r} names argument {normalized[0]} twice")
+    return normalized
 
 
 @opaque
+@_entry
 def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                    has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """A function returning ``(f(*args), grad)`` (``((value, aux), grad)`` with ``has_aux``)."""
     if not callable(f):
         raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
+    check_argnums("value_and_grad", argnums)
 
     @opaque
+    @_entry
     def value_and_gradient(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         nums = _normalize_argnums(argnums, len(args))
         enclosed = _enclosed()
@@ -2323,12 +2681,20 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         value = out
         inner = _innermost(value)
         seed: Any = 1.0
+        if type(inner) is not float and _not_a_number(inner):
+            _release(tape)
+            _check_output(inner, "grad")  # None, a str: raises
+        if type(inner) is not float and value_nodes and value_nodes[0] is None:
+            _release(tape)
+            _check_differentiated(inner, False, "grad")  # a constant int, a bool: raises
         if type(inner) not in _REAL_TYPES:  # (a real number passes every check below)
             if callable(inner) and not _arrays.is_numeric(inner):
                 _release(tape)
                 lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
                 return ((value, aux), lazy) if has_aux else (value, lazy)
-            if isinstance(inner, (tuple, list, dict)) or np.ndim(inner) != 0:
+            if isinstance(inner, (tuple, list, dict)) or np.size(inner) != 1:
+                # (one element in any shape, (1,) or (1, 1), is a scalar: autograd and
+                # PyTorch take it too)
                 got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
                        else f"shape {np.shape(inner)}")
                 raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
@@ -2337,7 +2703,11 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                 raise TypeError("grad of a complex-valued function: pass holomorphic=True for "
                                 "the complex derivative, or take the real part")
             # a foreign array's seed is one of its namespace, so that the rules compute there
+            # NumPy's: in the output's precision, so that a float32 function's backward pass
+            # (and a derivative of it, hessian) stays in float32
             seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
+                np.ones_like(inner) if isinstance(inner, np.ndarray) else \
+                inner.dtype.type(1) if isinstance(inner, np.generic) else \
                 1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
         grads = _pull(tape, value_nodes, [seed], nodes, nums, not enclosed, consume=True)
         _release(tape)
@@ -2358,6 +2728,7 @@ class _FunctionGradient:
         self.argnums, self.has_aux, self.holomorphic = argnums, has_aux, holomorphic
 
     @opaque
+    @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f, outer_kwargs, has_aux = self.f, self.kwargs, self.has_aux
 
@@ -2369,6 +2740,7 @@ class _FunctionGradient:
 
 
 @opaque
+@_entry
 def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
          holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``.
@@ -2383,9 +2755,11 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: boo
     """
     if not callable(f):
         raise TypeError(f"grad: f must be callable, got {f!r}")
+    check_argnums("grad", argnums)
     value_and_gradient = value_and_grad(f, argnums, has_aux, holomorphic)
 
     @opaque
+    @_entry
     def gradient(*args: Any, **kwargs: Any) -> Any:
         out = value_and_gradient(*args, **kwargs)
         return (out[1], out[0][1]) if has_aux else out[1]
@@ -2405,6 +2779,8 @@ def _assemble(rows: list[Any], y: Any, nodes: dict[Any, Any], nums: tuple[int, .
 
 
 def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> Any:
+    if x is None:  # an empty pytree (see _seed)
+        return None
     xshape = np.shape(_innermost(x))
     if not rows:
         return np.zeros(shape + xshape)
@@ -2413,19 +2789,36 @@ def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> A
 
 
 @opaque
-def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
+@_entry
+def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f`` by reverse mode: one pullback per output element.
 
     Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
-    leaf of pytrees; ``jacobian`` is the same function.
+    leaf of pytrees; ``jacobian`` is the same function.  For complex inputs and outputs the
+    entries are complex derivatives ``df_i/dz_j`` of a holomorphic ``f``; ``holomorphic=True``
+    says so (as for :func:`grad` and in JAX), and then checks that the inputs and outputs are
+    complex.
     """
     if not callable(f):
         raise TypeError(f"jacrev: f must be callable, got {f!r}")
+    check_argnums("jacrev", argnums)
 
     @opaque
+    @_entry
     def jacobian(*args: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args))
+        if holomorphic:
+            _check_complex("inputs", [leaf for num in nums for leaf in flatten(args[num])[0]])
         tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
+        if holomorphic:
+            _check_complex("outputs", plain)
+        if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
+            _release(tape)
+            _check_output(plain[0], "jacrev")  # None, a str: raises
+        if tree.kind == "leaf" and out_nodes[0] is None:
+            _release(tape)
+            _check_differentiated(plain[0], False, "jacrev")  # a constant int, a bool: raises
         blocks = []
         enclosed = _enclosed()
         for k, y in enumerate(plain):
@@ -2462,6 +2855,15 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callabl
 jacobian = jacrev
 
 
+def _check_complex(what: str, leaves: list[Any]) -> None:
+    for leaf in leaves:
+        plain = _innermost(leaf)
+        if not (callable(plain) and not _arrays.is_numeric(plain)) and \
+                not _arrays.is_complex(plain):
+            raise TypeError(f"jacrev(holomorphic=True) requires complex {what}, got "
+                            f"{getattr(plain, 'dtype', type(plain).__name__)}")
+
+
 class _FunctionJacobian:
     """The Jacobian of output leaf ``leaf`` of ``f`` when that leaf is a function: a function
     too, ``y -> jacrev(x -> f(x)[leaf](y))(x0)``, applied lazily like :class:`_FunctionGradient`."""
@@ -2471,6 +2873,7 @@ class _FunctionJacobian:
         self.f, self.leaf, self.args, self.argnums = f, leaf, args, argnums
 
     @opaque
+    @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f, leaf = self.f, self.leaf
         return jacrev(lambda *xs: flatten(f(*xs))[0][leaf](*args, **kwargs),
@@ -2478,13 +2881,16 @@ class _FunctionJacobian:
 
 
 @opaque
+@_entry
 def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
     """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``)."""
     from ._forward import jacfwd
+    check_argnums("hessian", argnums)
     return jacfwd(grad(f, argnums), argnums)
 
 
 @opaque
+@_entry
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """``H(x) @ v`` for scalar ``f``, by forward-over-reverse without forming ``H``.
 
@@ -2494,11 +2900,14 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """
     if not callable(f):
         raise TypeError(f"hvp: f must be callable, got {f!r}")
-    if not _enclosed():
+    if not _enclosed() and (_routes.enabled("hvp-tape") or _routes.enabled("hvp-compiled")):
         from ._hvp import _DECLINED, tape_hvp
         result = tape_hvp(f, x, v)
         if result is not _DECLINED:
             return result
+    elif _enclosed():
+        _routes.declined("hvp-tape", "inside an enclosing context", f)
+    _routes.ran(_routes.REFERENCE, f, "hvp as jvp(grad(f))")
     from ._forward import jvp
     return jvp(grad(f), (x,), (v,))[1]
 
@@ -2539,8 +2948,14 @@ class custom_vjp:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
+        (as for any function; JAX's wrappers do the same)."""
+        return self if instance is None else functools.partial(self, instance)
+
 
 @opaque
+@_entry
 def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
     """``f`` that stores nothing on the tape but its inputs: the backward pass recomputes it.
 

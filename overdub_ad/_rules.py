@@ -31,6 +31,13 @@ call (the non-smooth functions need it: at a tie of ``max(x, 0.0)`` the constant
 (``floor``, ``sign``, comparisons, ``argmax``): every mode passes them through, giving zero
 tangents and cotangents.
 
+The user's rules win on every route.  The fast routes write some shipped rules out as formulas
+(the scalar partials of reverse mode, the dual's arithmetic, the second-order kinds of the
+tape ``hvp``, the compiled ``hvp``); :func:`mark_shipped` records the rules overdub_ad ships, and
+such a formula is used only while :func:`is_shipped` says its function still has them: tables
+of formulas are rebuilt through :func:`on_change`, and code that wrote operators out declines
+while :data:`overridden` names one of them.
+
 Complex numbers follow autograd and JAX: rules for holomorphic functions are written as for
 reals (``ct * cos(x)``); for a real-valued ``f`` of ``z = x + iy`` the gradient is
 ``df/dx - i df/dy``.  Rule modules state their abbreviations: ``x, y`` arguments, ``out`` the
@@ -40,7 +47,11 @@ primal output, ``dx`` a tangent, ``ct`` a cotangent.
 from __future__ import annotations
 
 import threading
+import types
+from collections.abc import Callable
 from typing import Any
+
+from overdub import unbind, why_no_source
 
 
 class _Marker:
@@ -117,11 +128,55 @@ _lock = threading.Lock()
 # plan while the version it was made at is still this one, without reading the tables again.
 # Code that changes the tables otherwise (a test swapping in a copy) calls _changed() too.
 version = 0
+# id(fn) -> (fn, forward rules, reverse rules, declared nondifferentiable) as overdub_ad ships
+# them, recorded by mark_shipped: the fast routes' formulas are derived from these rules.
+_SHIPPED_RULES: dict[int, tuple[Any, Any, Any, bool]] = {}
+# ids of shipped functions whose rules are not the shipped ones now (the user registered their
+# own): a fast route that wrote out a shipped formula declines for them.  Recomputed by
+# _changed(); empty unless the user re-registered a shipped function.
+overridden: frozenset[int] = frozenset()
+# Called (without arguments) after every change of the tables: what rebuilds the fast routes'
+# tables, derived from the shipped rules still in force (see on_change).
+_LISTENERS: list[Any] = []
 
 
 def _changed() -> None:
-    global version
+    global version, overridden
+    if _SHIPPED_RULES:
+        overridden = frozenset(key for key, (fn, *_) in _SHIPPED_RULES.items()
+                               if not is_shipped(fn))
     version += 1
+    for rebuild in list(_LISTENERS):
+        rebuild()
+
+
+def on_change(rebuild: Any) -> Any:
+    """Call ``rebuild()`` now and after every change of the tables; returns ``rebuild``.
+
+    A fast route keeps a table of formulas written out for shipped rules (the scalar partials
+    of ``math.sin``, the second-order kinds of ``np.tanh``); ``rebuild`` fills it with the
+    entries whose function :func:`is_shipped` still holds, so that a rule the user registers
+    wins on that route too, with no check per call."""
+    _LISTENERS.append(rebuild)
+    rebuild()
+    return rebuild
+
+
+def is_shipped(fn: Any) -> bool:
+    """Whether ``fn``'s rules (forward, reverse, and its nondifferentiable declaration) are
+    the very ones overdub_ad ships: what a formula written out for ``fn`` by a fast route was
+    derived from.  False for a function without shipped rules."""
+    found = _SHIPPED_RULES.get(id(fn))
+    if found is None or found[0] is not fn:
+        return False
+    return (jvp_rules(fn) is found[1] and vjp_rules(fn) is found[2]
+            and is_nondifferentiable(fn) is found[3])
+
+
+def any_overridden(fns: frozenset[int]) -> bool:
+    """Whether one of the functions with these ids has rules other than the shipped ones (a
+    route that wrote their formulas out declines then)."""
+    return bool(overridden) and not overridden.isdisjoint(fns)
 
 
 def _name(fn: Any) -> str:
@@ -190,6 +245,23 @@ def nondifferentiable(*fns: Any) -> None:
         _changed()
 
 
+_BOUND = (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)
+
+
+def method_with_rules(fn: Any, rules_of: Callable[[Any], Any]) -> tuple[Any, Any] | None:
+    """``(method, obj)`` for a bound method ``fn`` of ``obj`` with no rules of its own whose
+    method has some (``rules_of``: :func:`jvp_rules` or :func:`vjp_rules`), or is declared
+    nondifferentiable: ``defvjp(Model.energy, ...)`` for ``model.energy(x)``,
+    ``np.ndarray.dot`` for ``a.dot(y)``.  The call is then run as Python runs it,
+    ``method(obj, ...)``, and the method's rules apply.  None otherwise."""
+    if type(fn) not in _BOUND or rules_of(fn) is not None:
+        return None
+    bound = unbind(fn)
+    if bound is None or (rules_of(bound[0]) is None and not is_nondifferentiable(bound[0])):
+        return None
+    return bound
+
+
 def is_nondifferentiable(fn: Any) -> bool:
     return _NONDIFFERENTIABLE.get(id(fn)) is fn
 
@@ -216,6 +288,58 @@ def same_rules(alias: Any, fn: Any) -> None:
     defvjp(alias, *vjps)
 
 
+_STANDINS: dict[int, tuple[Any, Any]] = {}  # id(fn) -> (fn, its differentiable stand-in)
+
+
+def defstandin(fn: Any, standin: Any) -> Any:
+    """Run ``standin`` (Python code, differentiated through like any other) wherever ``fn``
+    is called under a derivative; ``standin=None`` removes it.  Returns ``fn``.
+
+    For a library function whose own code cannot be differentiated through as it stands -- a
+    SciPy solver that hands a Python callback to C (``quad``, ``brentq``), a distribution
+    method that goes through ``exec``-generated code -- the stand-in restates it with the
+    primitives that have rules.  For a method give the function (``rv_continuous.logpdf``):
+    the stand-in receives the instance first, as the method would."""
+    if not callable(fn) or not (standin is None or callable(standin)):
+        raise TypeError(f"defstandin: {fn!r} and {standin!r} must be callable")
+    with _lock:
+        if standin is None:
+            _STANDINS.pop(id(fn), None)
+        else:
+            _STANDINS[id(fn)] = (fn, standin)
+        _changed()
+    return fn
+
+
+def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
+    """The stand-in to run for the call of ``fn`` (bound to the instance for a method), or
+    None.  ``rules`` (:func:`jvp_rules` or :func:`vjp_rules`): the mode asking, where a rule
+    of its own registered for ``fn`` (``defvjp(float.__pow__, ...)``) wins over the shipped
+    stand-in, as a user's rule wins everywhere."""
+    if not _STANDINS:
+        return None
+    found = _STANDINS.get(id(fn))
+    if found is not None and found[0] is fn:
+        return None if _ruled(fn, rules) else found[1]
+    if type(fn) is types.BuiltinMethodType:  # a C method bound to its object (np.add.outer):
+        owner = fn.__self__  # its class's method descriptor (np.ufunc.outer) has the stand-in
+        if owner is None or type(owner) is types.ModuleType:
+            return None
+        target = getattr(type(owner), fn.__name__, None)
+    else:
+        target = getattr(fn, "__func__", None)
+    if target is not None:
+        found = _STANDINS.get(id(target))
+        if found is not None and found[0] is target and not _ruled(target, rules):
+            return types.MethodType(found[1], fn.__self__)
+    return None
+
+
+def _ruled(fn: Any, rules: Callable[[Any], Any] | None) -> bool:
+    """Whether ``fn`` has rules of the mode ``rules`` reads (``()``: the other mode's only)."""
+    return rules is not None and (bool(rules(fn)) or is_nondifferentiable(fn))
+
+
 def registered() -> list[Any]:
     """Every callable with a rule or a nondifferentiable declaration."""
     return [e.fn for e in _TABLE.values()] + list(_NONDIFFERENTIABLE.values())
@@ -227,6 +351,31 @@ _SHIPPED: list[Any] = []
 def mark_shipped() -> None:
     """Record the tables overdub_ad ships (called once its rule modules are imported)."""
     _SHIPPED[:] = registered()
+    for fn in _SHIPPED:
+        _SHIPPED_RULES[id(fn)] = (fn, jvp_rules(fn), vjp_rules(fn), is_nondifferentiable(fn))
+    _changed()
+
+
+def snapshot() -> Any:
+    """The state of the tables, for :func:`restore` (see ``overdub_ad.testing``)."""
+    with _lock:
+        return ({key: (entry.fn, entry.jvps, entry.vjps) for key, entry in _TABLE.items()},
+                dict(_NONDIFFERENTIABLE), dict(_STANDINS))
+
+
+def restore(state: Any) -> None:
+    """Put the tables back as :func:`snapshot` found them; the change is announced."""
+    table, nondifferentiable_fns, standins = state
+    with _lock:
+        _STANDINS.clear()
+        _STANDINS.update(standins)
+        _TABLE.clear()
+        for key, (fn, jvps, vjps) in table.items():
+            entry = _TABLE[key] = _Entry(fn)
+            entry.jvps, entry.vjps = jvps, vjps
+        _NONDIFFERENTIABLE.clear()
+        _NONDIFFERENTIABLE.update(nondifferentiable_fns)
+    _changed()
 
 
 def shipped() -> list[Any]:
@@ -237,8 +386,16 @@ def shipped() -> list[Any]:
 
 def missing(fn: Any, argument: int | str, mode: str, context: str) -> MissingRuleError:
     register = "defjvp" if mode == "forward" else "defvjp"
+    from ._callbacks import public_caller, public_name  # (reads the stack: on an error only)
+    public = public_caller(fn)
+    name = public_name(fn) if public is None else public
+    where = f"argument {argument}" if public is None else \
+        f"argument {argument} of its internal function {_name(fn)}"
+    why = why_no_source(fn)  # Python code run natively: say why, the user may act on it
     return MissingRuleError(
-        f"no {mode}-mode derivative rule for {_name(fn)} (argument {argument}) under {context}; "
-        f"register one with overdub_ad.{register}({_name(fn)}, ...) or declare it with "
-        f"overdub_ad.nondifferentiable if its derivative is zero")
+        f"no {mode}-mode derivative rule for {name} ({where}) under "
+        f"{context}; register one with overdub_ad.{register}({name}, ...) or declare it with "
+        f"overdub_ad.nondifferentiable if its derivative is zero"
+        + ("" if why is None else
+           f"; {_name(fn)} is Python without source overdub can read: {why}"))
 

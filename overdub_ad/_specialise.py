@@ -187,6 +187,10 @@ for _op in _COMPARE.values():
 
 # fn -> (its code, defaults, keyword defaults, the specialised function or None)
 _SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+# the operators whose shipped partials the specialised code writes out: while the user has
+# registered a rule of their own for one of them, the context records operation by operation
+_WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
+                         for f in entry[1:])
 # code object -> (the specialised code, names of its free variables) or None (unsupported)
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -203,7 +207,8 @@ def specialised(fn: types.FunctionType) -> Any:
     else:
         spec = _build(fn)
         _SPECS[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
-    if spec is None or _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+    if spec is None or _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
+            or _rules.any_overridden(_WRITTEN_OUT):
         return None
     return spec
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,38 @@ def child_env() -> dict[str, str]:
     if SOURCE_MODE:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
+
+
+def _differentiates(module: object) -> bool:
+    """Whether a test module uses overdub_ad (a name it imported from there)."""
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, type(sys)) else \
+            getattr(value, "__module__", None)
+        if isinstance(name, str) and name.split(".")[0] == "overdub_ad":
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of modules that use overdub_ad with `ad`: CI runs them a second time with
+    every derivative on the reference route (OVERDUB_AD_ROUTE=reference python -m pytest -m ad)."""
+    marked: dict[object, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None:
+            if module not in marked:
+                marked[module] = _differentiates(module)
+            if marked[module]:
+                item.add_marker(pytest.mark.ad)
+
+
+@pytest.fixture(autouse=True)
+def _routes_the_test_names(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `default_routes` is about a fast route itself (that it runs, what it
+    declines): it runs with the default choice of routes even in the reference run."""
+    if request.node.get_closest_marker("default_routes") is None:
+        yield
+        return
+    from overdub_ad.testing import force_route
+    with force_route(None):
+        yield

@@ -1473,10 +1473,10 @@ def test_logic_assert():
 
 
 def test_logic_nograd():
-    # autograd raises TypeError here (its boxes fail inside np.allclose's own code); overdub
-    # gives the zero gradient of a piecewise-constant function, as both do for ``x == y``
-    g = grad(lambda x: np.allclose(x, (x * 3.0) / 3.0))(np.array([1.0, 2.0, 3.0]))
-    np.testing.assert_array_equal(g, np.zeros(3))
+    # autograd raises TypeError here; so does overdub (issue 14): a truth value carries no
+    # derivative, and grad of it is an error, never a silent zero
+    with pytest.raises(TypeError, match="grad requires a real or complex output"):
+        grad(lambda x: np.allclose(x, (x * 3.0) / 3.0))(np.array([1.0, 2.0, 3.0]))
 
 
 def test_logic_no_rule():

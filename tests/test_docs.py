@@ -75,7 +75,7 @@ def test_doc_block(page: str, line: int, code: str, tmp_path: Path) -> None:
 # docs/api.md documents the public API with Sphinx autodoc directives (``.. autofunction::
 # overdub.tag`` ...) in ```{eval-rst} blocks; an alias (``overdub_ad.D is derivative``) may get a
 # hand-written ``.. py:function::`` instead of a second copy of the same docstring.
-API_MODULES = ("overdub", "overdub.contexts", "overdub_ad", "overdub_gpu")
+API_MODULES = ("overdub", "overdub.contexts", "overdub_ad", "overdub_ad.testing", "overdub_gpu")
 DIRECTIVE = re.compile(r"^\.\. (?P<kind>auto\w+|py:\w+):: (?P<target>[\w.]+)", re.MULTILINE)
 
 

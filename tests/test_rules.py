@@ -12,6 +12,7 @@ import builtins
 import cmath
 import math
 import operator
+import statistics
 
 import numpy as np
 import pytest
@@ -22,6 +23,9 @@ from hypothesis.extra import numpy as hnp
 import overdub_ad.rules  # noqa: F401  (registers the tables)
 from overdub_ad import _rules
 from overdub_ad._check import RuleCheckError, check_rule
+from overdub_ad.rules._evaluation import _GUARDED
+from overdub_ad.rules._scalar import NUMBER_EXEMPTIONS
+from overdub_ad.rules._ufunc_methods import _NATIVE
 
 try:
     import scipy.special as sc
@@ -84,10 +88,26 @@ CASES = [
     case(math.log, 2.5), case(math.log, 2.5, 3.0),
     case(math.atan2, 0.3, -0.8), case(math.pow, 1.3, 2.2), case(math.pow, 0.5, -2.0),
     case(math.hypot, 1.0, 2.0, 3.0), case(math.hypot, -4.0),
+    case(float.conjugate, 1.3), case(complex.conjugate, 1.3 + 0.4j),
     case(math.copysign, 1.5, -2.0), case(math.fmod, 7.3, 2.1), case(math.fmod, -7.3, 2.1),
     case(math.remainder, 7.3, 2.1), case(math.ldexp, 1.5, 3), case(math.nextafter, 1.5, 2.0),
     case(math.fsum, [1.0, 2.0, 3.0]), case(math.prod, [1.5, 0.0, 3.0, 2.0]),
     case(math.prod, [1.5, 2.0], start=2.0), case(math.dist, [1.0, 2.0], [0.5, -1.0]),
+    # -- statistics (which sum as fractions: rules, not their code) -------------------------------
+    *[case(f, [1.0, 2.5, 4.0, 0.5]) for f in (statistics.mean, statistics.variance,
+                                               statistics.pvariance, statistics.stdev,
+                                               statistics.pstdev, statistics.harmonic_mean)],
+    case(statistics.mean, np.array([1.0, 2.5])),
+    *[case(f, [1.0, 2.5, 4.0, 0.5]) for f in [getattr(statistics, "_mean_stdev", None)] if f],
+    case(statistics.harmonic_mean, [1.0, 2.5, 4.0], [1.0, 2.0, 0.5]),
+    # -- eval/exec run natively, guarded: nothing to check but that they run ---------------------
+    *[case(guard, "k = 2.0" if guard.__name__ == "exec" else "2.0", {}, None, (),
+           _check={"wrt": ()}) for guard in _GUARDED.values()],
+    # -- ufunc methods the stand-ins leave to NumPy, guarded: likewise ---------------------------
+    case(_NATIVE["outer"], np.add, (R(2), R(3)), {}, _check={"wrt": ()}),
+    case(_NATIVE["reduce"], np.add, (R(3),), {"where": np.array([True, False, True])},
+         _check={"wrt": ()}),
+    case(_NATIVE["accumulate"], np.subtract, (R(3),), {}, _check={"wrt": ()}),
     # -- cmath ------------------------------------------------------------------------------------
     *[case(f, 0.6 + 0.8j) for f in (cmath.sin, cmath.cos, cmath.tan, cmath.asin, cmath.acos,
                                      cmath.atan, cmath.sinh, cmath.cosh, cmath.tanh, cmath.asinh,
@@ -125,6 +145,7 @@ CASES = [
     # -- ufuncs not in the hypothesis sweep -------------------------------------------------------
     case(np.divmod, U(-3, 3, 2, 3), U(0.5, 1, 3)), case(np.frexp, R(4)), case(np.modf, R(4)),
     case(np.ldexp, R(3), np.array([1, -2, 3])), case(np.copysign, R(3), R(2, 3)),
+    case(np.heaviside, np.array([-1.0, 0.0, 2.0]), R(3), _check={"wrt": (1,)}),
     case(np.nextafter, R(3), R(3)), case(np.fmod, U(-3, 3, 4), U(0.5, 1, 4)),
     case(np.remainder, U(-3, 3, 4), -U(0.5, 1, 4)), case(np.mod, 5.3, U(0.5, 1, 4)),
     case(np.maximum, TIE, TIE[::-1]), case(np.minimum, TIE, 2.0), case(np.fmax, TIE, np.nan),
@@ -354,6 +375,86 @@ if hasattr(math, "sumprod"):  # Python 3.12+
 if hasattr(math, "fma"):  # Python 3.13+
     CASES += [case(math.fma, 1.3, -0.7, 2.1)]
 
+def _scipy_cases():
+    """scipy.linalg, the scipy.special functions scipy.stats calls, and the primitives of the
+    SciPy solvers' stand-ins (built as the stand-ins build them)."""
+    import scipy.integrate as si
+    import scipy.linalg as sla
+    import scipy.optimize as so
+    import scipy.special._ufuncs as scu
+
+    import scipy.stats as stats
+
+    from overdub_ad.rules import _scipy_solvers as sol
+    from overdub_ad.rules import _scipy_stats as stats_rules
+
+    a4 = R(4, 4) + 4 * np.eye(4)
+    s4 = a4 @ a4.T
+    band = np.array([[0.0, 1.0, 2.0, 3.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 0.0]])
+    vals = {"outputs": (0,)}  # eigenvectors: LAPACK may flip their signs between the steps
+    k, c = 0.7, 2.0
+
+    def root_problem():
+        call, theta, _ = sol._bind(so.brentq, "f", "args",
+                                   (lambda t, c: t ** 3 - c * k, 0.0, 3.0), {"args": (c,)})
+        return sol._Implicit(call, sol._root_residual(False), sol._solution_of("x", False)), theta
+
+    def quad_problem():
+        call, theta, _ = sol._bind(si.quad, "func", "args",
+                                   (lambda s, c: np.exp(-k * s) * c, 0.0, 1.0), {"args": (c,)})
+        return sol._Quadrature(call), theta
+
+    def flow_problem():
+        call, theta, _ = sol._bind(si.odeint, "func", "args",
+                                   (lambda y, t, c: -k * y + c, np.array([1.0, 0.5]),
+                                    np.linspace(0.0, 1.0, 4)),
+                                   {"args": (c,), "rtol": 1e-11, "atol": 1e-11})
+        return sol._Flow(call, ivp=False), theta
+
+    root, root_theta = root_problem()
+    integrand, quad_theta = quad_problem()
+    flow, flow_theta = flow_problem()
+    return [
+        case(sla.solve, a4, R(4)), case(sla.solve, a4, R(4, 2), transposed=True),
+        case(sla.solve, s4, R(4), assume_a="pos"), case(sla.inv, a4), case(sla.det, a4),
+        case(sla.solve_triangular, a4, R(4)),
+        case(sla.solve_triangular, a4, R(4, 2), lower=True, trans=1),
+        case(sla.solve_triangular, a4, R(4), unit_diagonal=True, trans="T"),
+        case(sla.cholesky, s4), case(sla.cholesky, s4, lower=True), case(sla.cho_factor, s4),
+        case(sla.cho_factor, s4, True), case(sla.cho_solve, sla.cho_factor(s4), R(4)),
+        case(sla.cho_solve, sla.cho_factor(s4, lower=True), R(4, 2)),
+        case(sla.lu_factor, a4), case(sla.lu_solve, sla.lu_factor(a4), R(4)),
+        case(sla.lu_solve, sla.lu_factor(a4), R(4, 2), trans=1),
+        case(sla.expm, 0.5 * R(3, 3)), case(sla.logm, s4), case(sla.sqrtm, s4),
+        case(sla.svdvals, R(3, 4)), case(sla.norm, R(3, 4)), case(sla.norm, R(5), 3),
+        case(sla.solve_sylvester, a4, R(3, 3) + 3 * np.eye(3), R(4, 3)),
+        case(sla.solve_banded, (1, 1), band, R(4)), case(sla.solve_banded, (1, 1), band, R(4, 2)),
+        case(sla.eigh, s4, _check=vals), case(sla.eigh, s4, lower=False, _check=vals),
+        case(sla.eigh, s4, eigvals_only=True),
+        case(sc.betaincc, 2.0, 3.0, _P, _check={"wrt": (2,)}),
+        case(sc.chdtr, 3.0, X + 0.5, _check={"wrt": (1,)}),
+        case(sc.chdtrc, 3.0, X + 0.5, _check={"wrt": (1,)}),
+        case(sc.stdtr, 4.0, X - 0.5, _check={"wrt": (1,)}), case(sc.pdtr, 3, X + 1.0),
+        case(sc.pdtrc, 3, X + 1.0), case(sc.yn, 2, X + 0.5), case(sc.poch, X + 0.5, 0.6),
+        case(sc.zeta, 3.0, X + 0.5, _check={"wrt": (1,)}),
+        case(scu._beta_pdf, _P, 1.5, 2.5),
+        *[case(f, 3.0, 7.0, _P, _check={"wrt": (2,)})
+          for f in (scu._binom_pmf, scu._binom_cdf, scu._binom_sf)],
+        case(sol.checked, 1.5, 2.0, "f", _check={"wrt": (0,)}),
+        case(sol.refused, R(3), (1.5,), "f", _check={"wrt": (0,)}),
+        case(sol.implicit_solution, root, root_theta, _check={"atol": 1e-7, "rtol": 1e-5}),
+        case(sol.integral, integrand, quad_theta, 0.2, 0.9, _check={"atol": 1e-7,
+                                                                   "rtol": 1e-5}),
+        case(sol.trajectory, flow, flow_theta, np.array([1.0, 0.5]),
+             _check={"atol": 1e-6, "rtol": 1e-5}),
+        # quantiles: the inverse of cdf (sf), in q and a shape parameter
+        *[case(stats_rules._quantile, stats.weibull_min, method, U(0.1, 0.9, 3),
+               U(1.2, 2.5, 3), _check={"rtol": 1e-5})
+          for method in ("ppf", "isf")],
+        case(stats_rules._quantile, stats.norm, "ppf", U(0.1, 0.9, 2, 3)),
+    ]
+
+
 if sc is not None:
     _P = U(0.1, 0.9, 2, 3)
     _Zc = U(0.3, 1.5, 3) + 1j * U(-1, 1, 3)
@@ -379,6 +480,37 @@ if sc is not None:
         case(sc.logsumexp, X, axis=0, keepdims=True),
         case(sc.logsumexp, X, None, _P - 0.5, False, True),
     ]
+    CASES += _scipy_cases()
+
+
+class _Rewind:
+    """A ``size`` that rewinds its generator when the sampler reads it (before it draws): every
+    call draws the same numbers, as finite differences of a sampler's parameters need."""
+
+    def __init__(self, rng, n):
+        self.rng, self.n = rng, n
+        self.state = rng.bit_generator.state if isinstance(rng, np.random.Generator) \
+            else rng.get_state()
+
+    def __index__(self):
+        if isinstance(self.rng, np.random.Generator):
+            self.rng.bit_generator.state = self.state
+        else:
+            self.rng.set_state(self.state)  # (with the legacy sampler's cached deviate)
+        return self.n
+
+
+for _rng in (np.random.Generator(np.random.PCG64(3)), np.random.RandomState(3)):
+    _size = _Rewind(_rng, 3)
+    CASES += [
+        *[case(getattr(type(_rng), name), _rng, np.array([0.3, -0.2, 0.5]), 1.7, _size)
+          for name in ("normal", "laplace", "logistic", "gumbel")],
+        case(type(_rng).uniform, _rng, 0.3, np.array([1.5, 2.0, 2.5]), _size),
+        case(type(_rng).exponential, _rng, np.array([0.3, 1.2, 0.7]), _size),
+    ]
+# as_strided's rules refuse (MissingRuleError: tests/test_callbacks_and_protocols.py): the call
+# alone is checked here
+CASES += [case(np.lib.stride_tricks.as_strided, V5, (3, 3), (8, 8), _check={"wrt": ()})]
 
 # -- nondifferentiable functions: a call each -----------------------------------------------------
 
@@ -394,13 +526,18 @@ NONDIFF_CALLS = {
     operator.indexOf: ([1.5], 1.5), operator.length_hint: ([1.5],), operator.not_: (1.5,),
     operator.truth: (1.5,), operator.invert: (3,), operator.inv: (3,),
     np.searchsorted: (np.sort(V5), 0.1), np.argpartition: (V5, 2), np.lexsort: ((V5, V5),),
-    np.argsort: (V5,), np.digitize: (V5, [0.0, 1.0]), np.histogram: (V5,),
+    np.argsort: (V5,), np.digitize: (V5, [0.0, 1.0]),
     np.unravel_index: (3, (2, 2)), np.ravel_multi_index: ((np.array([1]), np.array([1])), (2, 2)),
     np.isin: (V5, [0.0]), np.min_scalar_type: (3,), np.can_cast: (np.float32, np.float64),
     np.result_type: (V5, 1), np.isscalar: (1.5,), np.isnat: (np.array(["NaT"], "M8[s]"),),
     np.shape: (M,), np.ndim: (M,), np.size: (M,), np.linalg.matrix_rank: (M,),
-    np.heaviside: (V5, 0.5),
 }
+NONDIFF_CALLS.update({tuple.index: ((1.5, 2.5), 2.5), tuple.count: ((1.5, 2.5), 2.5),
+                      list.index: ([1.5, 2.5], 2.5), list.count: ([1.5, 2.5], 2.5)})
+NONDIFF_CALLS.update({  # the exemptions as methods of a number: x.is_integer(), x.__lt__(y)...
+    kind.__dict__[name]: (kind(1.5),) + ((kind(2.5),) if name.strip("_") in (
+        "eq", "ne", "lt", "le", "gt", "ge") else ("",) if name == "__format__" else ())
+    for kind in (float, complex) for name in NUMBER_EXEMPTIONS if name in kind.__dict__})
 
 
 _BINARY_NONDIFF = {operator.floordiv, operator.ifloordiv, operator.lt, operator.le, operator.eq,

@@ -3,19 +3,32 @@
 - ``_scalar``: ``math``, ``cmath``, ``operator`` and builtins (``abs``, ``pow``, ``min``, ``max``,
   ``sum``, ``float``, ``complex``...);
 - ``_ufuncs``: NumPy's elementwise functions (ufuncs, ``where``, ``clip``, ``real``...);
+- ``_ufunc_methods``: stand-ins for ``np.add.outer``, ``np.maximum.reduce``, ``.accumulate``;
 - ``_reductions``: ``sum``, ``mean``, ``prod``, ``max``, ``std``, ``cumsum``, ``trace``...;
 - ``_shape``: reshaping, joining, splitting, padding and array building;
 - ``_indexing``: ``x[idx]``, ``take``, ``choose``, ``sort``...;
 - ``_linalg``: ``matmul``, ``einsum``, products and ``np.linalg``;
 - ``_fft``: ``np.fft``;
-- ``_special``: ``scipy.special``, when SciPy is installed.
+- ``_statistics``: the ``statistics`` module's means and spreads (which sum as fractions);
+- ``_random``: NumPy's random samplers (``normal``, ``uniform``...), by reparametrisation;
+- ``_strided``: ``sliding_window_view`` (a stand-in: indexing) and ``as_strided`` (refused);
+- ``_threads``: starting a thread under a derivative (refused: it runs outside the context);
+- ``_special``: ``scipy.special``, when SciPy is installed;
+- ``_scipy_linalg``: ``scipy.linalg`` (solves, factorizations, ``expm``/``logm``/``sqrtm``...);
+- ``_scipy_stats``: ``scipy.stats``' distribution methods (stand-ins: the formulas restated);
+- ``_scipy_solvers``: SciPy's ``quad``, ``odeint``, ``solve_ivp``, root finders and ``minimize``
+  (stand-ins whose primitives differentiate the callback at the solution);
+- ``_evaluation``: stand-ins for ``eval`` and ``exec`` of source text, run as functions.
 
 Each module states its conventions in its docstring; the shared ones (batch dimensions of
 tangents, container arguments, several outputs) are in ``_common``.  The engine reads the tables
 through ``overdub_ad._rules`` and never imports a family module itself.
 """
 
-from . import _fft, _indexing, _linalg, _reductions, _scalar, _shape, _special, _ufuncs  # noqa
+from . import (_evaluation, _fft, _indexing, _linalg, _random, _reductions, _scalar,  # noqa
+               _scipy_linalg, _scipy_solvers,
+               _scipy_stats, _shape, _special, _statistics, _strided, _threads,
+               _ufunc_methods, _ufuncs)
 from .._rules import mark_shipped
 
 mark_shipped()

@@ -99,7 +99,7 @@ def zero_like(x: Any) -> Any:
         return 0.0
     if isinstance(x, complex):
         return 0j
-    return np.zeros(np.shape(x), np.result_type(x, float))
+    return np.zeros(np.shape(x), np.result_type(x, 0.0))
 
 
 def fill(dxs: Iterable[Any], xs: Sequence[Any]) -> list[Any]:
@@ -115,7 +115,7 @@ def fill(dxs: Iterable[Any], xs: Sequence[Any]) -> list[Any]:
         if d is not None:
             batch = bshape(d, x)
             break
-    return [(np.zeros(batch + np.shape(x), np.result_type(x, float)) if batch or np.ndim(x)
+    return [(np.zeros(batch + np.shape(x), np.result_type(x, 0.0)) if batch or np.ndim(x)
              else zero_like(x)) if d is None  # a number's zero is a number, as its tangent is
             else (d if bshape(d, x) == batch else np.broadcast_to(d, batch + np.shape(x)))
             for d, x in zip(dxs, xs)]

@@ -48,7 +48,7 @@ def _getitem_jvp(dx: Any, out: Any, /, x: Any, idx: Any) -> Any:
         return dx[idx]
     nb = nbatch(dx, x)
     if nb == 0:
-        return dx[idx]
+        return np.asarray(dx)[idx] if np.ndim(dx) == 0 else dx[idx]  # (a number's: 0-d)
     if _advanced(idx):
         return gather(dx, x, positions(x)[idx])
     return dx[(slice(None),) * nb + _as_tuple(idx)]
@@ -67,7 +67,7 @@ def _getitem_vjp(ct: Any, out: Any, /, x: Any, idx: Any) -> Any:
         return scatter(ct, x, positions(x)[idx])
     if not isinstance(x, (np.ndarray, np.generic)):
         return _padded(ct, np.shape(x), idx)
-    g = np.zeros(np.shape(x), np.result_type(ct, float))
+    g = np.zeros(np.shape(x), np.result_type(ct, 0.0))
     g[idx] = ct
     return g
 
@@ -102,7 +102,7 @@ def _spread(g: Any, axis: int, n: int, start: int, m: int, step: int) -> Any:
     if step < 0:  # the same positions, ascending
         g, start, step = np.flip(g, axis=axis), start + (m - 1) * step, -step
     lead, rest = np.shape(g)[:axis], np.shape(g)[axis + 1:]
-    dtype = np.result_type(g, float)
+    dtype = np.result_type(g, 0.0)
     if m == 0:
         return np.zeros(lead + (n,) + rest, dtype)
     if step > 1:  # each entry followed by step - 1 zeros, the last one's dropped

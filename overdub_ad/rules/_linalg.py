@@ -556,7 +556,8 @@ defvjp(np.linalg.pinv, _pinv_vjp)
 def _solve_jvp_a(da: Any, out: Any, /, a: Any, b: Any) -> Any:
     if np.ndim(b) == 1:
         return -np.linalg.solve(a, da @ np.expand_dims(out, -1))[..., 0]
-    return -np.linalg.solve(a, da @ out)
+    # da's batch in front of the stack of right-hand sides that b may add to a's
+    return -np.linalg.solve(a, _lift_to(da, a, np.ndim(out)) @ out)
 
 
 def _solve_jvp_b(db: Any, out: Any, /, a: Any, b: Any) -> Any:

@@ -107,12 +107,12 @@ def _exclusive_products(x: Any, ax: Any) -> Any:
     """For each entry of ``x``, the product of the other entries of its reduced group."""
     nd = np.ndim(x)
     if not ax:
-        return np.ones(np.shape(x), np.result_type(x, float))
+        return np.ones(np.shape(x), np.result_type(x, 0.0))
     dest = tuple(range(-len(ax), 0))
     moved = np.moveaxis(x, ax, dest)
     shape = np.shape(moved)
     flat = np.reshape(moved, shape[:nd - len(ax)] + (-1,))
-    ones = np.ones(shape[:nd - len(ax)] + (1,), np.result_type(x, float))
+    ones = np.ones(shape[:nd - len(ax)] + (1,), np.result_type(x, 0.0))
     left = np.concatenate([ones, np.cumprod(flat[..., :-1], axis=-1)], axis=-1)
     right = np.concatenate([np.flip(np.cumprod(np.flip(flat[..., 1:], -1), axis=-1), -1), ones],
                            axis=-1)
@@ -159,7 +159,11 @@ def _extremum_weights(x: Any, out: Any, ax: Any, keepdims: Any, where: Any) -> A
     if where is not True:
         hit = np.logical_and(hit, where)
     n = np.sum(hit, axis=ax, keepdims=True)
-    return np.divide(hit, np.maximum(n, 1.0))  # a function: the array-backend context promotes
+    weights = np.divide(hit, np.maximum(n, 1.0))  # a function: the array-backend context promotes
+    precision = getattr(x, "dtype", None)
+    if type(weights) is np.ndarray and precision is not None and precision.kind == "f":
+        weights = weights.astype(precision, copy=False)  # float32 in, float32 derivatives out
+    return weights
 
 
 def _extremum_rules(fn: Any) -> None:
@@ -426,7 +430,7 @@ def _cumprod_matrix(x: Any, ax: Any) -> Any:
     later = k[None, :] > k[:, None]                          # [j, k]: k > j
     m = np.where(later, xm[..., None, :], 1)                 # [..., j, k]
     c = np.cumprod(m, axis=-1)                               # [..., j, i] = prod_{j<k<=i} x_k
-    ones = np.ones(np.shape(xm)[:-1] + (1,), np.result_type(x, float))
+    ones = np.ones(np.shape(xm)[:-1] + (1,), np.result_type(x, 0.0))
     left = np.concatenate([ones, np.cumprod(xm[..., :-1], axis=-1)], axis=-1)  # prod_{k<j}
     jac = np.swapaxes(c * left[..., :, None], -1, -2)        # [..., i, j]
     return np.where(k[:, None] >= k[None, :], jac, 0)

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import LINEAR, ZERO, Carried, defjvp, defvjp, is_carried, nondifferentiable
+from .._rules import (LINEAR, ZERO, Carried, defjvp, defstandin, defvjp, is_carried,
+                      nondifferentiable)
 from ._common import cts, fill, fit, indexed, lift
 
 _LN2 = math.log(2.0)
@@ -67,8 +68,8 @@ def digamma(x: float) -> float:
 
 def _sign(x: Any) -> Any:
     """sign with sign(0) = 0, for numbers and arrays."""
-    if isinstance(x, (int, float)):
-        return (x > 0) - (x < 0) + 0.0
+    if isinstance(x, (int, float)):  # NumPy's float64 too, whose comparisons give np.bool_:
+        return float(x > 0) - float(x < 0)  # (np.bool_ - np.bool_ is a TypeError)
     return np.sign(x)
 
 
@@ -139,7 +140,10 @@ def _pow_dx(x: Any, y: Any) -> Any:
     if y == 0 and x == 0:
         return 0.0 * y
     if x == 0 and isinstance(x, (int, float)) and isinstance(y, (int, float)) and y < 1:
-        return y * math.inf  # the infinite slope (as NumPy gives), not Python's ZeroDivisionError
+        # the infinite slope (as NumPy gives), not Python's ZeroDivisionError: computed by
+        # np.power, whose own rule gives the second derivative (-inf for x ** 0.5), as hvp does
+        with np.errstate(divide="ignore"):
+            return y * float(np.power(x, y - 1))
     return y * x ** (y - 1)
 
 
@@ -432,6 +436,37 @@ for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
         defjvp(_fn, *_jvps)
         defvjp(_fn, *_vjps)
 
+
+
+def _dunder_standin(kind: type, name: str, op: Callable[..., Any], reflected: bool,
+                    accepted: tuple[type, ...]) -> Callable[..., Any]:
+    """``float.__mul__(x, y)`` restated as the operator it implements, so that
+    ``grad(float.__mul__)`` has the operator's rules: ``NotImplemented`` for an operand the
+    method does not take, as the method returns it."""
+    def standin(x: Any, *other: Any) -> Any:
+        if not isinstance(x, kind):
+            raise TypeError(f"descriptor '{name}' requires a '{kind.__name__}' object but "
+                            f"received a '{type(x).__name__}'")
+        if not other:
+            return op(kind(x))
+        if not isinstance(other[0], accepted):
+            return NotImplemented
+        return op(other[0], kind(x)) if reflected else op(kind(x), other[0])
+    standin.__name__ = standin.__qualname__ = f"{kind.__name__}{name}"
+    return standin
+
+
+for _kind, _accepted in ((float, (int, float)), (complex, (int, float, complex))):
+    for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+                operator.neg, operator.pos, operator.abs, operator.mod, operator.floordiv):
+        for _reflected in (False, True):
+            _dunder = f"__{'r' if _reflected else ''}{_op.__name__}__"
+            if _reflected and _op in (operator.neg, operator.pos, operator.abs):
+                continue
+            if hasattr(_kind, _dunder):  # (complex has no floor division nor modulo)
+                defstandin(getattr(_kind, _dunder),
+                           _dunder_standin(_kind, _dunder, _op, _reflected, _accepted))
+
 defjvp(operator.neg, LINEAR)
 defvjp(operator.neg, lambda ct, out, /, x: -ct)
 defjvp(operator.pos, LINEAR)
@@ -533,3 +568,18 @@ defvjp(builtins.divmod,
        lambda ct, out, /, x, y: 0.0 * y if ct[1] is None else -ct[1] * _quot(x, y, out[1]))
 
 nondifferentiable(builtins.round, builtins.int, builtins.bool, builtins.len, builtins.hash)
+
+# x.conjugate(): the identity on a float, the conjugate on a complex number (as np.conjugate)
+defjvp(float.conjugate, lambda dx, out, /, x: dx)
+defvjp(float.conjugate, lambda ct, out, /, x: ct)
+defjvp(complex.conjugate, lambda dz, out, /, z: np.conj(dz))
+defvjp(complex.conjugate, lambda ct, out, /, z: np.conj(ct))
+# The same exemptions (docs/ad.md) called as methods of the number: int(), round(), text
+# (str(), repr(), format(), float.hex()), hash(), truth and comparisons.  Other C methods of a
+# number (as_integer_ratio) have no rule: a derivative reaching them raises MissingRuleError.
+NUMBER_EXEMPTIONS = ("is_integer", "__int__", "__trunc__", "__floor__", "__ceil__",
+                     "__round__", "__repr__", "__str__", "__format__", "hex", "__hash__",
+                     "__bool__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+nondifferentiable(*(kind.__dict__[name] for kind in (float, complex)
+                    for name in NUMBER_EXEMPTIONS if name in kind.__dict__))
+nondifferentiable(tuple.index, tuple.count, list.index, list.count)  # positions and counts

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable, same_rules
+from .._rules import (LINEAR, ZERO, MissingRuleError, defjvp, defstandin, defvjp,
+                      nondifferentiable, same_rules)
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
                       lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter,
                       zero_like)
@@ -420,10 +421,13 @@ defvjp(np.diff, _diff_vjp, ZERO, ZERO)
 # -- building arrays ------------------------------------------------------------------------
 
 def _cast_tangent(t: Any, out: Any) -> Any:
+    """The tangent of a cast: in the output's precision (a float32 result has a float32
+    tangent, as in JAX), real for a real result, zero for an integer one."""
     dtype = np.asarray(out).dtype
     if not np.issubdtype(dtype, np.inexact):
         return np.zeros(np.shape(t))
-    return np.real(t) if not np.issubdtype(dtype, np.complexfloating) else t
+    t = np.real(t) if not np.issubdtype(dtype, np.complexfloating) else t
+    return t if np.result_type(t) == dtype else np.asarray(t, dtype=dtype)
 
 
 def _array_jvp(dx: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
@@ -500,8 +504,7 @@ defvjp(np.linspace, _linspace_rule(0, "rev"), _linspace_rule(1, "rev"), ZERO)
 
 nondifferentiable(*(getattr(np, name) for name in (
     "argwhere", "nonzero", "flatnonzero", "count_nonzero", "argmax", "argmin", "nanargmax",
-    "nanargmin", "digitize", "histogram", "unravel_index", "ravel_multi_index", "all", "any",
-    "isin")
+    "nanargmin", "digitize", "unravel_index", "ravel_multi_index", "all", "any", "isin")
     if hasattr(np, name)))
 
 
@@ -536,9 +539,60 @@ defvjp(np.ndarray.transpose, lambda ct, out, /, x, *axes: np.transpose(
 for _method, _fn in ((np.ndarray.ravel, np.ravel), (np.ndarray.flatten, np.ravel),
                      (np.ndarray.squeeze, np.squeeze), (np.ndarray.swapaxes, np.swapaxes),
                      (np.ndarray.repeat, np.repeat), (np.ndarray.copy, np.copy),
+                     (np.ndarray.__copy__, np.copy), (np.ndarray.__deepcopy__, np.copy),
                      (np.ndarray.diagonal, np.diagonal)):
     same_rules(_method, _fn)
 defjvp(np.ndarray.astype, lambda dx, out, /, x, dtype, *a, **kw: _cast_tangent(dx, out), ZERO)
 defvjp(np.ndarray.astype, lambda ct, out, /, x, dtype, *a, **kw: ct, ZERO)
 nondifferentiable(np.ndarray.argmax, np.ndarray.argmin, np.ndarray.argsort, np.ndarray.nonzero,
                   np.ndarray.all, np.ndarray.any, np.ndarray.round)
+
+
+# -- NumPy 2's _array_converter ---------------------------------------------------------------
+
+class _ArrayConverter:
+    """NumPy's C helper ``_array_converter(*array_likes)``, restated with ``np.asarray`` so
+    that the functions converting their inputs with it (``np.apply_along_axis``,
+    ``np.linspace``, ``np.diagflat``, ``np.delete``, ``np.insert``...) are differentiated
+    through.  NumPy's own subclass wrapping (``__array_wrap__``) is not restated: an array
+    subclass is refused, never silently turned into an ndarray."""
+
+    def __init__(self, *objects: Any) -> None:
+        for o in objects:
+            if isinstance(o, np.ndarray) and type(o) is not np.ndarray:
+                raise MissingRuleError(f"no derivative through numpy's _array_converter for "
+                                       f"the array subclass {type(o).__name__}")
+        self.scalar_input = tuple(isinstance(o, (int, float, complex)) and
+                                  not isinstance(o, np.generic) for o in objects)
+        self._objects = objects
+        self._arrays = tuple(np.asarray(o) for o in objects)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._arrays[i]
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def as_arrays(self, subok: bool = True, pyscalars: str = "convert_if_no_array") -> Any:
+        if pyscalars == "convert" or (pyscalars == "convert_if_no_array"
+                                      and all(self.scalar_input)):
+            return self._arrays
+        return tuple(o if s else a for o, a, s in
+                     zip(self._objects, self._arrays, self.scalar_input))
+
+    def result_type(self, extra_dtype: Any = None, ensure_inexact: bool = False) -> Any:
+        items = [o if s else a.dtype for o, a, s in
+                 zip(self._objects, self._arrays, self.scalar_input)]
+        items += ([] if extra_dtype is None else [extra_dtype]) + ([0.0] if ensure_inexact else [])
+        return np.result_type(*items)
+
+    def wrap(self, arr: Any, /, to_scalar: Any = None) -> Any:
+        if to_scalar is None:
+            to_scalar = all(self.scalar_input)
+        arr = np.asarray(arr)
+        return arr[()] if to_scalar and np.ndim(arr) == 0 else arr
+
+
+_CONVERTER = getattr(getattr(np, "_core", None), "_multiarray_umath", None)
+if _CONVERTER is not None and hasattr(_CONVERTER, "_array_converter"):  # NumPy 2
+    defstandin(_CONVERTER._array_converter, _ArrayConverter)

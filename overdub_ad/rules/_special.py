@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp
+from .._rules import ZERO, defjvp, defvjp, nondifferentiable
 from ._common import expand, fit, lift, neg_axes
 
 try:
@@ -198,3 +198,68 @@ if sc is not None:
 
     defjvp(sc.logsumexp, _lse_rule(0, "fwd"), ZERO, _lse_rule(2, "fwd"))
     defvjp(sc.logsumexp, _lse_rule(0, "rev"), ZERO, _lse_rule(2, "rev"))
+
+
+# -- distribution functions and the rest of what scipy.stats calls ---------------------------
+# (x-derivatives, the densities; a real order, degree of freedom or shape parameter has no
+# rule: MissingRuleError.  pdtr and _binom_* are differentiated in their float parameter.)
+
+def _chi2_pdf(v: Any, x: Any) -> Any:
+    return np.exp(sc.xlogy(v / 2.0 - 1.0, x) - x / 2.0 - sc.gammaln(v / 2.0)
+                  - v / 2.0 * math.log(2.0))
+
+
+def _t_pdf(df: Any, t: Any) -> Any:
+    return np.exp(sc.gammaln((df + 1.0) / 2.0) - sc.gammaln(df / 2.0)
+                  - 0.5 * np.log(df * math.pi) - (df + 1.0) / 2.0 * np.log1p(t * t / df))
+
+
+def _poisson_pmf(k: Any, m: Any) -> Any:
+    k = np.floor(k)
+    return np.exp(sc.xlogy(k, m) - m - sc.gammaln(k + 1.0))
+
+
+def _binom_pmf(k: Any, n: Any, p: Any) -> Any:
+    return np.exp(sc.gammaln(n + 1.0) - sc.gammaln(k + 1.0) - sc.gammaln(n - k + 1.0)
+                  + sc.xlogy(k, p) + sc.xlog1py(n - k, -p))
+
+
+def _binom_pmf_dp(k: Any, n: Any, p: Any, out: Any) -> Any:
+    """d/dp of ``n choose k p^k (1-p)^(n-k)``, written so that it is finite at p = 0 and 1."""
+    return n * (_binom_pmf(k - 1.0, n - 1.0, p) - _binom_pmf(k, n - 1.0, p))
+
+
+if sc is not None:
+    import scipy.special._ufuncs as _scu
+
+    _elementwise("betaincc", None, None, lambda a, b, x, out: -np.exp(
+        (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b)))
+    _elementwise("chdtr", None, lambda v, x, out: _chi2_pdf(v, x))
+    _elementwise("chdtrc", None, lambda v, x, out: -_chi2_pdf(v, x))
+    _elementwise("stdtr", None, lambda df, t, out: _t_pdf(df, t))
+    _elementwise("pdtr", ZERO, lambda k, m, out: -_poisson_pmf(k, m))
+    _elementwise("pdtrc", ZERO, lambda k, m, out: _poisson_pmf(k, m))
+    _elementwise("yn", ZERO, lambda n, x, out: 0.5 * (sc.yn(np.subtract(n, 1), x)
+                                                     - sc.yn(np.add(n, 1), x)))
+    _elementwise("poch", lambda z, m, out: out * (sc.psi(z + m) - sc.psi(z)),
+                 lambda z, m, out: out * sc.psi(z + m))
+    defjvp(sc.zeta, None, _rule(lambda x, q, out: -x * sc.zeta(x + 1.0, q), 1, 2, "fwd"))
+    defvjp(sc.zeta, None, _rule(lambda x, q, out: -x * sc.zeta(x + 1.0, q), 1, 2, "rev"))
+    nondifferentiable(sc.gammasgn)
+    # what scipy.stats.beta.pdf calls (Boost's beta density), in x, a and b
+    if hasattr(_scu, "_beta_pdf"):
+        _beta_partials = (
+            lambda x, a, b, out: out * ((a - 1.0) / x - (b - 1.0) / (1.0 - x)),
+            lambda x, a, b, out: out * (np.log(x) - sc.psi(a) + sc.psi(a + b)),
+            lambda x, a, b, out: out * (np.log1p(-x) - sc.psi(b) + sc.psi(a + b)))
+        defjvp(_scu._beta_pdf, *(_rule(p, i, 3, "fwd") for i, p in enumerate(_beta_partials)))
+        defvjp(_scu._beta_pdf, *(_rule(p, i, 3, "rev") for i, p in enumerate(_beta_partials)))
+    # what scipy.stats.binom calls (Boost's binomial distribution), in p
+    for _fn, _partial in ((getattr(_scu, "_binom_pmf", None), _binom_pmf_dp),
+                          (getattr(_scu, "_binom_cdf", None),
+                           lambda k, n, p, out: -n * _binom_pmf(np.floor(k), n - 1.0, p)),
+                          (getattr(_scu, "_binom_sf", None),
+                           lambda k, n, p, out: n * _binom_pmf(np.floor(k), n - 1.0, p))):
+        if _fn is not None:
+            defjvp(_fn, ZERO, ZERO, _rule(_partial, 2, 3, "fwd"))
+            defvjp(_fn, ZERO, ZERO, _rule(_partial, 2, 3, "rev"))

@@ -227,6 +227,8 @@ _binary(np.copysign, lambda x, y, out: np.sign(x) * np.copysign(1.0, y), ZERO)
 for _fn in (np.fmod, np.remainder, np.mod):
     _binary(_fn, lambda x, y, out: 1.0, lambda x, y, out: -_quot(x, y, out))
 _binary(np.ldexp, lambda x, y, out: np.exp2(y), ZERO)
+# heaviside(x, h0) is 0 below 0, 1 above and h0 at 0: flat in x, the identity in h0 at x == 0
+_binary(np.heaviside, ZERO, lambda x, y, out: np.where(np.equal(x, 0), 1.0, 0.0))
 _binary(np.nextafter, lambda x, y, out: 1.0, ZERO)
 
 
@@ -309,7 +311,7 @@ defvjp(np.where, ZERO, _where_rule(1, "rev"), _where_rule(2, "rev"))
 # -- piecewise constant --------------------------------------------------------------------
 
 nondifferentiable(*(getattr(np, name) for name in (
-    "sign", "heaviside", "floor", "ceil", "rint", "trunc", "fix", "round", "around",
+    "sign", "floor", "ceil", "rint", "trunc", "fix", "round", "around",
     "floor_divide", "spacing", "signbit", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
     "isreal", "iscomplex", "isclose", "allclose", "array_equal", "array_equiv",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
