@@ -4,8 +4,8 @@ A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental m
 """
 
 from ._active import current_context
-from ._context import (Context, can_recurse, is_opaque, opaque, overdub, recurse,
-                       show_rewrite)
+from ._context import (Context, can_recurse, is_opaque, keeps_heap_metadata, opaque, overdub,
+                       recurse, show_rewrite)
 from ._primitives import unbind
 from ._rewrite import embed
 from ._source import why_no_source
@@ -13,4 +13,5 @@ from ._tagging import Tagged, TagError, carries_tags, has_metadata, metadata, ta
 
 __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque", "embed",
            "current_context", "show_rewrite", "unbind", "why_no_source",
-           "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags"]
+           "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags",
+           "keeps_heap_metadata"]

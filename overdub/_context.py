@@ -147,6 +147,17 @@ class Context:
         return register
 
 
+def keeps_heap_metadata(ctx: Context) -> bool:
+    """Whether the tagging context ``ctx`` keeps, in its shadow, metadata of values stored into
+    the heap during its runs (an attribute, an item of a list, dict or array).
+
+    A plain value is what such a store leaves in the object itself; code that reads the object
+    natively (``obj.__dict__[name]`` in C) would miss the metadata, and a plug-in that takes
+    shortcuts around the context asks this before it does."""
+    tagger = _state(ctx).tagger
+    return tagger is not None and bool(tagger.shadow.places)
+
+
 def _state(ctx: Context) -> _dispatch.State:
     state = ctx.__dict__.get("_overdub_state")
     if state is None or state.table.generation != _primitives.current_generation:

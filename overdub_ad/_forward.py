@@ -772,7 +772,7 @@ class ForwardContext(Context):
         if type(out) is not float and not _numeric(out):
             return out
         precision = getattr(_innermost(out), "dtype", None)
-        if type(precision) in _FLOAT_DTYPES:
+        if precision is not None and type(precision) in _FLOAT_DTYPES:
             wider = getattr(_innermost(tangent), "dtype", precision)
             if type(wider) in _FLOAT_DTYPES and wider.itemsize > precision.itemsize:
                 # a tangent in its value's precision (float32 stays float32, as in JAX)
@@ -1344,8 +1344,8 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
         return out, _FunctionDerivative(f, primals, tangents)
     outs, otree = flatten(out)
     _untag_bindings(ctx, *outs)
-    if len(outs) == 1 and outs[0] is out:
-        _check_differentiated(out, ctx._tangent(out) is not None or id(out) in written, api)
+    if len(outs) == 1 and outs[0] is out:  # (tagged by an enclosing derivative: carried too)
+        _check_differentiated(out, type(out) is Tagged or id(out) in written, api)
     values = [untag(y, ctx) for y in outs]
     derivs = [_FunctionDerivative(_output_leaf(f, i), primals, tangents)
               if callable(y) and not _numeric(y) else

@@ -58,9 +58,8 @@ from typing import Any, Literal
 import numpy as np
 
 from overdub import (Context, Tagged, can_recurse, carries_tags, current_context, is_opaque,
-                     opaque, overdub, recurse, tag, untag)
+                     keeps_heap_metadata, opaque, overdub, recurse, tag, untag)
 
-from overdub._context import _state
 
 from . import _arrays, _callbacks, _routes, _rules, _specialise
 from ._arraylike import array_like, stackable, takes_arrays
@@ -723,7 +722,7 @@ class ReverseContext(Context):
             if fn is operator.getitem:
                 container, index = args
                 if type(container) in _NATIVE_CONTAINERS:
-                    if type(container) is dict and _heap_has_metadata(self):
+                    if type(container) is dict and keeps_heap_metadata(self):
                         return self.fallback(fn, container, index)  # (vars(obj)[name])
                     return container[index]
                 if type(container) is Tagged and container.owner is self._ref and \
@@ -1163,10 +1162,9 @@ class ReverseContext(Context):
             if type(index) is slice and value and self._differentiated_array(value[0]):
                 value = (self._elements(value[0]),)  # lst[i:j] = a: a's elements, each
             key = self._plain(index)
-            parent = _state(self).parent if type(key) is Tagged else None
-            if parent is not None:  # a key an enclosing context tagged: it stores the key
-                # plain (and the value as it is), as it does for its stores
-                return parent(fn, target, key, *value)
+            if type(key) is Tagged and self.nested:  # a key an enclosing context tagged: it
+                # stores the key plain (and the value as it is), as it does for its stores
+                return self.fallback(fn, target, key, *value)
             return fn(target, key, *value)
         if type(target) is np.flatiter:  # a.flat[i] = v
             array = target.base
@@ -1416,14 +1414,6 @@ def _dict_storing(x: Any) -> bool:
     """A dict subclass that stores items as dict does (``defaultdict``, ``Counter``): a
     differentiated value is stored in it as it is, as in a dict."""
     return isinstance(x, dict) and getattr(type(x), "__setitem__", None) is dict.__setitem__
-
-
-def _heap_has_metadata(ctx: Context) -> bool:
-    """Whether the core keeps metadata in its shadow for values stored into the heap during
-    this run: attributes are (a plain value in the object), and ``obj.__dict__[name]`` or
-    ``vars(obj)[name]`` is read through it, not natively."""
-    tagger = _state(ctx).tagger
-    return tagger is not None and bool(tagger.shadow.places)
 
 
 _INPLACE_IDS = frozenset(map(id, _INPLACE))
@@ -2684,7 +2674,8 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         if type(inner) is not float and _not_a_number(inner):
             _release(tape)
             _check_output(inner, "grad")  # None, a str: raises
-        if type(inner) is not float and value_nodes and value_nodes[0] is None:
+        if type(inner) is not float and value_nodes and value_nodes[0] is None and \
+                type(value) is not Tagged:  # (not an enclosing derivative's either)
             _release(tape)
             _check_differentiated(inner, False, "grad")  # a constant int, a bool: raises
         if type(inner) not in _REAL_TYPES:  # (a real number passes every check below)
@@ -2816,7 +2807,7 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
             _release(tape)
             _check_output(plain[0], "jacrev")  # None, a str: raises
-        if tree.kind == "leaf" and out_nodes[0] is None:
+        if tree.kind == "leaf" and out_nodes[0] is None and type(plain[0]) is not Tagged:
             _release(tape)
             _check_differentiated(plain[0], False, "jacrev")  # a constant int, a bool: raises
         blocks = []

@@ -90,6 +90,17 @@ def test_integer_output_that_carries_a_derivative_is_a_number():
     assert ad.value_and_grad(lambda x: max(0, x))(-1.0) == (0, 0.0)
 
 
+@pytest.mark.parametrize("outer", [ad.grad, ad.derivative])
+@pytest.mark.parametrize("inner", [ad.grad, ad.derivative, ad.jacfwd, ad.jacrev])
+def test_inner_output_carrying_only_an_outer_derivative_is_a_number(outer, inner):
+    """max(0, x) below 0 is the int 0 carrying the *outer* derivative: the inner derivative
+    (in y, which it does not read) is 0, not an error; a plain constant still is one."""
+    for _ in range(2):
+        assert outer(lambda x: inner(lambda y: max(0, x))(1.0))(-2.0) == 0.0
+        with pytest.raises(TypeError, match="carries no derivative"):
+            outer(lambda x: inner(lambda y: 3)(1.0) * x)(-2.0)
+
+
 # -- NumPy scalars: their methods, and lists beside them -----------------------------------------
 
 @pytest.mark.parametrize("f", [
@@ -103,8 +114,10 @@ def test_methods_of_a_differentiated_numpy_scalar(f):
 
 
 @pytest.mark.parametrize("f", [
-    lambda s: np.sum(np.float64(2.0) - [s, 2 * s]), lambda s: np.sum(np.float64(2.0) + (s, s * s)),
-    lambda s: np.sum([s, 2 * s] - np.float64(1.0)), lambda s: np.sum(np.float32(2.0) * np.array([s])),
+    lambda s: np.sum(np.float64(2.0) - [s, 2 * s]),
+    lambda s: np.sum(np.float64(2.0) + (s, s * s)),
+    lambda s: np.sum([s, 2 * s] - np.float64(1.0)),
+    lambda s: np.sum(np.float32(2.0) * np.array([s])),
     lambda s: np.sum(np.float64(3.0) / [s, 1.0])],
     ids=["sub", "tuple", "list-left", "float32", "div"])
 def test_list_beside_a_numpy_scalar_is_an_array(f):

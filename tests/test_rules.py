@@ -335,6 +335,7 @@ CASES += [  # ndarray methods: x.sum(1) is np.ndarray.sum(x, 1)
     case(np.ndarray.cumprod, ZEROS), case(np.ndarray.trace, M, 1),
     case(np.ndarray.reshape, T234, 4, 6), case(np.ndarray.reshape, T234, (6, -1), order="F"),
     case(np.ndarray.transpose, T234), case(np.ndarray.transpose, T234, 2, 0, 1),
+    case(np.ndarray.__copy__, M), case(np.ndarray.__deepcopy__, M, {}),
     case(np.ndarray.transpose, T234, (1, 0, 2)), case(np.ndarray.ravel, M),
     case(np.ndarray.flatten, M, "F"), case(np.ndarray.squeeze, R(1, 3)),
     case(np.ndarray.swapaxes, T234, 0, 1), case(np.ndarray.repeat, M, 2, 1),
