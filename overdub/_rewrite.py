@@ -187,6 +187,16 @@ def _unpacked(od: _Fn, mapping: Any) -> Any:
     return dict(od(mapping.items))
 
 
+def _delegated(od: _Fn, source: Any) -> Any:
+    """What ``yield from source`` runs: a generator or coroutine (which ``yield from`` drives
+    with ``send`` and ``throw``, and whose own code the context runs) as it is; any other
+    iterable through ``iter`` seen by the context, as a ``for`` loop's is (a list a user
+    generator delegates to may hold values whose metadata the context keeps)."""
+    if hasattr(source, "send") and hasattr(source, "throw"):
+        return source
+    return od(iter, source)
+
+
 def _value_last(value: Any, obj: Any, key: Any) -> tuple[Any, Any, Any]:
     """``(obj, key, value)``: a class body's ``obj[key] = value`` evaluates the value first."""
     return obj, key, value
@@ -197,7 +207,8 @@ HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": st
                          "@getframemodulename": _frames.getframemodulename,
                          "@past": _frames.past_machinery, "@locals": _frames.user_locals,
                          "@partial": functools.partial, "@value_last": _value_last,
-                         "@spread": _Spread, "@managed": _managed, "@unpacked": _unpacked})
+                         "@spread": _Spread, "@managed": _managed, "@unpacked": _unpacked,
+                         "@delegated": _delegated})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -648,6 +659,13 @@ class Overdubber(ast.NodeTransformer):
         self.generic_visit(node)
         node.values = [self._unpacked(v) if k is None else v
                        for k, v in zip(node.keys, node.values)]
+        return node
+
+    def visit_YieldFrom(self, node: ast.YieldFrom) -> ast.AST:
+        self.generic_visit(node)
+        if ITERATION in self.categories:
+            node.value = _place(ast.Call(self._name("@delegated"), [self._name("@od"),
+                                                                    node.value], []), node)
         return node
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:

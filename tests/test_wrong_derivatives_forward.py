@@ -800,3 +800,48 @@ def test_forward_over_forward_through_linalg(name):
         a = np.array([[2.0, 0.5], [0.3, 1.5]]) + RNG.uniform(-0.2, 0.2, (2, 2))
         check(f, a)
         check_second(f, a, rtol=1e-3, atol=1e-4)
+
+
+class DelegatingBag:
+    """__iter__ delegates with ``yield from`` to a list (or tuple) stored on the object."""
+
+    def __init__(self, *items, as_tuple=False):
+        self.items = tuple(items) if as_tuple else list(items)
+
+    def __iter__(self):
+        yield from self.items
+
+
+@pytest.mark.parametrize("as_tuple", [False, True], ids=["list", "tuple"])
+@pytest.mark.parametrize("consumer", [sum, max, min, lambda b: sorted(b)[-1],
+                                      lambda b: list(b)[1]], ids=["sum", "max", "min",
+                                                                   "sorted", "list"])
+def test_yield_from_a_stored_container_keeps_derivatives(consumer, as_tuple):
+    def f(x):
+        return consumer(DelegatingBag(x, 2.0 * x * x, as_tuple=as_tuple))
+    x = 1.5
+    want = (f(x + 1e-6) - f(x - 1e-6)) / 2e-6
+    for _ in range(2):
+        assert derivative(f, x) == pytest.approx(want, rel=1e-6)
+        assert grad(f)(x) == pytest.approx(want, rel=1e-6)
+
+
+def test_yield_from_a_generator_still_delegates_send_and_throw():
+    # (sending a differentiated value into a generator raises MissingRuleError: generator.send)
+    def inner():
+        got = yield 1.0
+        try:
+            yield got * 2.0
+        except KeyError:
+            yield -1.0
+
+    def outer():
+        return (yield from inner())
+
+    def f(x):
+        gen = outer()
+        first = next(gen) * x
+        sent = gen.send(5.0) * x
+        return first + sent + gen.throw(KeyError) * x * x
+    for _ in range(2):
+        assert derivative(f, 3.0) == pytest.approx(5.0) and grad(f)(3.0) == pytest.approx(5.0)
