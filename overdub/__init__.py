@@ -6,6 +6,7 @@ A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental m
 from ._active import current_context
 from ._context import (Context, can_recurse, is_opaque, keeps_heap_metadata, opaque, overdub,
                        recurse, show_rewrite)
+from ._frames import hide_machinery
 from ._primitives import unbind
 from ._rewrite import embed
 from ._source import why_no_source
@@ -14,4 +15,4 @@ from ._tagging import Tagged, TagError, carries_tags, has_metadata, metadata, ta
 __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque", "embed",
            "current_context", "show_rewrite", "unbind", "why_no_source",
            "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags",
-           "keeps_heap_metadata"]
+           "keeps_heap_metadata", "hide_machinery"]

@@ -547,7 +547,8 @@ def _as_array(builtin: _Fn) -> _Fn:
 
 def _python_array(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return bool(args) and type(args[0]) is not Tagged and not is_static(type(args[0])) and \
-        isinstance(lookup(type(args[0]), "__array__"), _Function)
+        isinstance(lookup(type(args[0]), "__array__"), _Function) and \
+        not _duck_array(type(args[0]))
 
 
 _MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
@@ -580,7 +581,14 @@ def _array_ufunc(ufunc: Any) -> _Fn:
 def _overrides_ufuncs(x: Any) -> bool:
     kind = type(x)
     return kind is not Tagged and not is_static(kind) and \
-        isinstance(lookup(kind, "__array_ufunc__"), _Function)
+        isinstance(lookup(kind, "__array_ufunc__"), _Function) and not _duck_array(kind)
+
+
+def _duck_array(kind: type) -> bool:
+    """An array library's array written in Python (``dask.array.Array``): it implements
+    NumPy's whole API (``__array_function__``, NEP 18), and a context that swaps NumPy for it
+    computes with it as NumPy would; only other classes' conversion methods are run here."""
+    return lookup(kind, "__array_function__") is not None
 
 
 _UFUNC: list[type] = []  # NumPy's ufunc type, once NumPy is in use

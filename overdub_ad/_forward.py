@@ -63,9 +63,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata,
-                     opaque, overdub, recurse, tag, untag)
-from overdub._frames import hide_machinery
+from overdub import (Context, Tagged, can_recurse, has_metadata, hide_machinery, is_opaque,
+                     metadata, opaque, overdub, recurse, tag, untag)
 
 from . import _arrays, _callbacks, _forward_dual, _routes, _rules
 from ._arraylike import SEQUENCE_FUNCTIONS, array_like, stackable, takes_arrays
@@ -1440,8 +1439,9 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     if not callable(f):
         raise TypeError(f"derivative: f must be callable, got {f!r}")
     if x is None:
+        # named as f, inside too: a call with the wrong arguments says "f() takes ..."
         return _forward_dual.nestable(functools.wraps(f)(opaque(_forward_entry(
-            lambda x: derivative(f, x)))))
+            functools.wraps(f)(lambda x: derivative(f, x))))))
     if type(x) is float:  # the common case, without the questions arrays need
         out, tangent = _jvp(f, (x,), (1.0,), api="derivative")
         if type(out) is not float:

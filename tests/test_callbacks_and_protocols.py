@@ -446,6 +446,7 @@ def test_dblquad_tplquad_nquad_closing_over_the_parameter():
     both_modes(lambda k: si.dblquad(lambda y, x: np.exp(-k * x * y), 0, 1, 0, 1)[0], 0.7,
                rtol=1e-5)
     both_modes(lambda k: si.dblquad(lambda y, x: k * x * y, 0, 1, 0, lambda x: x)[0], 0.7)
-    both_modes(lambda k: si.tplquad(lambda z, y, x: np.exp(-k * x * y * z),
-                                    0, 1, 0, 1, 0, 1)[0], 0.7, rtol=1e-5)
+    # tplquad: ~9,000 integrand calls a solve, each differentiated: once, in one mode
+    triple = lambda k: si.tplquad(lambda z, y, x: np.exp(-k * x * y * z), 0, 1, 0, 1, 0, 1)[0]  # noqa: E731
+    np.testing.assert_allclose(ad.grad(triple)(0.7), fd(triple, 0.7), rtol=1e-5, atol=1e-7)
     both_modes(lambda k: si.nquad(lambda x, y: np.sin(k * x + y), [[0, 1], [0, 2]])[0], 0.7)
