@@ -2891,6 +2891,14 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """
     if not callable(f):
         raise TypeError(f"hvp: f must be callable, got {f!r}")
+    xleaves, xtree = flatten(x)
+    vleaves, vtree = flatten(v)
+    if vtree != xtree:
+        raise ValueError(f"hvp: the direction's structure {vtree} does not match x's {xtree}")
+    for leaf, d in zip(xleaves, vleaves):
+        if d is not None and np.shape(d) != np.shape(leaf):
+            raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
+                             f"shape {np.shape(leaf)}")
     if not _enclosed() and (_routes.enabled("hvp-tape") or _routes.enabled("hvp-compiled")):
         from ._hvp import _DECLINED, tape_hvp
         result = tape_hvp(f, x, v)

@@ -248,6 +248,7 @@ def test_non_scalar_output_is_the_usual_error():
         hvp(m.f, np.ones(3), np.ones(3))
 
 
+@pytest.mark.default_routes   # the compiled route's promise (docs/limitations.md: the others)
 def test_warnings_point_at_the_users_line():
     m = _module("def f(x):\n    return np.sum(np.log(x))\n")
     with pytest.warns(RuntimeWarning) as record:

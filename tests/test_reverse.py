@@ -1459,6 +1459,7 @@ def test_specialised_code_keeps_arguments_and_defaults():
         derivative(lambda a: sp_control(1.3, a))(0.5), rel=1e-12)
 
 
+@pytest.mark.default_routes
 def test_specialised_code_records_one_entry_per_expression():
     x = U(-1.0, 1.0, 6)
     tape = overdub_ad._reverse._forward(sp_rosenbrock, (x,), {}, (0,), enclosed=False)[0]
