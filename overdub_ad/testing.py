@@ -19,10 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import _rules
-from ._routes import FAST_ROUTES, REFERENCE, ROUTES, force_route
+from . import _routes, _rules
+from ._routes import force_route
 
 __all__ = ["isolated_rules", "force_route", "ROUTES", "FAST_ROUTES", "REFERENCE"]
+
+#: The reference route's name: ``force_route(REFERENCE)`` turns every fast route off.
+REFERENCE = _routes.REFERENCE
+#: Every route's name, the reference's first.
+ROUTES = _routes.ROUTES
+#: The fast routes: name -> the APIs it serves and what it does.
+FAST_ROUTES = _routes.FAST_ROUTES
 
 
 @contextmanager
