@@ -895,12 +895,7 @@ class ForwardContext(Context):
         if fn.jvp is None:
             raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
                             f"define one with @{fn.__name__}.defjvp")
-        if kwargs:
-            args, kwargs = _bind(fn.fun, args, kwargs, lambda v: True)
-            if kwargs:
-                raise TypeError(f"custom_jvp function {_rules._name(fn.fun)}: pass the "
-                                f"arguments {sorted(kwargs)} by position")
-        leaves, tree = flatten(list(args))
+        leaves, tree = flatten(list(fn.positional(args, kwargs)))
         parts = [self._split(leaf) for leaf in leaves]
         batch = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
                       for p, t in parts if t is not None), ())
@@ -1641,6 +1636,16 @@ class custom_jvp:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fun(*args, **kwargs)
+
+    def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The arguments of a call as the rule receives them: all by position (keywords bound
+        to their parameters), in either mode."""
+        if kwargs:
+            args, kwargs = _bind(self.fun, args, kwargs, lambda v: True)
+            if kwargs:
+                raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: pass the "
+                                f"arguments {sorted(kwargs)} by position")
+        return args
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument

@@ -63,7 +63,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 
 from . import _arrays, _callbacks, _routes, _rules, _specialise
 from ._arraylike import array_like, stackable, takes_arrays
-from ._forward import (CONSUMERS, _bind, _zero, by_differentiated_key, custom_jvp,
+from ._forward import (CONSUMERS, _zero, by_differentiated_key, custom_jvp,
                        iterate_through, python_iterable)
 from ._forward import (_check_differentiated, _check_output, _entry, _method_of,
                        _no_derivative_lost, _not_a_number, _untag_bindings, _user_operator)
@@ -736,7 +736,7 @@ class ReverseContext(Context):
                             self.tape.append((node, self._node(container), index,
                                               _placeholder(array)))
                             return Tagged(out, node, self._ref, self._label)
-        if not self.nested and not self.versions and _routes.enabled("reverse-plans"):
+        if not self.nested and not self.versions:
             plan = _PLANS.get(id(fn))
             if plan is None or plan.fn is not fn or plan.version != _rules.version:
                 plan = _plan(fn)
@@ -899,12 +899,7 @@ class ReverseContext(Context):
         value, with ``x``'s node), and added to the rule's output.  The cotangents are then
         the transposed map's; an enclosing derivative sees the map's coefficients depend on
         the primals."""
-        if kwargs:
-            args, kwargs = _bind(fn.fun, args, kwargs, lambda v: True)
-            if kwargs:
-                raise TypeError(f"custom_jvp function {_rules._name(fn.fun)}: pass the "
-                                f"arguments {sorted(kwargs)} by position")
-        leaves, tree = flatten(list(args))
+        leaves, tree = flatten(list(fn.positional(args, kwargs)))
         primals = [self._plain(leaf) for leaf in leaves]
         tangents = [_zero(p, ()) if self._node(leaf) is None else
                     self.execute(operator.sub, leaf, p) for leaf, p in zip(leaves, primals)]
@@ -1576,7 +1571,8 @@ def _plan(fn: Any) -> _Plan:
         special = special or fn in _INPLACE
     except TypeError:  # unhashable
         special = True
-    plan = _Plan(fn, special)
+    # forcing another route re-plans every function (force_route changes the rule version)
+    plan = _Plan(fn, special or not _routes.enabled("reverse-plans"))
     if not (isinstance(fn, _PYTHON_CODE) or bound) and len(_PLANS) < 100_000:
         _PLANS[id(fn)] = plan
     return plan

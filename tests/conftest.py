@@ -67,6 +67,22 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def fd(f, x, h=1e-6):
+    """Central differences of ``f`` (any output shape) at ``x`` (a float or an array): the
+    Jacobian, ``out.shape + x.shape``.  The finite differences the AD tests compare with."""
+    import numpy as np
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 0:
+        return (np.asarray(f(float(x) + h)) - np.asarray(f(float(x) - h))) / (2 * h)
+    cols = []
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = h
+        e = e.reshape(x.shape)
+        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
+    return np.stack(cols, axis=-1).reshape(np.shape(cols[0]) + x.shape)
+
+
 def _differentiates(module: object) -> bool:
     """Whether a test module uses overdub_ad (a name it imported from there)."""
     for value in vars(module).values():

@@ -15,25 +15,12 @@ import types
 
 import numpy as np
 import pytest
+from conftest import fd
 
 import overdub_ad as ad
 from overdub_ad import MissingRuleError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-def fd(f, x, h=1e-6):
-    """Central differences of ``f`` (a float or array output) at ``x`` (a float or an array)."""
-    x = np.asarray(x, dtype=float)
-    if x.ndim == 0:
-        return (np.asarray(f(float(x) + h)) - np.asarray(f(float(x) - h))) / (2 * h)
-    cols = []
-    for i in range(x.size):
-        e = np.zeros(x.size)
-        e[i] = h
-        e = e.reshape(x.shape)
-        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
-    return np.stack(cols, axis=-1).reshape(np.shape(cols[0]) + x.shape)
 
 
 def both_modes(f, x, rtol=1e-5, atol=1e-7):

@@ -32,26 +32,13 @@ import statistics
 
 import numpy as np
 import pytest
+from conftest import fd as fd_jac
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overdub_ad import derivative, grad, hessian, jacfwd, jacrev, jvp
 
 RNG = np.random.default_rng(1414)
-
-
-def fd_jac(f, x, h=1e-6):
-    """Central differences: ``shape(f(x)) + shape(x)``."""
-    if isinstance(x, float):
-        return (np.asarray(f(x + h)) - np.asarray(f(x - h))) / (2 * h)
-    cols = []
-    for i in range(x.size):
-        e = np.zeros(x.size)
-        e[i] = h
-        e = e.reshape(x.shape)
-        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
-    out = np.moveaxis(np.array(cols), 0, -1)
-    return out.reshape(np.shape(f(x)) + x.shape)
 
 
 def fd_hessian(f, x):
