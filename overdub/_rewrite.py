@@ -109,8 +109,10 @@ def embed(value: Any) -> ast.Name:
 
 def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
     """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names."""
-    if isinstance(namespace, dict):
-        return {k: v for k, v in namespace.items() if not k.startswith("@")}
+    if isinstance(namespace, dict):  # in place: locals() is the frame's own dict (<= 3.12)
+        for name in [k for k in namespace if type(k) is str and k.startswith("@")]:
+            del namespace[name]
+        return namespace
     return [name for name in namespace if not name.startswith("@")]
 
 
@@ -701,13 +703,14 @@ class Overdubber(ast.NodeTransformer):
                     and not node.args and not self._class_bodies):
                 # The frame's namespace without our hidden `@` names (a snapshot either way).
                 return _place(ast.Call(self._name("@hide"), [node], []), node)
-            if (isinstance(func, ast.Name) and func.id == "eval" and len(node.args) == 1
-                    and not isinstance(node.args[0], ast.Starred) and not node.keywords
-                    and CALL in self.categories and not self._class_bodies):
-                # eval(text) reads the frame's namespaces: given to it explicitly, the call
-                # goes through the context as eval(text, globals(), locals()) would (under a
-                # derivative, the text is differentiated).  (exec(text) stays native: what it
-                # writes into the frame's locals() dict must stay there.)
+            if (isinstance(func, ast.Name) and func.id in ("eval", "exec")
+                    and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred)
+                    and not node.keywords and CALL in self.categories
+                    and not self._class_bodies):
+                # eval(text) and exec(text) read the frame's namespaces: given to them
+                # explicitly (locals() is the frame's own dict, where exec's writes stay), the
+                # call goes through the context as eval(text, globals(), locals()) would (under
+                # a derivative, the text is differentiated).
                 scope = [ast.Call(ast.Name("globals", _LOAD), [], []),
                          ast.Call(self._name("@hide"), [ast.Call(ast.Name("locals", _LOAD), [],
                                                                  [])], [])]

@@ -75,7 +75,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
 _BUILTIN_METHOD = types.BuiltinMethodType
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
-_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+_METHOD_DESCRIPTOR = types.MethodDescriptorType  # type(dict.get)
+_C_METHODS = (_METHOD_DESCRIPTOR, types.WrapperDescriptorType)
 
 
 # NumPy's float dtypes, by their classes (another namespace's dtypes are not NumPy's: left as
@@ -344,6 +345,30 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str)
     return value
 
 
+_KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item
+
+
+def keyed_read(fn: Any, args: tuple[Any, ...]) -> tuple[dict[Any, Any], Any] | None:
+    """``(d, key)`` when ``fn(*args)`` returns the item stored in dict ``d`` under ``key`` --
+    ``d.get(key)``, ``d.pop(key)``, ``d.setdefault(key, ...)``, bound or called as
+    ``dict.get(d, key)`` -- and that item is there (a default returned is not stored), else
+    None: the item read through the method must pass :func:`by_differentiated_key` as
+    ``d[key]`` does."""
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, dict):
+        d, rest = fn.__self__, args
+    elif type(fn) is _METHOD_DESCRIPTOR and fn.__objclass__ is dict and args \
+            and isinstance(args[0], dict):
+        d, rest = args[0], args[1:]
+    else:
+        return None
+    if fn.__name__ not in _KEYED_READS or not rest:
+        return None
+    try:
+        return (d, rest[0]) if _innermost(rest[0]) in d else None
+    except TypeError:  # (an unhashable key: the call raises it)
+        return None
+
+
 def _reverse_rules_only(fn: Any) -> bool:
     """A Python function with reverse rules (``defvjp``) and no forward rule: forward mode
     differentiates its body (a C function would need the rule: MissingRuleError)."""
@@ -467,6 +492,8 @@ class ForwardContext(Context):
             if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
                     and self._carries(args[1]):
                 return True  # a differentiated default, which the core would strip
+            if args and self._carries(args[0]) and keyed_read(fn, args) is not None:
+                return True  # memo.get(x): see by_differentiated_key
             # the core keeps the metadata of list and dict members; a copy is ours to make
             return fn.__name__ == "copy" and id(receiver) in self.lists
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
@@ -555,6 +582,12 @@ class ForwardContext(Context):
             return self._write(*args)
         if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
+        keyed = keyed_read(fn, args)
+        if keyed is not None and self._carries(keyed[1]):
+            at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
+            plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed
+            return by_differentiated_key(self.fallback(fn, *plain, **kwargs), self._carries,
+                                         "forward")
         if fn is operator.getitem and type(args[0]) is not Tagged:
             return self._read(*args)
         if type(fn) is custom_jvp:

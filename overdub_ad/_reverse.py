@@ -63,7 +63,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 
 from . import _arrays, _callbacks, _routes, _rules, _specialise
 from ._arraylike import array_like, stackable, takes_arrays
-from ._forward import (CONSUMERS, _zero, by_differentiated_key, custom_jvp,
+from ._forward import (CONSUMERS, _zero, by_differentiated_key, custom_jvp, keyed_read,
                        iterate_through, python_iterable)
 from ._forward import (_check_differentiated, _check_output, _entry, _method_of,
                        _no_derivative_lost, _not_a_number, _untag_bindings, _user_operator)
@@ -660,6 +660,10 @@ class ReverseContext(Context):
         if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
                 type(args[1]) is Tagged and args[1].owner is self._ref:
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse")
+        keyed = keyed_read(fn, args) if type(fn) is not types.FunctionType else None
+        if keyed is not None and type(keyed[1]) is Tagged and keyed[1].owner is self._ref:
+            return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
+                                         "reverse")
         if not self.nested and not kwargs and not (
                 args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
                 and fn is not operator.getitem):  # (array code: none of these paths is its)
@@ -1253,6 +1257,8 @@ class ReverseContext(Context):
         container = fn.__self__
         if fn.__name__ in _STORES:
             self._note_store(container)
+            if fn.__name__ == "setdefault" and args and type(container) is dict:
+                args = (self._plain(args[0]), *args[1:])  # a key is hashed: stored plain
             if fn.__name__ == "extend" and args and self._differentiated_array(args[0]):
                 args = (self._elements(args[0]),)  # its differentiated elements, stored
             return fn(*args, **kwargs)

@@ -124,8 +124,10 @@ def _bindings(used: list[str], bound: list[str], globals_: Any, locals_: Any) ->
 
 
 def _top_level(text: str) -> tuple[list[str], list[str]]:
-    """The names ``text`` binds at its top level, and all the names it uses there."""
-    symbols = symtable.symtable(text, "<string>", "exec").get_symbols()
+    """The names ``text`` binds at its top level, and all the names it uses there (but those
+    it declares ``global``: the function's own ``global`` statement finds them)."""
+    symbols = [s for s in symtable.symtable(text, "<string>", "exec").get_symbols()
+               if not s.is_declared_global()]
     bound = [s.get_name() for s in symbols
              if s.is_assigned() or s.is_imported() or s.is_namespace()]
     return bound, [s.get_name() for s in symbols]

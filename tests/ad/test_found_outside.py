@@ -1,0 +1,107 @@
+"""Derivatives through frame namespaces and caches, as found by testing from outside: text run
+by one-argument ``exec``/``eval`` inside a function, and dict caches read with ``get``/``pop``/
+``setdefault`` by a differentiated key."""
+
+import numpy as np
+import pytest
+
+import overdub_ad as ad
+from overdub_ad import MissingRuleError
+
+
+def exec_into_globals(x):
+    exec("global _exec_result; _exec_result = x * x * 3.0")
+    return _exec_result  # noqa: F821 (bound by the text)
+
+
+def exec_into_locals(x):
+    exec("z = x * x + 2.0 * x")
+    return locals()["z"]
+
+
+def exec_with_explicit_namespaces(x):
+    exec("z = x ** 3", globals(), locals())
+    return locals()["z"]
+
+
+def exec_through_a_held_locals_dict(x):
+    scope = locals()
+    exec("z = np.sin(x) * x", globals(), scope)
+    return scope["z"]
+
+
+def eval_in_a_function(x):
+    return eval("x * np.exp(x)")
+
+
+CASES = [(exec_into_globals, lambda x: 6.0 * x),
+         (exec_into_locals, lambda x: 2.0 * x + 2.0),
+         (exec_with_explicit_namespaces, lambda x: 3.0 * x * x),
+         (exec_through_a_held_locals_dict, lambda x: np.cos(x) * x + np.sin(x)),
+         (eval_in_a_function, lambda x: np.exp(x) * (1.0 + x))]
+
+
+@pytest.mark.parametrize("f,df", CASES, ids=[c[0].__name__ for c in CASES])
+def test_text_run_in_a_function_frame_is_differentiated(f, df):
+    for x in (0.7, -1.3, 0.7):  # first and repeated calls
+        assert ad.grad(f)(x) == pytest.approx(df(x), rel=1e-12)
+        assert ad.derivative(f, x) == pytest.approx(df(x), rel=1e-12)
+        assert ad.derivative(ad.grad(f), x) == pytest.approx(
+            (ad.grad(f)(x + 1e-6) - ad.grad(f)(x - 1e-6)) / 2e-6, rel=1e-6)
+
+
+def test_text_run_in_a_function_frame_keeps_its_plain_result():
+    for f, _ in CASES:
+        assert ad.value_and_grad(f)(0.4)[0] == pytest.approx(f(0.4), rel=1e-15)
+
+
+def _memoised(memo, read):
+    def f(x):
+        found = read(memo, x)
+        if found is None:
+            found = x * x
+            memo[x] = found
+        return found
+    return f
+
+
+READS = {"get": lambda memo, x: memo.get(x),
+         "dict.get": lambda memo, x: dict.get(memo, x),
+         "pop": lambda memo, x: memo.pop(x, None),
+         "setdefault": lambda memo, x: memo.setdefault(x, None)}
+
+
+@pytest.mark.parametrize("read", list(READS))
+@pytest.mark.parametrize("transform", [ad.grad, lambda f: lambda x: ad.derivative(f, x)],
+                         ids=["grad", "derivative"])
+def test_a_cache_read_by_a_differentiated_key_is_not_a_silent_constant(read, transform):
+    """A plain number stored before the derivative, read back for an equal key by a dict method,
+    raises as ``memo[x]`` does (it has no derivative with respect to the key)."""
+    memo = {}
+    f = _memoised(memo, READS[read])
+    assert f(3.0) == 9.0  # cached, plainly
+    with pytest.raises(MissingRuleError, match="differentiated key"):
+        transform(f)(3.0)
+
+
+@pytest.mark.parametrize("read", ["get", "pop", "setdefault"])
+def test_a_cache_filled_under_the_derivative_or_missing_the_key_differentiates(read):
+    f = _memoised({}, READS[read])
+    assert ad.grad(f)(2.5) == 5.0  # the key is not there: computed under the derivative
+    assert ad.derivative(f, 1.5) == 3.0
+
+    def twice(x):  # stored and read back within one derivative: carries its derivative
+        memo = {}
+        first = _memoised(memo, READS[read])(x)
+        again = READS[read](memo, x)
+        return first + (first if again is None else again)
+    want = 4.0 * 1.25
+    assert ad.grad(twice)(1.25) == want
+    assert ad.derivative(twice, 1.25) == want
+
+
+def test_a_cache_default_is_a_constant_as_written():
+    def f(x):
+        return {}.get(x, 2.0) * x
+    assert ad.grad(f)(3.0) == 2.0
+    assert ad.derivative(f, 3.0) == 2.0
