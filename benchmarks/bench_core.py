@@ -3,10 +3,15 @@
 Workloads (issue #2):
 - a scalar-arithmetic-heavy loop under a context that intercepts nothing it could match
   (a primitive for math.tanh, which the loop never calls): target <= 1.2x;
-- the same loop under CountContext (every call and operator intercepted): target <= 8x;
+- the same loop under CountContext (every call and operator intercepted): target <= 8x, and
+  <= 1.3x the loop under a context whose prehook does nothing (issue #16: counting itself must
+  be cheap);
 - a call-heavy workload (fib(18) plus 200 colorsys.rgb_to_hsv calls) under CountContext,
   against cProfile on the same workload: target <= 1.5x cProfile's time;
-- the first call of a 50-line function under a new context class (rewriting): target <= 5 ms.
+- the first call of a 50-line function under a new context class (rewriting): target <= 5 ms;
+- a new context per call, ``overdub(CountContext(), f, x)`` (Cassette's idiom), against one
+  context reused: at most 2 us more per call (issue #16), and the same for a do-nothing
+  ``Context`` subclass.
 
 Run: python benchmarks/bench_core.py [--quick]
 """
@@ -67,6 +72,39 @@ class TanhOnly(Context):
     """A context whose only primitive (math.tanh) the workloads never call."""
 
 
+class EmptyPrehook(Context):
+    """A context whose prehook does nothing: what intercepting every call and operator costs
+    before the hook does any work."""
+
+    def prehook(self, fn, /, *args, **kwargs):
+        pass
+
+
+class DoNothing(Context):
+    """A context that overrides nothing."""
+
+
+def small(x: float) -> float:
+    return x * 2.0 + 1.0
+
+
+def entry_cost_us(clock: Clock, cls: type, calls: int) -> float:
+    """Microseconds a context made for the call adds to ``overdub(ctx, small, 3.0)`` over
+    one context reused for every call (each timed over ``calls`` calls, in turns)."""
+    reused = cls()
+
+    def fresh_each() -> None:
+        for _ in range(calls):
+            overdub(cls(), small, 3.0)
+
+    def reusing() -> None:
+        for _ in range(calls):
+            overdub(reused, small, 3.0)
+
+    fresh, same = clock.interleaved(fresh_each, reusing)
+    return (fresh - same) / calls * 1e6
+
+
 @TanhOnly.primitive(math.tanh)
 def _tanh(ctx: Context, x: float) -> float:
     return math.tanh(x)
@@ -106,15 +144,22 @@ def main(quick: bool = False) -> Figures:
     fig = Figures()
     quiet = f"scalar loop, {n} iterations: context matching nothing"
     counted = f"scalar loop, {n} iterations: CountContext"
+    empty = f"scalar loop, {n} iterations: context whose prehook does nothing"
     lorenz = "RK4 Lorenz, 200 steps (calls, tuples): CountContext"
     heavy = f"call-heavy, fib({fib_n}) + 200 rgb_to_hsv: CountContext"
     plain_loop = clock.best(lambda: scalar_loop(n))
     fig.workload(quiet, plain_loop, at_most(1.2))
     fig.workload(counted, plain_loop, at_most(8))
+    fig.workload(empty, plain_loop)
     fig.workload(lorenz, clock.best(lambda: lorenz_rk4(1.0, 1.0, 1.0)))
     fig.workload(heavy, clock.best(lambda: call_heavy(fib_n)))
     fig.time(quiet, "overdub", clock.best(lambda: overdub(TanhOnly(), scalar_loop, n)))
-    fig.time(counted, "overdub", clock.best(lambda: overdub(CountContext(), scalar_loop, n)))
+    count_s, empty_s = clock.interleaved(lambda: overdub(CountContext(), scalar_loop, n),
+                                         lambda: overdub(EmptyPrehook(), scalar_loop, n))
+    fig.time(counted, "overdub", count_s)
+    fig.time(empty, "overdub", empty_s)
+    fig.figure("scalar loop: CountContext / context whose prehook does nothing",
+               count_s / empty_s, "x", at_most(1.3))
     fig.time(lorenz, "overdub", clock.best(lambda: overdub(CountContext(), lorenz_rk4, 1.0, 1.0,
                                                            1.0)))
     fig.time(heavy, "overdub", clock.best(lambda: overdub(CountContext(), call_heavy, fib_n)))
@@ -124,6 +169,11 @@ def main(quick: bool = False) -> Figures:
     with tempfile.TemporaryDirectory() as tmp:
         fig.figure("first call of a 50-line function under a new context class (rewriting)",
                    rewrite_cost_ms(tmp), "ms", at_most(5))
+    calls = 200 if quick else 2000
+    fig.figure("overdub(CountContext(), f, x) per call, minus the same with one context reused",
+               entry_cost_us(clock, CountContext, calls), "us", at_most(2))
+    fig.figure("the same for a Context subclass that overrides nothing",
+               entry_cost_us(clock, DoNothing, calls), "us", at_most(2))
     return fig
 
 

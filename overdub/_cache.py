@@ -247,7 +247,7 @@ def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
     located = _checked_source(code, module_globals)
     if isinstance(located, _source.NoSource):
         return located
-    node = copy_tree(located.node)
+    node = _source.fresh_node(located)
     if not located.passes_applied and passes:
         for a_pass in passes:
             node = _apply_pass(a_pass, node, code)

@@ -6,6 +6,7 @@ import ast
 import copy
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -17,6 +18,7 @@ _P = ParamSpec("_P")
 _C = TypeVar("_C", bound="Context")
 _R = TypeVar("_R")
 _KEEP: Any = object()
+_NO_POOL: list[Any] = []  # (never added to)
 
 
 class Context:
@@ -43,8 +45,16 @@ class Context:
     See also: :func:`overdub`, :meth:`primitive`, :mod:`overdub.contexts`.
     """
 
+    # The instance's dispatchers and rewritten functions (a _dispatch.State), made at its first
+    # run; and whether it has tagged values (set by ``tag``).
+    _overdub_state: _dispatch.State | None = None
+    _overdub_tags = False
+
     def __init__(self, *, metadata: Any = None, passes: Any = ()) -> None:
         self.metadata = metadata
+        if type(passes) is tuple and not passes:  # the common case (contexts made per call)
+            self.passes = passes
+            return
         try:
             passes = tuple(passes)
         except TypeError:
@@ -154,22 +164,69 @@ def keeps_heap_metadata(ctx: Context) -> bool:
     A plain value is what such a store leaves in the object itself; code that reads the object
     natively (``obj.__dict__[name]`` in C) would miss the metadata, and a plug-in that takes
     shortcuts around the context asks this before it does."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"keeps_heap_metadata(ctx): ctx must be a Context instance, got {ctx!r}")
     tagger = _state(ctx).tagger
     return tagger is not None and bool(tagger.shadow.places)
 
 
 def _state(ctx: Context) -> _dispatch.State:
-    state = ctx.__dict__.get("_overdub_state")
-    if state is None or state.table.generation != _primitives.current_generation:
-        if not isinstance(ctx, Context):
-            raise TypeError(f"expected a Context instance, got {ctx!r}")
-        if "passes" not in ctx.__dict__:
-            raise TypeError(f"{type(ctx).__name__}.__init__ must call super().__init__()")
-        fresh = _dispatch.State(ctx, Context)
-        if state is not None:
-            fresh.set_parent(state.parent)
-        state = fresh
-        ctx.__dict__["_overdub_state"] = state
+    """``ctx``'s State, bound to it."""
+    state = ctx._overdub_state
+    if (state is None or state.ctx is not ctx
+            or state.table.generation != _primitives.current_generation):
+        return _own_state(ctx, state)
+    return state
+
+
+def _own_state(ctx: Context, state: _dispatch.State | None) -> _dispatch.State:
+    """``ctx``'s State where the quick test fails: bound again if its last run left it unbound
+    (see ``_dispatch.State``); else a new one (none yet, made stale by a primitive registered
+    since, or one that came with a copy of another instance)."""
+    if (state is not None and state.ctx is None and state.owner() is ctx
+            and state.table.generation == _primitives.current_generation):
+        state.bind(ctx, state.owner)
+        return state
+    return _new_state(ctx, state)
+
+
+def _new_state(ctx: Context, stale: _dispatch.State | None) -> _dispatch.State:
+    """A State for ``ctx``: one its class's pool holds, or a new one.  Kept on ``ctx`` as an
+    attribute: its ``__dict__`` is never read, which on CPython 3.11 would turn it into a
+    dict for good and make every ``self.x`` in the context's hooks slower."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"expected a Context instance, got {ctx!r}")
+    try:
+        passes = ctx.passes
+    except AttributeError:
+        raise TypeError(f"{type(ctx).__name__}.__init__ must call super().__init__()") from None
+    parent = None
+    if stale is not None and stale.owner() is ctx:  # stale: a primitive was registered
+        stale.poolable = False
+        parent = stale.parent
+    # The class's pool, if its plan is current (if its verbs changed since, the State taken
+    # from it is made again at once: overdub() calls follow_class)
+    plan = type(ctx).__dict__.get("_overdub_plan")
+    pool = plan.pool if (type(plan) is _dispatch.ClassPlan and plan.cls is type(ctx)
+                         and plan.table.generation == _primitives.current_generation) else _NO_POOL
+    while pool and parent is None and not passes and not ctx._overdub_tags:
+        try:
+            state = pool.pop()
+        except IndexError:  # another thread took the last one
+            break
+        object.__setattr__(ctx, "_overdub_state", state)
+        state.count_dropped()
+        if state.refcounts() == state.expected:  # still clean: see _dispatch.State
+            state.bind(ctx, weakref.ref(ctx, state.on_death))
+            return state
+        state.poolable = False  # something kept a way into it since: it is nobody's now
+    state = _dispatch.State(ctx, Context)
+    if parent is not None:
+        state.set_parent(parent)
+    object.__setattr__(ctx, "_overdub_state", state)
+    if state.poolable:
+        state.clean = state.refcounts()  # clean: nothing else can reach it yet
+        state.expected = list(state.clean)
     return state
 
 
@@ -196,7 +253,10 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     See also: :class:`Context`, :func:`recurse`.
     """
     _check(ctx, fn, "overdub")
-    state = _state(ctx)
+    state = ctx._overdub_state
+    if (state is None or state.ctx is not ctx
+            or state.table.generation != _primitives.current_generation):
+        state = _own_state(ctx, state)
     state.follow_class()
     enclosing = _active.active.get()
     parent = state.parent if enclosing is None or enclosing is state else enclosing.od
@@ -223,6 +283,13 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
         _active.active.reset(token)
         state.enclosing = previous_enclosing
         state.set_parent(previous)
+        if state.depth == 0 and state.poolable:
+            # Unbound when nothing the run made can still call it (see _dispatch.State; the
+            # counts are taken here, with the State in one variable, as when it was made).
+            if state.dropped:
+                state.count_dropped()
+            if state.refcounts() == state.expected:
+                state.unbind()
 
 
 def recurse(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:

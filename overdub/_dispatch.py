@@ -2,9 +2,12 @@
 
 Each context instance gets a :class:`State` holding its dispatchers -- the functions the rewritten
 code calls (``@od`` for calls, ``@op``/``@op2``/``@opr`` for operators) -- and a cache of the
-user's functions rewritten for it.  The dispatchers are generated from a template for the methods
-the context class actually overrides, so a counting context that only has a ``prehook`` pays for
-a prehook and nothing else.  Their meaning is always the documented one::
+user's functions rewritten for it; what depends only on the context's class (its verbs, its
+primitives, what it rewrites) is worked out once, in the class's :class:`ClassPlan`, and a State
+whose instance has died passes to the next new instance of the class (see :class:`State`).  The
+dispatchers are generated from a template for the methods the context class actually overrides,
+so a counting context that only has a ``prehook`` pays for a prehook and nothing else.  Their
+meaning is always the documented one::
 
     prehook(fn, *args, **kwargs)
     if is_primitive(fn, *args, **kwargs): out = execute(fn, *args, **kwargs)
@@ -20,7 +23,9 @@ is then called through the parent, so the outer context sees it.
 from __future__ import annotations
 
 import functools
+import gc
 import operator
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -88,16 +93,17 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback,
     tags).  With ``tags``, structural functions go to the context's tag handlers first and leaf
     calls go through its :class:`_tagging.Tagger` (metadata kept through the heap).
-    The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent``.
+    The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind``
+    (``bind(ctx)`` points the dispatchers at an instance, or at None: see :meth:`State.bind`).
     """
     maker = _TEMPLATE_CACHE.get(flags)
     if maker is not None:
         return maker
     pre, post, custom_primitive, table, custom_fallback, tags = flags
-    src = ["def make(ctx, prehook, posthook, is_primitive, execute, fallback, find, resolve,",
-           "         rewritten, functions, protocol_for, is_static, static, hook_failed,",
-           "         Function, Method, tagger, handlers, Tagged, plain_operators,",
+    src = ["def make(find, resolve, rewritten, functions, protocol_for, is_static, static,",
+           "         hook_failed, Function, Method, tagger, handlers, Tagged, plain_operators,",
            "         MethodPrimitive):",
+           "    ctx = prehook = posthook = is_primitive = execute = fallback = None",
            "    tag_leaf = tagger and tagger.leaf",
            "    tag_unhandled = tagger and tagger.unhandled_leaf",
            "    parent = None",
@@ -107,7 +113,18 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
            "    def set_parent(new):",
            "        nonlocal parent",
            "        old, parent = parent, new",
-           "        return old"]
+           "        return old",
+           "    def bind(new):",
+           "        nonlocal ctx, prehook, posthook, is_primitive, execute, fallback",
+           "        ctx = new",
+           "        if new is None:",
+           "            prehook = posthook = is_primitive = execute = fallback = None",
+           "            return",
+           f"        prehook = {'new.prehook' if pre else 'None'}",
+           f"        posthook = {'new.posthook' if post else 'None'}",
+           f"        is_primitive = {'new.is_primitive' if custom_primitive else 'None'}",
+           f"        execute = {'new.execute' if custom_primitive else 'None'}",
+           f"        fallback = {'new.fallback' if custom_fallback else 'None'}"]
 
     def step(name: str, params: str, call: str, body: list[str], hooks: bool = True) -> None:
         """One dispatcher: ``call`` spells the arguments (``*args, **kwargs`` or ``a, b``)."""
@@ -212,7 +229,7 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
         step(f"slow{arity}", f"fn, {names}", names, body, hooks=False)
     src.extend(["    def opr(fn, item, container):",
                 "        return op2(fn, container, item)",
-                "    return od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent"])
+                "    return od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind"])
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), f"{DISPATCHER_FILE} {flags}>", "exec"), namespace)
     return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
@@ -234,78 +251,284 @@ def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(prints)
 
 
+class ClassPlan:
+    """What the States of one context class share, made once per class (and again when its
+    verbs change or a primitive is registered): its verbs and which of them it overrides, its
+    primitives table for instances without tags, per configuration what to rewrite, and the
+    pool of States whose instances died (see :class:`State`)."""
+
+    __slots__ = ("cls", "verbs", "overridden", "table", "class_key", "configs", "pool",
+                 "__weakref__")
+
+    def __init__(self, cls: type, base: type) -> None:
+        self.cls = cls
+        self.verbs = _verbs_of(cls)
+        self.overridden = frozenset(verb for verb in _VERBS if _overridden(cls, base, verb))
+        for verb in self.overridden:
+            add_verb(getattr(cls, verb))
+        # No tag identity: an instance without tags owns no tagged value, so every Tagged it
+        # meets is another context's, a plain value to its dispatch, whichever instance it is.
+        # An instance that tags gets a table of its own (State._configure).
+        self.table = _primitives.Table(cls)
+        self.class_key = _cache.class_key(cls)
+        # (tags, has passes, inherited categories) -> (categories, observe, dispatcher flags)
+        self.configs: dict[tuple[bool, bool, frozenset[str]],
+                           tuple[frozenset[str], bool, tuple[bool, ...]]] = {}
+        self.pool: list[State] = []
+        _plans[id(self)] = weakref.ref(self)
+
+    def config(self, tags: bool, passes: bool, inherited: frozenset[str]
+               ) -> tuple[frozenset[str], bool, tuple[bool, ...]]:
+        """What an instance rewrites (categories), whether it is observe-only, and which
+        dispatchers it gets (:func:`_make_dispatchers`' flags)."""
+        found = self.configs.get((tags, passes, inherited))
+        if found is not None:
+            return found
+        overridden, table = self.overridden, self.table
+        if overridden or tags:
+            categories = ALL_CATEGORIES | ({ITERATION} if tags else set()) | inherited
+        else:
+            categories = table.categories | ({CALL} if passes else set()) | inherited
+            if categories:
+                categories |= {CALL}  # to reach what is intercepted inside called functions
+        # Observe-only (a prehook and nothing else that could act on an operator): operators
+        # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
+        observe = overridden == {"prehook"} and table.categories <= {CALL} and not tags
+        flags = ("prehook" in overridden, "posthook" in overridden,
+                 bool(overridden & {"is_primitive", "execute"}), bool(table.entries),
+                 "fallback" in overridden, tags)
+        return self.configs.setdefault((tags, passes, inherited),
+                                       (frozenset(categories), observe, flags))
+
+
+# id -> the live plans, whose pools _forget_idle empties of rewritten functions
+_plans: dict[int, weakref.ref[ClassPlan]] = {}
+
+
+def _forget_idle(phase: str, _info: dict[str, Any], plans: dict[int, Any] = _plans) -> None:
+    """At the start of each garbage collection, the States in pools drop their rewritten
+    functions.  Those hold the user's modules (their globals): kept by a pool, they live until
+    the next collection, as they did when a dead context's State waited for the collector."""
+    if phase != "start":
+        return
+    for key, ref in list(plans.items()):
+        plan = ref()
+        if plan is None:
+            plans.pop(key, None)
+        else:
+            for state in plan.pool:
+                state.forget_functions()
+
+
+gc.callbacks.append(_forget_idle)
+
+
+def plan_of(cls: type, base: type) -> ClassPlan:
+    """``cls``'s plan, made again if its verbs changed or a primitive was registered since."""
+    plan = cls.__dict__.get("_overdub_plan")
+    if (type(plan) is not ClassPlan or plan.cls is not cls
+            or plan.table.generation != _primitives.current_generation
+            or _verbs_of(cls) != plan.verbs):
+        plan = ClassPlan(cls, base)
+        setattr(cls, "_overdub_plan", plan)
+    return plan
+
+
+# Whether a State may be unbound and pass to a new instance (see State): that rests on reference
+# counts, exact where the interpreter counts every reference and one thread runs at a time.
+_POOLING = sys.implementation.name == "cpython" and (
+    not hasattr(sys, "_is_gil_enabled") or sys._is_gil_enabled())
+_POOL_SIZE = 8  # unbound States kept per class for new instances
+
+
+def _unused_cell_count() -> int:
+    """What :meth:`State.refcounts` counts for a cell no function uses: held by ``cells`` and
+    ``_watched`` (measured, not assumed: interpreters differ in what a call adds)."""
+    cell = types.CellType()
+    cells, watched = {"@": cell}, (cell,)
+    del cell
+    count: int = list(map(sys.getrefcount, watched))[0]
+    del cells
+    return count
+
+
+_UNUSED_CELL = _unused_cell_count()
+
+
 class State:
-    """A context instance's dispatchers and rewritten functions (one per instance)."""
+    """A context instance's dispatchers and rewritten functions (what only depends on its class
+    is in the class's :class:`ClassPlan`).
+
+    ``cells`` holds the cells rewritten code reads its dispatchers from (``@od``, ``@pre``...),
+    made when a rewritten function first needs one and refilled when the dispatchers change.
+
+    Reuse (issue #16: a context made per call, ``overdub(CountContext(), f, x)``, should cost
+    about what a reused one does).  The dispatchers hold the instance (``ctx``, its bound
+    verbs): they are *bound* to it.  A *poolable* State (an instance without tags or passes,
+    whose class keeps the default ``overdub`` step; CPython only) is unbound when a run ends
+    with nothing left that could call it: the State, ``od`` and each cell referenced exactly as
+    when it was clean (:meth:`refcounts` against ``expected``, which follows the closures of
+    the rewritten functions it builds and drops).  A generator, generator expression, lazy
+    ``map``, traceback or copied ``contextvars.Context`` that outlives the run keeps it bound,
+    as before.  Unbound, it holds its instance weakly, so an instance nobody keeps dies at
+    once; its State then goes to its class's pool, and the next new instance of the class takes
+    it (after counting again that it is clean) with its rewritten functions built.  The
+    instance's next run binds it again.  A garbage collection empties pooled States of their
+    rewritten functions (:func:`_forget_idle`).
+    """
 
     def __init__(self, ctx: Any, base: type) -> None:
-        cls = type(ctx)
-        self.ctx = ctx
+        self.ctx = ctx  # None while unbound
         self.base = base
-        self.table = _primitives.Table(cls, _tagging.owner_of(ctx))
-        self._take_verbs()
         self.passes = ctx.passes
         self.parent: Callable[..., Any] | None = None
         self.enclosing: State | None = None  # the State running when this one was entered
         self.depth = 0  # runs of this context in progress (overdub() calls not yet returned)
         self.functions: dict[int, _Entry] = {}
         self.cells: dict[str, types.CellType] = {}
-        self._configure(bool(ctx.__dict__.get("_overdub_tags")))
+        self._take_verbs()
+        tags = bool(getattr(ctx, "_overdub_tags", False))
+        self.poolable = (_POOLING and not tags and not self.passes
+                         and "overdub" not in self.overridden)
+        # Made once: the weak references to its owners share it, so the State's own reference
+        # count does not change with them (see refcounts)
+        self.on_death = self._owner_died
+        self.owner = weakref.ref(ctx, self.on_death if self.poolable else None)
+        # Rewritten functions dropped since the last count (their cells' counts fall with them)
+        self.dropped: list[Callable[..., Any] | None] = []
+        # What refcounts() counts: the State, `od`, and each cell once made (_cell); and
+        # the counts when clean and those expected now, with the rewritten functions'
+        # closures.  The first two are counted by the caller, which holds the State as an
+        # overdub() run does when it counts (see refcounts).
+        self._watched: tuple[Any, ...] = ()
+        self._index: dict[int, int] = {}  # id(cell) -> its place in _watched
+        self.clean: list[int] = []
+        self.expected: list[int] = []
+        self._configure(tags)
+        self._watched = (self, self.od)
 
     def _configure(self, tags: bool, inherited: frozenset[str] = frozenset()) -> None:
         """Choose what to rewrite and generate the dispatchers (again, when tags start or an
         enclosing context intercepts more: ``inherited``)."""
-        ctx, overridden = self.ctx, self.overridden
-        if overridden or tags:
-            categories = ALL_CATEGORIES | ({ITERATION} if tags else set()) | inherited
-        else:
-            categories = self.table.categories | ({CALL} if ctx.passes else set()) | inherited
-            if categories:
-                categories |= {CALL}  # to reach what is intercepted inside called functions
-        self.categories = frozenset(categories)
+        if self.cells:  # configured before: the counts no longer describe a clean State
+            self.poolable = False
+            self.dropped.clear()
+        ctx, plan, overridden = self.ctx, self.plan, self.overridden
+        self.categories, self.observe, flags = plan.config(tags, bool(self.passes), inherited)
         self.tags = tags
         if tags:
             _tagging.register_numpy_handlers()
             register_numpy_shims()
+            self.table = _primitives.Table(type(ctx), _tagging.owner_of(ctx))
+        else:
+            self.table = plan.table
         self.tagger = _tagging.Tagger(self) if tags else None
-        # Observe-only (a prehook and nothing else that could act on an operator): operators
-        # call the prehook inline and run natively on C types (see _rewrite.Overdubber).
-        self.observe = (overridden == {"prehook"} and self.table.categories <= {CALL}
-                        and not tags)
-        self.key = (_cache.class_key(type(ctx)), _pass_fingerprint(ctx.passes), self.categories,
+        self.key = (plan.class_key, _pass_fingerprint(self.passes), self.categories,
                     self.observe)
         self.functions.clear()
-        flags = ("prehook" in overridden, "posthook" in overridden,
-                 bool(overridden & {"is_primitive", "execute"}), bool(self.table.entries),
-                 "fallback" in overridden, tags)
         (self.od, self.op1, self.op2, self.op3, self.opr, slow1, slow2, slow3,
-         set_parent) = _make_dispatchers(flags)(
-            ctx, ctx.prehook, ctx.posthook, ctx.is_primitive, ctx.execute, ctx.fallback,
-            self.table.find, self.resolve, self.rewritten, self.functions, protocol_for,
-            is_static, static_types, _hook_failed, _Function, _Method,
+         set_parent, self._bind) = _make_dispatchers(flags)(
+            self.table.find, self.resolve, self.rewritten, self.functions,
+            protocol_for, is_static, static_types, _hook_failed, _Function, _Method,
             self.tagger, _tagging.handlers(),
             _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive)
+        self._bind(ctx)
         set_parent(self.parent)
         self._set_parent = set_parent
+        self._slow = (slow1, slow2, slow3)
         if "overdub" in overridden:  # the user's step handles operators too
             od = self.od = self.op1 = self.op2 = self.op3 = ctx.overdub
             self.opr = lambda fn, item, container: od(fn, container, item)
-        for name, value in (("@od", self.od), ("@op1", self.op1), ("@op2", self.op2),
-                            ("@op3", self.op3), ("@opr", self.opr), ("@pre", ctx.prehook),
-                            ("@flat", self.parent is None), ("@slow1", slow1),
-                            ("@slow2", slow2), ("@slow3", slow3)):
-            if name in self.cells:  # code already running keeps its cells: refill them
-                self.cells[name].cell_contents = value
-            else:
-                self.cells[name] = types.CellType(value)
+        for name, cell in self.cells.items():  # code already running keeps its cells
+            cell.cell_contents = self._cell_value(name)
+
+    def _cell_value(self, name: str) -> Any:
+        """What rewritten code finds in its cell ``name`` (one of _rewrite.DISPATCHERS)."""
+        if name == "@flat":  # no enclosing context must see leaf operations
+            return self.parent is None
+        if name == "@pre":
+            return None if self.ctx is None else self.ctx.prehook
+        if name.startswith("@slow"):
+            return self._slow[int(name[5:]) - 1]
+        return getattr(self, name[1:])  # @od, @op1, @op2, @op3, @opr
+
+    def _cell(self, name: str) -> types.CellType:
+        cell = self.cells.get(name)
+        if cell is None:
+            cell = types.CellType(self._cell_value(name))
+            if self.poolable:  # counted from now on, as held by `cells` and `_watched` only
+                # (not len(): this runs inside a user's call, where a profiler would show it)
+                self._index[id(cell)] = self._watched.__len__()
+                self._watched += (cell,)
+                self.clean.append(_UNUSED_CELL)
+                self.expected.append(_UNUSED_CELL)
+                if name == "@od":  # the cell holds `od`, which is counted too
+                    self.clean[1] += 1
+                    self.expected[1] += 1
+            self.cells[name] = cell
+        return cell
+
+    # -- binding to an instance (see the class docstring) ----------------------------------
+    def bind(self, ctx: Any, owner: weakref.ref[Any]) -> None:
+        """Point the dispatchers at ``ctx``, again after a run unbound them (``owner`` is
+        ``self.owner``) or as a new instance's, taken from the pool (``owner``: a weak
+        reference to ``ctx`` calling :attr:`on_death`)."""
+        self.owner = owner
+        self.ctx = ctx
+        self._bind(ctx)
+        pre = self.cells.get("@pre")
+        if pre is not None:
+            pre.cell_contents = ctx.prehook
+
+    def unbind(self) -> None:
+        """Hold the owner weakly: called when a run ends and :meth:`refcounts` shows that
+        nothing but the State's own structures holds its cells, ``od`` or itself."""
+        self.ctx = None
+        self._bind(None)
+        pre = self.cells.get("@pre")
+        if pre is not None:
+            pre.cell_contents = None
+
+    def refcounts(self) -> list[int]:
+        """The reference counts of the cells, ``od`` and the State itself.  Called as
+        ``state.refcounts()`` by a frame holding the State in one variable (``_new_state``,
+        ``overdub()``, the owner's death callback), so that the two references the call adds
+        are the same each time; everything else that holds them is the State's own: the
+        owner's attribute, the dispatchers, ``cells``, the rewritten functions' closures
+        (``expected`` counts those)."""
+        return list(map(sys.getrefcount, self._watched))
+
+    def count_dropped(self) -> None:
+        """Take the rewritten functions dropped since the last count out of ``expected``."""
+        dropped, index, expected = self.dropped, self._index, self.expected
+        while dropped:
+            new = dropped.pop()
+            for cell in getattr(new, "__closure__", None) or ():
+                position = index.get(id(cell))
+                if position is not None:
+                    expected[position] -= 1
+
+    def _owner_died(self, ref: weakref.ref[Any], size: int = _POOL_SIZE) -> None:
+        """The owner is gone: an unbound State goes to the pool, where the next new instance
+        of the class takes it if it is still clean (counted then, not here: the owner may die
+        while a frame that held it, and the State, is being torn down)."""
+        pool = self.plan.pool  # (size: a default argument, as module globals go at exit;
+        # __len__, not len(): the owner dies in the user's code, where a profiler would see it)
+        if ref is self.owner and self.ctx is None and self.poolable and pool.__len__() < size:
+            pool.append(self)
+
+    def forget_functions(self) -> None:
+        """Drop the rewritten functions (a pooled State, at a garbage collection)."""
+        self.functions.clear()
+        self.dropped.clear()
+        self.expected = list(self.clean)
 
     def _take_verbs(self) -> None:
         """The verbs of the context's class as they are now, and which of them it overrides
         (their frames are machinery, as the dispatchers' are)."""
-        cls = type(self.ctx)
-        self.verbs = _verbs_of(cls)
-        self.overridden = {verb for verb in _VERBS if _overridden(cls, self.base, verb)}
-        for verb in self.overridden:
-            add_verb(getattr(cls, verb))
+        self.plan = plan = plan_of(type(self.ctx), self.base)
+        self.verbs = plan.verbs
+        self.overridden = plan.overridden
 
     def follow_class(self) -> None:
         """Take up verbs defined, replaced or deleted on the context's class since the state was
@@ -318,6 +541,11 @@ class State:
 
     def enable_tags(self) -> None:
         if not self.tags:
+            if self.ctx is None:  # unbound after a run: bound for good now (tags)
+                owner = self.owner()
+                if owner is None:  # a dead instance's, reached through a copy of it
+                    return
+                self.bind(owner, self.owner)
             self._configure(True, self.categories)
 
     def include(self, categories: frozenset[str]) -> None:
@@ -330,7 +558,9 @@ class State:
         """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""
         old: Callable[..., Any] | None = self._set_parent(parent)
         self.parent = parent
-        self.cells["@flat"].cell_contents = parent is None
+        flat = self.cells.get("@flat")
+        if flat is not None:
+            flat.cell_contents = parent is None
         return old
 
     def generic_step(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -375,9 +605,23 @@ class State:
                 built = self._build(fn, found)
                 if found.global_stores and self.tagger is not None:
                     self.tagger.assigns_globals(fn.__globals__, found.global_stores)
-        functions = self.functions
-        ref = weakref.ref(fn, lambda _: functions.pop(key, None))
-        functions[key] = (ref, code, fn.__defaults__, built)
+        functions, dropped = self.functions, self.dropped if self.poolable else None
+
+        def forget(_: Any) -> None:  # fn died
+            gone = functions.pop(key, None)
+            if dropped is not None and gone is not None:
+                dropped.append(gone[3])
+
+        if dropped is not None:
+            if entry is not None:  # replaced: fn's code or defaults were reassigned
+                dropped.append(entry[3])
+            if built is not None:
+                expected, index = self.expected, self._index
+                for cell in built.__closure__ or ():
+                    position = index.get(id(cell))
+                    if position is not None:
+                        expected[position] += 1
+        functions[key] = (weakref.ref(fn, forget), code, fn.__defaults__, built)
         return built
 
     def rewritten_source(self, fn: types.FunctionType) -> str:
@@ -396,18 +640,25 @@ class State:
         return f"# {name} runs natively: {found.reason}"
 
     def _build(self, fn: types.FunctionType, found: _cache.Rewritten) -> Callable[..., Any]:
-        user_cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        closure = tuple(
-            constant or user_cells.get(name) or self.cells[name]
-            for name, constant in zip(found.code.co_freevars, found.constant_cells))
+        cells, names = self.cells, found.code.co_freevars
+        if fn.__closure__:
+            user_cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+            closure = tuple([constant or user_cells.get(name) or cells.get(name)
+                             or self._cell(name)
+                             for name, constant in zip(names, found.constant_cells)])
+        else:
+            closure = tuple([constant or cells.get(name) or self._cell(name)
+                             for name, constant in zip(names, found.constant_cells)])
         new = types.FunctionType(found.code, fn.__globals__, fn.__name__, fn.__defaults__,
                                  closure)
-        new.__kwdefaults__ = fn.__kwdefaults__
+        if fn.__kwdefaults__ is not None:
+            new.__kwdefaults__ = fn.__kwdefaults__
         new.__qualname__ = fn.__qualname__
         new.__module__ = fn.__module__
         new.__doc__ = fn.__doc__
         new.__annotations__ = fn.__annotations__
-        new.__dict__.update(fn.__dict__)
+        if fn.__dict__:
+            new.__dict__.update(fn.__dict__)
         return new
 
     def resolve(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -238,20 +238,30 @@ def _place(node: _N, template: ast.AST) -> _N:
     """Give synthesised ``node`` (and its synthesised children) ``template``'s position.
 
     Nodes that already have a position (the user's, or placed before) are left alone, and so
-    are their children: each node is visited about once however deep the nesting.
+    are their children: each node is visited about once however deep the nesting.  (Fields are
+    read from the instance dictionary: ``ast.iter_child_nodes`` made this walk a fifth of a
+    first call's rewriting time.)
     """
     at: Any = template  # positioned node classes (stmt, expr, arg...) share no base class
+    lineno, col_offset = at.lineno, at.col_offset
+    end_lineno, end_col_offset = at.end_lineno, at.end_col_offset
     pending: list[Any] = [node]
     while pending:
         child = pending.pop()
+        fields = child.__dict__
         if "lineno" in child._attributes:
-            if hasattr(child, "lineno"):
+            if "lineno" in fields:
                 continue
-            child.lineno = at.lineno
-            child.col_offset = at.col_offset
-            child.end_lineno = at.end_lineno
-            child.end_col_offset = at.end_col_offset
-        pending.extend(ast.iter_child_nodes(child))
+            child.lineno = lineno
+            child.col_offset = col_offset
+            child.end_lineno = end_lineno
+            child.end_col_offset = end_col_offset
+        for name in child._fields:
+            value = fields.get(name)
+            if type(value) is list:
+                pending.extend([item for item in value if isinstance(item, ast.AST)])
+            elif isinstance(value, ast.AST):
+                pending.append(value)
     return node
 
 
@@ -313,6 +323,22 @@ def _position(template: ast.AST) -> dict[str, Any]:
 
 # The Overdubber method that visits each node class, looked up once.
 _VISITORS: dict[type, Callable[..., Any]] = {}
+# Nodes the rewrite never changes and whose children it never needs to visit.
+_LEAVES = frozenset((ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, *BINOPS, *UNARYOPS,
+                     *COMPAREOPS, ast.And, ast.Or))
+# Observe mode: how many operators outside loops a function may have, all inlined; above it,
+# only those inside loops are (see Overdubber).  About 2.5 ms of first-call rewriting.
+INLINE_BUDGET = 64
+# The operator nodes that count against it, by the category that intercepts them...
+_COUNTED: dict[type, str] = {ast.BinOp: BINOP, ast.AugAssign: BINOP, ast.UnaryOp: UNARYOP,
+                             ast.Compare: COMPARE, ast.Subscript: SUBSCRIPT,
+                             ast.Attribute: ATTRIBUTE}
+# ... and what is not straight-line code: loops, and scopes with bodies of their own (rewritten
+# when called) or that take the call form anyway (comprehensions).
+_SUSPENDING = frozenset((ast.Yield, ast.YieldFrom, ast.Await))
+_NOT_STRAIGHT = frozenset((ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                           ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+                           ast.SetComp, ast.DictComp, ast.GeneratorExp))
 
 
 class Overdubber(ast.NodeTransformer):
@@ -325,14 +351,21 @@ class Overdubber(ast.NodeTransformer):
     grows); ``_temps`` (counter naming ``@t`` temporaries, one per site so a generator
     expression and its enclosing function never share one); ``_no_walrus`` (depth inside
     comprehensions and class bodies, where the compiler forbids binding temporaries with ``:=``:
-    operators there use the dispatcher call form).
+    operators there use the dispatcher call form); ``_compact`` (fixed: the inline form is kept
+    for operators inside loops only, see below); ``_loops`` (depth inside loop statements).
 
     An operator in observe mode, ``a * b``::
 
         (@t1 * @t2) if (@pre(@mul, @t1 := a, @t2 := b) is None and @flat
                         and @type(@t1) in @S and @type(@t2) in @S) else @slow2(@mul, @t1, @t2)
 
-    and otherwise ``@op2(@mul, a, b)``.
+    and otherwise ``@op2(@mul, a, b)``.  The inline form is about six times the nodes of the
+    call form, so it costs about three times as much to build and compile, and it saves a
+    Python-level call each time it runs.  A function with more than ``INLINE_BUDGET`` operators
+    outside its loops (straight-line code: a test, a setup function, generated code) runs each
+    of those once per call, which rarely repays compiling them inline; there they take the call
+    form and only operators inside loops are inlined.  Both forms mean the same: the call form
+    is the one comprehensions and class bodies use anyway.
     """
 
     def __init__(self, categories: frozenset[str], class_name: str | None,
@@ -347,6 +380,9 @@ class Overdubber(ast.NodeTransformer):
         self._class_bodies = 0  # depth inside class bodies, where locals() is the namespace
         self._walrus_targets: set[str] = set()  # user names some `:=` binds (set per function)
         self._fresh: list[str] = []  # `:=` temporaries made in the statement being visited
+        self._compact = False  # operators outside loops take the call form (set per function)
+        self._loops = 0
+        self._may_suspend = True  # the function may hold a `yield` or `await` (set per function)
 
     # -- helpers ---------------------------------------------------------------------------
     def _name(self, hidden: str, ctx: ast.expr_context | None = None,
@@ -364,8 +400,11 @@ class Overdubber(ast.NodeTransformer):
 
     def _dispatch(self, dispatcher: str, fn: _Fn, args: list[ast.expr],
                   template: ast.AST) -> ast.Call:
-        call = ast.Call(func=self._name(dispatcher), args=[self._fn(fn), *args], keywords=[])
-        return _place(call, template)
+        at = _position(template)
+        for arg in args:
+            _place(arg, template)
+        return ast.Call(func=self._name(dispatcher, at=at), args=[self._fn(fn, at), *args],
+                        keywords=[], **at)
 
     def _guard(self, fn: _Fn, hook_args: list[ast.expr], subjects: list[ast.expr],
                first: list[ast.expr], at: dict[str, Any]) -> ast.expr:
@@ -381,6 +420,10 @@ class Overdubber(ast.NodeTransformer):
             tests.append(ast.Compare(kind, [ast.In()], [self._name("@S", at=at)], **at))
         return ast.BoolOp(op=ast.And(), values=tests, **at)
 
+    def _inline(self) -> bool:
+        """Whether an operator here takes the inline observe-mode form."""
+        return self.observe and not self._no_walrus and (self._loops > 0 or not self._compact)
+
     def _operator(self, fn: _Fn, operands: list[ast.expr],
                   native: Callable[[list[ast.expr]], ast.expr], template: ast.AST,
                   subjects: tuple[int, ...], swap: bool = False) -> ast.expr:
@@ -389,7 +432,7 @@ class Overdubber(ast.NodeTransformer):
         ``subjects`` are the operands whose types decide whether Python dunders can be involved;
         ``swap`` is for ``in``: evaluated as written, called as ``contains(container, item)``.
         """
-        if not (self.observe and not self._no_walrus):
+        if not self._inline():
             dispatcher = "@opr" if swap else f"@op{len(operands)}"
             return self._dispatch(dispatcher, fn, operands, template)
         at = _position(template)
@@ -423,7 +466,7 @@ class Overdubber(ast.NodeTransformer):
     def _operator_stmt(self, fn: _Fn, operands: list[ast.expr], native: ast.stmt,
                        template: ast.AST, subjects: tuple[int, ...]) -> list[ast.stmt]:
         """Statement form of :meth:`_operator` for stores and deletes (operands are simple)."""
-        if not self.observe:
+        if not self._inline():
             call = self._dispatch(f"@op{len(operands)}", fn, operands, template)
             return [_place(ast.Expr(call), template)]
         at = _position(template)
@@ -478,7 +521,7 @@ class Overdubber(ast.NodeTransformer):
             if type(value) is list:
                 new_values = []
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if isinstance(item, ast.AST) and type(item) not in _LEAVES:
                         item = self.visit(item)
                         if item is None:
                             continue
@@ -487,7 +530,7 @@ class Overdubber(ast.NodeTransformer):
                             continue
                     new_values.append(item)
                 value[:] = new_values
-            elif isinstance(value, ast.AST):
+            elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
                 new_node = self.visit(value)
                 if new_node is None:
                     delattr(node, field)
@@ -502,7 +545,8 @@ class Overdubber(ast.NodeTransformer):
         # A statement that suspends its frame (`yield cache.popleft()[1]`) would keep its `:=`
         # temporaries, and the objects in them, alive while suspended: one more step than the
         # plain code.  Its operators take the dispatcher call form, which needs none.
-        suspends = self.observe and not isinstance(node, _COMPOUND) and _suspends(node)
+        suspends = (self.observe and self._may_suspend and not isinstance(node, _COMPOUND)
+                    and _suspends(node))
         self._no_walrus += suspends
         outer, self._fresh = self._fresh, []
         result = self._visit_node(node)
@@ -527,17 +571,45 @@ class Overdubber(ast.NodeTransformer):
 
     # -- scopes ----------------------------------------------------------------------------
     def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        """Rewrite the body of the function being overdubbed (its header is not executed)."""
+        """Rewrite the body of the function being overdubbed (its header is not executed).
+        Once per Overdubber: it notes what it found in ``node``."""
         self._walrus_targets = set()
-        for child in ast.walk(node):
-            if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
-                self._walrus_targets.add(child.target.id)
-            elif type(child) is ast.Name and child.id in EMBEDDED:
-                self.used.add(child.id)  # a pass's embed(): bound for nested bodies too
+        if self.observe or EMBEDDED:  # (else there is nothing to look for)
+            self._scan(node)
         if isinstance(node, ast.Lambda):
             node.body = self.visit(node.body)
             return
         node.body = self._statements(node.body)
+
+    def _scan(self, node: ast.AST) -> None:
+        """Note the names ``:=`` binds, a pass's embedded names, whether anything suspends, and
+        whether the operators outside loops are too many to inline (see the class docstring)."""
+        straight, suspending = 0, False
+        categories = self.categories
+        skip = _LEAVES - {ast.Name} if EMBEDDED else _LEAVES
+        pending: list[tuple[Any, bool]] = [(node, True)]
+        while pending:
+            child, counted = pending.pop()
+            kind = type(child)
+            if kind is ast.NamedExpr and type(child.target) is ast.Name:
+                self._walrus_targets.add(child.target.id)
+            elif kind is ast.Name and child.id in EMBEDDED:
+                self.used.add(child.id)  # a pass's embed(): bound for nested bodies too
+            elif counted and _COUNTED.get(kind) in categories:
+                straight += 1
+            elif kind in _SUSPENDING:
+                suspending = True
+            counted = counted and (child is node or kind not in _NOT_STRAIGHT)
+            fields = child.__dict__
+            for name in child._fields:
+                value = fields.get(name)
+                if type(value) is list:
+                    pending.extend([(item, counted) for item in value
+                                    if isinstance(item, ast.AST) and type(item) not in skip])
+                elif isinstance(value, ast.AST) and type(value) not in skip:
+                    pending.append((value, counted))
+        self._compact = straight > INLINE_BUDGET
+        self._may_suspend = suspending
 
     def _statements(self, body: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -1019,7 +1091,16 @@ class Overdubber(ast.NodeTransformer):
         node.orelse = self._statements(node.orelse)
         return node
 
-    visit_For = visit_AsyncFor = _loop_target
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> ast.AST:
+        self._loops += 1  # (inline operators here: see _inline)
+        if isinstance(node, ast.While):
+            result = self.generic_visit(node)
+        else:
+            result = self._loop_target(node)
+        self._loops -= 1
+        return result
+
+    visit_For = visit_AsyncFor = visit_While = _loop
 
     def visit_With(self, node: ast.With) -> ast.AST:
         """``with m as v: ...``  ->  ``with @managed(@od, m) as v: ...``: a manager's Python

@@ -16,10 +16,10 @@ import tokenize
 import threading
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from . import _generated
+from . import _generated, _rewrite
 
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # what code objects compile from
 
@@ -39,18 +39,30 @@ class Located:
     ``node`` is shared with the parsed-file cache: deep-copy before changing it.
     ``class_name`` is the innermost enclosing class (private names are mangled with it).
     ``passes_applied``: the node already went through the context's passes.
+    ``lines``: the text ``node`` was parsed from, where it is a file's (see :func:`fresh_node`).
     """
 
     node: _Def
     class_name: str | None
     passes_applied: bool = False  # a nested function compiled from a pass-transformed tree
+    lines: list[str] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
 class _ParsedFile:
     lines: list[str]  # the very list linecache returned: identity proves the text unchanged
     defs: dict[tuple[str, int], list[Located]]  # (name, co_firstlineno) -> candidates
-    lambdas: dict[int, list[Located]]  # first line of the lambda -> candidates
+    tree: ast.Module
+    _lambdas: dict[int, list[Located]] | None = None
+
+    @property
+    def lambdas(self) -> dict[int, list[Located]]:
+        """First line of each lambda -> candidates.  Indexed when first asked for: finding them
+        means walking every expression of the file, where ``def`` statements are found walking
+        the statements alone (a benign race: two threads index the same tree alike)."""
+        if self._lambdas is None:
+            self._lambdas = _index_lambdas(self.tree)
+        return self._lambdas
 
 
 _files: dict[str, _ParsedFile] = {}
@@ -59,23 +71,47 @@ _files_lock = threading.Lock()
 AST_LOCK = threading.Lock()
 
 
-def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
-    parsed = _ParsedFile(lines, {}, {})
+# The fields that hold statements (an ExceptHandler's or match_case's `body` included).
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
-    def walk(node: ast.AST, class_name: str | None) -> None:
+
+def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
+    """The file's function definitions, each with the innermost class around it (whose name
+    mangles its private names).  Only statements are walked: a ``def`` is one."""
+    defs: dict[tuple[str, int], list[Located]] = {}
+    pending: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while pending:
+        node, class_name = pending.pop()
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if type(block) is not list:  # (a lambda's or an if-expression's body)
+                continue
+            for child in block:
+                inner = class_name
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = child.decorator_list[0].lineno if child.decorator_list \
+                        else child.lineno
+                    defs.setdefault((child.name, first), []).append(
+                        Located(child, class_name, lines=lines))
+                elif isinstance(child, ast.ClassDef):
+                    inner = child.name
+                pending.append((child, inner))
+    return _ParsedFile(lines, defs, tree)
+
+
+def _index_lambdas(tree: ast.Module) -> dict[int, list[Located]]:
+    lambdas: dict[int, list[Located]] = {}
+    pending: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while pending:
+        node, class_name = pending.pop()
         for child in ast.iter_child_nodes(node):
             inner = class_name
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                first = child.decorator_list[0].lineno if child.decorator_list else child.lineno
-                parsed.defs.setdefault((child.name, first), []).append(Located(child, class_name))
-            elif isinstance(child, ast.Lambda):
-                parsed.lambdas.setdefault(child.lineno, []).append(Located(child, class_name))
+            if isinstance(child, ast.Lambda):
+                lambdas.setdefault(child.lineno, []).append(Located(child, class_name))
             elif isinstance(child, ast.ClassDef):
                 inner = child.name
-            walk(child, inner)
-
-    walk(tree, None)
-    return parsed
+            pending.append((child, inner))
+    return lambdas
 
 
 def _parsed_file(filename: str, module_globals: dict[str, Any] | None) -> _ParsedFile | NoSource:
@@ -126,6 +162,35 @@ def _parse(lines: list[str], filename: str) -> _ParsedFile | NoSource:
     except (SyntaxError, ValueError) as exc:
         return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)
     return _index(tree, lines)
+
+
+def fresh_node(located: Located) -> _Def:
+    """A copy of ``located.node`` to change: a ``def`` parsed again from its own lines of the
+    file, at their line numbers and columns (the parser, in C, is a few times faster than
+    copying the tree in Python), or, for lambdas, nodes from other trees and anything that does
+    not parse back to the same definition, a copy."""
+    node = located.node
+    lines = located.lines
+    if lines is not None and not isinstance(node, ast.Lambda) and node.end_lineno is not None:
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        indented = node.col_offset > 0  # then inside `if 1:` on the line before
+        if first > indented:
+            head = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "")
+            try:
+                with AST_LOCK:
+                    tree = ast.parse(head + "".join(lines[first - 1:node.end_lineno]))
+                found = tree.body[0]
+                if indented:
+                    found = cast(ast.If, found).body[0]
+            except (SyntaxError, ValueError, IndexError):
+                found = None
+            if (type(found) is type(node) and isinstance(found, type(node))
+                    and found.name == node.name and found.lineno == node.lineno
+                    and found.col_offset == node.col_offset
+                    and found.end_lineno == node.end_lineno
+                    and found.end_col_offset == node.end_col_offset):
+                return found
+    return _rewrite.copy_tree(node)
 
 
 def _generated_file(code: types.CodeType, module_globals: dict[str, Any] | None

@@ -17,6 +17,8 @@ from . import Context, unbind
 
 __all__ = ["LogContext", "CountContext", "TraceContext", "ByIdentity", "describe"]
 
+_ABSENT: Any = object()  # an operand that was not passed (CountContext.prehook)
+
 
 def describe(fn: Any) -> str:
     """A short readable name for a callable: ``math.sin``, ``operator.mul``, ``Point.__init__``."""
@@ -93,9 +95,9 @@ class CountContext(Context):
         ctx.counts[str]  # 10 (and ctx.total is 12: the argument-less lambda and range(1, 11))
     """
 
-    def __init__(self, *, types: type | tuple[type, ...] | None = None, **options: Any) -> None:
-        options.setdefault("metadata", {})
-        super().__init__(**options)
+    def __init__(self, *, types: type | tuple[type, ...] | None = None, metadata: Any = None,
+                 passes: Any = ()) -> None:
+        super().__init__(metadata={} if metadata is None else metadata, passes=passes)
         self.types = types
 
     @property
@@ -106,26 +108,43 @@ class CountContext(Context):
     def total(self) -> int:
         return sum(self.metadata.values())
 
-    def prehook(self, fn: Any, /, *args: Any, **kwargs: Any) -> None:
-        # The hottest code in a counted run: a plain dict, no Counter.__missing__, and callees
-        # seen before (functions, operators: everything but bound methods) counted first.
+    def prehook(self, fn: Any, a: Any = _ABSENT, b: Any = _ABSENT, c: Any = _ABSENT, /,
+                *more: Any, **kwargs: Any) -> None:
+        """Count ``fn(*args, **kwargs)``.  The hottest code of a counted run, called for every
+        operator with one to three operands: they arrive as ``a``, ``b``, ``c`` (no tuple of
+        them is built), and a callee seen before is counted with one lookup and one store
+        (``get``, not ``counts[fn] += 1``: a ``Counter`` given as ``metadata`` would answer
+        0 for a bound method and store it, keeping its instance alive)."""
+        if self.types is None:
+            counts = self.metadata
+            try:
+                seen = counts.get(fn)
+            except TypeError:  # fn cannot be hashed: see _count
+                seen = None
+            if seen is not None:
+                counts[fn] = seen + 1
+                return
+        self._count(fn, (a, b, c, *more) if c is not _ABSENT else (a, b) if b is not _ABSENT
+                    else (a,) if a is not _ABSENT else (), kwargs)
+
+    def _count(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """:meth:`prehook`'s other cases: the ``types`` filter, a callee seen for the first
+        time, a bound method (counted under its method: ``m.tobytes`` as
+        ``memoryview.tobytes``, keeping no ``m`` alive), a callee that cannot be hashed (a set
+        subclass, a curried function whose keywords hold a dict: counted by identity)."""
         types = self.types
-        if types is not None and not (all(isinstance(a, types) for a in args)
+        if types is not None and not (all(isinstance(x, types) for x in args)
                                       and all(isinstance(v, types) for v in kwargs.values())):
             return
+        method = unbind(fn)
+        if method is not None:
+            fn = method[0]
         counts = self.metadata
         try:
-            seen = counts.get(fn)
-        except TypeError:       # a callable that cannot be hashed (a set subclass, a curried
-            fn = ByIdentity(fn)  # function whose keywords hold a dict): count it by identity
-            seen = counts.get(fn)
-        if seen is not None:
-            counts[fn] = seen + 1
-            return
-        method = unbind(fn)
-        if method is not None:  # m.tobytes -> memoryview.tobytes: count the method, do not
-            fn = method[0]      # keep `m` alive
-        counts[fn] = counts.get(fn, 0) + 1
+            counts[fn] = counts.get(fn, 0) + 1
+        except TypeError:
+            fn = ByIdentity(fn)
+            counts[fn] = counts.get(fn, 0) + 1
 
 
 class ByIdentity:

@@ -7,10 +7,11 @@ writes -- without changing a line of it.  Rules live in tables (``defjvp``/``def
 from . import rules as _rules_tables  # noqa: F401  (registers the rule tables)
 from . import testing  # noqa: F401  (overdub_ad.testing: isolated_rules, force_route)
 from ._check_grads import GradCheckError, check_grads
-from ._forward import D, ForwardContext, custom_jvp, derivative, jacfwd, jvp
+from ._custom import custom_jvp, custom_vjp
 from ._pytree import register_pytree
-from ._reverse import (ReverseContext, checkpoint, custom_vjp, grad, hessian, hvp, jacobian,
-                       jacrev, value_and_grad, vjp)
+from .forward import D, ForwardContext, derivative, jacfwd, jvp
+from .hvp import hessian, hvp
+from .reverse import ReverseContext, checkpoint, grad, jacobian, jacrev, value_and_grad, vjp
 from ._routes import Explanation, explain
 from ._rules import LINEAR, ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ._forward import jvp
 from ._pytree import flatten, unflatten
+from .forward._api import jvp
 
 __all__ = ["check_grads", "GradCheckError"]
 

@@ -13,11 +13,13 @@ declined.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 #: The name of the reference route of every API (what :func:`force_route` takes to turn every
 #: fast route off).
@@ -26,19 +28,43 @@ REFERENCE = "reference"
 #: The fast routes, each with the APIs it serves and what it does.
 FAST_ROUTES: dict[str, str] = {
     "forward-dual": "jvp, derivative, jacfwd: scalar Python run as its dual, tangents in "
-                    "local variables (_forward_pass, _forward_dual)",
+                    "local variables (forward._pass, forward._dual)",
     "reverse-specialised": "grad, vjp, jacrev: scalar Python functions compiled to record one "
-                           "tape entry per function instead of one per operator (_specialise)",
+                           "tape entry per function instead of one per operator "
+                           "(reverse._specialise)",
     "reverse-plans": "grad, vjp, jacrev: per-function plans and written-out formulas for NumPy "
-                     "calls (_reverse)",
+                     "calls (reverse._plans)",
     "reverse-partials": "grad, vjp, jacrev: float arithmetic and math functions recorded with "
-                        "written-out scalar partials (_reverse)",
+                        "written-out scalar partials (reverse._calls)",
     "hvp-compiled": "hvp: straight-line NumPy functions compiled from their source "
-                    "(_hvp_compiled)",
-    "hvp-tape": "hvp: forward mode over the recorded tape, without nested contexts (_hvp)",
+                    "(hvp._compiled)",
+    "hvp-tape": "hvp: forward mode over the recorded tape, without nested contexts (hvp._tape)",
 }
 #: Every route's name: the reference's, then the fast routes'.
 ROUTES = (REFERENCE, *FAST_ROUTES)
+
+
+class Declined(Exception):
+    """Raised by a fast route that cannot compute a derivative, before anything the user could
+    see has happened, with the reason; :func:`first` then tries the next route."""
+
+
+def first(routes: Sequence[tuple[str, Callable[..., _T]]], fn: Any, *args: Any) -> _T:
+    """The result of the first of ``routes`` -- ``(name, compute)`` pairs, in order, the
+    reference's last -- that does not decline ``compute(*args)``.  A fast route that is not
+    :func:`enabled` is skipped; each decision is recorded for :func:`explain`.  The one place
+    where an API chooses its route."""
+    for name, compute in routes:
+        if name != REFERENCE and not enabled(name):
+            continue
+        try:
+            result = compute(*args)
+        except Declined as why:
+            declined(name, str(why), fn)
+            continue
+        ran(name, fn)
+        return result
+    raise AssertionError(f"no route ran for {fn!r}: the reference route must come last")
 
 
 def _checked(name: str | None, where: str) -> str | None:

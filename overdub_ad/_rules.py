@@ -162,6 +162,44 @@ def on_change(rebuild: Any) -> Any:
     return rebuild
 
 
+class _Shape:
+    """A declared shape of a rule's partial derivatives (see :func:`defscalar`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: The partials of a product ``a * b``: ``(b, a)``.
+BILINEAR = _Shape("BILINEAR")
+# id(fn) -> (fn, number of arguments, declared partials)
+_SCALAR_PARTIALS: dict[int, tuple[Any, int, Any]] = {}
+
+
+def defscalar(fn: Any, arity: int, partials: Any) -> None:
+    """Declare, beside ``fn``'s shipped rules (in ``rules/``), its partial derivatives on
+    Python floats, for the fast routes that record float arithmetic without running the rules:
+
+    - one argument: ``partials(x, out)``, the derivative;
+    - two: a tuple of constants (a linear rule: ``(1.0, -1.0)`` for ``a - b``),
+      :data:`BILINEAR`, or ``partials(a, b, out, da, db) -> (pa, pb)`` (``da``/``db``: whether
+      that argument is differentiated).
+
+    ``None`` from a partials function hands the point back to the rules (a domain edge where
+    the rules decide).  A declaration is used only while ``fn``'s rules are the shipped ones
+    (:func:`scalar_partials`): a rule the user registers wins on the fast routes too."""
+    _SCALAR_PARTIALS[id(fn)] = (fn, arity, partials)
+
+
+def scalar_partials(arity: int) -> dict[int, Any]:
+    """``id(fn) -> partials`` declared by :func:`defscalar` for ``arity`` arguments, for the
+    functions whose rules are still the shipped ones."""
+    return {key: partials for key, (fn, n, partials) in _SCALAR_PARTIALS.items()
+            if n == arity and is_shipped(fn)}
+
+
 def is_shipped(fn: Any) -> bool:
     """Whether ``fn``'s rules (forward, reverse, and its nondifferentiable declaration) are
     the very ones overdub_ad ships: what a formula written out for ``fn`` by a fast route was

@@ -7,6 +7,12 @@ the packages, and the session stops at once unless all three come from site-pack
 
 Developers who run the tests against the source tree (an editable install, or none) say so:
 `OVERDUB_TEST_SOURCE=1 python -m pytest`.  CI never sets it.
+
+Also here, one of each for every test module: ``fd`` (the finite differences derivatives are
+checked against), the ``rng`` fixture (random points), ``weird_identity`` (a value taken the
+long way round through the heap), the ``child_env`` fixture (a child Python that imports the
+same packages), the ``ad`` marker of the modules that use overdub_ad, and the ``default_routes``
+marker.  Test modules import the helpers by their full name: ``from tests.conftest import fd``.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,24 +75,84 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def fd(f, x, h=1e-6):
+def fd(f: Callable[[Any], Any], x: Any, h: float = 1e-6, *, order: int = 2) -> Any:
     """Central differences of ``f`` (any output shape) at ``x`` (a float or an array): the
-    Jacobian, ``out.shape + x.shape``.  The finite differences the AD tests compare with."""
-    import numpy as np
+    Jacobian, ``out.shape + x.shape``.  The finite differences the AD tests compare with.
+
+    ``order=4`` takes the fourth-order stencil (two more calls per column), for comparisons
+    tighter than the second-order stencil's error of ~``h**2``.  A derivative along a direction
+    ``v`` (complex ones included) is ``fd(lambda t: f(x + t * v), 0.0)``."""
     x = np.asarray(x, dtype=float)
+    if order == 2:
+        def along(g: Callable[[Any], Any], e: Any) -> Any:
+            return (np.asarray(g(e)) - np.asarray(g(-e))) / (2 * h)
+    elif order == 4:
+        def along(g: Callable[[Any], Any], e: Any) -> Any:
+            return (np.asarray(g(-2 * e)) - 8 * np.asarray(g(-e)) + 8 * np.asarray(g(e))
+                    - np.asarray(g(2 * e))) / (12 * h)
+    else:
+        raise ValueError(f"fd: order must be 2 or 4, got {order!r}")
     if x.ndim == 0:
-        return (np.asarray(f(float(x) + h)) - np.asarray(f(float(x) - h))) / (2 * h)
+        return along(lambda e: f(float(x) + e), h)
     cols = []
     for i in range(x.size):
         e = np.zeros(x.size)
         e[i] = h
-        e = e.reshape(x.shape)
-        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
+        cols.append(along(lambda step: f(x + step), e.reshape(x.shape)))
     return np.stack(cols, axis=-1).reshape(np.shape(cols[0]) + x.shape)
 
 
+#: The seed of the ``rng`` fixture.
+RNG_SEED = 20240501
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A NumPy generator of the test's own, seeded with ``RNG_SEED``: what a test draws from it
+    is the same on every run and in any selection of tests (a generator kept at module level
+    hands each test what the tests before it left, so ``-k`` changes the points)."""
+    return np.random.default_rng(RNG_SEED)
+
+
+class _Bar:
+    def __init__(self, x: Any, y: Any, z: Any) -> None:
+        self.x, self.y, self.z = x, y, z
+
+
+class _Foo:
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+def weird_identity(x: Any) -> Any:
+    """Cassette.jl's "weird identity" (``foo_bar_identity`` in its tagging tests): ``x`` taken
+    the long way round through the heap -- fields of objects aliased, overwritten and copied
+    into fresh objects, elements of a float64 array (an int comes out a float) written and read
+    by index and through ``list``, a list appended to -- ending where it started.  What a
+    context attached to ``x`` (a tag's metadata, a tangent, a tape node) must come out with."""
+    bar = _Bar(x, x + 1, x + 2)
+    foo = _Foo(bar, "ha")
+    foo.b = bar                                # a second reference to the same object
+    foo.a = _Bar(4, 5, 6)                      # the first one replaced by constants
+    foo.b.y = foo.b.x                          # a field overwritten with x ...
+    foo.b.x = foo.b.z                          # ... and x's own field with x + 2
+    foo2 = _Foo(_Bar(foo.b.z, foo.b.x, foo.b.y), foo.a)  # copied into fresh objects
+    foo2.a.x = foo2.a.z                        # x again
+    store = np.zeros(3)                        # float64
+    store[1] = foo2.a.x
+    items = list(store)                        # read back through a list of its elements,
+    store[2] = items[1]                        # written back, and read by index
+    box = [store[0]]
+    box.append(store[2])
+    return [box[1]][0]
+
+
 def _differentiates(module: object) -> bool:
-    """Whether a test module uses overdub_ad (a name it imported from there)."""
+    """Whether a test module is about overdub_ad: one in tests/ad, or one elsewhere that uses
+    it (a name it imported from there)."""
+    path = getattr(module, "__file__", None)
+    if path is not None and Path(path).resolve().parent == ROOT / "tests" / "ad":
+        return True
     for value in vars(module).values():
         name = value.__name__ if isinstance(value, type(sys)) else \
             getattr(value, "__module__", None)

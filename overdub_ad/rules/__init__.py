@@ -7,13 +7,17 @@
 - ``_reductions``: ``sum``, ``mean``, ``prod``, ``max``, ``std``, ``cumsum``, ``trace``...;
 - ``_shape``: reshaping, joining, splitting, padding and array building;
 - ``_indexing``: ``x[idx]``, ``take``, ``choose``, ``sort``...;
-- ``_linalg``: ``matmul``, ``einsum``, products and ``np.linalg``;
+- ``_products``: ``matmul``, ``einsum``, ``dot``, ``kron``, ``outer``, ``cross`` and the other
+  products;
+- ``_linalg``: ``np.linalg`` (``solve``, ``inv``, ``det``, decompositions, norms), and the
+  matrix helpers ``_products`` and ``_scipy_linalg`` share;
 - ``_fft``: ``np.fft``;
 - ``_statistics``: the ``statistics`` module's means and spreads (which sum as fractions);
 - ``_random``: NumPy's random samplers (``normal``, ``uniform``...), by reparametrisation;
 - ``_strided``: ``sliding_window_view`` (a stand-in: indexing) and ``as_strided`` (refused);
 - ``_threads``: starting a thread under a derivative (refused: it runs outside the context);
-- ``_special``: ``scipy.special``, when SciPy is installed;
+- ``_special``: ``scipy.special``, when SciPy is installed (its partials in shape parameters
+  and orders computed by ``_special_params``);
 - ``_scipy_linalg``: ``scipy.linalg`` (solves, factorizations, ``expm``/``logm``/``sqrtm``...);
 - ``_scipy_stats``: ``scipy.stats``' distribution methods (stand-ins: the formulas restated);
 - ``_scipy_solvers``: SciPy's ``quad``, ``odeint``, ``solve_ivp``, root finders and ``minimize``
@@ -25,8 +29,8 @@ tangents, container arguments, several outputs) are in ``_common``.  The engine 
 through ``overdub_ad._rules`` and never imports a family module itself.
 """
 
-from . import (_evaluation, _fft, _indexing, _linalg, _random, _reductions, _scalar,  # noqa
-               _scipy_linalg, _scipy_solvers,
+from . import (_evaluation, _fft, _indexing, _linalg, _products, _random, _reductions,  # noqa
+               _scalar, _scipy_linalg, _scipy_solvers,
                _scipy_stats, _shape, _special, _statistics, _strided, _threads,
                _ufunc_methods, _ufuncs)
 from .._rules import mark_shipped

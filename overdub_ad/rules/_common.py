@@ -32,6 +32,7 @@ Conventions every family follows (stated once here, relied on by the engine):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -134,7 +135,9 @@ def map_batch(f: Callable[[Any], Any], dx: Any, nd: int) -> Any:
     if nb == 0:
         return f(dx)
     shape = np.shape(dx)
-    flat = np.reshape(dx, (-1,) + shape[nb:])
+    # (the batch size spelled out: -1 cannot be inferred for an empty dx, a tangent of an
+    # empty selection)
+    flat = np.reshape(dx, (math.prod(shape[:nb]),) + shape[nb:])
     res = np.stack([f(t) for t in flat]) if len(flat) else None
     if res is None:
         res = np.zeros((0,) + np.shape(f(np.zeros(shape[nb:], dx.dtype))), dx.dtype)

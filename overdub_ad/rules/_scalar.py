@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (LINEAR, ZERO, Carried, defjvp, defstandin, defvjp, is_carried,
-                      nondifferentiable)
+from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defjvp, defscalar, defstandin, defvjp,
+                      is_carried, nondifferentiable)
 from ._common import cts, fill, fit, indexed, lift
 
 _LN2 = math.log(2.0)
@@ -43,10 +43,51 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _unary(fn: Any, deriv: Any) -> None:
-    """Register ``fn(x)`` with ``f'(x) = deriv(x, out)`` in both modes."""
+def _unary(fn: Any, deriv: Any, scalar: Any = None) -> None:
+    """Register ``fn(x)`` with ``f'(x) = deriv(x, out)`` in both modes; ``scalar``: the same
+    derivative declared for the fast routes on floats (see ``_rules.defscalar``): ``deriv``
+    itself (True), or a guarded version of it."""
     defjvp(fn, lambda dx, out, /, x: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x: ct * deriv(x, out))
+    if scalar is not None:
+        defscalar(fn, 1, deriv if scalar is True else scalar)
+
+
+def nonzero(deriv: Any) -> Any:
+    """``deriv`` for a fast route, handing the point ``out == 0`` back to the rules."""
+    def partial(x: Any, out: Any) -> Any:
+        return None if out == 0 else deriv(x, out)
+    return partial
+
+
+# The partials of float arithmetic, declared for the fast routes (see _rules.defscalar).
+
+def quotient_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
+    """``a / b``: ``(1 / b, -out / b)``; a zero divisor goes to the rules."""
+    if b == 0:
+        return None
+    return 1.0 / b, -out / b
+
+
+def power_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
+    """``a ** b``: ``(b a^(b-1), out log a)``, for the differentiated operands; the points
+    where one of them has no real derivative go to the rules."""
+    pa = pb = 0.0
+    if da:
+        if b == 0:
+            pa = 0.0
+        elif a == 0 and b < 1:
+            return None
+        else:
+            pa = b * a ** (b - 1)
+    if db:
+        if a > 0:
+            pb = out * math.log(a)
+        elif a == 0:
+            pb = 0.0
+        else:
+            return None
+    return pa, pb
 
 
 def digamma(x: float) -> float:
@@ -75,33 +116,33 @@ def _sign(x: Any) -> Any:
 
 # -- math: one argument -----------------------------------------------------------------------
 
-_unary(math.sin, lambda x, out: math.cos(x))
-_unary(math.cos, lambda x, out: -math.sin(x))
-_unary(math.tan, lambda x, out: 1.0 + out * out)
+_unary(math.sin, lambda x, out: math.cos(x), scalar=True)
+_unary(math.cos, lambda x, out: -math.sin(x), scalar=True)
+_unary(math.tan, lambda x, out: 1.0 + out * out, scalar=True)
 _unary(math.asin, lambda x, out: 1.0 / math.sqrt(1.0 - x * x))
 _unary(math.acos, lambda x, out: -1.0 / math.sqrt(1.0 - x * x))
-_unary(math.atan, lambda x, out: 1.0 / (1.0 + x * x))
-_unary(math.sinh, lambda x, out: math.cosh(x))
-_unary(math.cosh, lambda x, out: math.sinh(x))
-_unary(math.tanh, lambda x, out: 1.0 - out * out)
+_unary(math.atan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True)
+_unary(math.sinh, lambda x, out: math.cosh(x), scalar=True)
+_unary(math.cosh, lambda x, out: math.sinh(x), scalar=True)
+_unary(math.tanh, lambda x, out: 1.0 - out * out, scalar=True)
 _unary(math.asinh, lambda x, out: 1.0 / math.sqrt(x * x + 1.0))
 _unary(math.acosh, lambda x, out: 1.0 / math.sqrt(x * x - 1.0))
 _unary(math.atanh, lambda x, out: 1.0 / (1.0 - x * x))
-_unary(math.exp, lambda x, out: out)
-_unary(math.expm1, lambda x, out: out + 1.0)
+_unary(math.exp, lambda x, out: out, scalar=True)
+_unary(math.expm1, lambda x, out: out + 1.0, scalar=True)
 if hasattr(math, "exp2"):  # Python 3.11+
     _unary(math.exp2, lambda x, out: out * _LN2)
-_unary(math.log1p, lambda x, out: 1.0 / (1.0 + x))
+_unary(math.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True)
 _unary(math.log2, lambda x, out: 1.0 / (x * _LN2))
 _unary(math.log10, lambda x, out: 1.0 / (x * _LN10))
-_unary(math.sqrt, lambda x, out: 0.5 / out)
+_unary(math.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out))
 if hasattr(math, "cbrt"):  # Python 3.11+
     _unary(math.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
-_unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x))
+_unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x), scalar=True)
 _unary(math.erfc, lambda x, out: -_TWO_OVER_SQRT_PI * math.exp(-x * x))
 _unary(math.gamma, lambda x, out: out * digamma(x))
 _unary(math.lgamma, lambda x, out: digamma(x))
-_unary(math.fabs, lambda x, out: _sign(x))
+_unary(math.fabs, lambda x, out: _sign(x), scalar=True)
 _unary(math.degrees, lambda x, out: 180.0 / math.pi)
 _unary(math.radians, lambda x, out: math.pi / 180.0)
 
@@ -112,6 +153,7 @@ defjvp(math.log,
 defvjp(math.log,
        lambda ct, out, /, x, *base: ct / (x * math.log(*base)) if base else ct / x,
        lambda ct, out, /, x, base: -ct * out / (base * math.log(base)))
+defscalar(math.log, 1, lambda x, out: 1.0 / x)
 
 
 # -- math: several arguments ------------------------------------------------------------------
@@ -435,6 +477,14 @@ for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
     for _fn in _fns:
         defjvp(_fn, *_jvps)
         defvjp(_fn, *_vjps)
+# ... and their partials on floats, declared for the fast routes
+for _fns, _partials in (((operator.add, operator.iadd), (1.0, 1.0)),
+                        ((operator.sub, operator.isub), (1.0, -1.0)),
+                        ((operator.mul, operator.imul), BILINEAR),
+                        ((operator.truediv, operator.itruediv), quotient_partials),
+                        ((operator.pow, operator.ipow, builtins.pow, math.pow), power_partials)):
+    for _fn in _fns:
+        defscalar(_fn, 2, _partials)
 
 
 
@@ -469,11 +519,14 @@ for _kind, _accepted in ((float, (int, float)), (complex, (int, float, complex))
 
 defjvp(operator.neg, LINEAR)
 defvjp(operator.neg, lambda ct, out, /, x: -ct)
+defscalar(operator.neg, 1, lambda x, out: -1.0)
 defjvp(operator.pos, LINEAR)
 defvjp(operator.pos, lambda ct, out, /, x: ct)
+defscalar(operator.pos, 1, lambda x, out: 1.0)
 for _fn in (operator.abs, builtins.abs):
     defjvp(_fn, _abs_any_jvp)
     defvjp(_fn, _abs_any_vjp)
+    defscalar(_fn, 1, lambda x, out: _sign(x))
 
 nondifferentiable(operator.floordiv, operator.ifloordiv, operator.lt, operator.le, operator.eq,
                   operator.ne, operator.ge, operator.gt, operator.not_, operator.truth,
@@ -497,6 +550,7 @@ def _to_scalar_vjp(ct: Any, out: Any, /, x: Any = 0.0, *rest: Any) -> Any:
 
 defjvp(builtins.float, _to_scalar_jvp)
 defvjp(builtins.float, _to_scalar_vjp)
+defscalar(builtins.float, 1, lambda x, out: 1.0)
 # complex(re, im) = re + 1j * im
 defjvp(builtins.complex, _to_scalar_jvp,
        lambda dy, out, /, x, y: 1j * _to_scalar_jvp(dy, out, y))

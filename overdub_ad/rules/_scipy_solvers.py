@@ -19,8 +19,11 @@ Python function that runs instead of it under a derivative and
    - ``quad``: Leibniz's rule, ``dI = int dF/dtheta ds + f(b) db - f(a) da``, the first term
      a ``quad`` of the callback's ``jvp``;
    - ``odeint``, ``solve_ivp``: forward sensitivities, the system extended with
-     ``s' = f_y s + f_theta dtheta`` (``s(t0) = dy0``); reverse mode takes one sensitivity per
-     differentiated number, all in one extended solve;
+     ``s' = f_y s + f_theta dtheta`` (``s(t0) = dy0``); reverse mode the adjoint method
+     (:mod:`._ode_adjoint`: one backward solve of ``lam' = -f_y^T lam``,
+     ``mu' = -f_theta^T lam``, whatever the number of parameters), except under an enclosing
+     derivative, where it takes one sensitivity per differentiated number, all in one
+     extended solve (see :func:`_by_adjoint`);
 
 3. checks that the callback has no derivative left once ``theta`` is held constant (a value it
    reads from a list, an attribute or a global): :class:`MissingRuleError` if it has, never a
@@ -44,11 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged, opaque
+from overdub import Tagged, current_context, opaque
 
 from .._callbacks import free_values
 from .._rules import (ZERO, Carried, MissingRuleError, defjvp, defstandin, defvjp, is_carried,
                       nondifferentiable)
+from . import _ode_adjoint
 from ._common import as_array_tangent
 
 try:
@@ -453,7 +457,7 @@ def _inside(a: Any, b: Any) -> float:
     return 0.0
 
 
-# -- odeint and solve_ivp: forward sensitivities ------------------------------------------------
+# -- odeint and solve_ivp: forward sensitivities, and the adjoint for reverse mode ------------
 
 class _Flow:
     """An initial-value problem ``y' = f(y, t)`` with ``f`` from ``rebuild(theta)``, solved by
@@ -462,6 +466,12 @@ class _Flow:
     def __init__(self, call: _Call, ivp: bool) -> None:
         self.call, self.ivp = call, ivp
         self.times: Any = None  # solve_ivp's output times, fixed by the first native run
+        # (theta, y0, interpolant) of the latest forward solve with an interpolant: solve_ivp's
+        # dense output from its native run, or for odeint an LSODA re-solve made on demand
+        self.dense: Any = None
+        # (ct, theta, y0, indices of theta pulled back, result) of the latest adjoint: the
+        # reverse rules of theta and of y0, called one after the other, share one backward solve
+        self.pulled: Any = None
 
     def rhs(self, theta: Any) -> Callable[[Any, Any], Any]:
         """``(y, t) -> y'``, whichever order the user's function takes."""
@@ -471,18 +481,24 @@ class _Flow:
         return lambda y, t: np.asarray(f(y, t, *fargs))
 
     def native(self, theta: Any, y0: Any) -> Any:
-        """The trajectory, ``(len(t), n)``, from the solver run natively."""
+        """The trajectory, ``(len(t), n)``, from the solver run natively.  ``solve_ivp`` is
+        asked for its dense output (the same steps and outputs; the interpolants it builds for
+        ``t_eval`` anyway, kept), which the adjoint reads the forward solution from; the
+        user's result gets it only if they asked for it."""
         call = self.call
         if not self.ivp:
             call.result = call.run(call.rebuild(theta), y0=y0)
             return call.result[0] if call.arguments.get("full_output") else call.result
-        changes = {"y0": y0}
+        changes = {"y0": y0, "dense_output": True}
         if self.times is not None:
             changes["t_eval"] = self.times
-        call.result = call.run(call.rebuild(theta), **changes)
+        call.result = result = call.run(call.rebuild(theta), **changes)
+        self.dense = (detach(theta), detach(y0), result.sol)
+        if not call.arguments.get("dense_output"):
+            result.sol = None
         if self.times is None:
-            self.times = call.result.t
-        return np.swapaxes(call.result.y, 0, 1)
+            self.times = result.t
+        return np.swapaxes(result.y, 0, 1)
 
     def integrate(self, rhs: Callable[[Any, Any], Any], z0: Any) -> Any:
         """The public solver on the extended system (differentiated in turn when nested)."""
@@ -496,6 +512,105 @@ class _Flow:
         solution = _integrate.solve_ivp(lambda t, z: rhs(z, t), arguments["t_span"], z0,
                                         method=arguments["method"], t_eval=self.times, **options)
         return np.swapaxes(solution.y, 0, 1)
+
+    # -- what the adjoint needs (see ._ode_adjoint) --
+
+    def start(self) -> float:
+        """``t0``."""
+        arguments = self.call.arguments
+        return float((arguments["t_span"] if self.ivp else arguments["t"])[0])
+
+    def output_times(self) -> Any:
+        return self.times if self.ivp else np.asarray(self.call.arguments["t"], dtype=float)
+
+    def implicit(self) -> bool:
+        """Whether the solver is an implicit method, which the backward system's Jacobian
+        spares a finite-difference estimate (odeint is LSODA: implicit once it finds the
+        problem stiff)."""
+        if not self.ivp:
+            return True
+        method = self.call.arguments["method"]
+        implicit = (_integrate.Radau, _integrate.BDF, _integrate.LSODA)
+        if isinstance(method, str):
+            return method in [m.__name__ for m in implicit]
+        return isinstance(method, type) and issubclass(method, implicit)
+
+    def trajectory(self, theta: Any, y0: Any) -> Any:
+        """The forward solution's interpolant (``t -> y(t)``) for these ``theta`` and ``y0``.
+        Made before the backward solve starts, never from inside it: odeint's LSODA and
+        solve_ivp's share ODEPACK's state, and a solve started from odeint's callback breaks
+        the one in progress."""
+        dense = self.dense
+        if dense is None or not (_same(dense[0], theta) and _same(dense[1], y0)):
+            # a rule called at other values than the latest solve's (the rule checker)
+            if self.ivp:
+                self.native(theta, y0)
+            else:
+                self.dense = (detach(theta), detach(y0), self._lsoda(theta, y0))
+        return self.dense[2]
+
+    def _lsoda(self, theta: Any, y0: Any) -> Any:
+        """odeint keeps no interpolant: the problem solved again by the same LSODA, through
+        ``solve_ivp`` (which keeps one), at odeint's tolerances and step limits."""
+        arguments = self.call.arguments
+        t = self.output_times()
+        rhs = self.rhs(theta)
+        options: dict[str, Any] = {"rtol": _ODEINT_TOL if arguments["rtol"] is None
+                                   else arguments["rtol"],
+                                   "atol": _ODEINT_TOL if arguments["atol"] is None
+                                   else arguments["atol"]}
+        for odeint_name, ivp_name in (("h0", "first_step"), ("hmax", "max_step"),
+                                      ("hmin", "min_step")):
+            if arguments[odeint_name]:
+                options[ivp_name] = arguments[odeint_name]
+        solution = _integrate.solve_ivp(lambda s, y: rhs(y, s), (t[0], t[-1]),
+                                        np.ravel(np.asarray(y0, dtype=float)), method="LSODA",
+                                        dense_output=True, **options)
+        _succeeded(solution.success, solution.message, "odeint", "the forward solution")
+        return solution.sol
+
+    def backward(self, rhs: Callable[[Any, float], Any], jac: Callable[[Any, float], Any] | None,
+                 z: Any, a: float, b: float) -> Any:
+        """``z(b)`` for ``z' = rhs(z, t)``, ``z(a) = z``, ``b`` before ``a``: the user's solver,
+        method and tolerances (the absolute tolerance the smallest of the user's: the
+        backward state is not ``y``)."""
+        arguments = self.call.arguments
+        if not self.ivp:
+            options = {k: arguments[k] for k in ("hmax", "hmin", "mxstep", "mxordn", "mxords")}
+            rtol = _ODEINT_TOL if arguments["rtol"] is None else arguments["rtol"]
+            atol = _ODEINT_TOL if arguments["atol"] is None else np.min(arguments["atol"])
+            out, info = _integrate.odeint(rhs, z, [a, b], Dfun=jac, rtol=rtol, atol=atol,
+                                          full_output=True, **options)
+            _succeeded(info["message"] == "Integration successful.", info["message"], "odeint",
+                       "the adjoint")
+            return out[-1]
+        user = arguments.get("options") or {}
+        options = {k: user[k] for k in ("rtol", "max_step", "min_step") if k in user}
+        if "atol" in user:
+            options["atol"] = float(np.min(user["atol"]))
+        if jac is not None:
+            options["jac"] = lambda t, z: jac(z, t)
+        solution = _integrate.solve_ivp(lambda t, z: rhs(z, t), (a, b), z,
+                                        method=arguments["method"], **options)
+        _succeeded(solution.success, solution.message, "solve_ivp", "the adjoint")
+        return solution.y[:, -1]
+
+
+_ODEINT_TOL = 1.49012e-8  # odeint's default rtol and atol
+
+
+def _succeeded(success: bool, message: str, public: str, what: str) -> None:
+    if not success:
+        raise RuntimeError(f"scipy.integrate.{public}: the solve of {what} for reverse mode "
+                           f"failed: {message}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values (tuples of numbers and arrays) are equal, shapes and all."""
+    if type(a) in (tuple, list) or type(b) in (tuple, list):
+        return type(a) in (tuple, list) and type(b) in (tuple, list) and len(a) == len(b) and \
+            all(_same(u, v) for u, v in zip(a, b))
+    return bool(np.shape(a) == np.shape(b) and np.array_equal(a, b))
 
 
 def _sensitivities(flow: _Flow, theta: Any, y0: Any, dthetas: tuple[Any, ...],
@@ -543,7 +658,63 @@ def _flow_jvp(position: int) -> Callable[..., Any]:
     return rule
 
 
+def _by_adjoint(theta: Any, y0: Any, out: Any) -> bool:
+    """Whether reverse mode takes this pullback by the adjoint method: a first derivative
+    (no context encloses the backward sweep) of a real solve.
+
+    - Under an enclosing context the backward sweep may itself be differentiated (``hessian``,
+      ``grad(grad(f))``, ``jvp(grad(f))``), and the adjoint's backward system reads ``y(t)``
+      from the forward solve's interpolant, a number with no derivative: differentiated, it
+      would give a silently wrong second derivative.  Forward sensitivities carry the
+      trajectory's own derivative, through the public solver, and are right there.
+    - A complex state or parameter takes forward sensitivities too (the adjoint here pulls
+      back real cotangents only)."""
+    return current_context() is None and \
+        not any(np.iscomplexobj(v) for v in (*theta, y0, out))
+
+
+def _adjoint(flow: _Flow, carried: Any, ct: Any, theta: Any,
+             y0: Any) -> tuple[Any, dict[int, Any]]:
+    """``(cotangent of y0, {j: cotangent of theta[j]})`` for the carried elements of
+    ``theta`` (none when ``carried`` is None), by one backward solve
+    (:func:`._ode_adjoint.pullback`)."""
+    which = tuple(j for j in range(len(theta))
+                  if carried is not None and is_carried(carried, 1, j))
+    pulled = flow.pulled
+    if pulled is None or not (set(which) <= set(pulled[3]) and _same(pulled[0], ct) and
+                              _same(pulled[1], theta) and _same(pulled[2], y0)):
+        def field(y: Any, t: Any, params: tuple[Any, ...]) -> Any:
+            values = list(theta)
+            for j, p in zip(which, params):
+                values[j] = p
+            return flow.rhs(tuple(values))(y, t)
+        lam, mus = _ode_adjoint.pullback(
+            field, flow.trajectory(theta, y0), [theta[j] for j in which],
+            flow.output_times(), flow.start(), ct, flow.backward, flow.implicit())
+        flow.pulled = pulled = (np.array(ct, copy=True), detach(theta), detach(y0), which,
+                                (np.reshape(lam, np.shape(y0)), dict(zip(which, mus))))
+    lam, mus = pulled[4]
+    return np.array(lam, copy=True), {j: np.array(mus[j], copy=True) for j in which}
+
+
 def _flow_vjp_theta(carried: Any, ct: Any, out: Any, flow: _Flow, theta: Any, y0: Any) -> Any:
+    """The cotangent of ``theta``: by the adjoint (see :func:`_by_adjoint` for when not)."""
+    if not _by_adjoint(theta, y0, out):
+        return _sensitivity_vjp_theta(carried, ct, flow, theta, y0)
+    mus = _adjoint(flow, carried, ct, theta, y0)[1]
+    return tuple(None if j not in mus else mus[j][()] if np.ndim(theta[j]) == 0 else mus[j]
+                 for j in range(len(theta)))
+
+
+def _flow_vjp_y0(ct: Any, out: Any, flow: _Flow, theta: Any, y0: Any) -> Any:
+    """The cotangent of ``y0``: ``lam(t0)`` (see :func:`_by_adjoint` for when not)."""
+    if not _by_adjoint(theta, y0, out):
+        return _sensitivity_vjp_y0(ct, flow, theta, y0)
+    return _adjoint(flow, None, ct, theta, y0)[0]
+
+
+def _sensitivity_vjp_theta(carried: Any, ct: Any, flow: _Flow, theta: Any, y0: Any) -> Any:
+    """The cotangent of ``theta`` by forward sensitivities: one per differentiated number."""
     directions = tuple(_unit_directions(carried, 1, theta))
     s = _sensitivities(flow, theta, y0, directions, (None,) * len(directions))
     ct = np.reshape(ct, (np.shape(s)[0], 1, np.shape(s)[2]))
@@ -551,7 +722,8 @@ def _flow_vjp_theta(carried: Any, ct: Any, out: Any, flow: _Flow, theta: Any, y0
     return _gather(carried, 1, theta, values)
 
 
-def _flow_vjp_y0(ct: Any, out: Any, flow: _Flow, theta: Any, y0: Any) -> Any:
+def _sensitivity_vjp_y0(ct: Any, flow: _Flow, theta: Any, y0: Any) -> Any:
+    """The cotangent of ``y0`` by forward sensitivities: one per number of ``y0``."""
     n = int(np.size(y0))
     s = _sensitivities(flow, theta, y0, (None,) * n, tuple(np.eye(n)))
     ct = np.reshape(ct, (np.shape(s)[0], 1, n))

@@ -10,7 +10,10 @@ through, with ``scipy.special``'s rules):
 - continuous (``rv_continuous``): ``logpdf``, ``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``
   of ``y = (x - loc) / scale``, with respect to ``x``, ``loc``, ``scale`` and the shape
   parameters, wherever ``scipy.special`` has the derivative (``gamma.cdf`` in its shape ``a``
-  calls ``gammainc``, which has none in ``a``: ``MissingRuleError``);
+  calls ``gammainc``, differentiated in ``a`` numerically; ``ncx2.cdf`` in its non-centrality
+  calls ``chndtr``, which has no rule: ``MissingRuleError``).  SciPy's default ``_logcdf`` and
+  ``_logsf`` (the log of the smaller of ``cdf`` and ``sf``, split at the median, through
+  ``apply_where``) are restated with the median computed natively: it only picks the branch;
 - discrete (``rv_discrete``): ``pmf``, ``logpmf``, ``cdf``, ``logcdf``, ``sf``, ``logsf`` with
   respect to the float parameters (``poisson``'s ``mu``, ``binom``'s ``p``); ``k`` and ``loc``
   only pick a point of a step function (no derivative);
@@ -18,7 +21,9 @@ through, with ``scipy.special``'s rules):
   triangle of ``cov`` is read, as SciPy's eigendecomposition reads it).
 
 Outside the support and for invalid parameters the value is SciPy's (0, 1, ``-inf``, ``nan``),
-with no derivative.  Frozen distributions (``norm(0, 2).logpdf(x)``) call these methods.
+with no derivative.  Frozen distributions (``norm(0, 2).logpdf(x)``) call these methods.  A
+missing rule met inside one of them is reported under the method the user called
+(``scipy.stats.ncx2.cdf``), with the internal function's own message after it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 
 from overdub import opaque
 
-from .._rules import defjvp, defstandin, defvjp
+from .._rules import MissingRuleError, defjvp, defstandin, defvjp
 from ._common import VARIADIC, fit, indexed, lift
 from ._scipy_solvers import detach, refused
 
@@ -80,6 +85,42 @@ def _finish(out: Any) -> Any:
     return out[()] if np.ndim(out) == 0 else out
 
 
+def _reported(dist: Any, method: str, error: MissingRuleError) -> MissingRuleError:
+    """``error``, met inside ``scipy.stats.<dist>.<method>``, reported under that name first
+    (the stand-in runs in place of SciPy's method, so no frame of it is on the stack for
+    ``public_caller`` to find).  An error that names a ``scipy.stats`` method already (a
+    quantile's rule inside its stand-in) is kept as it is."""
+    if str(error).startswith("no derivative rule for scipy.stats."):
+        return error
+    return MissingRuleError(f"no derivative rule for scipy.stats.{dist.name}.{method} (it calls "
+                            f"a function without one): {error}")
+
+
+def _named(method: str, standin: Callable[..., Any]) -> Callable[..., Any]:
+    """``standin``, its missing rules reported by :func:`_reported`."""
+    def named(self: Any, *args: Any, **kwds: Any) -> Any:
+        try:
+            return standin(self, *args, **kwds)
+        except MissingRuleError as error:
+            raise _reported(self, method, error) from None
+    named.__name__ = named.__qualname__ = standin.__name__
+    return named
+
+
+def _log_tail(dist: Any, method: str, z: Any, shapes: tuple[Any, ...]) -> Any:
+    """``dist._logcdf(z, *shapes)`` (``_logsf``).  SciPy's default takes the log of the
+    smaller of ``cdf`` and ``sf``, split at the median ``_ppf(0.5)``, through
+    ``apply_where``; restated here with the median computed natively (it only picks the
+    branch, and ``_ppf`` may have no derivative: ``gamma``'s is ``gammaincinv``)."""
+    if getattr(type(dist), "_" + method) is not getattr(rv_continuous, "_" + method):
+        return getattr(dist, "_" + method)(z, *shapes)
+    median = _quantile(dist, "ppf", 0.5, *detach(shapes))
+    near = z < median if method == "logcdf" else z > median
+    first, other = (dist._cdf, dist._sf) if method == "logcdf" else (dist._sf, dist._cdf)
+    return np.where(near, np.log(first(_at(near, z, median), *shapes)),
+                    np.log1p(-other(_at(~near, z, median), *shapes)))
+
+
 def _continuous(method: str) -> Callable[..., Any]:
     """The stand-in of ``rv_continuous.<method>``."""
     def standin(self: Any, x: Any, *args: Any, **kwds: Any) -> Any:
@@ -97,12 +138,13 @@ def _continuous(method: str) -> Callable[..., Any]:
             else:
                 below, above = _ENDS[method]
                 open_ = (a < y) & (y < b)
-                value = np.where(open_, getattr(self, "_" + method)(_at(open_, y, inner),
-                                                                     *shapes),
-                                 np.where(y <= a, below, above))
+                z = _at(open_, y, inner)
+                inside = _log_tail(self, method, z, shapes) if method in ("logcdf", "logsf") \
+                    else getattr(self, "_" + method)(z, *shapes)
+                value = np.where(open_, inside, np.where(y <= a, below, above))
             return _finish(np.where(valid, value, np.nan))
     standin.__name__ = standin.__qualname__ = f"rv_continuous_{method}"
-    return standin
+    return _named(method, standin)
 
 
 def _discrete(method: str) -> Callable[..., Any]:
@@ -128,7 +170,7 @@ def _discrete(method: str) -> Callable[..., Any]:
                                  np.where(k < a, below, above))
             return _finish(np.where(valid, value, np.nan))
     standin.__name__ = standin.__qualname__ = f"rv_discrete_{method}"
-    return standin
+    return _named(method, standin)
 
 
 # -- quantiles: the inverse-function rule -------------------------------------------------------
@@ -165,7 +207,10 @@ def _quantile_jvp_shape(i: int) -> Callable[..., Any]:
     derivative in ``s`` is minus that of ``cdf``) gives ``dz/ds = -(dcdf/ds) / pdf(z)``."""
     def rule(ds: Any, out: Any, /, dist: Any, method: str, q: Any, *shapes: Any) -> Any:
         from .. import jvp
-        dcdf = jvp(_cdf_in(dist, out, shapes, i), (shapes[i],), (ds,))[1]
+        try:
+            dcdf = jvp(_cdf_in(dist, out, shapes, i), (shapes[i],), (ds,))[1]
+        except MissingRuleError as error:
+            raise _reported(dist, method, error) from None
         return fit(-dcdf / dist._pdf(out, *shapes), ds, shapes[i], out)
     return rule
 
@@ -173,7 +218,10 @@ def _quantile_jvp_shape(i: int) -> Callable[..., Any]:
 def _quantile_vjp_shape(i: int) -> Callable[..., Any]:
     def rule(ct: Any, out: Any, /, dist: Any, method: str, q: Any, *shapes: Any) -> Any:
         from .. import vjp
-        _, pullback = vjp(_cdf_in(dist, out, shapes, i), shapes[i])
+        try:
+            _, pullback = vjp(_cdf_in(dist, out, shapes, i), shapes[i])
+        except MissingRuleError as error:
+            raise _reported(dist, method, error) from None
         return pullback(-ct / dist._pdf(out, *shapes))[0]
     return rule
 
@@ -196,7 +244,7 @@ def _quantiles(method: str) -> Callable[..., Any]:
                              np.where((q == 0) | (q == 1), at_end, np.nan))
             return _finish(np.where(valid & (loc == loc), value, np.nan))
     standin.__name__ = standin.__qualname__ = f"rv_continuous_{method}"
-    return standin
+    return _named(method, standin)
 
 
 # -- moments: through the distribution's parameters ---------------------------------------------
@@ -244,6 +292,54 @@ def _moments(self: Any, *args: Any, **kwds: Any) -> Any:
                                 f"shape parameters")
             output.append(_finish(np.where(valid, value, self.badvalue)))
     return output[0] if len(output) == 1 else tuple(output)
+
+
+# -- entropy: the distribution's own formula ----------------------------------------------------
+
+def _entropy(self: Any, *args: Any, **kwds: Any) -> Any:
+    """The stand-in of ``rv_generic.entropy``: ``_entropy(*shapes) + log(scale)``, SciPy's
+    formula (the entropy of ``loc + scale * Y``), with the distribution's ``_entropy``
+    differentiated through -- closed form for most distributions; SciPy's numerical default is
+    refused in the shape parameters (:func:`_numerical_entropy`).  Elementwise in array
+    shape parameters, as SciPy's ``vecentropy``; SciPy's ``badvalue`` for invalid parameters."""
+    shapes, loc, scale = _parse(self, args, kwds)  # (a discrete distribution's scale is 1)
+    shapes = tuple(np.asarray(s) for s in shapes)
+    valid = _support(self, shapes, scale)[0] & (np.asarray(detach(loc)) == detach(loc))
+    with np.errstate(all="ignore"):
+        value = _each(self._entropy, shapes) + np.log(scale)
+        return _finish(np.where(valid, value, self.badvalue))
+
+
+def _each(fn: Callable[..., Any], shapes: tuple[Any, ...]) -> Any:
+    """``fn`` of each element of the broadcast ``shapes`` (``_entropy`` is written for
+    numbers: SciPy calls it through ``np.vectorize``), once for numbers."""
+    if all(np.ndim(s) == 0 for s in shapes):
+        return fn(*shapes)
+    shape = np.broadcast_shapes(*(np.shape(s) for s in shapes))
+    flat = [np.ravel(np.broadcast_to(s, shape)) for s in shapes]
+    values = [fn(*(f[i] for f in flat)) for i in range(math.prod(shape))]
+    return np.reshape(np.stack(values), shape)
+
+
+@opaque
+def _integrated(kind: Any, dist: Any, shapes: tuple[Any, ...]) -> Any:
+    """``kind._entropy`` (SciPy's numerical default) of ``dist`` run natively on plain shape
+    parameters."""
+    return kind._entropy(dist, *detach(shapes))
+
+
+def _numerical_entropy(kind: Any) -> Callable[..., Any]:
+    """The stand-in of SciPy's default ``_entropy`` (``rv_continuous``'s integrates ``-pdf log
+    pdf`` with ``quad``, ``rv_discrete``'s sums a series until it converges): its value, and a
+    ``MissingRuleError`` for a derivative in the shape parameters.  Differentiated through, the
+    integrand's derivative is ``-(log pdf + 1) dpdf``, NaN where the pdf underflows to 0 in
+    the tails, and the series stops where the values, not their derivatives, converged."""
+    def standin(self: Any, *shapes: Any) -> Any:
+        return refused(_integrated(kind, self, shapes), shapes,
+                       f"scipy.stats.{self.name}.entropy in its shape parameters: SciPy "
+                       f"computes this distribution's entropy numerically")
+    standin.__name__ = standin.__qualname__ = f"{kind.__name__}_entropy"
+    return standin
 
 
 @opaque
@@ -321,6 +417,9 @@ if _stats is not None:
     defjvp(_quantile, None, None, _quantile_jvp_q, *indexed(_quantile_jvp_shape, VARIADIC - 3))
     defvjp(_quantile, None, None, _quantile_vjp_q, *indexed(_quantile_vjp_shape, VARIADIC - 3))
     defstandin(rv_generic.stats, _moments)
+    defstandin(rv_generic.entropy, _named("entropy", _entropy))
+    for _kind in (rv_continuous, rv_discrete):
+        defstandin(_kind._entropy, _numerical_entropy(_kind))
     _mvn = type(_stats.multivariate_normal)
     defstandin(_mvn.logpdf, _mvn_logpdf)
     defstandin(_mvn.pdf, _mvn_pdf)

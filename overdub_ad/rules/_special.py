@@ -1,17 +1,24 @@
 """Rules for ``scipy.special`` (registered only when SciPy is importable).
 
-Abbreviations: ``x`` (``z``) the argument, ``v``/``n`` an order, ``out`` the primal output,
-``dx`` a tangent (leading batch dimensions allowed), ``ct`` a cotangent.
+Abbreviations: ``x`` (``z``) the argument, ``v``/``n`` an order, ``a``, ``b`` shape parameters,
+``df`` degrees of freedom, ``out`` the primal output, ``dx`` a tangent (leading batch
+dimensions allowed), ``ct`` a cotangent.
 
 Conventions:
 
 - Elementwise functions follow the ufunc conventions (broadcast tangents lifted against
   ``out``, cotangents returned at the broadcast shape).  Functions holomorphic where SciPy
   accepts complex input (``erf``, ``gamma``, ``loggamma``, ``expit``...) use the real formulas.
-- An integer order or degree (``polygamma``'s ``n``, ``expn``'s ``n``) is ``ZERO``.  A real
-  order whose derivative we do not provide (``jv``'s ``v``, ``gammainc``'s ``a``,
-  ``betainc``'s ``a, b``) has no rule, so differentiating with respect to it raises
-  ``MissingRuleError`` instead of returning a wrong zero.
+- An integer order or degree (``polygamma``'s ``n``, ``expn``'s ``n``) is ``ZERO``.
+- The derivatives in a real order or shape parameter that SciPy gives no formula for --
+  ``gammainc``'s ``a``, ``betainc``'s ``a, b`` (and through them ``chdtr``'s ``v``,
+  ``stdtr``'s ``df``, ``fdtr``'s ``dfn, dfd``), the order ``v`` of ``jv``, ``yv``, ``iv``,
+  ``kv``, ``ive``, ``kve`` -- are computed numerically by :mod:`._special_params` (series,
+  continued fractions, quadrature of integral representations; never finite differences).
+  Each of those partials is a primitive whose own derivative in ``x`` is closed-form, so
+  mixed second derivatives nest; a second derivative in the parameter itself raises
+  ``MissingRuleError``.  A real parameter with no rule at all (``zeta``'s ``x``,
+  ``chndtr``'s non-centrality) raises ``MissingRuleError`` instead of returning a wrong zero.
 - ``softmax``, ``log_softmax`` and ``logsumexp`` take NumPy's ``axis``/``keepdims``.
 """
 
@@ -25,6 +32,8 @@ import numpy as np
 
 from .._rules import ZERO, defjvp, defvjp, nondifferentiable
 from ._common import expand, fit, lift, neg_axes
+from ._special_params import (beta_density, betainc_da, betainc_db, gamma_density, gammainc_da,
+                              ive_dv, jv_dv, kve_dv, yv_dv)
 
 try:
     import scipy.special as sc
@@ -83,12 +92,13 @@ if sc is not None:
                  lambda a, b, out: out * (sc.psi(b) - sc.psi(a + b)))
     _elementwise("betaln", lambda a, b, out: sc.psi(a) - sc.psi(a + b),
                  lambda a, b, out: sc.psi(b) - sc.psi(a + b))
-    _elementwise("gammainc", None, lambda a, x, out: np.exp(-x + (a - 1) * np.log(x)
-                                                            - sc.gammaln(a)))
-    _elementwise("gammaincc", None, lambda a, x, out: -np.exp(-x + (a - 1) * np.log(x)
-                                                              - sc.gammaln(a)))
-    _elementwise("betainc", None, None, lambda a, b, x, out: np.exp(
-        (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b)))
+    _elementwise("gammainc", lambda a, x, out: gammainc_da(a, x),
+                 lambda a, x, out: gamma_density(a, x))
+    _elementwise("gammaincc", lambda a, x, out: -gammainc_da(a, x),
+                 lambda a, x, out: -gamma_density(a, x))
+    _elementwise("betainc", lambda a, b, x, out: betainc_da(a, b, x),
+                 lambda a, b, x, out: betainc_db(a, b, x),
+                 lambda a, b, x, out: beta_density(a, b, x))
 
     # error functions and the normal distribution
     _elementwise("erf", lambda x, out: 2.0 / _SQRT_PI * np.exp(-x * x))
@@ -133,14 +143,20 @@ if sc is not None:
     _elementwise("i1e", lambda x, out: 0.5 * (sc.i0e(x) + sc.ive(2, x)) - np.sign(x) * out)
     _elementwise("k0e", lambda x, out: out - sc.k1e(x))
     _elementwise("k1e", lambda x, out: out - 0.5 * (sc.k0e(x) + sc.kve(2, x)))
-    _elementwise("jv", None, lambda v, x, out: 0.5 * (sc.jv(v - 1, x) - sc.jv(v + 1, x)))
-    _elementwise("yv", None, lambda v, x, out: 0.5 * (sc.yv(v - 1, x) - sc.yv(v + 1, x)))
-    _elementwise("iv", None, lambda v, x, out: 0.5 * (sc.iv(v - 1, x) + sc.iv(v + 1, x)))
-    _elementwise("kv", None, lambda v, x, out: -0.5 * (sc.kv(v - 1, x) + sc.kv(v + 1, x)))
-    _elementwise("ive", None, lambda v, x, out: 0.5 * (sc.ive(v - 1, x) + sc.ive(v + 1, x))
+    # ... and in a real order v, numerically (I and K scaled: ive_dv is e^-x dI/dv)
+    _elementwise("jv", lambda v, x, out: jv_dv(v, x),
+                 lambda v, x, out: 0.5 * (sc.jv(v - 1, x) - sc.jv(v + 1, x)))
+    _elementwise("yv", lambda v, x, out: yv_dv(v, x),
+                 lambda v, x, out: 0.5 * (sc.yv(v - 1, x) - sc.yv(v + 1, x)))
+    _elementwise("iv", lambda v, x, out: np.exp(np.abs(x)) * ive_dv(v, x),
+                 lambda v, x, out: 0.5 * (sc.iv(v - 1, x) + sc.iv(v + 1, x)))
+    _elementwise("kv", lambda v, x, out: np.exp(-x) * kve_dv(v, x),
+                 lambda v, x, out: -0.5 * (sc.kv(v - 1, x) + sc.kv(v + 1, x)))
+    _elementwise("ive", lambda v, x, out: ive_dv(v, x),
+                 lambda v, x, out: 0.5 * (sc.ive(v - 1, x) + sc.ive(v + 1, x))
                  - np.sign(np.real(x)) * out)
-    _elementwise("kve", None, lambda v, x, out: out - 0.5 * (sc.kve(v - 1, x)
-                                                             + sc.kve(v + 1, x)))
+    _elementwise("kve", lambda v, x, out: kve_dv(v, x),
+                 lambda v, x, out: out - 0.5 * (sc.kve(v - 1, x) + sc.kve(v + 1, x)))
 
     # complete elliptic integrals of the parameter m
     _elementwise("ellipk", lambda m, out: (sc.ellipe(m) - (1.0 - m) * out)
@@ -201,8 +217,9 @@ if sc is not None:
 
 
 # -- distribution functions and the rest of what scipy.stats calls ---------------------------
-# (x-derivatives, the densities; a real order, degree of freedom or shape parameter has no
-# rule: MissingRuleError.  pdtr and _binom_* are differentiated in their float parameter.)
+# (in x the densities; in a degree of freedom or shape parameter the partials of gammainc and
+# betainc they are written with.  pdtr and _binom_* are differentiated in their float
+# parameter.)
 
 def _chi2_pdf(v: Any, x: Any) -> Any:
     return np.exp(sc.xlogy(v / 2.0 - 1.0, x) - x / 2.0 - sc.gammaln(v / 2.0)
@@ -212,6 +229,52 @@ def _chi2_pdf(v: Any, x: Any) -> Any:
 def _t_pdf(df: Any, t: Any) -> Any:
     return np.exp(sc.gammaln((df + 1.0) / 2.0) - sc.gammaln(df / 2.0)
                   - 0.5 * np.log(df * math.pi) - (df + 1.0) / 2.0 * np.log1p(t * t / df))
+
+
+def _stdtr_ddf(df: Any, t: Any, out: Any) -> Any:
+    """d stdtr(df, t) / d df.  With ``z = df / (df + t^2)``, ``y = t^2 / (df + t^2)`` (each
+    accurate on its own) ``stdtr = 1/2 + sign(t) I_y(1/2, df/2) / 2 = (1 + sign(t)) / 2 -
+    sign(t) I_z(df/2, 1/2) / 2``; the partial is written on whichever of ``y``, ``z`` is the
+    smaller (the incomplete beta's argument is then exact), and the chain rule's term
+    ``density * dz/ddf = z^(df/2) y^(1/2) / (df B(df/2, 1/2))`` on both (``dz/ddf = y z / df``)."""
+    q = df + t * t
+    z, y = df / q, t * t / q
+    s = np.sign(t)
+    term = np.exp(df / 2.0 * np.log(z) - np.log(df) - sc.betaln(df / 2.0, 0.5)) * \
+        np.abs(t) / np.sqrt(q)
+    return np.where(y <= z, 0.5 * s * (0.5 * betainc_db(0.5, df / 2.0, y) - term),
+                    -0.5 * s * (0.5 * betainc_da(df / 2.0, 0.5, z) + term))
+
+
+def _fdtr_parts(m: Any, n: Any, x: Any) -> tuple[Any, Any, Any, Any]:
+    """``(w, 1 - w, swapped, log(w^(m/2) (1-w)^(n/2) / B(m/2, n/2)))`` for ``fdtr(m, n, x) =
+    I_w(m/2, n/2)``, ``w = m x / (n + m x)``: ``swapped`` where ``w > 1/2``, and there
+    ``fdtr = 1 - I_(1-w)(n/2, m/2)`` is differentiated (its argument exact)."""
+    q = n + m * x
+    w, v = m * x / q, n / q
+    return w, v, w > v, m / 2.0 * np.log(w) + n / 2.0 * np.log(v) - sc.betaln(m / 2.0, n / 2.0)
+
+
+def _fdtr_dm(m: Any, n: Any, x: Any, out: Any) -> Any:
+    """d fdtr / d dfn: ``I_a(m/2, n/2, w) / 2 + density * dw/dm``, ``dw/dm = w (1-w) / m``."""
+    w, v, swapped, log_term = _fdtr_parts(m, n, x)
+    inner = np.where(swapped, -betainc_db(n / 2.0, m / 2.0, v), betainc_da(m / 2.0, n / 2.0, w))
+    return 0.5 * inner + np.exp(log_term) / m
+
+
+def _fdtr_dn(m: Any, n: Any, x: Any, out: Any) -> Any:
+    """d fdtr / d dfd: ``I_b(m/2, n/2, w) / 2 + density * dw/dn``, ``dw/dn = -w (1-w) / n``."""
+    w, v, swapped, log_term = _fdtr_parts(m, n, x)
+    inner = np.where(swapped, -betainc_da(n / 2.0, m / 2.0, v), betainc_db(m / 2.0, n / 2.0, w))
+    return 0.5 * inner - np.exp(log_term) / n
+
+
+def _fdtr_dx(m: Any, n: Any, x: Any, out: Any) -> Any:
+    """d fdtr / dx, the F density: ``m^(m/2) n^(n/2) x^(m/2-1) / ((n + m x)^((m+n)/2)
+    B(m/2, n/2))``."""
+    q = n + m * x
+    return np.exp(m / 2.0 * np.log(m / q) + sc.xlogy(m / 2.0 - 1.0, x) + n / 2.0 * np.log(n / q)
+                  - sc.betaln(m / 2.0, n / 2.0))
 
 
 def _poisson_pmf(k: Any, m: Any) -> Any:
@@ -232,11 +295,18 @@ def _binom_pmf_dp(k: Any, n: Any, p: Any, out: Any) -> Any:
 if sc is not None:
     import scipy.special._ufuncs as _scu
 
-    _elementwise("betaincc", None, None, lambda a, b, x, out: -np.exp(
-        (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b)))
-    _elementwise("chdtr", None, lambda v, x, out: _chi2_pdf(v, x))
-    _elementwise("chdtrc", None, lambda v, x, out: -_chi2_pdf(v, x))
-    _elementwise("stdtr", None, lambda df, t, out: _t_pdf(df, t))
+    _elementwise("betaincc", lambda a, b, x, out: -betainc_da(a, b, x),
+                 lambda a, b, x, out: -betainc_db(a, b, x),
+                 lambda a, b, x, out: -beta_density(a, b, x))
+    _elementwise("chdtr", lambda v, x, out: 0.5 * gammainc_da(v / 2.0, x / 2.0),
+                 lambda v, x, out: _chi2_pdf(v, x))
+    _elementwise("chdtrc", lambda v, x, out: -0.5 * gammainc_da(v / 2.0, x / 2.0),
+                 lambda v, x, out: -_chi2_pdf(v, x))
+    _elementwise("stdtr", _stdtr_ddf, lambda df, t, out: _t_pdf(df, t))
+    _elementwise("fdtr", _fdtr_dm, _fdtr_dn, _fdtr_dx)
+    _elementwise("fdtrc", lambda m, n, x, out: -_fdtr_dm(m, n, x, out),
+                 lambda m, n, x, out: -_fdtr_dn(m, n, x, out),
+                 lambda m, n, x, out: -_fdtr_dx(m, n, x, out))
     _elementwise("pdtr", ZERO, lambda k, m, out: -_poisson_pmf(k, m))
     _elementwise("pdtrc", ZERO, lambda k, m, out: _poisson_pmf(k, m))
     _elementwise("yn", ZERO, lambda n, x, out: 0.5 * (sc.yn(np.subtract(n, 1), x)

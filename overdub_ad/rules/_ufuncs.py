@@ -28,18 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (LINEAR, ZERO, Carried, defjvp, defvjp, is_carried, nondifferentiable,
-                      same_rules)
+from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defjvp, defscalar, defvjp, is_carried,
+                      nondifferentiable, same_rules)
 from ._common import fit, lift
+from ._scalar import _sign, nonzero, power_partials, quotient_partials
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-def _unary(fn: Any, deriv: Any) -> None:
-    """Register the elementwise ``fn(x)`` with ``f'(x) = deriv(x, out)``."""
+def _unary(fn: Any, deriv: Any, scalar: Any = None) -> None:
+    """Register the elementwise ``fn(x)`` with ``f'(x) = deriv(x, out)``; ``scalar``: the same
+    derivative on Python floats, declared for the fast routes (``_rules.defscalar``)."""
     defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(x, out))
+    if scalar is not None:
+        defscalar(fn, 1, deriv if scalar is True else scalar)
 
 
 def _contribution(dx: Any, arg: Any, out: Any, factor: Any = None) -> Any:
@@ -78,28 +82,28 @@ def _safe_div(a: Any, b: Any) -> Any:
 
 # -- unary ----------------------------------------------------------------------------------
 
-_unary(np.negative, lambda x, out: -1.0)
+_unary(np.negative, lambda x, out: -1.0, scalar=True)
 _unary(np.positive, lambda x, out: 1.0)
-_unary(np.exp, lambda x, out: out)
+_unary(np.exp, lambda x, out: out, scalar=True)
 _unary(np.exp2, lambda x, out: out * _LN2)
-_unary(np.expm1, lambda x, out: out + 1.0)
-_unary(np.log, lambda x, out: 1.0 / x)
+_unary(np.expm1, lambda x, out: out + 1.0, scalar=True)
+_unary(np.log, lambda x, out: 1.0 / x, scalar=lambda x, out: None if x <= 0 else 1.0 / x)
 _unary(np.log2, lambda x, out: 1.0 / (x * _LN2))
 _unary(np.log10, lambda x, out: 1.0 / (x * _LN10))
-_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x))
-_unary(np.sqrt, lambda x, out: 0.5 / out)
+_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True)
+_unary(np.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out))
 _unary(np.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
-_unary(np.square, lambda x, out: 2.0 * x)
+_unary(np.square, lambda x, out: 2.0 * x, scalar=True)
 _unary(np.reciprocal, lambda x, out: -out * out)
-_unary(np.sin, lambda x, out: np.cos(x))
-_unary(np.cos, lambda x, out: -np.sin(x))
-_unary(np.tan, lambda x, out: 1.0 + out * out)
+_unary(np.sin, lambda x, out: np.cos(x), scalar=lambda x, out: math.cos(x))
+_unary(np.cos, lambda x, out: -np.sin(x), scalar=lambda x, out: -math.sin(x))
+_unary(np.tan, lambda x, out: 1.0 + out * out, scalar=True)
 _unary(np.arcsin, lambda x, out: 1.0 / np.sqrt(1.0 - x * x))
 _unary(np.arccos, lambda x, out: -1.0 / np.sqrt(1.0 - x * x))
-_unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x))
-_unary(np.sinh, lambda x, out: np.cosh(x))
-_unary(np.cosh, lambda x, out: np.sinh(x))
-_unary(np.tanh, lambda x, out: 1.0 - out * out)
+_unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True)
+_unary(np.sinh, lambda x, out: np.cosh(x), scalar=lambda x, out: math.cosh(x))
+_unary(np.cosh, lambda x, out: np.sinh(x), scalar=lambda x, out: math.sinh(x))
+_unary(np.tanh, lambda x, out: 1.0 - out * out, scalar=True)
 _unary(np.arcsinh, lambda x, out: 1.0 / np.sqrt(x * x + 1.0))
 _unary(np.arccosh, lambda x, out: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
 _unary(np.arctanh, lambda x, out: 1.0 / (1.0 - x * x))
@@ -131,6 +135,7 @@ def _abs_vjp(ct: Any, out: Any, /, x: Any, *a: Any, **k: Any) -> Any:
 
 defjvp(np.absolute, _abs_jvp)
 defvjp(np.absolute, _abs_vjp)
+defscalar(np.absolute, 1, lambda x, out: _sign(x))
 for _fn in (np.conjugate, np.conj):  # the same ufunc in NumPy 2; listed for older versions
     defjvp(_fn, lambda dx, out, /, x, *a, **k: np.conj(dx))
     defvjp(_fn, lambda ct, out, /, x, *a, **k: np.conj(ct))
@@ -214,6 +219,10 @@ for _fn in (np.divide, np.true_divide):
     _binary(_fn, lambda x, y, out: 1.0 / y, lambda x, y, out: -out / y)
 for _fn in (np.power, np.float_power):
     _binary(_fn, _pow_dx, _pow_dy)
+# their partials on floats, declared for the fast routes (as the operators')
+for _fn, _partials in ((np.add, (1.0, 1.0)), (np.subtract, (1.0, -1.0)), (np.multiply, BILINEAR),
+                       (np.true_divide, quotient_partials), (np.power, power_partials)):
+    defscalar(_fn, 2, _partials)
 _binary(np.arctan2, lambda x, y, out: _safe_div(y, x * x + y * y),
         lambda x, y, out: _safe_div(-x, x * x + y * y))
 _binary(np.hypot, lambda x, y, out: _safe_div(x, out), lambda x, y, out: _safe_div(y, out))

@@ -7,6 +7,7 @@ import pytest
 
 import overdub_ad as ad
 from overdub_ad import MissingRuleError
+from tests.conftest import fd
 
 
 def exec_into_globals(x):
@@ -105,3 +106,71 @@ def test_a_cache_default_is_a_constant_as_written():
         return {}.get(x, 2.0) * x
     assert ad.grad(f)(3.0) == 2.0
     assert ad.derivative(f, 3.0) == 2.0
+
+
+# -- second derivatives through a rule given a list of arrays -------------------------------------
+
+A2 = np.array([[1.0, 0.2], [0.1, 2.0]])
+LIST_FUNCTIONS = {
+    "multi_dot3": lambda t: np.sum(np.linalg.multi_dot([t * A2, t * A2, A2])),
+    "multi_dot2": lambda t: np.sum(np.linalg.multi_dot([A2, t * A2]) * t),
+    "concatenate": lambda t: np.sum(np.concatenate([t * A2, np.sin(t) * A2]) ** 2),
+    "stack": lambda t: np.sum(np.stack([t * A2, A2]) ** 3),
+    "block": lambda t: np.sum(np.block([[t * A2, A2], [A2, t * t * A2]]) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(LIST_FUNCTIONS))
+def test_second_derivatives_through_a_list_of_arrays(name):
+    """Forward over reverse through a rule whose argument is a list (np.linalg.multi_dot's
+    was 0: the list the rule returned held its members plain)."""
+    f = LIST_FUNCTIONS[name]
+    want = fd(ad.grad(f), 1.5)
+    for _ in range(2):
+        for got in (ad.hessian(f)(1.5), ad.derivative(ad.grad(f))(1.5),
+                    ad.grad(ad.grad(f))(1.5), ad.derivative(ad.derivative(f))(1.5),
+                    ad.jacfwd(ad.jacrev(f))(1.5)):
+            assert got == pytest.approx(want, rel=1e-6)
+
+
+# -- an inner reverse-mode derivative writing into an array built from outer values ---------------
+
+def _write_back(x, y):
+    b = np.array([x, 0.0])
+    b[0] = b[0] * y
+    return b[0]
+
+
+def _augmented(x, y):
+    b = np.array([x, 0.0])
+    b[0] *= y
+    return b[0]
+
+
+def _other_slot(x, y):
+    b = np.array([x, 1.0]) * 1.0
+    b[1] = b[0] * y
+    return b[1] * y
+
+
+INNER = {
+    "grad": lambda g, x: ad.grad(lambda y: g(x, y))(3.0),
+    "jacrev": lambda g, x: ad.jacrev(lambda y: g(x, y))(3.0),
+    "vjp": lambda g, x: ad.vjp(lambda y: g(x, y), 3.0)[1](1.0)[0],
+    "value_and_grad": lambda g, x: ad.value_and_grad(lambda y: g(x, y))(3.0)[1],
+    "hvp": lambda g, x: ad.hvp(lambda y: y * g(x, y), 3.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("inner", list(INNER))
+@pytest.mark.parametrize("body", [_write_back, _augmented, _other_slot])
+def test_outer_derivative_through_an_inner_reverse_write(inner, body):
+    """The inner reverse-mode derivative writes a value it differentiates into an array that
+    carries the outer derivative (it was 0: the array's new version was not seen as this
+    derivative's through the outer tag)."""
+    h = lambda x: INNER[inner](body, x)  # noqa: E731
+    want = fd(h, 1.5)
+    assert h(1.5) == pytest.approx(INNER[inner](body, 1.5))
+    for outer in (ad.grad(h), lambda x: ad.derivative(h, x), lambda x: ad.jvp(h, (x,), (1.0,))[1]):
+        for _ in range(2):
+            assert outer(1.5) == pytest.approx(want, rel=1e-6, abs=1e-9)

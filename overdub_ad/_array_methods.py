@@ -1,0 +1,240 @@
+"""Methods of differentiated arrays restated as functions (``a.reshape``, ``a.fill``,
+``a.flat``...), and in-place NumPy functions restated as Python writes (``np.put``,
+``np.fill_diagonal``, ``ufunc.at``): both modes differentiate these instead of the C methods."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import types
+from typing import Any, Literal
+
+import numpy as np
+
+from overdub import opaque
+
+from . import _rules
+
+_Order = Literal["K", "A", "C", "F"]  # NumPy's memory orders
+
+
+class _Unsupported:
+    """A method of a differentiated array with no derivative: calling it is an error."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    @opaque
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _rules.missing(self.method, 0, "reverse", "ReverseContext")
+
+
+# -- methods and attributes of differentiated arrays -------------------------------------------
+
+def _matrix_transpose(x: Any) -> Any:
+    return np.swapaxes(x, -1, -2)
+
+
+_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose, "mT": _matrix_transpose}
+
+
+def _m_reshape(x: Any, *shape: Any, **kwargs: Any) -> Any:
+    return np.reshape(x, shape[0] if len(shape) == 1 else shape, **kwargs)
+
+
+def _m_transpose(x: Any, *axes: Any) -> Any:
+    return np.transpose(x, axes[0] if len(axes) == 1 else (axes if axes else None))
+
+
+def _m_flatten(x: Any, order: _Order = "C") -> Any:
+    return np.copy(np.ravel(x, order))
+
+
+def _m_copy(x: Any, order: _Order = "C") -> Any:
+    return np.copy(x, order=order)
+
+
+def _m_astype(x: Any, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+              copy: bool = True) -> Any:
+    return np.astype(x, dtype, copy=copy)
+
+
+def _m_item(x: Any, *args: Any) -> Any:
+    if not args:
+        v = np.reshape(x, ())
+    elif len(args) == 1 and not isinstance(args[0], tuple):
+        v = np.ravel(x)[args[0]]
+    else:
+        v = x[args[0] if len(args) == 1 else args]
+    kind = np.result_type(v).kind
+    if kind == "c":
+        return complex(v)
+    if kind == "f":
+        return float(v)
+    return np.asarray(v).item()
+
+
+def _m_tolist(x: Any) -> Any:
+    if np.ndim(x) == 0:
+        return _m_item(x)
+    return [_m_tolist(x[i]) for i in range(len(x))]
+
+
+def _m_fill(x: Any, value: Any) -> None:
+    x[...] = value
+
+
+def _m_sort(x: Any, axis: int = -1, kind: Any = None, order: Any = None) -> None:
+    x[...] = np.sort(x, axis=axis, kind=kind)
+
+
+def _m_compress(x: Any, condition: Any, axis: Any = None) -> Any:
+    return np.compress(condition, x, axis=axis)
+
+
+def _m_array_wrap(x: Any, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+    """``x.__array_wrap__(array)`` for a base ndarray ``x`` (NumPy's linalg wraps results so):
+    ``array`` itself."""
+    return array[()] if return_scalar and np.ndim(array) == 0 else array
+
+
+def _m_view(x: Any, dtype: Any = None, type: Any = None) -> Any:
+    if (dtype is None or np.dtype(dtype) == np.result_type(x)) and type is None:
+        return x[...]
+    raise _rules.MissingRuleError("no reverse-mode derivative for ndarray.view with another "
+                                  "dtype or type")
+
+
+def _cycled(values: Any, n: Any, positions: Any = None) -> Any:
+    """``values`` repeated cyclically to ``n`` items (at ``positions``), as NumPy's put does."""
+    flat = np.ravel(values)
+    where = np.arange(n) if positions is None else positions
+    return np.take(flat, where % np.size(flat))
+
+
+def _write_at(a: Any, positions: Any, values: Any) -> None:
+    """``a.flat[positions] = values`` as the index write it is (the engines follow those).
+    A 0-d ``a`` has one position, which ``np.unravel_index`` gives no index for: written as
+    ``a[()]`` (SciPy's ``np.place`` into a 0-d output: a distribution's ``entropy``)."""
+    if np.ndim(a) == 0:
+        if np.size(positions):
+            a[()] = np.ravel(values)[-1]  # (the last write wins, as in NumPy)
+        return
+    a[np.unravel_index(positions, np.shape(a))] = values
+
+
+def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
+    ind = np.ravel(np.asarray(ind))
+    n = np.size(a)
+    if mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    elif mode == "wrap":
+        ind = ind % n
+    else:
+        ind = np.where(ind < 0, ind + n, ind)
+    _write_at(a, ind, _cycled(v, len(ind)))
+
+
+def _putmask(a: Any, mask: Any, values: Any) -> None:
+    pos = np.flatnonzero(np.broadcast_to(mask, np.shape(a)))
+    _write_at(a, pos, _cycled(values, len(pos), pos))
+
+
+def _place(arr: Any, mask: Any, vals: Any) -> None:
+    pos = np.flatnonzero(np.broadcast_to(mask, np.shape(arr)))
+    _write_at(arr, pos, _cycled(vals, len(pos)))
+
+
+def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
+    shape = np.shape(a)
+    if len(shape) == 2:
+        step = shape[1] + 1
+        end = None if wrap else shape[1] * shape[1]
+    else:
+        step = 1 + int(np.sum(np.cumprod(shape[:-1])))
+        end = None
+    idx = np.arange(np.size(a))[:end:step]
+    a[np.unravel_index(idx, shape)] = _cycled(val, len(idx))
+
+
+def _ufunc_at(ufunc: Any, a: Any, indices: Any, b: Any = None) -> None:
+    """``np.add.at(a, indices, b)`` (and ``subtract``): unbuffered scatter-add."""
+    if ufunc not in (np.add, np.subtract) or b is None:
+        raise _rules.MissingRuleError(f"no reverse-mode derivative rule for numpy.{ufunc.__name__}"
+                                      f".at under ReverseContext (only add.at and subtract.at)")
+    pos = np.reshape(np.arange(np.size(a)), np.shape(a))[indices]
+    weights = np.ravel(np.broadcast_to(b, np.shape(pos)))
+    total = np.reshape(np.bincount(np.ravel(pos), weights, np.size(a)), np.shape(a))
+    a[...] = a + total if ufunc is np.add else a - total
+
+
+_REPLACEMENTS = {id(f): (f, r) for f, r in ((np.fill_diagonal, _fill_diagonal), (np.put, _put),
+                                            (np.putmask, _putmask), (np.place, _place))}
+
+
+def _replacement(fn: Any) -> Any:
+    """A differentiable Python version of an in-place NumPy function (None: there is none)."""
+    found = _REPLACEMENTS.get(id(fn))
+    if found is not None and found[0] is fn:
+        return found[1]
+    standin = _rules.standin(fn, _rules.vjp_rules)  # (SciPy's solvers, restated by the rule
+    # modules; a rule registered for fn wins)
+    if standin is not None:
+        return standin
+    if type(fn) is types.BuiltinMethodType:
+        owner = fn.__self__
+        if isinstance(owner, np.ufunc) and fn.__name__ == "at":
+            return functools.partial(_ufunc_at, owner)
+        if isinstance(owner, (np.ndarray, np.generic)) and fn.__name__ in _METHODS:
+            # a method of a plain array given a differentiated argument (a.dot(x), a.fill(x))
+            return functools.partial(_METHODS[fn.__name__], owner)
+    return None
+
+
+class _Flat:
+    """``x.flat`` of a differentiated array: reads and writes by flat position."""
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def __getitem__(self, i: Any) -> Any:
+        return np.ravel(self.x)[i]
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        x = self.x
+        self.x[np.unravel_index(np.arange(np.size(x))[i], np.shape(x))] = value
+
+    def __len__(self) -> int:
+        return np.size(self.x)
+
+    def __iter__(self) -> Any:
+        return iter(np.ravel(self.x))
+
+
+_METHODS: dict[str, Any] = {
+    name: getattr(np, name) for name in (
+        "sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod", "ravel",
+        "squeeze", "swapaxes", "dot", "clip", "conj", "conjugate", "trace", "take", "repeat",
+        "diagonal", "round", "argmax", "argmin", "argsort", "nonzero", "all", "any",
+        "searchsorted") if hasattr(np.ndarray, name)}
+_METHODS.update({"reshape": _m_reshape, "transpose": _m_transpose, "flatten": _m_flatten,
+                 "copy": _m_copy, "astype": _m_astype, "item": _m_item, "tolist": _m_tolist,
+                 "fill": _m_fill, "sort": _m_sort, "compress": _m_compress, "view": _m_view,
+                 "put": _put, "__array_wrap__": _m_array_wrap})
+
+
+def _swapped(op: Any) -> Any:
+    def reflected(x: Any, other: Any) -> Any:  # x.__radd__(other) is other + x
+        return op(other, x)
+    return reflected
+
+
+# An operator's method called by name (x.__mul__(y), y.__imul__(2.0)) is the operator, which
+# the engines differentiate (in place for __imul__ and the like)
+for _name, _pure, _inplace in (
+        ("add", operator.add, operator.iadd), ("sub", operator.sub, operator.isub),
+        ("mul", operator.mul, operator.imul), ("truediv", operator.truediv, operator.itruediv),
+        ("floordiv", operator.floordiv, operator.ifloordiv), ("mod", operator.mod, operator.imod),
+        ("pow", operator.pow, operator.ipow), ("matmul", operator.matmul, operator.imatmul)):
+    _METHODS.update({f"__{_name}__": _pure, f"__r{_name}__": _swapped(_pure),
+                     f"__i{_name}__": _inplace})

@@ -1,0 +1,112 @@
+"""``custom_vjp`` and ``custom_jvp``: functions that carry the user's own derivative rule."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+from . import _rules
+from ._shared import _bind, _F
+
+
+class custom_vjp:
+    """A function with a user-defined reverse rule (JAX's API).
+
+    ``fwd(*args) -> (out, residuals)`` runs instead of ``fn`` when differentiated in reverse
+    mode; ``bwd(residuals, ct) -> tuple of cotangents`` (one per positional argument, ``None``
+    for none).  Forward mode differentiates ``fn`` itself.
+
+    Example::
+
+        @custom_vjp
+        def f(x): return np.sin(x)
+        def f_fwd(x): return np.sin(x), np.cos(x)
+        def f_bwd(cos_x, ct): return (ct * cos_x,)
+        f.defvjp(f_fwd, f_bwd)
+    """
+
+    _wants_inputs: bool  # set by checkpoint: bwd is told which inputs need a cotangent
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        if not callable(fn):
+            raise TypeError(f"custom_vjp: {fn!r} is not callable")
+        self.fn = fn
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", "custom_vjp")
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> custom_vjp:
+        if not (callable(fwd) and callable(bwd)):
+            raise TypeError("custom_vjp.defvjp(fwd, bwd): both must be callable")
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
+        (as for any function; JAX's wrappers do the same)."""
+        return self if instance is None else functools.partial(self, instance)
+
+
+class custom_jvp:
+    """A function with its own forward rule, JAX's ``custom_jvp``.
+
+    Example::
+
+        @custom_jvp
+        def log1pexp(x):
+            return math.log1p(math.exp(x))
+
+        @log1pexp.defjvp
+        def log1pexp_jvp(primals, tangents):
+            (x,), (dx,) = primals, tangents
+            return log1pexp(x), dx / (1 + math.exp(-x))
+
+    Called with differentiated arguments inside :func:`jvp` & co, the rule runs instead of
+    the body: it gets the plain primals and their tangents (zeros for arguments that have
+    none), both as tuples with one entry per argument, and returns ``(output,
+    output_tangent)`` with matching pytree structures.  Everywhere else the function is
+    itself.  The rule is ordinary Python, so an enclosing derivative differentiates it.
+
+    See also: :func:`overdub_ad.defjvp` (per-argument rules for any callable).
+    """
+
+    __name__: str  # the function's, copied by functools.update_wrapper
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        if not callable(fun):
+            raise TypeError(f"custom_jvp: {fun!r} is not callable")
+        functools.update_wrapper(self, fun)  # sets __name__, __doc__, __wrapped__...
+        self.fun = fun
+        self.jvp: Callable[..., Any] | None = None
+
+    def defjvp(self, jvp: _F) -> _F:
+        """Register ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``jvp``."""
+        if not callable(jvp):
+            raise TypeError(f"custom_jvp.defjvp: {jvp!r} is not callable")
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fun(*args, **kwargs)
+
+    def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The arguments of a call as the rule receives them: all by position (keywords bound
+        to their parameters), in either mode."""
+        if kwargs:
+            args, kwargs = _bind(self.fun, args, kwargs, lambda v: True)
+            if kwargs:
+                raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: pass the "
+                                f"arguments {sorted(kwargs)} by position")
+        return args
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
+        (as for any function; JAX's wrappers do the same)."""
+        return self if instance is None else functools.partial(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<custom_jvp {_rules._name(self.fun)}>"

@@ -1,0 +1,534 @@
+"""What both modes share: the classification of calls (operators, methods, builtins that
+iterate or move values), checks of what a derivative may drop, and the entry point wrapper of
+the public functions."""
+
+from __future__ import annotations
+
+import dis
+import functools
+import inspect
+import itertools
+import math
+import operator
+import os
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from overdub import Context, Tagged, hide_machinery, is_opaque, untag
+
+from . import _arrays, _callbacks, _rules
+from ._array_methods import _METHODS, _ufunc_at
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
+_BUILTIN_METHOD = types.BuiltinMethodType
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
+_METHOD_DESCRIPTOR = types.MethodDescriptorType  # type(dict.get)
+_C_METHODS = (_METHOD_DESCRIPTOR, types.WrapperDescriptorType)
+
+
+# NumPy's float dtypes, by their classes (another namespace's dtypes are not NumPy's: left as
+# they are)
+_FLOAT_DTYPES = frozenset(type(np.dtype(t)) for t in (np.float16, np.float32, np.float64,
+                                                      np.longdouble))
+
+def _ids(*fns: Any) -> dict[int, Any]:
+    return {id(f): f for f in fns}
+
+
+# Uses of a differentiated value that ignore its tangent: the core hands them the plain value.
+_INDIFFERENT = _ids(type, isinstance, issubclass, len, id, hash, repr, str, format, print,
+                    bool, callable, hasattr, object.__repr__)
+# Heap writes the core keeps metadata through (shadow storage of attributes, items, lists).
+_STRUCTURAL = _ids(setattr, delattr, operator.delitem, object.__setattr__, object.__delattr__,
+                   types.SimpleNamespace)  # (its attributes set by the core: see _tagging)
+# List methods the core keeps metadata through; the context notes which lists hold some.
+_LIST_WRITERS = frozenset(("append", "insert", "extend"))
+# ``operator`` functions treat lists as sequences (``[x] + [y]``), never as containers of
+# differentiated arguments: their list operands are not looked into.
+_OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
+_ARRAY_OPERANDS = (np.ndarray, np.inexact)  # operands that make an operator read a list as an array
+# In-place operators: a mutated first argument must reach the rules as it was before.
+_INPLACE = _ids(operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ipow,
+                operator.imod, operator.imatmul, operator.ifloordiv)
+# C functions that only iterate their arguments or move references around: a differentiated
+# array argument is handed to them as its differentiated rows, other values pass untouched.
+_ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set, frozenset, map,
+                  filter, any, all, functools.reduce, itertools.chain, itertools.islice,
+                  itertools.accumulate, itertools.starmap, itertools.zip_longest,
+                  itertools.product, itertools.combinations, itertools.permutations,
+                  itertools.compress, itertools.dropwhile, itertools.takewhile,
+                  itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee)
+_MOVING = {**_ITERATING, **_ids(dict, tuple.__new__,  # (a named tuple's __new__ calls it)
+                                 list.copy, dict.copy)}  # (and copy.copy these)
+# in-place NumPy functions that reverse mode restates as Python writes (_reverse._REPLACEMENTS)
+_RESTATED = _ids(np.fill_diagonal, np.put, np.putmask, np.place)
+# C functions with rules that iterate every argument (numbers out of sequences)
+CONSUMERS = _ids(*(getattr(math, name) for name in ("fsum", "prod", "sumprod", "dist")
+                    if hasattr(math, name)))
+_OVERDUB_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
+_MOVING_MODULES = frozenset(("itertools", "collections", "_collections", "functools",
+                             "_functools", "copy", "heapq", "_heapq", "bisect", "_bisect"))
+# Differentiable attributes: ``x.real`` is ``np.real(x)``.
+_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose}
+if hasattr(np, "matrix_transpose"):
+    _ATTRIBUTES["mT"] = np.matrix_transpose
+
+
+def _innermost(x: Any) -> Any:
+    while type(x) is Tagged:
+        x = x.value
+    return x
+
+
+# operator -> its method and reflected method (in-place operators: the binary ones Python
+# falls back to when the class defines no in-place method)
+_OPERATOR_METHODS: dict[Any, tuple[str, str]] = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__")}
+_OPERATOR_METHODS.update({inplace: _OPERATOR_METHODS[binary] for inplace, binary in (
+    (operator.iadd, operator.add), (operator.isub, operator.sub), (operator.imul, operator.mul),
+    (operator.itruediv, operator.truediv), (operator.ifloordiv, operator.floordiv),
+    (operator.imod, operator.mod), (operator.ipow, operator.pow),
+    (operator.imatmul, operator.matmul))})
+_INPLACE_METHODS = {op: "__i" + _OPERATOR_METHODS[op][0][2:] for op in (
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul)}
+_SCALARS = (float, int, complex, np.number)
+
+
+def _user_operator(fn: Any, args: tuple[Any, ...]) -> list[tuple[Any, tuple[Any, ...]]]:
+    """For ``a op b`` between a differentiated value and an object whose class defines the
+    operator in Python (``Money() * x``): the methods Python would try, in its order, with
+    their arguments, which the engines run as the user's code (overdubbed) until one returns
+    something other than NotImplemented, instead of taking the operator as their own primitive
+    -- the rule for ``*`` is right only if the method multiplies.  Empty for any other call.
+
+    Python tries the left operand's in-place method first (``a += x``), then its binary method;
+    the right operand's reflected method comes next when the left is a number, whose own method
+    gives up on an unknown type (an array's would broadcast over the object instead: left to
+    the rule)."""
+    names = _OPERATOR_METHODS.get(fn) if type(fn) is types.BuiltinFunctionType else None
+    if names is None or len(args) != 2:
+        return []
+    a, b = args
+    if type(a) is not Tagged:
+        if _arrays.is_foreign_array(a):  # (an array library written in Python: the rules' own)
+            return []
+        found = (getattr(type(a), name, None) for name in (_INPLACE_METHODS.get(fn, ""), names[0]))
+        return [(method, (a, b)) for method in found if type(method) is types.FunctionType]
+    if type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
+            not _arrays.is_foreign_array(b):
+        method = getattr(type(b), names[1], None)
+        if type(method) is types.FunctionType:
+            return [(method, (b, a))]
+    return []
+
+
+def _no_derivative_lost(out: Any, only_within: bool) -> bool:
+    """Whether a C function without a rule that received a differentiated value may return
+    ``out`` as a constant (docs/ad.md's exemptions): text, or pieces of it (a rendering of the
+    value, as str() gives it: json.dumps, "{}".format), or -- ``only_within``: the
+    differentiated values were elements of a container it received -- an integer or a string
+    read from the *other* elements (a sort key).  Integers or bytes made from a differentiated
+    value itself (float.as_integer_ratio, struct.pack, pickle.dumps) are not: they raise
+    MissingRuleError."""
+    inner = _innermost(out)
+    text = isinstance(inner, str) or (type(inner) in (list, tuple) and bool(inner) and
+                                      all(isinstance(part, str) for part in inner))
+    return text or (only_within and _flat(inner))
+
+
+def _not_a_number(out: Any) -> bool:
+    """Whether a function's result is no number at all: ``None``, a string, bytes."""
+    return out is None or isinstance(out, (str, bytes)) or \
+        (isinstance(out, np.ndarray) and out.dtype.kind in "SU")
+
+
+def _check_output(out: Any, api: str) -> None:
+    """A result that is no number (``None``, a string) has no derivative to take: a
+    ``TypeError``, as for ``grad`` of a list, never a zero.  (An integer or a boolean is a
+    number: the result of a piecewise-constant function, ``max(0, x)`` below 0 or ``x > 0``,
+    whose derivative is 0 -- or, at an integer point, one that carries a derivative.)"""
+    inner = _innermost(out)
+    if _not_a_number(inner):
+        got = "None" if inner is None else f"an array of {inner.dtype}" \
+            if isinstance(inner, np.ndarray) else f"a value of type {type(inner).__name__}"
+        raise TypeError(f"{api} requires a numeric output, got {got}, which has no "
+                        f"derivative")
+
+
+def _check_differentiated(out: Any, carried: bool, api: str) -> None:
+    """An integer or a truth value that carries no derivative (``int(x)``, ``x > 0``, a
+    count, a constant) is no output to differentiate: a ``TypeError``, as for ``None``, never
+    a silent zero (JAX and autograd raise too).  One that carries a derivative is a number
+    like any other: ``x * x`` at an integer point, ``max(0, x)`` (whose constant winner
+    carries a zero derivative: see the rules of ``max``)."""
+    inner = _innermost(out)
+    if not carried and isinstance(inner, (int, np.integer, np.bool_)):
+        raise TypeError(f"{api} requires a real or complex output, got a value of type "
+                        f"{type(inner).__name__} that carries no derivative (an integer or a "
+                        f"truth value made without the input: a count, a comparison, int(x))")
+
+
+def _flat(out: Any) -> bool:
+    """Whether ``out`` carries no derivative at all: integers, booleans, strings (a result of a
+    piecewise-constant function).  ``None`` is not flat: it is what in-place functions return."""
+    out = _innermost(out)
+    if isinstance(out, (bool, int, str, bytes, range, np.integer, np.bool_)):
+        return True
+    if isinstance(out, np.ndarray):
+        return out.dtype.kind in "biuSU"
+    if _arrays.is_foreign_array(out):
+        return _arrays.kind(out) in "biu"
+    if type(out) in (tuple, list):
+        return all(_flat(o) for o in out)
+    return False
+
+
+def _numeric(x: Any) -> bool:
+    return _arrays.is_numeric(_innermost(x))
+
+
+def _rebuild(like: Any, items: list[Any]) -> Any:
+    """A list or tuple (named tuples included) of the type of ``like`` holding ``items``."""
+    kind = type(like)
+    if kind is list or kind is tuple:
+        return kind(items)
+    if isinstance(like, tuple) and hasattr(like, "_fields"):
+        return kind(*items)
+    return kind(items)
+
+
+def python_iterable(x: Any) -> bool:
+    """Whether iterating ``x`` runs Python code (its class's ``__iter__``, or ``__getitem__``
+    where it has no ``__iter__``)."""
+    kind = type(x)
+    if kind is Tagged or not kind.__flags__ & _HEAPTYPE:
+        return False
+    method = getattr(kind, "__iter__", None)
+    if method is None:
+        method = getattr(kind, "__getitem__", None)
+    return type(method) is types.FunctionType
+
+
+def _hides_arrays(x: Any) -> bool:
+    """Whether ``x`` is a C container other than a list or tuple (``d.values()``, a deque):
+    iterated natively by ``sum``'s shim, a plain array written in place among its items would
+    be added natively, without the tangent its memory has."""
+    kind = type(x)
+    return kind not in (list, tuple, str, range, np.ndarray, Tagged) and \
+        not kind.__flags__ & _HEAPTYPE and hasattr(kind, "__iter__") and not _is_iterator(x)
+
+
+def iterate_through(ctx: Context, iterable: Any) -> Any:
+    """The items of an object iterated by Python code, iterated through ``ctx``: a C function
+    consuming it (``math.fsum(bag)``) would run that code natively, reading the heap without
+    the metadata the context keeps for it.  Both modes use it."""
+    iterator = ctx.overdub(iter, iterable)
+    while True:
+        try:
+            item = ctx.overdub(next, iterator)
+        except StopIteration:
+            return
+        yield item
+
+
+def _is_iterator(x: Any) -> bool:
+    return type(x) not in (float, int, str, np.ndarray, Tagged) and hasattr(type(x), "__next__")
+
+
+_REVEALABLE = (float, complex, np.inexact, np.ndarray)
+
+
+def _sequence_or_iterator(x: Any) -> bool:
+    kind = type(x)
+    return kind is list or kind is tuple or _is_iterator(x)
+
+
+def _is_mover(fn: Any) -> bool:
+    if id(fn) in _MOVING:
+        return True
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (set, tuple)):
+        return True
+    return getattr(fn, "__module__", None) in _MOVING_MODULES
+
+
+def _own_precision(x: Any) -> Any:
+    """The dtype of directions for input ``x``: its own if it is a float or complex one (a
+    float32 input's Jacobian is float32, as JAX's and reverse mode's), float for integers."""
+    dtype = np.result_type(x)
+    return dtype if dtype.kind in "fc" else np.result_type(dtype, float)
+
+
+def _restated(fn: Any) -> Any:
+    """Reverse mode's Python restatement of a NumPy method without a rule, differentiated
+    through: ``np.add.at(a, i, v)`` (a scatter-add), ``x[0].item()``; None if there is none."""
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, np.ufunc) and fn.__name__ == "at":
+        return functools.partial(_ufunc_at, fn.__self__)
+    if isinstance(fn, _C_METHODS) and issubclass(fn.__objclass__, (np.ndarray, np.generic)):
+        return _METHODS.get(fn.__name__)
+    return None
+
+
+def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str) -> Any:
+    """``value``, read as ``d[x]`` for a differentiated key ``x``.  A plain float (complex,
+    inexact array) there was stored before this derivative -- a memo of earlier results,
+    say, read back for an equal key -- and has no derivative with respect to the key: that is
+    MissingRuleError, not a silent constant.  Values written during the derivative carry
+    theirs; other values (text, integers, objects) pass."""
+    if type(value) is Tagged or carries(value):
+        return value  # (differentiated here, or by a context this derivative runs in)
+    plain = _innermost(value)
+    if isinstance(plain, (float, complex, np.inexact)) or (
+            isinstance(plain, np.ndarray) and plain.dtype.kind in "fc"):
+        raise _rules.MissingRuleError(
+            f"a dict item looked up by a differentiated key holds a plain number (stored "
+            f"before this {mode}-mode derivative began: a cache of earlier results?), which "
+            f"has no derivative with respect to the key; compute it under the derivative, or "
+            f"key the cache by something else")
+    return value
+
+
+_KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item
+
+
+def keyed_read(fn: Any, args: tuple[Any, ...]) -> tuple[dict[Any, Any], Any] | None:
+    """``(d, key)`` when ``fn(*args)`` returns the item stored in dict ``d`` under ``key`` --
+    ``d.get(key)``, ``d.pop(key)``, ``d.setdefault(key, ...)``, bound or called as
+    ``dict.get(d, key)`` -- and that item is there (a default returned is not stored), else
+    None: the item read through the method must pass :func:`by_differentiated_key` as
+    ``d[key]`` does."""
+    if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, dict):
+        d, rest = fn.__self__, args
+    elif type(fn) is _METHOD_DESCRIPTOR and fn.__objclass__ is dict and args \
+            and isinstance(args[0], dict):
+        d, rest = args[0], args[1:]
+    else:
+        return None
+    if fn.__name__ not in _KEYED_READS or not rest:
+        return None
+    try:
+        return (d, rest[0]) if _innermost(rest[0]) in d else None
+    except TypeError:  # (an unhashable key: the call raises it)
+        return None
+
+
+def _reverse_rules_only(fn: Any) -> bool:
+    """A Python function with reverse rules (``defvjp``) and no forward rule: forward mode
+    differentiates its body (a C function would need the rule: MissingRuleError)."""
+    return type(fn) is types.FunctionType and not any(_rules.jvp_rules(fn) or ())
+
+
+def _method_of(kind: type, name: str) -> Any:
+    """The C method descriptor ``name`` of ``kind`` (``np.ndarray.reshape``), or None."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found if isinstance(found, _C_METHODS) else None
+    return None
+
+
+def _zero(x: Any, batch: tuple[int, ...]) -> Any:
+    """A zero tangent for ``x`` with batch dimensions ``batch`` (None for non-numbers)."""
+    x = _innermost(x)
+    if not _numeric(x):
+        return None
+    if _arrays.is_foreign_array(x):
+        return _arrays.zeros(x, batch)
+    if isinstance(x, np.ndarray) or batch:
+        return np.zeros(batch + np.shape(x), np.result_type(x, 0.0))
+    return 0j if isinstance(x, complex) else 0.0
+
+
+def _untag_tree(x: Any, ctx: Context) -> Any:
+    if type(x) in (tuple, list):
+        return type(x)(untag(e, ctx) for e in x)
+    return untag(x, ctx)
+
+
+def _untag_bindings(ctx: Context, *roots: Any) -> None:
+    """Remove ``ctx``'s layer from the values bound to the closure cells reachable from
+    ``roots`` -- and to the global variables of those of them that assign globals -- once
+    ``ctx``'s run is over.  The core keeps the heap free of tags, but ``nonlocal`` and
+    ``global`` assignments are not calls it sees: without this, ``x = x * y`` inside a
+    differentiated closure would leave the enclosing function's ``x`` tagged by a finished
+    derivative (Zygote's ``D(x -> D(y -> x = y, x) * x, 1) == 1``), and a closure returned as an
+    output would hold tagged values.  Functions held in cells are followed, so the cells that
+    the closures of a derivative nested three deep share are cleaned too; roots that are not
+    functions are skipped."""
+    pending, seen = list(roots), set()
+    while pending:
+        fn = pending.pop()
+        fn = getattr(fn, "__func__", fn)
+        fn = fn.func if isinstance(fn, functools.partial) else fn
+        if type(fn) is not types.FunctionType or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if _assigns_globals(fn.__code__):
+            namespace = fn.__globals__
+            for name, value in list(namespace.items()):
+                if type(value) is Tagged:
+                    namespace[name] = untag(value, ctx)
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a cell not assigned yet
+                continue
+            if type(value) is Tagged:
+                cell.cell_contents = untag(value, ctx)
+            elif isinstance(value, _PYTHON_CODE):
+                pending.append(value)
+
+
+
+
+# -- the API -----------------------------------------------------------------------------------
+
+# overdub_ad's own code: its frames leave the traceback of an error as it leaves a public entry
+# point, as the core's leave it as it leaves a run (OVERDUB_TRACEBACK_FILTERING=off keeps them)
+_OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _entry(fn: _F) -> _F:
+    """``fn``, a public entry point (``grad(f)``'s gradient), hiding overdub_ad's frames from
+    the traceback of an error it raises: the user reads their own lines, not the engine's."""
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            hide_machinery(exc, _OWN_CODE)
+            raise
+    return entry  # type: ignore[return-value]
+
+
+def _forward_entry(fn: _F) -> _F:
+    """:func:`_entry` for forward mode's nestable entry points (``jvp``, ``derivative``): a
+    code of their own, since the specialised forward mode marks nestable ones by their code."""
+    @functools.wraps(fn)
+    def forward_entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            hide_machinery(exc, _OWN_CODE)
+            raise
+    return forward_entry  # type: ignore[return-value]
+
+
+def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callable[[Any], bool]
+          ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` with each keyword argument for which ``wanted(value)`` holds moved
+    to its position (earlier positions filled from the call or the defaults), because rules
+    are per position.  Unchanged where the signature is unknown or the keyword has no
+    position."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return args, kwargs
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    moved = [names.index(k) for k, v in kwargs.items()
+             if k in names and k != "out" and wanted(v)]
+    if not moved:
+        return args, kwargs
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for p in positional[len(args):max(moved) + 1]:
+        if p.name in new_kwargs:
+            new_args.append(new_kwargs.pop(p.name))
+        elif p.default is np._NoValue:
+            new_args.append(None)  # NumPy's "not given" means "given as None" when positional
+        elif p.default is not p.empty:
+            new_args.append(p.default)
+        else:
+            return args, kwargs
+    return tuple(new_args), new_kwargs
+
+
+def _sourceless(fn: Any) -> bool:
+    """A Python function the core would run natively for want of source (``exec``, the classic
+    prompt): its arithmetic on tagged values would silently drop their derivatives, so it is a
+    primitive without a rule.  Opaque functions and overdub's own API mean to receive tagged
+    values and are left alone."""
+    if _callbacks.compiled_method(fn):
+        return True  # (C code: a rule, or MissingRuleError)
+    target = fn.__func__ if type(fn) is types.MethodType else fn
+    if type(target) is not types.FunctionType or is_opaque(target):
+        return False
+    return (getattr(target, "__module__", None) or "").partition(".")[0] not in _OVERDUB_PACKAGES
+
+
+_ALIASES: dict[Any, Any] = {}
+
+
+def _public(fn: Any) -> Any:
+    """The public NumPy function with a rule for the C function NumPy's own Python code calls
+    directly (``_multiarray_umath.concatenate`` for ``np.concatenate``); ``fn`` otherwise."""
+    if not _ALIASES:
+        for f in _rules.registered():
+            impl = getattr(f, "_implementation", None)
+            if impl is not None and type(impl) is not types.FunctionType and callable(impl):
+                _ALIASES[id(impl)] = (impl, f)
+        _ALIASES[0] = (None, None)  # built
+    found = _ALIASES.get(id(fn))
+    return found[1] if found is not None and found[0] is fn else fn
+
+
+def _implementation(fn: Any) -> Any:
+    """The Python implementation behind a NumPy function without a rule (``np.polyval``,
+    ``np.cov``, ``np.trapezoid``...): differentiated through its own code.  None otherwise."""
+    impl = getattr(fn, "_implementation", None)
+    if type(impl) is not types.FunctionType or type(fn) is types.FunctionType:
+        return None
+    if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+        return None
+    return impl
+
+
+def check_argnums(api: str, argnums: Any) -> None:
+    """``argnums`` is an int or a non-empty tuple of distinct ints (JAX's rule), checked where
+    the API is given it; whether they are in range is known at the call."""
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not all(isinstance(num, int) and not isinstance(num, bool) for num in nums):
+        raise TypeError(f"{api}: argnums must be an int or a tuple of ints, got {argnums!r}")
+    if not nums:
+        raise ValueError(f"{api}: argnums=() selects no argument to differentiate")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"{api}: argnums {argnums!r} repeats an argument")
+
+
+def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
+    if type(argnums) is int and 0 <= argnums < n:  # the common case
+        return (argnums,)
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    for num in nums:
+        if not -n <= num < n:
+            raise ValueError(f"argnums {argnums!r} out of range for {n} positional arguments")
+    normalized = tuple(num % n for num in nums)
+    if len(set(normalized)) != len(normalized):  # (0, -2) with two arguments
+        raise ValueError(f"argnums {argnums!r} names argument {normalized[0]} twice")
+    return normalized
+
+
+# id(code) -> (weak reference to the code, whether it or code nested in it assigns or deletes
+# a global variable); keyed by identity: code objects hash their whole content
+_GLOBAL_WRITERS: dict[int, tuple[weakref.ref[types.CodeType], bool]] = {}
+
+
+def _assigns_globals(code: types.CodeType) -> bool:
+    key = id(code)
+    known = _GLOBAL_WRITERS.get(key)
+    if known is None or known[0]() is not code:
+        writes = any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")
+                     for i in dis.get_instructions(code))
+        nested = any(_assigns_globals(c) for c in code.co_consts if type(c) is types.CodeType)
+        ref = weakref.ref(code, lambda _: _GLOBAL_WRITERS.pop(key, None))
+        known = _GLOBAL_WRITERS[key] = (ref, writes or nested)
+    return known[1]

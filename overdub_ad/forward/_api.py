@@ -1,0 +1,359 @@
+"""Forward mode's public functions: ``jvp``, ``derivative``/``D``, ``jacfwd``; each tries
+the dual route first (see :mod:`overdub_ad._routes`)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from overdub import Tagged, opaque, overdub, tag, untag
+
+from .. import _arrays, _routes
+from .._pytree import flatten, reveal_node, unflatten
+from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
+                       _innermost, _numeric, _own_precision, _untag_bindings, _zero)
+from . import _dual
+from ._context import ForwardContext
+
+def _seed(ctx: ForwardContext, x: Any, dx: Any) -> Any:
+    if not _numeric(x):
+        raise TypeError(f"jvp: cannot differentiate with respect to a {type(x).__name__} "
+                        f"(expected floats, complex numbers or arrays)")
+    return tag(x, ctx, dx)
+
+
+def _tangent_of(ctx: ForwardContext, y: Any, batch: tuple[int, ...] = ()) -> Any:
+    """The tangent of an output leaf: its own, or a zero of its shape (None for leaves that
+    are not numbers or arrays)."""
+    tangent = ctx._tangent(y)
+    if tangent is not None:
+        return tangent
+    return _zero(y, batch)  # None for leaves that are not numbers or arrays
+
+
+def _revealed(ctx: ForwardContext, tree: Any) -> Any:
+    """``tree`` with the lists and dicts in it re-reading their members through the context,
+    so that values the core stored plainly (``out.append(t)``, ``d[k] = t``) keep their
+    tangents when they are returned."""
+    kind = type(tree)
+    if kind is list:
+        return [_revealed(ctx, e) for e in ctx.fallback(operator.getitem, tree, slice(None))]
+    if kind is tuple:
+        return tuple(_revealed(ctx, e) for e in tree)
+    if kind is dict:
+        return {k: _revealed(ctx, ctx.fallback(operator.getitem, tree, k)) for k in tree}
+    return reveal_node(tree, ctx.overdub, lambda child: _revealed(ctx, child))  # a dataclass...
+
+
+@opaque
+def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
+                     ) -> tuple[Any, dict[int, Any]]:
+    """``f(*args)`` under ``ctx``, its output revealed while the run still holds the heap's
+    metadata (the core keeps it for the run only); and, by ``id``, the tangents of its leaves
+    that are arrays written in place, read while the run lasts too, so that an enclosing
+    derivative sees those reads.  Called inside ``ctx``'s run: the call of ``f`` is one more
+    step of it (``ctx.overdub``), not a new run."""
+    out = ctx.overdub(f, *args)
+    if callable(out) and not _numeric(out):
+        return out, {}
+    out = _revealed(ctx, out)
+    written = {id(y): ctx._tangent(y) for y in flatten(out)[0]
+               if ctx.arrays and isinstance(_innermost(y), np.ndarray)
+               and ctx.arrays.has(_innermost(y))}
+    return out, written
+
+
+def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
+         batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
+    return _routes.first((("forward-dual", _dual_jvp), (_routes.REFERENCE, _general_jvp)),
+                         f, f, primals, tangents, batch, api)
+
+
+def _dual_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
+              batch: tuple[int, ...], api: str) -> tuple[Any, Any]:
+    """:func:`_jvp` by the dual route (scalar code run as its dual), or :class:`Declined`."""
+    specialised = _dual.jvp(f, primals, tangents, batch)
+    if specialised is None:
+        raise _routes.Declined("not scalar code of numbers that the dual pass handles, or run "
+                               "inside a context")
+    return specialised
+
+
+def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
+                 batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
+    """:func:`_jvp` by the general mode: tagged values in a fresh :class:`ForwardContext`
+    (``api`` names the entry point in errors)."""
+    ctx = ForwardContext()
+    leaves, tree = flatten(list(primals))
+    dleaves, dtree = flatten(list(tangents))
+    if len(dleaves) != len(leaves):
+        raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+    seeded = unflatten(tree, [x if dx is None else _seed(ctx, x, dx)
+                              for x, dx in zip(leaves, dleaves)])
+    try:
+        out, written = overdub(ctx, _call_and_reveal, ctx, f, *seeded)
+    finally:
+        _untag_bindings(ctx, f)
+    if callable(out) and not _numeric(out):
+        _untag_bindings(ctx, out)  # the primal: a closure of plain values, like any other output
+        return out, _FunctionDerivative(f, primals, tangents)
+    outs, otree = flatten(out)
+    _untag_bindings(ctx, *outs)
+    if len(outs) == 1 and outs[0] is out:  # (tagged by an enclosing derivative: carried too)
+        _check_differentiated(out, type(out) is Tagged or id(out) in written, api)
+    values = [untag(y, ctx) for y in outs]
+    derivs = [_FunctionDerivative(_output_leaf(f, i), primals, tangents)
+              if callable(y) and not _numeric(y) else
+              written[id(y)] if id(y) in written else _tangent_of(ctx, y, batch)
+              for i, y in enumerate(outs)]
+    return unflatten(otree, values), unflatten(otree, derivs)
+
+
+def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
+    """``f`` narrowed to leaf ``i`` of its output pytree: a function among the leaves (a pair
+    of closures, DVL's "amazing bug two") is differentiated on its own, lazily."""
+    return lambda *xs: flatten(f(*xs))[0][i]
+
+
+@_dual.nestable
+@opaque
+@_forward_entry
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
+        ) -> tuple[Any, Any]:
+    """``(f(*primals), J_f(primals) @ tangents)``: value and directional derivative.
+
+    ``primals`` and ``tangents`` are sequences (one entry per argument of ``f``) of pytrees of
+    floats, complex numbers and arrays with matching structure (``None`` for a leaf that is
+    not differentiated).  Forward mode: one pass.  A tangent may carry extra leading batch
+    dimensions (several directions at once, as :func:`jacfwd` does).  With complex numbers the
+    tangent is the real-linear directional derivative: ``f'(z) * t`` for a holomorphic ``f``.
+
+    Example::
+
+        jvp(math.sin, (1.0,), (1.0,))   # (sin(1), cos(1))
+
+    See also: :func:`derivative`, :func:`jacfwd`, :func:`check_grads`.
+    """
+    if not callable(f):
+        raise TypeError(f"jvp: f must be callable, got {f!r}")
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp(f, primals, tangents): primals and tangents must be tuples or lists "
+                        "with one entry per argument of f")
+    leaves, tree = flatten(list(primals))
+    dleaves, dtree = flatten(list(tangents))
+    if len(dleaves) != len(leaves):
+        raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+    batches = set()
+    for x, dx in zip(leaves, dleaves):
+        if dx is None or not _numeric(x):
+            continue
+        shape, dshape = np.shape(x), np.shape(dx)
+        batch = len(dshape) - len(shape)  # leading directions (see above)
+        if batch < 0 or dshape[batch:] != shape:
+            raise ValueError(f"jvp: a tangent of shape {dshape} for a primal of shape {shape} "
+                             f"(the shapes must match, after any leading batch dimensions)")
+        batches.add(dshape[:batch])
+    if len(batches) > 1:
+        raise ValueError(f"jvp: the tangents' leading batch dimensions differ: "
+                         f"{sorted(batches)}")
+    return _jvp(f, tuple(primals), tuple(tangents))
+
+
+class _FunctionDerivative:
+    """The derivative of a function-valued function, applied lazily (a fresh tag per call)."""
+
+    def __init__(self, f: Callable[..., Any], primals: tuple[Any, ...],
+                 tangents: tuple[Any, ...]) -> None:
+        self.f, self.primals, self.tangents = f, primals, tangents
+
+    @opaque
+    @_entry
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f = self.f
+        return _jvp(lambda *xs: f(*xs)(*args, **kwargs), self.primals, self.tangents,
+                    api="derivative")[1]
+
+
+@_dual.nestable
+@opaque
+@_forward_entry
+def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
+    """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
+
+    ``x`` is a float, a complex number or an array (elementwise directional derivative along
+    ones).  ``D`` is the same function.  A function-valued ``f`` gets a function-valued
+    derivative, correct under any nesting.
+
+    Complex ``x``: for a holomorphic ``f`` this is the complex derivative ``f'(z)``.  For any
+    other ``f`` it is the directional derivative along the real axis, ``df/dx`` at
+    ``z = x + iy`` (``= df/dz + df/dz*``); ``jvp(f, (z,), (1j,))`` gives ``df/dy``.
+
+    Example::
+
+        D(lambda x: x * D(lambda y: x * y, 3.0), 5.0)   # 10.0
+    """
+    if not callable(f):
+        raise TypeError(f"derivative: f must be callable, got {f!r}")
+    if x is None:
+        # named as f, inside too: a call with the wrong arguments says "f() takes ..."
+        return _dual.nestable(functools.wraps(f)(opaque(_forward_entry(
+            functools.wraps(f)(lambda x: derivative(f, x))))))
+    if type(x) is float:  # the common case, without the questions arrays need
+        out, tangent = _jvp(f, (x,), (1.0,), api="derivative")
+        if type(out) is not float:
+            _check_output(out, "derivative")
+        return tangent
+    plain = _innermost(x)
+    one: Any
+    if isinstance(plain, np.ndarray):
+        one = np.ones(plain.shape, _own_precision(plain))
+    elif _arrays.is_foreign_array(plain):  # in the array's namespace
+        one = _arrays.one_like(plain if _arrays.kind(plain) in "fc" else _arrays.to_float(plain))
+    else:
+        one = 1.0 + 0j if isinstance(plain, complex) else 1.0
+    out, tangent = _jvp(f, (x,), (one,), api="derivative")
+    _check_output(out, "derivative")
+    return tangent
+
+
+D = derivative
+
+
+@opaque
+@_entry
+def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+           chunk: int | None = None) -> Callable[..., Any]:
+    """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
+
+    Tangents carry ``chunk`` directions at once (ForwardDiff's chunks; default: all inputs in
+    one pass), so an ``n``-input Jacobian costs ``ceil(n / chunk)`` passes.  For an output leaf
+    ``y`` and input ``x`` the result has shape ``y.shape + x.shape`` (JAX's convention); a
+    pytree output gives the same pytree of Jacobians, a tuple ``argnums`` a tuple of them.
+
+    Example::
+
+        jacfwd(np.sin)(np.zeros(3))   # the identity matrix
+
+    See also: :func:`jvp`.
+    """
+    if not callable(f):
+        raise TypeError(f"jacfwd: f must be callable, got {f!r}")
+    check_argnums("jacfwd", argnums)
+    multiple = isinstance(argnums, tuple)
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"jacfwd: chunk must be a positive number of directions, got {chunk}")
+
+    @opaque
+    @_entry
+    def jacobian(*args: Any) -> Any:
+        for num in nums:
+            if not -len(args) <= num < len(args):
+                raise IndexError(f"jacfwd: argnums {num} is out of range for {len(args)} "
+                                 f"arguments")
+        if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
+            raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
+        results = [_jacobian_wrt(f, args, num, chunk) for num in nums]
+        if not multiple:
+            return results[0]
+        # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
+        # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
+        flat = [flatten(r) for r in results]
+        return unflatten(flat[0][1], [tuple(per_arg) for per_arg in
+                                      zip(*[leaves for leaves, _ in flat])])
+
+    return jacobian
+
+
+def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
+                  chunk: int | None) -> Any:
+    """The Jacobian with respect to ``args[num]``.  For a pytree argument (a tuple, dict,
+    named tuple, dataclass...) one Jacobian per leaf, arranged as JAX arranges them: the
+    output's structure outside, the argument's inside."""
+    leaves, tree = flatten(args[num])
+    if len(leaves) == 1 and leaves[0] is args[num]:  # a number or an array
+        return _jacobian_leaf(f, args, num, chunk, leaves[0], lambda seed: seed)
+    per_leaf: list[Any] = []
+    for j, leaf in enumerate(leaves):
+        if leaf is None:  # an empty pytree, as in JAX: nothing to differentiate, None for it
+            per_leaf.append(None)
+            continue
+
+        def place(seed: Any, j: int = j) -> Any:  # the direction on leaf j, none elsewhere
+            return unflatten(tree, [seed if i == j else None for i in range(len(leaves))])
+        per_leaf.append(flatten(_jacobian_leaf(f, args, num, chunk, leaf, place)))
+    found = [jac for jac in per_leaf if jac is not None]
+    if not found:
+        raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
+    outputs, out_tree = found[0]
+    per_leaf = [([None] * len(outputs), out_tree) if jac is None else jac for jac in per_leaf]
+    return unflatten(out_tree, [unflatten(tree, [jac[0][i] for jac in per_leaf])
+                                for i in range(len(outputs))])
+
+
+def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk: int | None,
+                   leaf: Any, place: Callable[[Any], Any]) -> Any:
+    """The Jacobian with respect to ``leaf`` of ``args[num]`` (``place`` puts a block of
+    directions for it into a tangent of the argument), ``ceil(n / chunk)`` forward passes,
+    each pushing a block of unit directions as one batched tangent."""
+    plain = _innermost(leaf)
+    if not _numeric(plain):
+        raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
+                        f"expected a float, complex number or array")
+    shape = np.shape(plain)
+    n = int(np.prod(shape, dtype=int))
+    k = n if chunk is None else max(1, min(chunk, n))
+    foreign = _arrays.is_foreign_array(plain)
+    dtype = None if foreign else _own_precision(plain)
+    blocks, tree, ctx = [], None, None
+    for start in range(0, max(n, 1), max(k, 1)):
+        stop = min(start + k, n)
+        tangents: list[Any] = [None] * len(args)
+        if foreign:  # the directions live in the argument's namespace
+            tangents[num] = place(_arrays.directions(plain, start, stop))
+        else:
+            seed = np.zeros((stop - start, n), dtype)
+            seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
+            tangents[num] = place(seed.reshape((stop - start,) + shape))
+        out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
+                            api="jacfwd")
+        _check_output(out, "jacfwd")
+        leaves, tree = flatten(tangent)
+        blocks.append(leaves)
+    ctx = ForwardContext()  # routes the assembly through any enclosing context
+    jacobians = [_FunctionJacobian(_output_leaf(f, i), args, num, chunk)
+                 if isinstance(blocks[0][i], _FunctionDerivative)
+                 else None if blocks[0][i] is None  # an output leaf None (an empty pytree)
+                 else overdub(ctx, _assemble, [b[i] for b in blocks], shape)
+                 for i in range(len(blocks[0]))]
+    assert tree is not None  # the loop ran at least once
+    return unflatten(tree, jacobians)
+
+
+class _FunctionJacobian:
+    """The Jacobian of a function-valued output: a function, applied lazily like
+    :class:`_FunctionDerivative` (``y -> jacfwd(x -> f(x)(y))(x0)``)."""
+
+    def __init__(self, f: Callable[..., Any], args: tuple[Any, ...], num: int,
+                 chunk: int | None) -> None:
+        self.f, self.args, self.num, self.chunk = f, args, num, chunk
+
+    @opaque
+    @_entry
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f = self.f
+        return _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args, self.num,
+                             self.chunk)
+
+
+def _assemble(blocks: list[Any], shape: tuple[int, ...]) -> Any:
+    """Columns ``(k, *out.shape)`` of several passes as a Jacobian ``out.shape + x.shape``.
+    Run under a context so that an enclosing derivative sees it (the tangents may be its
+    differentiated values)."""
+    block = np.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    block = np.moveaxis(block, 0, -1)
+    return np.reshape(block, np.shape(block)[:-1] + shape)

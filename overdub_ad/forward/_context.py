@@ -1,0 +1,593 @@
+"""The forward-mode context (see :mod:`overdub_ad.forward`)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata, recurse, tag,
+                     untag)
+
+from .. import _arrays, _callbacks, _rules
+from .._array_methods import _METHODS, _REPLACEMENTS
+from .._arraylike import array_like, SEQUENCE_FUNCTIONS, stackable, takes_arrays
+from .._custom import custom_jvp
+from .._pytree import flatten, unflatten
+from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
+                       CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _INDIFFERENT, _innermost, _INPLACE,
+                       _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
+                       _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
+                       _numeric, _OPERATORS, _OVERDUB_PACKAGES, _public, _PYTHON_CODE,
+                       python_iterable, _rebuild, _RESTATED, _restated, _REVEALABLE,
+                       _reverse_rules_only, _sequence_or_iterator, _STRUCTURAL, _untag_tree,
+                       _user_operator, _zero)
+from ..rules._common import as_array_tangent
+from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _Flat, _foreign_method,
+                        _inplace_target, _reshapes, _tolist)
+
+class ForwardContext(Context):
+    """The forward-mode context: one instance per ``jvp`` call (its tags are its own).
+
+    Attributes: ``arrays`` (:class:`_ArrayTangents`, tangents of plain arrays changed in place)
+    and ``lists`` (ids of lists that the core holds differentiated members of).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrays = _ArrayTangents(self.fallback)
+        self.lists: set[int] = set()
+
+    def metadata_type(self, value_type: type) -> Any:
+        if _arrays.is_numeric_type(value_type):
+            return object  # a tangent: a number, an array, or another context's Tagged
+        return None
+
+    # -- which values carry a tangent ----------------------------------------------------------
+    def _mine(self, x: Any) -> bool:
+        return type(x) is Tagged and (x.owner() is self or has_metadata(x, self))
+
+    def _carries(self, x: Any) -> bool:
+        """Whether ``x`` itself has a tangent here (a tag, or an array changed in place)."""
+        if type(x) is Tagged:
+            if self._mine(x):
+                return True
+            x = _innermost(x)
+        return bool(self.arrays) and isinstance(x, np.ndarray) and self.arrays.has(x)
+
+    def _carries_within(self, x: Any, depth: int = 8) -> bool:
+        """Whether ``x`` or, for lists and tuples, one of its elements has a tangent."""
+        if self._carries(x):
+            return True
+        if type(x) is list and id(x) in self.lists:
+            return True
+        if depth and type(x) in (list, tuple):
+            if any(self._carries_within(e, depth - 1) for e in x):
+                return True
+            # a list or tuple stored into the heap (``d[k] = (x, y)``) comes back with its
+            # members plain, the core keeping their metadata aside: revealed, noted as a list
+            # (one of numbers or arrays: a shape or axes cannot hold a derivative)
+            if depth == 8 and any(isinstance(e, _REVEALABLE) for e in x) and \
+                    any(map(self._carries, self._reveal(x))):
+                self.lists.add(id(x))
+                return True
+        return False
+
+    def _tangent(self, x: Any) -> Any:
+        """The tangent of ``x`` (None if it has none): for an array whose memory was written
+        in place, the written elements' tangents, the tag's for the others."""
+        plain = untag(x, self) if type(x) is Tagged else x
+        meta = metadata(x, self) if plain is not x else None
+        if self.arrays:
+            array = _innermost(plain)
+            if isinstance(array, np.ndarray) and self.arrays.has(array):
+                return self.arrays.get(array, meta)
+        return meta
+
+    def _split(self, x: Any) -> tuple[Any, Any]:
+        """``(plain, tangent)``; a list or tuple with differentiated elements splits into a
+        container of plain values and one of tangents (None for plain elements)."""
+        kind = type(x)
+        if kind is Tagged and x.owner() is self and not (
+                self.arrays and isinstance(_innermost(x.value), np.ndarray)):
+            return x.value, x.meta  # the common case: this context's layer outermost
+        if kind in (float, int, complex, bool):
+            return x, None
+        if kind is Tagged or isinstance(x, np.ndarray):
+            return untag(x, self), self._tangent(x)
+        if type(x) in (list, tuple):
+            items = self._reveal(x) if id(x) in self.lists else x
+            parts = [self._split(e) for e in items]
+            if all(t is None for _, t in parts):
+                return x, None
+            return type(x)(p for p, _ in parts), type(x)(t for _, t in parts)
+        return x, None
+
+    def _reveal(self, items: list[Any] | tuple[Any, ...]) -> Any:
+        """The list (tuple) with the metadata the core keeps for its members re-attached (the
+        core stores plain values in lists and re-tags them when they are read back)."""
+        return self.fallback(operator.getitem, items, slice(None))
+
+    # -- the step ------------------------------------------------------------------------------
+    def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if fn is getattr:
+            return bool(args) and self._carries(args[0])
+        if fn is setattr and _reshapes(self, args):
+            return True  # a.shape = s reshapes the array in place: its tangent too
+        if fn is operator.getitem:
+            return bool(args) and (self._carries(args[0]) or (
+                len(args) == 2 and isinstance(args[0], dict) and self._carries(args[1])))
+        if fn is operator.setitem:
+            return self._writes(args)
+        if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
+                type(args[1]) in (list, tuple):  # L += items is L.extend(items) (an array's
+            return self.is_primitive(args[0].extend, args[1])  # __radd__ answers first)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
+            receiver = fn.__self__
+            if type(receiver) is list and fn.__name__ == "extend" and args and \
+                    self._differentiated_array(args[0]):
+                return True  # extended by the array's differentiated rows
+            if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
+                    any(map(self._carries_within, args))
+                    or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
+                self.lists.add(id(receiver))
+            if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
+                    and self._carries(args[1]):
+                return True  # a differentiated default, which the core would strip
+            if args and self._carries(args[0]) and keyed_read(fn, args) is not None:
+                return True  # memo.get(x): see by_differentiated_key
+            # the core keeps the metadata of list and dict members; a copy is ours to make
+            return fn.__name__ == "copy" and id(receiver) in self.lists
+        if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
+            return True  # a library function restated for differentiation (SciPy's solvers)
+        direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if not direct:
+            if id(fn) in CONSUMERS and any(map(python_iterable, args)):
+                return True  # math.fsum(bag): the bag is iterated through the context
+            if fn is sum and self.arrays and args and _hides_arrays(args[0]):
+                return True  # sum(d.values()): a plain array written in place among them
+            if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                    _rules.jvp_rules(fn) is None and not can_recurse(self, fn, *args, **kwargs):
+                return True  # C code that calls back into Python: see _callbacks.call_guarded
+            given = (*args, *kwargs.values()) if kwargs else args  # (range=(lo, hi) too)
+            if not any(map(_sequence_or_iterator, given)) or (
+                    id(fn) in _OPERATORS
+                    and not any(isinstance(_innermost(a), _ARRAY_OPERANDS) for a in args)):
+                return False  # (an operator takes a list as an array only beside an array
+                # or a NumPy float: np.float64(2.0) - [s, t]; np.int64(2) * [s] repeats it)
+            if not any(map(self._carries_within, given)):
+                # an iterator may yield differentiated values: a C function consuming it
+                # natively would drop their tangents (see _consume)
+                return any(map(_is_iterator, args)) and not (
+                    isinstance(fn, _PYTHON_CODE) or _is_mover(fn)
+                    or id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL
+                    or _rules.is_nondifferentiable(fn)
+                    or isinstance(getattr(type(fn), "__call__", None), types.FunctionType)
+                    or can_recurse(self, fn, *args, **kwargs))
+        if ((_rules.jvp_rules(fn) is not None and not _reverse_rules_only(fn))
+                or _rules.is_nondifferentiable(fn) or type(fn) is custom_jvp or fn is _tolist):
+            return True
+        if _rules.method_with_rules(fn, _rules.jvp_rules) is not None:
+            return True  # model.energy(x), a.dot(y): the method's rules (see execute)
+        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL:
+            return False
+        # Python code (recursed into, or run natively with its tags) vs a C function, which
+        # needs a rule: MissingRuleError rather than a silently dropped derivative.
+        if isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
+                                                     types.FunctionType):
+            return direct and self._sourceless(fn, args, kwargs)
+        if _is_mover(fn):  # before can_recurse: map's shim would iterate a tagged array whole
+            return direct or any(type(a) is list and id(a) in self.lists for a in args)
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _sourceless(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """A Python function the core would run natively for want of source (``exec``, the
+        classic prompt): its arithmetic on tagged values would silently drop their tangents,
+        so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
+        receive tagged values and are left alone."""
+        if _callbacks.compiled_method(fn):
+            return True  # (C code: a rule, or MissingRuleError)
+        target = fn.__func__ if type(fn) is types.MethodType else fn
+        if type(target) is not types.FunctionType or is_opaque(target):
+            return False
+        if (getattr(target, "__module__", None) or "").partition(".")[0] in _OVERDUB_PACKAGES:
+            return False
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _writes(self, args: tuple[Any, ...]) -> bool:
+        """``container[key] = value``: arrays are this context's business; lists, dicts and
+        objects the core's (it keeps the metadata), which this context only takes note of."""
+        if len(args) != 3:
+            return False
+        container, _, value = args
+        target = _innermost(container)
+        if isinstance(target, np.ndarray):
+            return (self._carries_within(value) or self._carries(container)
+                    or (bool(self.arrays) and self.arrays.has(target)))
+        if _arrays.is_foreign_array(target):  # _write refuses it: never a silent zero
+            return self._carries_within(value) or self._carries(container)
+        if type(target) is list and self._carries_within(value):
+            self.lists.add(id(target))
+            return type(args[1]) is slice and self._differentiated_array(value)
+        return False
+
+    def _differentiated_array(self, x: Any) -> bool:
+        """Whether ``x`` is an array (not a number) with a tangent here."""
+        return self._carries(x) and np.ndim(_innermost(x)) > 0
+
+    def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if fn is getattr:
+            return self._attribute(*args)
+        if fn is setattr and _reshapes(self, args):
+            return self._set_shape(*args)
+        if fn is operator.setitem:
+            return self._write(*args)
+        if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
+        keyed = keyed_read(fn, args)
+        if keyed is not None and self._carries(keyed[1]):
+            at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
+            plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed
+            return by_differentiated_key(self.fallback(fn, *plain, **kwargs), self._carries,
+                                         "forward")
+        if fn is operator.getitem and type(args[0]) is not Tagged:
+            return self._read(*args)
+        if type(fn) is custom_jvp:
+            return self._custom(fn, args, kwargs)
+        if fn is _tolist:
+            return self._tolist(*args)
+        standin = _rules.standin(fn, _rules.jvp_rules)
+        if standin is not None:
+            return recurse(self, standin, *args, **kwargs)
+        if fn is np.copyto:  # a write: the tangents of dst's memory follow it
+            return recurse(self, _copyto, *args, **kwargs)
+        if id(fn) in _RESTATED and _rules.jvp_rules(fn) is None:
+            return recurse(self, _REPLACEMENTS[id(fn)][1], *args, **kwargs)
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.jvp_rules(fn) is None and not any(map(self._carries_within, args)):
+            return _callbacks.call_guarded(self, fn, args, kwargs, self._carries_within,
+                                           "forward", self.fallback)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is list:
+            if fn.__name__ == "extend":  # lst.extend(a), for a differentiated array a
+                return self.overdub(fn, self._rows(args[0]))
+            return self._reveal(fn.__self__)  # lst.copy()
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is dict:  # d.get(key, default)
+            if untag(args[0], self) in fn.__self__:
+                return self.fallback(fn, args[0])  # the stored value, its tangent from the core
+            return args[1]
+        return self._differentiate(fn, args, kwargs)
+
+    def _differentiate(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call ``execute`` has no special case for: a user operator, an array method, a
+        NumPy function through its own code, or the function's rules applied."""
+        method = _rules.method_with_rules(fn, _rules.jvp_rules)
+        if method is not None:  # a.dot(y) is np.ndarray.dot(a, y), as Python runs it
+            fn, args = method[0], (method[1], *args)
+        elif type(fn) is types.MethodType:
+            fn, args = fn.__func__, (fn.__self__, *args)
+        if type(fn) is types.BuiltinFunctionType and len(args) == 2:
+            for method, operands in _user_operator(fn, args):  # Money() * x: the class's
+                out = recurse(self, method, *operands)  # own method, run
+                if out is not NotImplemented:
+                    return out
+        if type(fn) is _BUILTIN_METHOD and isinstance(fn.__self__, (np.ndarray, np.generic)):
+            method = _METHODS.get(fn.__name__)  # (the table of methods as functions)
+            if method is not None:  # a plain array's method given a differentiated argument
+                return recurse(self, functools.partial(method, fn.__self__), *args, **kwargs)
+        rules = _rules.jvp_rules(fn)
+        if rules is None and not _rules.is_nondifferentiable(fn):
+            fn = _public(fn)
+            rules = _rules.jvp_rules(fn)
+        if rules is None and not _rules.is_nondifferentiable(fn):
+            if _is_mover(fn):
+                return self._move(fn, args, kwargs)
+            restated = _restated(fn)
+            if restated is not None:  # (through the context: np.squeeze is a C dispatcher
+                return self.overdub(restated, *args, **kwargs)  # with rules, not code)
+            implementation = getattr(fn, "_implementation", None)
+            if type(implementation) is types.FunctionType and type(fn) is not types.FunctionType:
+                # a NumPy function without a rule (np.real_if_close, np.gradient): its own
+                # Python code, differentiated through (as reverse mode does)
+                return recurse(self, implementation, *args, **kwargs)
+        if id(fn) in CONSUMERS:
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
+                         for a in args)
+        elif fn is sum and args and _hides_arrays(args[0]):
+            args = (list(args[0]), *args[1:])  # its items, each with its tangent
+        if any(map(_is_iterator, args)):
+            args = tuple(self._consume(fn, rules, a) if _is_iterator(a) else a for a in args)
+        return self._apply(fn, rules, args, kwargs)
+
+    def _consume(self, fn: Any, rules: tuple[Any, ...] | None, iterator: Any) -> Any:
+        """An iterator argument of a C function: a list for the rule of a builtin or ``math``
+        function that consumes it (``math.fsum(x * k for k in ks)``); for any other function
+        an iterator that raises :class:`MissingRuleError` at the first differentiated item,
+        since the function would consume it natively and drop the tangent."""
+        if python_iterable(iterator):  # its __next__ is Python: run through the context
+            iterator = iterate_through(self, iterator)
+        if rules is not None and getattr(fn, "__module__", None) in ("builtins", "math",
+                                                                     "cmath"):
+            return list(iterator)
+        return self._guard(fn, iterator)
+
+    def _guard(self, fn: Any, iterator: Any) -> Any:
+        """``iterator``'s items, until one carries a tangent ``fn`` would drop."""
+        for item in iterator:
+            if self._carries_within(item):
+                raise _rules.missing(fn, 0, "forward", type(self).__name__)
+            yield item
+
+    def _apply(self, fn: Any, rules: tuple[Any, ...] | None, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+        """Run ``fn`` on plain values; the output tangent is the sum of the rules'
+        contributions of the arguments that carry one."""
+        run = self.fallback  # runs under the enclosing context, which sees it
+        if kwargs:
+            args, plain_kwargs, differentiated_kwargs = self._keywords(fn, rules, args, kwargs)
+        else:
+            plain_kwargs, differentiated_kwargs = kwargs, ()
+        split = [self._split(a) for a in args]
+        if any(type(t) in (list, tuple) for _, t in split) and \
+                takes_arrays(fn, [p for p, _ in split]):
+            split = [self._as_arrays(fn, p, t) if type(t) in (list, tuple) else (p, t)
+                     for p, t in split]
+        primals = [p for p, _ in split]
+        carried = [i for i, (_, t) in enumerate(split) if t is not None]
+        target = _inplace_target(fn, primals, plain_kwargs) \
+            if plain_kwargs or id(fn) in _INPLACE else None
+        if _rules.is_nondifferentiable(fn) or not (carried or differentiated_kwargs):
+            out = run(fn, *primals, **plain_kwargs)
+            if target is not None:  # overwritten by something with no derivative
+                out_arg = kwargs.get("out")
+                holder = out_arg[0] if type(out_arg) is tuple and len(out_arg) == 1 else out_arg
+                self._write_constant(target, Ellipsis, target, holder)
+            return out
+        if rules is None:
+            out = run(fn, *primals, **plain_kwargs)
+            if _no_derivative_lost(out, not differentiated_kwargs and all(
+                    type(t) in (list, tuple) for _, t in split if t is not None)):
+                return out
+            first = carried[0] if carried else differentiated_kwargs[0]
+            raise _rules.missing(fn, first, "forward", type(self).__name__)  # (says why, for
+            # Python code without source)
+        for i in carried:
+            if i >= len(rules) or rules[i] is None:
+                raise _rules.missing(fn, i, "forward", type(self).__name__)
+        before = primals if target is None else [  # (y *= y[::-1]: a view of it too)
+            run(np.copy, p) if _innermost(p) is target or (
+                type(_innermost(p)) is np.ndarray and np.may_share_memory(_innermost(p), target))
+            else p for p in primals]
+        out = run(fn, *primals, **plain_kwargs)
+        if "out" in plain_kwargs:
+            plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
+        tangent = None
+        for i in carried:
+            rule = rules[i]
+            if rule is _rules.ZERO:
+                continue
+            if rule is _rules.LINEAR:
+                moved = list(before)
+                moved[i] = split[i][1]
+                part = run(fn, *moved, **plain_kwargs)
+            elif type(rule) is _rules.Carried:
+                part = run(rule.rule, _rules.carried_pattern([t for _, t in split]),
+                           split[i][1], out, *before, **plain_kwargs)
+            else:
+                part = run(rule, split[i][1], out, *before, **plain_kwargs)
+            tangent = self._add(tangent, part)
+        if target is not None and _innermost(out) is target:
+            # changed in place: the array keeps plain numbers, its tangent lives here
+            self.arrays.put(target, tangent)
+            return out
+        return self._attach(out, tangent)
+
+    def _as_arrays(self, fn: Any, p: Any, t: Any) -> tuple[Any, Any]:
+        """A list argument ``p`` (tangent ``t``, a list) as NumPy reads it: a list of numbers,
+        or of arrays of one shape, is an array, to its rule too, with the tangent stacked
+        behind its batch dimensions; for a function that reads a sequence of arrays
+        (``np.concatenate``) each list in the sequence is one (see ``_arraylike``)."""
+        run = self.fallback
+        if stackable(p) and (array_like(p) or id(fn) not in SEQUENCE_FUNCTIONS):
+            return run(np.asarray, p), run(as_array_tangent, t, p)
+        if id(fn) not in SEQUENCE_FUNCTIONS:
+            return p, t
+        parts = [self._as_arrays(np.asarray, e, d) if type(d) in (list, tuple) else
+                 (run(np.asarray, e), d) if stackable(e) else (e, d) for e, d in zip(p, t)]
+        return type(p)(e for e, _ in parts), type(p)(d for _, d in parts)
+
+    def _keywords(self, fn: Any, rules: tuple[Any, ...] | None, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]
+                  ) -> tuple[tuple[Any, ...], dict[str, Any], Sequence[str]]:
+        """``(args, plain keywords, names of differentiated keywords)``: a differentiated
+        keyword is moved to its position where it has one (rules are positional); one that
+        stays a keyword has no rule.  ``out=`` is a buffer: what it held does not matter."""
+        if any(self._carries_within(v) for k, v in kwargs.items() if k != "out"):
+            args, kwargs = _bind(fn, args, kwargs, self._carries_within)
+        plain_kwargs: dict[str, Any] = {}
+        differentiated: list[str] = []
+        for name, value in kwargs.items():
+            if name == "out":
+                plain_kwargs[name] = _untag_tree(value, self)
+                continue
+            plain_kwargs[name], dvalue = self._split(value)
+            if dvalue is not None:
+                if rules is not None:
+                    raise _rules.missing(fn, name, "forward", type(self).__name__)
+                differentiated.append(name)
+        return args, plain_kwargs, differentiated
+
+    def _add(self, a: Any, b: Any) -> Any:
+        """Sum of two contributions; tuples and lists (several outputs) elementwise, None
+        standing for zero.  Never in place: a contribution may be a read-only view."""
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if type(a) in (tuple, list):
+            return type(a)(self._add(x, y) for x, y in zip(a, b))
+        return self.fallback(operator.add, a, b)
+
+    def _attach(self, out: Any, tangent: Any) -> Any:
+        """``out`` carrying ``tangent``: several outputs get one tangent each; a (nested)
+        list output of an array tangent (``x.tolist()``) gets its elements' tangents."""
+        if tangent is None:
+            return out
+        if isinstance(out, (tuple, list)):
+            if isinstance(tangent, (tuple, list)):
+                items = [self._attach(o, t) for o, t in zip(out, tangent)]
+            else:
+                nb = np.ndim(tangent) - np.ndim(_innermost(out))
+                items = [self._attach(o, self._row(tangent, nb, i)) for i, o in enumerate(out)]
+            return _rebuild(out, items)
+        if isinstance(out, np.ndarray) and out.dtype == object:  # as reverse mode says
+            raise _rules.MissingRuleError(
+                f"a differentiated value became an object array under {type(self).__name__}: "
+                f"its elements would lose their derivatives (np.vectorize and object arrays "
+                f"are not differentiable)")
+        if type(out) is not float and not _numeric(out):
+            return out
+        precision = getattr(_innermost(out), "dtype", None)
+        if precision is not None and type(precision) in _FLOAT_DTYPES:
+            wider = getattr(_innermost(tangent), "dtype", precision)
+            if type(wider) in _FLOAT_DTYPES and wider.itemsize > precision.itemsize:
+                # a tangent in its value's precision (float32 stays float32, as in JAX)
+                tangent = self.fallback(np.asarray, tangent, precision)
+        return tag(out, self, tangent)
+
+    def _row(self, tangent: Any, nb: int, i: int) -> Any:
+        return self.fallback(operator.getitem, tangent, (slice(None),) * nb + (i,))
+
+    # -- attributes and methods ---------------------------------------------------------------
+    def _attribute(self, obj: Any, name: str, *default: Any) -> Any:
+        """``obj.name`` of a differentiated value: a differentiable attribute is a function
+        applied to ``obj``; a method is its class's method descriptor with ``obj`` bound."""
+        if name in _ATTRIBUTES:
+            return self.execute(_ATTRIBUTES[name], obj)
+        kind = type(_innermost(obj))
+        if kind is np.ndarray and name == "tolist":
+            return functools.partial(_tolist, obj)
+        if kind is np.ndarray and name == "flat":
+            return _Flat(obj)
+        if _arrays.is_foreign_array_type(kind):
+            return self._foreign_attribute(obj, name, default)
+        method = _method_of(kind, name)
+        if method is not None:
+            return functools.partial(method, obj)
+        return self.fallback(getattr, untag(obj, self), name, *default)
+
+    def _foreign_attribute(self, obj: Any, name: str, default: tuple[Any, ...]) -> Any:
+        """``obj.name`` of a differentiated array of another namespace: a method is the NumPy
+        function of that name (reverse mode's table; an array-backend context runs it in the
+        namespace), and data read out of the array otherwise would lose its tangent."""
+        method = _METHODS.get(name)
+        if method is not None:
+            return functools.partial(method, obj)
+        plain = _innermost(obj)
+        value = self.fallback(getattr, untag(obj, self), name, *default)
+        if callable(value) and not name.startswith("__") and not isinstance(value, type):
+            return functools.partial(_foreign_method, getattr(type(plain), name, value))
+        if _arrays.is_numeric(value) and _arrays.kind(value) in "fc":
+            raise _arrays.attribute_error(plain, name, "forward")
+        return value
+
+    def _set_shape(self, x: Tagged, name: str, shape: Any) -> None:
+        """``x.shape = shape`` on a differentiated array: the array object takes the new shape
+        in place (for every name bound to it), so its tag's tangent is reshaped likewise."""
+        plain = untag(x, self)
+        batch = _batch_of(x.meta, plain)
+        self.fallback(setattr, plain, name, shape)
+        x.meta = self.fallback(np.reshape, x.meta, batch + np.shape(_innermost(plain)))
+
+    def _tolist(self, x: Any) -> Any:
+        plain, tangent = self._split(x)
+        return self._attach(self.fallback(np.ndarray.tolist, plain), tangent)
+
+    # -- arrays changed in place ----------------------------------------------------------------
+    def _write(self, container: Any, key: Any, value: Any) -> None:
+        """``array[key] = value``: the array gets the plain value, its tangent the value's."""
+        if type(container) is list:  # lst[i:j] = a: the array's differentiated rows
+            self.overdub(operator.setitem, container, key, self._rows(value))
+            return
+        target = untag(container, self)
+        if _arrays.is_foreign_array(_innermost(target)):
+            raise _arrays.write_error(_innermost(target), "forward")
+        plain_key = untag(key, self)
+        plain, dvalue = self._split(value)
+        self.fallback(operator.setitem, target, plain_key, plain)
+        array = _innermost(target)
+        if dvalue is None:
+            self._write_constant(array, plain_key, plain, container)
+        else:
+            self.arrays.write(array, plain_key, dvalue, plain)
+
+    def _write_constant(self, array: np.ndarray, key: Any, value: Any, holder: Any) -> None:
+        """``array[key] = value`` happened with a ``value`` without derivative: the written
+        elements' tangent is zero.  Where ``holder`` (the array as the code named it) carries
+        this context's tag, the array's memory must remember it (the tag has the old one)."""
+        if self.arrays.has(array) or not self._mine(holder):
+            self.arrays.write(array, key, None, value)
+            return
+        batch = _batch_of(metadata(holder, self), array)
+        self.arrays.write(array, key, np.zeros(batch + np.shape(_innermost(value)),
+                                               _dtype(array)), value)
+
+    def _read(self, container: Any, key: Any) -> Any:
+        """``array[key]`` of an array changed in place: its tangent is read at ``key``."""
+        plain_key = untag(key, self)
+        out = self.fallback(operator.getitem, container, plain_key)
+        return self._attach(out, self.arrays.read(_innermost(container), plain_key))
+
+    # -- iteration and moving references --------------------------------------------------------
+    def _move(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
+        as lists of their differentiated rows, lists whose members the core holds metadata of
+        as lists of tagged members (a copy), other values untouched (not stripped)."""
+        if id(fn) in _ITERATING:
+            args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
+                         for a in args)
+        args = tuple(self._reveal(a) if type(a) is list and id(a) in self.lists else a
+                     for a in args)
+        if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims
+            return recurse(self, fn, *args, **kwargs)
+        if any(map(self._carries, args)) or any(map(self._carries, kwargs.values())):
+            if fn is dict and args and type(args[0]) is dict:
+                # dict(d, y=t): d's members tagged again (the core keeps their metadata)
+                args = (dict(self.fallback(args[0].items)), *args[1:])
+            return fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
+        return self.fallback(fn, *args, **kwargs)
+
+    def _rows(self, x: Any) -> list[Any]:
+        """A differentiated array as the list of its differentiated rows."""
+        plain, tangent = self._split(x)
+        nb = np.ndim(tangent) - np.ndim(_innermost(plain))
+        return [self._attach(self.fallback(operator.getitem, plain, i), self._row(tangent, nb, i))
+                for i in range(len(_innermost(plain)))]
+
+    # -- user rules -------------------------------------------------------------------------------
+    def _custom(self, fn: custom_jvp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A :class:`custom_jvp` function: its rule gets the plain primals and the tangents
+        (zeros for arguments without one) and gives the output and its tangent."""
+        if fn.jvp is None:
+            raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
+                            f"define one with @{fn.__name__}.defjvp")
+        leaves, tree = flatten(list(fn.positional(args, kwargs)))
+        parts = [self._split(leaf) for leaf in leaves]
+        batch = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
+                      for p, t in parts if t is not None), ())
+        primals = unflatten(tree, [p for p, _ in parts])
+        tangents = unflatten(tree, [_zero(p, batch) if t is None else t for p, t in parts])
+        result = self.fallback(fn.jvp, tuple(primals), tuple(tangents))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
+                            f"(primal_out, tangent_out), got {type(result).__name__}")
+        out, dout = result
+        outs, otree = flatten(out)
+        douts, dtree = flatten(dout)
+        if len(outs) != len(douts):
+            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
+                            f"structure {dtree} for an output of structure {otree}")
+        return unflatten(otree, [self._attach(o, d) for o, d in zip(outs, douts)])

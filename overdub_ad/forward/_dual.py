@@ -1,0 +1,582 @@
+"""Forward mode, specialised: scalar Python run as its dual, tangents in local variables.
+
+The general forward mode (:mod:`._context`) tags values and dispatches every operation through
+its context: right for anything, but each ``a * b`` costs a context call.  For code that
+computes with Python floats, :func:`jvp` here runs the function's *dual* instead -- the function
+rewritten by the pass of :mod:`._pass`, given to a context of its own
+(:class:`_Specialising`): every local variable carries a tangent variable, float arithmetic is
+expanded in place, and the dual returns ``(value, tangent)``.  This module holds the route's
+entry (:func:`jvp`) and the calls the dual code makes; the numbers it computes with (levels,
+boxed duals) are :mod:`._dual_numbers`', the helpers its inline guards fall back on
+(operators, items, attributes, iteration) :mod:`._dual_helpers`'.
+
+- Calls apply the same rule tables as the general mode (``math``, ``cmath``, operators,
+  builtins, NumPy on numbers) and call the duals of Python functions (a per-site cache lets a
+  call site skip the helper while it sees the same function); the helpers iterate, index and
+  compare tuples, ranges, lists and strings.
+- What the dual code does not handle -- arrays, lists or dicts receiving differentiated
+  values, attribute or item writes, ``try``/``with``, generators, comprehensions, C functions
+  without a rule, objects of user classes -- makes it stop with :class:`_Deopt`, *before*
+  doing anything with an effect: up to that point it has only computed with numbers and
+  tuples, read variables and called functions of the same kind.  The outermost specialised
+  ``jvp`` then lets the general mode run from the start, so the result is the general mode's.
+  A function that stopped once is not tried again (per code object).
+- Nested derivatives: a value with a tangent that leaves the locals of its function -- into a
+  closure cell, a default, the argument of a nested ``jvp`` -- is boxed as a :class:`_Dual` of
+  its ``jvp`` (its *level*); code of another level computes with it as with a number (dual
+  arithmetic, the newer level outside), which keeps nested derivatives free of perturbation
+  confusion.  A nested ``jvp`` runs inside the same specialised run, or stops it.
+
+The specialised path runs only when no other context is running (an enclosing context must see
+the arithmetic as calls, which the general mode gives it): :func:`overdub.current_context` tells.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+import types
+import weakref
+from typing import Any
+
+import numpy as np
+
+from overdub import Context, Tagged, can_recurse, current_context, opaque, recurse
+
+from .. import _rules
+from .._pytree import flatten, unflatten
+from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
+                            _MODULE, _pairs, _plain_elements, _PURE_OPERANDS, _SAFE, _truth,
+                            _TRUTHFUL, _unboxed, _unop)
+from ._dual_numbers import (_at, _box, _Deopt, _Dual, _Level, _numberlike, _plain,
+                            _PLAIN_NUMBERS, _sum, _top, _unbox, _WRITTEN_OUT, _zero)
+from ._pass import _PASS
+from ._pass_common import _FILLED, _NATIVE_SITES, _SITES, HELPERS
+
+
+# -- calls the specialised code makes (values and tangents as in _dual_helpers) ---------------
+
+# Functions whose result does not depend on their arguments' tangents and that ignore them
+# (given values of _SAFE types, or any: the first group).
+_ANY_ARGUMENTS = {id(f): f for f in (type, isinstance, issubclass, id, callable)}
+_INDIFFERENT = {**_ANY_ARGUMENTS, **{id(f): f for f in (
+    len, hash, repr, str, format, bool, ascii, chr, ord, int, round, math.floor, math.ceil,
+    math.trunc)}}
+# C functions without effects that may run on values without tangents.
+_PURE_CALLS = {id(f): f for f in (range, tuple, list, dict, set, frozenset, min, max, sum, abs,
+                                  pow, divmod, float, complex, enumerate, zip, reversed, sorted,
+                                  all, any, slice, bin, hex, oct)}
+_PURE_MODULES = frozenset(("math", "cmath", "builtins", "_operator", "operator"))
+
+
+@opaque
+def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
+          dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+          dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """``f(*args, **kwargs)`` and its tangent, for a call the specialised code cannot make
+    directly (``site``'s cache missed)."""
+    kind = f.__class__
+    if kind is types.FunctionType:
+        code = f.__code__
+        if code.co_argcount and code.co_varnames[0] == "@T":  # a dual already
+            return _call_python(level, site, f, code.co_argcount - 1, True, args, dargs,
+                                kwargs, dkwargs)
+        info = _code_info(f)
+        if info.api:  # (jvp, derivative: marked on their code, shared by their wrappers)
+            return _call_api(level, f, args, dargs, kwargs, dkwargs)
+        if info.arity is not None and not _own_rules(f):
+            return _call_python(level, site, f, info.arity, False, args, dargs, kwargs,
+                                dkwargs)
+    for a in args:
+        if a.__class__ is Tagged:
+            raise _Deopt
+    if kwargs and dkwargs and not all(_zero(t) for t in dkwargs.values()):
+        raise _Deopt  # a differentiated keyword: the general mode binds it
+    if _rules.is_nondifferentiable(f) or _INDIFFERENT.get(id(f)) is f:
+        plain = tuple(_plain_tree(a) for a in args)
+        if _ANY_ARGUMENTS.get(id(f)) is not f and not all(
+                a.__class__ in _SAFE or (f is len and a.__class__ in _CONTAINERS)
+                for a in plain):
+            raise _Deopt  # a user class's __len__, __repr__, __hash__...
+        return _result(f(*plain, **(kwargs or {})))
+    rules = _rules.jvp_rules(f)
+    if rules is not None and _pure_callable(f):
+        if kwargs and any(_dual_function(v) for v in kwargs.values()) or \
+                any(_dual_function(a) for a in args):
+            raise _Deopt  # min(xs, key=lambda v: ...): a dual, which C code cannot call
+        return _call_rules(level, f, rules, args, dargs, kwargs or {})
+    pure: Any = _PURE_CALLS.get(id(f))
+    if pure is f and all(map(_zero, dargs)) and not any(callable(a) for a in args):
+        return _result(pure(*args, **(kwargs or {})))
+    raise _Deopt
+
+
+def _plain_tree(x: Any) -> Any:
+    if x.__class__ is tuple:
+        return tuple(_plain_tree(e) for e in x)
+    return _plain(x)
+
+
+def _result(out: Any) -> tuple[Any, Any]:
+    if out.__class__ is Tagged:
+        raise _Deopt
+    return out, 0.0
+
+
+def _pure_callable(f: Any) -> bool:
+    """A function with rules the specialised code may call: C functions of ``math``,
+    ``cmath``, ``operator`` and builtins, NumPy's ufuncs and functions on numbers, and Python
+    functions the user gave rules (their rules are what runs)."""
+    if isinstance(f, (types.FunctionType, np.ufunc)):
+        return True
+    module = getattr(f, "__module__", None) or ""
+    return module in _PURE_MODULES or module.startswith("numpy")
+
+
+def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, ...],
+                dargs: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A function with rules, on numbers: its value and the sum of its rules'
+    contributions (what the general mode computes)."""
+    carried = []
+    for i, (a, d) in enumerate(zip(args, dargs)):
+        if _numberlike(a) or a.__class__ is tuple:
+            if d.__class__ is tuple and _batched(d):
+                if f not in _CONSTRUCTORS and (_nested(d) or _numpy_callable(f)):
+                    raise _Deopt  # NumPy reads the tuple as an array: the general mode's
+                dargs = dargs[:i] + (_container_tangent(d),) + dargs[i + 1:]
+            if d is not None:
+                carried.append(i)
+        elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
+                  and (d is None or _zero(d))):
+            raise _Deopt  # arrays, objects: the general mode's
+    out = _lifted(f, args, kwargs)
+    if not carried:
+        return _result(out)
+    tangent = None
+    for i in carried:
+        rule = rules[i] if i < len(rules) else None
+        if rule is None:
+            raise _Deopt  # the general mode raises MissingRuleError
+        if rule is _rules.ZERO:
+            continue
+        if rule is _rules.LINEAR:
+            moved = list(args)
+            moved[i] = dargs[i]
+            part = _lifted(f, tuple(moved), kwargs)
+        elif type(rule) is _rules.Carried:
+            if _ambiguous_tie(args, dargs):
+                raise _Deopt
+            part = _lifted(rule.rule, (_rules.carried_pattern(dargs), dargs[i], out) + args,
+                           kwargs)
+        else:
+            part = _lifted(rule, (dargs[i], out) + args, kwargs)
+        tangent = _add(tangent, part)
+    if tangent is None:
+        return _result(out)
+    if out.__class__ is tuple:  # several outputs: None stands for a zero tangent
+        tangent = tuple(0.0 if t is None else t for t in tangent)
+    return out, tangent
+
+
+# NumPy functions whose rules read a tuple argument's tangents as a container
+_CONSTRUCTORS = frozenset((np.array, np.asarray, np.asanyarray))
+
+
+def _batched(d: tuple[Any, ...]) -> bool:
+    """Whether the tuple tangent ``d`` holds batched tangents (arrays of directions)."""
+    return any(e.__class__ is np.ndarray or (e.__class__ is tuple and _batched(e)) for e in d)
+
+
+def _nested(d: tuple[Any, ...]) -> bool:
+    return any(e.__class__ is tuple for e in d)
+
+
+def _numpy_callable(f: Any) -> bool:
+    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+
+
+def _container_tangent(d: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A tuple argument's batched tangents as the rules read them: a number's 0.0 -- a
+    constant's -- is None, a zero of whatever batch the others have; as a number it would set
+    the batch of the whole tangent to none."""
+    return tuple(None if (e.__class__ is float or e.__class__ is int) and e == 0 else e
+                 for e in d)
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.__class__ is tuple:
+        return tuple(_add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def _ambiguous_tie(args: tuple[Any, ...], dargs: tuple[Any, ...]) -> bool:
+    """Whether ties decide a derivative that the specialised code cannot: a value whose tangent
+    is zero may be a constant or a differentiated value (the general mode knows which), and it
+    matters only where two candidates are equal."""
+    if not any(d is not None and _zero(d) for d in dargs):
+        return False
+    values = [_plain(v) for a in args for v in (a if a.__class__ is tuple else (a,))
+              if _numberlike(v)]
+    return len(set(values)) < len(values)
+
+
+def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` where ``args`` may hold duals of other levels: the newest level
+    is peeled off, ``fn`` runs on the values, and its tangent comes from the rules (or, for a
+    Python function such as a rule, from its dual run at that level)."""
+    level = _top(args)
+    if level is None:
+        return fn(*args, **kwargs)
+    parts = [_at(a, level) for a in args]
+    values = tuple(p for p, _ in parts)
+    if fn.__class__ is types.FunctionType and not kwargs:
+        dual = _is_dual(fn)
+        if dual or _dual_arity(fn) is not None:
+            out, t = _call_python(level, None, fn, fn.__code__.co_argcount - dual, dual, values,
+                                  tuple(d for _, d in parts), None, None)
+            return _box(level, out, t)
+    rules = _rules.jvp_rules(fn)
+    if rules is None:
+        raise _Deopt
+    out = _lifted(fn, values, kwargs)
+    tangent = None
+    for i, (_, d) in enumerate(parts):
+        if d is None:
+            continue
+        rule = rules[i] if i < len(rules) else None
+        if rule is None or rule is _rules.LINEAR or type(rule) is _rules.Carried:
+            raise _Deopt
+        if rule is not _rules.ZERO:
+            tangent = _add(tangent, _lifted(rule, (d, out) + values, kwargs))
+    return _box(level, out, tangent)
+
+
+# -- calling Python functions ------------------------------------------------------------------
+
+_CO_UNSUPPORTED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+                   | inspect.CO_ITERABLE_COROUTINE | inspect.CO_VARARGS
+                   | inspect.CO_VARKEYWORDS)
+class _Code:
+    """What is known of a code object: the number of positional parameters of its dual (None:
+    it has none -- no source, a generator, ``*args``...), and whether a specialised ``jvp``
+    of it stopped once (then the general mode runs it directly)."""
+
+    __slots__ = ("ref", "arity", "stopped", "api")
+
+    def __init__(self, ref: weakref.ref[Any], arity: int | None, api: bool) -> None:
+        self.ref, self.arity, self.stopped, self.api = ref, arity, False, api
+
+
+_CODES: dict[int, _Code] = {}  # id(code) -> what is known of it, dropped with the code
+
+
+def _code_info(f: types.FunctionType) -> _Code:
+    code = f.__code__
+    known = _CODES.get(id(code))
+    if known is None or known.ref() is not code:
+        arity = None
+        if not (code.co_flags & _CO_UNSUPPORTED) and not code.co_kwonlyargcount \
+                and can_recurse(_specialising(), f):
+            arity = code.co_argcount
+        key = id(code)
+
+        def forget(_: Any, key: int = key) -> None:
+            _CODES.pop(key, None)
+        known = _CODES[key] = _Code(weakref.ref(code, forget), arity, _is_forward_api(f))
+    return known
+
+
+def _own_rules(f: types.FunctionType) -> bool:
+    """Whether the function object ``f`` has rules or is opaque (then its body is not run).
+    On every call of a Python function: the tables are read directly (an entry left by a dead
+    function whose id ``f`` reuses only sends ``f`` to the general mode)."""
+    key = id(f)
+    return (key in _rules._TABLE or key in _rules._NONDIFFERENTIABLE or key in _rules._STANDINS
+            or f.__dict__.get("__overdub_opaque__", False))
+
+
+def _dual_arity(f: types.FunctionType) -> int | None:
+    """The number of positional parameters of ``f``'s dual, or None where ``f`` has none (no
+    source, opaque, a generator, ``*args``, keyword-only parameters, its own rules)."""
+    arity = _code_info(f).arity
+    if arity is None or _own_rules(f):
+        return None
+    return arity
+
+
+_SHARED: dict[int, types.FunctionType] = {}  # id(code) -> a function of that code, no cells
+
+
+def _shared(f: types.FunctionType) -> types.FunctionType:
+    """A function equivalent to ``f`` whose dual the specialising context has made already.
+
+    The core rewrites per function object; a lambda made afresh for each call
+    (``derivative(lambda x: ..., x0)`` in a loop) would be rewritten each time.  A function
+    without cells is its code, globals and defaults: an earlier one that shares them all runs
+    the same (kept: one function per code object, like the core's own caches)."""
+    if f.__closure__ is not None:
+        return f
+    code = f.__code__
+    g = _SHARED.get(id(code))
+    if g is not None and g.__code__ is code and g.__globals__ is f.__globals__ \
+            and g.__defaults__ is f.__defaults__ and g.__kwdefaults__ is f.__kwdefaults__:
+        return g
+    _SHARED[id(code)] = f
+    return f
+
+
+def _dual_function(x: Any) -> bool:
+    """Whether ``x`` is a function defined in specialised code (see :func:`_is_dual`)."""
+    return x.__class__ is types.FunctionType and _is_dual(x)
+
+
+def _is_dual(f: types.FunctionType) -> bool:
+    """Whether ``f`` is a dual already: a function or lambda defined in specialised code
+    (its code is the dual's), called as it is, never rewritten again."""
+    code = f.__code__
+    return code.co_argcount > 0 and code.co_varnames[0] == "@T"
+
+
+def _call_python(level: _Level, site: int | None, f: types.FunctionType, count: int,
+                 dual: bool, args: tuple[Any, ...], dargs: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
+                 ) -> tuple[Any, Any]:
+    """A Python function: its dual, with the tangents of its positional parameters (zeros
+    for those left to their defaults).  ``dual``: ``f`` is a dual already (called as it is);
+    otherwise the specialising context rewrites it."""
+    if len(args) > count:
+        raise _Deopt  # the general mode raises the TypeError with the user's signature
+    tangents = [0.0 if d is None else d for d in dargs] + [0.0] * (count - len(args))
+    if kwargs:
+        names = f.__code__.co_varnames[:count]
+        for name, t in (dkwargs or {}).items():
+            if name not in names or names.index(name) < len(args):
+                raise _Deopt
+            if t is not None:
+                tangents[names.index(name)] = t
+    elif site is not None and len(args) == count and _NATIVE_SITES[site] is dual:
+        _SITES[site] = f  # the next call at this site goes straight to f's dual
+        _FILLED.append(site)
+    result: tuple[Any, Any]
+    if dual:
+        result = f((level, *tangents), *args, **(kwargs or {}))
+    else:
+        result = recurse(_specialising(), _shared(f), (level, *tangents), *args,
+                         **(kwargs or {}))
+    return result
+
+
+def nestable(fn: Any) -> Any:
+    """Mark a forward-mode entry point (``jvp``, ``derivative``...) that the specialised code
+    may call with its values boxed: inside it, a nested specialised ``jvp`` runs (or deopts)."""
+    fn.__overdub_ad_forward__ = True
+    return fn
+
+
+def _is_forward_api(f: Any) -> bool:
+    return getattr(f, "__overdub_ad_forward__", False) is True
+
+
+def _call_api(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+              kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A nested ``jvp``/``derivative``: its arguments carry this level's tangents as duals,
+    its result is read back at this level (a nested level runs specialised too, or deopts)."""
+    boxed = args
+    for d in dargs:
+        if d is not None:
+            boxed = tuple(a if d is None else _box(level, a, d) for a, d in zip(args, dargs))
+            break
+    kw = kwargs or {}
+    if dkwargs:
+        kw = {k: v if dkwargs.get(k) is None else _box(level, v, dkwargs[k])
+              for k, v in kw.items()}
+    out = f(*boxed, **kw)
+    if callable(out) and not _numberlike(out):
+        raise _Deopt  # a derivative function returned: lazy, the general mode's business
+    return _unbox(level, out)
+
+
+# -- the specialised jvp ------------------------------------------------------------------------
+
+class _Specialising(Context):
+    """The context whose pass rewrites functions into their duals.  It intercepts calls only
+    (no verb of its own), so the arithmetic the pass expands stays native Python.  One per
+    thread, reused: it holds no state of any particular ``jvp``."""
+
+    def __init__(self) -> None:
+        super().__init__(passes=[_PASS])
+
+
+class _Thread(threading.local):
+    """Per thread: the specialising context and how many specialised ``jvp`` calls are
+    running (nested ones deopt instead of returning None)."""
+
+    ctx: _Specialising | None = None
+    depth = 0
+
+
+_LOCAL = _Thread()
+
+
+def _specialising() -> _Specialising:
+    ctx = _LOCAL.ctx
+    if ctx is None:
+        ctx = _LOCAL.ctx = _Specialising()
+    return ctx
+
+
+_LEAVES = frozenset((float, int, complex, _Dual))
+_INTEGRAL = (int, np.integer, np.bool_)
+_TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None)))
+
+
+def _leaf_ok(x: Any) -> bool:
+    return x.__class__ in _LEAVES
+
+
+def _tangent_ok(t: Any) -> bool:
+    return t.__class__ in _TANGENTS_OK and (t.__class__ is not np.ndarray or t.dtype.kind in "fc")
+
+
+def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
+        batch: tuple[int, ...]) -> tuple[Any, Any] | None:
+    """``(out, tangent)`` of ``f`` by its dual, or None where the general mode must run:
+    ``f`` is not a plain Python function, an argument is not a number (or a tuple of them),
+    a context is running, or the dual stopped (:class:`_Deopt`).  Inside another specialised
+    ``jvp`` it never returns None: it raises :class:`_Deopt` for the outermost to handle."""
+    local = _LOCAL
+    depth = local.depth
+    if f.__class__ is not types.FunctionType or (_rules.overridden and
+                                                 _rules.any_overridden(_WRITTEN_OUT)):
+        if depth:
+            raise _Deopt
+        return None
+    code = f.__code__
+    dual = code.co_argcount > 0 and code.co_varnames[0] == "@T"
+    if dual:
+        count: int | None = code.co_argcount - 1
+        info = None
+    else:
+        info = _code_info(f)
+        count = None if info.arity is None or _own_rules(f) else info.arity
+        if info.stopped and not depth:
+            return None
+    if len(primals) == 1 and len(tangents) == 1 and primals[0].__class__ in _LEAVES \
+            and tangents[0].__class__ in _PLAIN_NUMBERS:
+        seeds = [tangents[0]]  # the most common case: derivative(f, x)
+    elif len(primals) == len(tangents) and all(map(_leaf_ok, primals)) \
+            and all(map(_tangent_ok, tangents)):
+        seeds = [0.0 if t is None else t for t in tangents]  # numbers
+    else:
+        leaves, tree = flatten(list(primals))
+        dleaves, _ = flatten(list(tangents))
+        if not (len(dleaves) == len(leaves) and _structure_ok(primals)
+                and all(map(_leaf_ok, leaves)) and all(map(_tangent_ok, dleaves))):
+            if depth:
+                raise _Deopt
+            return None
+        seeds = unflatten(tree, [0.0 if d is None else d for d in dleaves])
+    if count is None or len(primals) > count:
+        if depth:
+            raise _Deopt
+        return None
+    if not depth and current_context() is not None:
+        return None
+    level = _Level()
+    if count > len(seeds):
+        seeds += [0.0] * (count - len(seeds))  # parameters left to their defaults
+    local.depth = depth + 1
+    try:
+        if dual:
+            out, dout = f((level, *seeds), *primals)
+        else:
+            out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
+        if out.__class__ is float and dout.__class__ is float and not batch:
+            return out, dout
+        if isinstance(out, _INTEGRAL) and _zero(dout):
+            # a constant, or a differentiated integer whose tangent is 0 (max(0, x) below
+            # 0): the dual cannot tell them apart, the general mode can (see _check_differentiated)
+            if depth:
+                raise _Deopt
+            return None
+        return _outputs(level, out, dout, batch)
+    except _Deopt:
+        if depth:
+            raise
+        if info is not None:
+            info.stopped = True
+        return None
+    finally:
+        local.depth = depth
+        if not depth and _FILLED:
+            for site in _FILLED:  # the cache keeps no function alive past the call
+                _SITES[site] = None
+            _FILLED.clear()
+
+
+def _structure_ok(primals: Any) -> bool:
+    """Arguments are numbers or tuples of them (lists and dicts: the general mode)."""
+    return all(type(p) is tuple and _structure_ok(p) if type(p) in (list, tuple, dict)
+               else True for p in primals)
+
+
+def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tuple[Any, Any]:
+    """The dual's ``(value, tangent)`` as ``jvp`` returns them: a tangent per number leaf
+    (zeros of the batch shape where it has none), None for other leaves."""
+    kind = out.__class__
+    if (kind is float or kind is _Dual) and not batch and dout.__class__ in _LEAVES:
+        if kind is _Dual and out.L is level:
+            return out.v, _sum(dout, out.t)
+        return out, dout
+    if callable(out) and not _numberlike(out):
+        raise _Deopt  # a function-valued result: derivative applied lazily, by the general mode
+    if out.__class__ is _Dual or out.__class__ is tuple:
+        out, extra = _unbox(level, out)
+        if not _zero(extra):
+            dout = extra if _zero(dout) else _add(dout, extra)
+    leaves, tree = flatten(out)
+    if len(leaves) == 1 and leaves[0] is out:
+        dleaves = [dout]
+    elif dout.__class__ is tuple and out.__class__ is tuple:
+        dleaves = flatten(dout)[0]
+        if len(dleaves) != len(leaves):
+            raise _Deopt
+    elif _zero(dout):
+        dleaves = [0.0] * len(leaves)
+    else:
+        raise _Deopt
+    values: list[Any] = []
+    tangents: list[Any] = []
+    for v, t in zip(leaves, dleaves):
+        if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
+            raise _Deopt  # (a function made by specialised code is a dual: it stays inside)
+        values.append(v)
+        if not _numberlike(v) and v.__class__ is not np.ndarray:  # np.array(x): one too
+            tangents.append(None)
+        elif _zero(t) and t.__class__ is not np.ndarray:
+            tangents.append(_zero_tangent(v, batch))
+        else:
+            tangents.append(t)
+    return unflatten(tree, values), unflatten(tree, tangents)
+
+
+def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:
+    v = _plain(v)
+    if batch or isinstance(v, np.ndarray):
+        return np.zeros(batch + np.shape(v), np.result_type(v, 0.0))
+    return 0j if isinstance(v, complex) else 0.0
+
+
+HELPERS.update({
+    "binop": _binop, "unop": _unop, "getitem": _getitem, "getattr": _getattr, "call": _call,
+    "plain": _plain_elements, "box": _boxed, "unbox": _unboxed, "deopt": _deopt,
+    "pairs": _pairs, "compare": _compare, "truth": _truth,
+    "safe": _SAFE, "truthful": _TRUTHFUL, "Dual": _Dual, "Module": _MODULE,
+    # the guards' types, under names no user variable can shadow
+    "float": float, "int": int, "tuple": tuple,
+})

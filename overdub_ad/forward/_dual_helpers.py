@@ -1,0 +1,206 @@
+"""The helpers the dual code calls where its inline guards fail: operators, items,
+attributes, iteration, comparisons and truth tests of values that are not floats.
+
+The pass (:mod:`._pass`) writes float arithmetic out in place behind type guards; anything
+else calls one of these, bound into the dual by name (``HELPERS``, which :mod:`._dual` fills).
+They apply the same rule tables as the general mode, follow tuples, ranges, lists and strings,
+and raise :class:`._dual_numbers._Deopt`, before any effect, where they cannot follow a value
+(arrays, user classes' dunders, a differentiated index).  Calls are :mod:`._dual`'s.
+
+Each runs on values of the specialised code's level ``L``: tangents are numbers (or arrays
+of a batch of directions), 0.0 where a value has none, None where the code knows statically
+that there is none (a constant).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import types
+from typing import Any, cast
+
+import numpy as np
+
+from overdub import Tagged, opaque
+
+from .. import _rules
+from ._dual_numbers import _box, _Deopt, _Dual, _Level, _numberlike, _sum, _TANGENTS, _unbox, _zero
+
+
+_PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
+                            range, frozenset))
+
+
+@opaque
+def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
+    """``op(a, b)`` and its tangent where the expanded code's type guard failed."""
+    if a.__class__ is _Dual and a.L is level:
+        a, da = a.v, _sum(da, a.t)
+    if b.__class__ is _Dual and b.L is level:
+        b, db = b.v, _sum(db, b.t)
+    if da.__class__ is float and da == 0.0:
+        da = None  # no tangent at all: as the general mode, which leaves its rule out
+    if db.__class__ is float and db == 0.0:
+        db = None
+    if a.__class__ is _Dual or b.__class__ is _Dual:
+        if op is operator.floordiv:
+            return op(a, b), 0.0
+        tangent = _TANGENTS.get(op)
+        if tangent is None:
+            raise _Deopt
+        out = op(a, b)
+        t = tangent(a, da, b, db, out)
+        return out, 0.0 if t is None else t
+    if _numberlike(a) and _numberlike(b):
+        rules = _rules.jvp_rules(op) if not _rules.is_nondifferentiable(op) else None
+        out = op(a, b)
+        if rules is None:
+            return out, 0.0
+        t = None
+        for rule, d in ((rules[0], da), (rules[1], db)):
+            if d is not None and rule is not _rules.ZERO:
+                t = _sum(t, rule(d, out, a, b))
+        return out, 0.0 if t is None else t
+    if a.__class__ not in _PURE_OPERANDS or b.__class__ not in _PURE_OPERANDS:
+        raise _Deopt  # arrays (the general mode's), user classes (their dunders)
+    if not (_zero(da) and _zero(db)):
+        if op is operator.add and a.__class__ is tuple and b.__class__ is tuple:
+            return a + b, _tuple_tangent(a, da) + _tuple_tangent(b, db)
+        if op is operator.mul and (a.__class__ is tuple) != (b.__class__ is tuple):
+            seq, dseq, n = (a, da, b) if a.__class__ is tuple else (b, db, a)
+            if n.__class__ is int:
+                return op(a, b), _tuple_tangent(cast(tuple[Any, ...], seq), dseq) * n
+        raise _Deopt
+    return op(a, b), 0.0
+
+
+def _tuple_tangent(t: tuple[Any, ...], dt: Any) -> tuple[Any, ...]:
+    return dt if dt.__class__ is tuple else (0.0,) * len(t)
+
+
+@opaque
+def _unop(level: _Level, op: Any, a: Any, da: Any) -> tuple[Any, Any]:
+    """``op(a)`` (``-a``, ``+a``, ``~a``) where the type guard failed."""
+    if a.__class__ is _Dual and a.L is level:
+        a, da = a.v, _sum(da, a.t)
+    if a.__class__ is Tagged or not (_numberlike(a) or a.__class__ in _PURE_OPERANDS):
+        raise _Deopt
+    out = op(a)
+    if op is operator.invert or da is None or (_zero(da) and not _numberlike(a)):
+        return out, 0.0
+    return out, (-da if op is operator.neg else +da)
+
+
+@opaque
+def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
+    """``obj[key]`` and its tangent, where ``obj`` is not a tuple with tracked tangents."""
+    kind = obj.__class__
+    if kind is tuple:
+        value = obj[key]
+        if dobj.__class__ is tuple:
+            return value, dobj[key]
+        return _unbox(level, value)
+    if kind in (list, str, range, bytes, dict) and key.__class__ not in (Tagged, _Dual):
+        return _unbox(level, obj[key])
+    raise _Deopt  # arrays, user classes (their __getitem__), a differentiated index
+
+
+_MODULE = types.ModuleType
+
+
+@opaque
+def _getattr(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
+    """``obj.name`` where ``obj`` is not a module."""
+    kind = obj.__class__
+    if kind is _Dual and obj.L is level:
+        obj, dobj = obj.v, obj.t
+        kind = obj.__class__
+    if kind in (float, int, complex, bool) and name in ("real", "imag"):
+        value = getattr(obj, name)
+        if dobj is None or _zero(dobj):
+            return value, 0.0
+        return value, (np.real(dobj) if name == "real" else np.imag(dobj))
+    if kind in (str, bytes, tuple, range) or (kind in (float, int, complex, bool)
+                                             and (dobj is None or _zero(dobj))):
+        return getattr(obj, name), 0.0  # a pure method of an immutable value
+    if kind is type and obj.__module__ == "builtins":
+        return getattr(obj, name), 0.0
+    raise _Deopt  # an object's attribute (properties, __getattr__), a number's method
+
+
+@opaque
+def _plain_elements(*tangents: Any) -> None:
+    """Values with tangents are going into a list, set or dict: not followed here."""
+    for t in tangents:
+        if not _zero(t):
+            raise _Deopt
+
+
+@opaque
+def _boxed(level: _Level, v: Any, t: Any) -> Any:
+    if v.__class__ is float and t.__class__ is float:  # the common case, as _box does it
+        return _Dual(level, v, t) if t else v
+    return _box(level, v, t)
+
+
+@opaque
+def _unboxed(level: _Level, x: Any) -> tuple[Any, Any]:
+    return _unbox(level, x)
+
+
+@opaque
+def _deopt() -> None:
+    raise _Deopt
+
+
+_ITERABLES = (range, list, str, bytes, dict, enumerate, zip, reversed)
+
+
+@opaque
+def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
+    """``(item, tangent)`` for each item of what a ``for`` loop of the specialised code
+    iterates: a tuple with tracked tangents pairs them; ranges, lists, strings, dicts (and
+    enumerate/zip/reversed of them) hold values without tangents; anything else (a generator,
+    an iterator of a user class, an array) is not followed."""
+    kind = iterable.__class__
+    if kind is tuple:
+        if tangents.__class__ is tuple:
+            return zip(iterable, tangents)
+        return (_unbox(level, item) for item in iterable)
+    if kind in _ITERABLES and (tangents is None or _zero(tangents)):
+        return zip(iterable, itertools.repeat(0.0))
+    raise _Deopt
+
+
+# Values whose comparison, truth, hash, length and text run no Python code (no effect).
+_SAFE = frozenset((float, int, bool, complex, str, bytes, type(None), _Dual, range,
+                   np.float64, np.float32, np.int64, np.int32, np.bool_, np.complex128))
+_CONTAINERS = frozenset((tuple, list, dict, set, frozenset))
+_TRUTHFUL = _SAFE | _CONTAINERS  # truth of a container is its length
+
+
+def _safe_tree(x: Any, depth: int = 3) -> bool:
+    """Whether comparing or hashing ``x`` runs no Python code (containers looked into)."""
+    kind = x.__class__
+    if kind in _SAFE:
+        return True
+    if depth and kind in _CONTAINERS:
+        items = x.items() if kind is dict else x
+        return all(_safe_tree(e, depth - 1) for e in itertools.chain.from_iterable(items)) \
+            if kind is dict else all(_safe_tree(e, depth - 1) for e in items)
+    return False
+
+
+@opaque
+def _compare(op: Any, a: Any, b: Any) -> Any:
+    """``op(a, b)`` for a comparison the inline guard did not pass: containers of plain
+    values compare natively; objects with comparison methods of their own are not followed."""
+    if not (_safe_tree(a) and _safe_tree(b)):
+        raise _Deopt
+    return op(a, b)
+
+
+@opaque
+def _truth(x: Any) -> None:
+    """A truth test of a value whose ``__bool__``/``__len__`` may be Python: not followed."""
+    raise _Deopt

@@ -1,0 +1,454 @@
+"""The pass's expressions: each compiled to a value and its tangent, bound to temporaries.
+
+Float arithmetic is written out in place behind a guard on the operands' types (the rule
+tables' expressions, as ``_TANGENTS`` writes them); comparisons run natively where both
+operands are of types whose comparison runs no Python code; anything else -- and subscripts,
+attributes, calls -- goes to a helper of the runtime (:mod:`._dual_helpers`, :mod:`._dual`).
+Methods of :class:`._pass._Function`, which compiles a function and its statements.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ._pass_common import (_helper, _LEVEL, _load, _new_site, _store, _tangent_name,
+                           _Unsupported, _Val, _zero)
+
+if TYPE_CHECKING:
+    from ._pass import _Function
+
+
+def _operator(fn: Any) -> ast.expr:
+    """``operator.<name>``, read from the module bound in builtins (a native attribute read)."""
+    return ast.Attribute(_helper("operator"), fn.__name__, ast.Load())
+
+
+def _pair(t: str, value: ast.expr) -> ast.stmt:
+    """``t, @d.t = value``: a helper's (value, tangent)."""
+    return ast.Assign([ast.Tuple([_store(t), _store(_tangent_name(t))], ast.Store())], value)
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+           ast.FloorDiv: operator.floordiv, ast.MatMult: operator.matmul,
+           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+           ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+_INPLACE = {operator.add: operator.iadd, operator.sub: operator.isub,
+            operator.mul: operator.imul, operator.truediv: operator.itruediv,
+            operator.pow: operator.ipow, operator.mod: operator.imod,
+            operator.floordiv: operator.ifloordiv, operator.matmul: operator.imatmul}
+_EXPANDED = (ast.Add, ast.Sub, ast.Mult, ast.Div)  # expanded in place on floats and ints
+_COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+                ast.In: operator.contains, ast.NotIn: operator.contains}
+
+
+def atom(self: _Function, value: ast.expr, d: ast.expr | None, out: list[ast.stmt]) -> _Val:
+    """Bind ``value`` to a temporary (and ``d`` to its tangent)."""
+    t = self.temp()
+    out.append(ast.Assign([_store(t)], value))
+    if d is None:
+        return _Val(_load(t), None)
+    out.append(ast.Assign([_store(_tangent_name(t))], d))
+    return _Val(_load(t), _load(_tangent_name(t)))
+
+
+def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
+    if isinstance(node, ast.Constant):
+        return _Val(node, None)
+    if isinstance(node, ast.Name):
+        return self.name(node, out)
+    if isinstance(node, ast.BinOp):
+        left = self.expr(node.left, out)
+        return self.binop(node.op, left, self.expr(node.right, out), out)
+    if isinstance(node, ast.UnaryOp):
+        return self.unop(node, out)
+    if isinstance(node, ast.Call):
+        return self.call(node, out)
+    if isinstance(node, ast.Subscript):
+        return self.subscript(node, out)
+    if isinstance(node, ast.Attribute):
+        return self.attribute(node, out)
+    if isinstance(node, ast.Compare):
+        return self.compare(node, out)
+    if isinstance(node, ast.BoolOp):
+        return self.boolop(node, out)
+    if isinstance(node, ast.IfExp):
+        return self.ifexp(node, out)
+    if isinstance(node, ast.Tuple):
+        vals = [self.expr(e, out) for e in self._elements(node)]
+        if all(v.d is None for v in vals):
+            return self.atom(ast.Tuple([v.p for v in vals], ast.Load()), None, out)
+        return self.atom(ast.Tuple([v.p for v in vals], ast.Load()),
+                         ast.Tuple([self.tangent(v) for v in vals], ast.Load()), out)
+    if isinstance(node, (ast.List, ast.Set)):
+        vals = [self.expr(e, out) for e in self._elements(node)]
+        self.plain(vals, out)
+        built: ast.expr = ast.List([v.p for v in vals], ast.Load()) \
+            if isinstance(node, ast.List) else ast.Set([v.p for v in vals])
+        return self.atom(built, None, out)
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise _Unsupported  # {**d}
+        vals = []
+        for k, v in zip(node.keys, node.values):
+            assert k is not None
+            vals.append(self.expr(k, out))
+            vals.append(self.expr(v, out))
+        self.plain(vals, out)
+        return self.atom(ast.Dict([v.p for v in vals[::2]], [v.p for v in vals[1::2]]),
+                         None, out)
+    if isinstance(node, ast.NamedExpr):
+        val = self.expr(node.value, out)
+        self.assign(ast.Name(node.target.id, ast.Store()), val, out)
+        return self.name(ast.Name(node.target.id, ast.Load()), out)
+    if isinstance(node, ast.Lambda):
+        self.defaults(node.args, out)
+        type(self)(node, self.scope).rewrite()
+        return self.atom(node, None, out)
+    if isinstance(node, ast.JoinedStr):
+        parts: list[ast.expr] = []
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                if part.format_spec is not None:
+                    raise _Unsupported
+                part.value = self.expr(part.value, out).p
+            parts.append(part)
+        return self.atom(ast.JoinedStr(parts), None, out)
+    raise _Unsupported  # comprehensions, generators, starred, await, yield, slices
+
+
+def _elements(self: _Function, node: ast.Tuple | ast.List | ast.Set) -> list[ast.expr]:
+    if any(isinstance(e, ast.Starred) for e in node.elts):
+        raise _Unsupported
+    return node.elts
+
+
+def plain(self: _Function, vals: list[_Val], out: list[ast.stmt]) -> None:
+    """Values going into a list, set or dict must carry no tangent (checked at run time
+    where not known statically)."""
+    dynamic = [v.d for v in vals if v.d is not None]
+    if dynamic:
+        out.append(ast.Expr(ast.Call(_helper("plain"), dynamic, [])))
+
+
+def name(self: _Function, node: ast.Name, out: list[ast.stmt]) -> _Val:
+    name = node.id
+    scope = self.scope
+    if name in scope.cells or name in scope.outer:
+        # a cell: a boxed value where it has a tangent (a dual of this level unboxed here,
+        # a tuple by the helper; another level's dual is a value like a number)
+        t = self.temp()
+        dt = _tangent_name(t)
+        cls = ast.Attribute(_load(t), "__class__", ast.Load())
+        out.append(ast.Assign([_store(t)], _load(name)))
+        out.append(ast.If(
+            ast.BoolOp(ast.And(), [
+                ast.Compare(cls, [ast.Is()], [_helper("Dual")]),
+                ast.Compare(ast.Attribute(_load(t), "L", ast.Load()), [ast.Is()],
+                            [_load(_LEVEL)])]),
+            [ast.Assign([_store(dt)], ast.Attribute(_load(t), "t", ast.Load())),
+             ast.Assign([_store(t)], ast.Attribute(_load(t), "v", ast.Load()))],
+            [ast.If(ast.Compare(ast.Attribute(_load(t), "__class__", ast.Load()),
+                                [ast.Is()], [_helper("tuple")]),
+                    [_pair(t, ast.Call(_helper("unbox"), [_load(_LEVEL), _load(t)], []))],
+                    [ast.Assign([_store(dt)], _zero())])]))
+        return _Val(_load(t), _load(dt))
+    if name in scope.locals:
+        if name in scope.walrus:  # read now: a later `:=` in the expression rebinds it
+            return self.atom(_load(name), _load(_tangent_name(name)), out)
+        return _Val(_load(name), _load(_tangent_name(name)))
+    return _Val(_load(name), None)  # a global or a builtin: no tangent
+
+
+def guard(self: _Function, vals: list[_Val]) -> ast.expr | None:
+    """``a.__class__ is float or ... is int`` for each operand not known to be a float."""
+    tests: list[ast.expr] = []
+    for v in vals:
+        if isinstance(v.p, ast.Constant):
+            if type(v.p.value) not in (float, int) or type(v.p.value) is bool:
+                return ast.Constant(False)
+            continue
+        cls = ast.Attribute(v.p, "__class__", ast.Load())
+        tests.append(ast.BoolOp(ast.Or(), [
+            ast.Compare(cls, [ast.Is()], [_helper("float")]),
+            ast.Compare(ast.Attribute(v.p, "__class__", ast.Load()), [ast.Is()],
+                        [_helper("int")])]))
+    if not tests:
+        return None
+    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+
+
+def binop(self: _Function, op: ast.operator, a: _Val, b: _Val, out: list[ast.stmt],
+          inplace: bool = False) -> _Val:
+    fn = _BINOPS[type(op)]
+    if inplace:
+        if fn not in _INPLACE:
+            raise _Unsupported
+        fn = _INPLACE[fn]
+    t = self.temp()
+    dt = _tangent_name(t)
+    slow = [_pair(t, ast.Call(_helper("binop"), [
+        _load(_LEVEL), _operator(fn), a.p, a.d or ast.Constant(None), b.p,
+        b.d or ast.Constant(None)], []))]
+    fast = self.expanded(op, a, b, t) if isinstance(op, _EXPANDED) or (
+        isinstance(op, ast.Pow) and _literal_exponent(b)) else None
+    if fast is None:
+        out.extend(slow)
+    else:
+        guard = self.guard([a, b])
+        if guard is None:
+            out.extend(fast)
+        else:
+            out.append(ast.If(guard, fast, slow))
+    return _Val(_load(t), _load(dt))
+
+
+def _literal_exponent(b: _Val) -> bool:
+    """``x ** c`` written out for a literal ``c >= 1``; below 1 the slope at ``x == 0`` is
+    infinite (the rule's value, with its own derivative), which the helper applies."""
+    return (isinstance(b.p, ast.Constant) and isinstance(b.p.value, (int, float))
+            and type(b.p.value) is not bool and b.p.value >= 1)
+
+
+def expanded(self: _Function, op: ast.operator, a: _Val, b: _Val, t: str) -> list[ast.stmt]:
+    """``t = a op b`` and its tangent, for floats and ints: the rule tables' expressions
+    (``_TANGENTS``), terms of statically zero tangents left out."""
+    out: list[ast.stmt] = [ast.Assign([_store(t)], ast.BinOp(a.p, op, b.p))]
+    da, db = a.d, b.d
+    kind = type(op)
+    parts: list[ast.expr] = []
+    if kind is ast.Pow:
+        # d(x**c) = dx * (c * x**(c - 1)), the rule's _pow_dx for a constant c != 0
+        assert isinstance(b.p, ast.Constant) and isinstance(b.p.value, (int, float))
+        c = b.p.value
+        if da is not None:
+            parts.append(ast.BinOp(da, ast.Mult(), ast.BinOp(
+                ast.Constant(c), ast.Mult(), ast.BinOp(a.p, ast.Pow(),
+                                                       ast.Constant(c - 1)))))
+    elif kind is ast.Add:
+        parts = [d for d in (da, db) if d is not None]
+    elif kind is ast.Sub:
+        if da is not None:
+            parts.append(da)
+        if db is not None:
+            parts.append(ast.UnaryOp(ast.USub(), db) if da is None else db)
+    elif kind is ast.Mult:
+        if da is not None:
+            parts.append(ast.BinOp(da, ast.Mult(), b.p))
+        if db is not None:
+            parts.append(ast.BinOp(db, ast.Mult(), a.p))
+    else:  # Div
+        if da is not None:
+            parts.append(ast.BinOp(da, ast.Mult(), ast.BinOp(ast.Constant(1.0), ast.Div(),
+                                                             b.p)))
+        if db is not None:
+            parts.append(ast.BinOp(db, ast.Mult(), ast.BinOp(ast.UnaryOp(
+                ast.USub(), _load(t)), ast.Div(), b.p)))
+    if not parts:
+        tangent: ast.expr = _zero()
+    elif len(parts) == 1:
+        tangent = parts[0]
+    else:
+        joiner = ast.Sub() if kind is ast.Sub else ast.Add()
+        tangent = ast.BinOp(parts[0], joiner, parts[1])
+    out.append(ast.Assign([_store(_tangent_name(t))], tangent))
+    return out
+
+
+def unop(self: _Function, node: ast.UnaryOp, out: list[ast.stmt]) -> _Val:
+    a = self.expr(node.operand, out)
+    if isinstance(node.op, ast.Not):
+        val = self.atom(ast.UnaryOp(ast.Not(), self.truth(a, out)), None, out)
+        val.boolean = True
+        return val
+    t = self.temp()
+    dt = _tangent_name(t)
+    fn = {ast.USub: operator.neg, ast.UAdd: operator.pos,
+          ast.Invert: operator.invert}[type(node.op)]
+    slow = [_pair(t, ast.Call(_helper("unop"), [
+        _load(_LEVEL), _operator(fn), a.p, a.d or ast.Constant(None)], []))]
+    if isinstance(node.op, ast.Invert):
+        out.extend(slow)
+        return _Val(_load(t), _load(dt))
+    fast: list[ast.stmt] = [
+        ast.Assign([_store(t)], ast.UnaryOp(node.op, a.p)),
+        ast.Assign([_store(dt)], _zero() if a.d is None else ast.UnaryOp(node.op, a.d))]
+    guard = self.guard([a])
+    if guard is None:
+        out.extend(fast)
+    else:
+        out.append(ast.If(guard, fast, slow))
+    return _Val(_load(t), _load(dt))
+
+
+def compare(self: _Function, node: ast.Compare, out: list[ast.stmt]) -> _Val:
+    """Comparisons (chains short-circuit, each operand evaluated once): native where both
+    operands are of types whose comparison runs no Python code, else a helper."""
+    result = self.temp()
+    left = self.expr(node.left, out)
+    block = out
+    for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
+        right = self.expr(comparator, block)
+        native = ast.Compare(left.p, [op], [right.p])
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            block.append(ast.Assign([_store(result)], native))
+        else:
+            fn = _COMPARISONS[type(op)]
+            helper: ast.expr = ast.Call(_helper("compare"), [_operator(fn), left.p, right.p]
+                              if fn is not operator.contains else
+                              [_operator(fn), right.p, left.p], [])
+            if isinstance(op, ast.NotIn):
+                helper = ast.UnaryOp(ast.Not(), helper)
+            guard = self.safe([left, right]) if fn is not operator.contains else None
+            if guard is None and fn is not operator.contains:
+                block.append(ast.Assign([_store(result)], native))
+            elif guard is None:
+                block.append(ast.Assign([_store(result)], helper))
+            else:
+                block.append(ast.If(guard, [ast.Assign([_store(result)], native)],
+                                    [ast.Assign([_store(result)], helper)]))
+        if i < len(node.ops) - 1:
+            inner: list[ast.stmt] = []
+            block.append(ast.If(_load(result), inner, []))
+            block = inner
+        left = right
+    return _Val(_load(result), None, boolean=True)
+
+
+def safe(self: _Function, vals: list[_Val]) -> ast.expr | None:
+    """``a.__class__ in @safe and ...`` for the operands not known to be safe."""
+    tests: list[ast.expr] = [
+        ast.Compare(ast.Attribute(v.p, "__class__", ast.Load()), [ast.In()],
+                    [_helper("safe")])
+        for v in vals if not (v.boolean or isinstance(v.p, ast.Constant))]
+    if not tests:
+        return None
+    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+
+
+def truth(self: _Function, val: _Val, out: list[ast.stmt]) -> ast.expr:
+    """``val.p`` for a truth test, which must not run a user class's ``__bool__``."""
+    if not (val.boolean or isinstance(val.p, ast.Constant)):
+        out.append(ast.If(ast.Compare(ast.Attribute(val.p, "__class__", ast.Load()),
+                                      [ast.NotIn()], [_helper("truthful")]),
+                          [ast.Expr(ast.Call(_helper("truth"), [val.p], []))], []))
+    return val.p
+
+
+def boolop(self: _Function, node: ast.BoolOp, out: list[ast.stmt]) -> _Val:
+    t = self.temp()
+    dt = _tangent_name(t)
+    block = out
+    for i, value in enumerate(node.values):
+        val = self.expr(value, block)
+        block.append(ast.Assign([_store(t)], val.p))
+        block.append(ast.Assign([_store(dt)], self.tangent(val)))
+        if i < len(node.values) - 1:
+            inner: list[ast.stmt] = []
+            truth = self.truth(val, block)
+            test: ast.expr = truth if isinstance(node.op, ast.And) else ast.UnaryOp(
+                ast.Not(), truth)
+            block.append(ast.If(test, inner, []))
+            block = inner
+    return _Val(_load(t), _load(dt))
+
+
+def ifexp(self: _Function, node: ast.IfExp, out: list[ast.stmt]) -> _Val:
+    test = self.expr(node.test, out)
+    test.p = self.truth(test, out)
+    t = self.temp()
+    dt = _tangent_name(t)
+    branches = []
+    for value in (node.body, node.orelse):
+        block: list[ast.stmt] = []
+        val = self.expr(value, block)
+        block.append(ast.Assign([_store(t)], val.p))
+        block.append(ast.Assign([_store(dt)], self.tangent(val)))
+        branches.append(block)
+    out.append(ast.If(test.p, branches[0], branches[1]))
+    return _Val(_load(t), _load(dt))
+
+
+def subscript(self: _Function, node: ast.Subscript, out: list[ast.stmt]) -> _Val:
+    obj = self.expr(node.value, out)
+    key = self.index(node.slice, out)
+    if not isinstance(key, (ast.Name, ast.Constant)):  # a slice: built once, used twice
+        key = self.atom(key, None, out).p
+    t = self.temp()
+    dt = _tangent_name(t)
+    slow = ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())], ast.Call(
+        _helper("getitem"), [_load(_LEVEL), obj.p, obj.d or ast.Constant(None), key], []))
+    if obj.d is None:
+        out.append(slow)
+    else:
+        fast: list[ast.stmt] = [
+            ast.Assign([_store(t)], ast.Subscript(obj.p, key, ast.Load())),
+            ast.Assign([_store(dt)], ast.Subscript(obj.d, key, ast.Load()))]
+        out.append(ast.If(ast.Compare(ast.Attribute(obj.d, "__class__", ast.Load()),
+                                      [ast.Is()], [_helper("tuple")]), fast, [slow]))
+    return _Val(_load(t), _load(dt))
+
+
+def index(self: _Function, node: ast.expr, out: list[ast.stmt]) -> ast.expr:
+    if isinstance(node, ast.Slice):
+        parts = [None if p is None else self.expr(p, out).p
+                 for p in (node.lower, node.upper, node.step)]
+        return ast.Call(_load("slice"), [ast.Constant(None) if p is None else p
+                                         for p in parts], [])
+    if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
+        return ast.Tuple([self.index(e, out) for e in node.elts], ast.Load())
+    return self.expr(node, out).p
+
+
+def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt]) -> _Val:
+    obj = self.expr(node.value, out)
+    t = self.temp()
+    dt = _tangent_name(t)
+    fast: list[ast.stmt] = [
+        ast.Assign([_store(t)], ast.Attribute(obj.p, node.attr, ast.Load())),
+        ast.Assign([_store(dt)], _zero())]
+    slow = [_pair(t, ast.Call(_helper("getattr"), [
+        _load(_LEVEL), obj.p, obj.d or ast.Constant(None), ast.Constant(node.attr)], []))]
+    out.append(ast.If(ast.Compare(ast.Attribute(obj.p, "__class__", ast.Load()), [ast.Is()],
+                                  [_helper("Module")]), fast, slow))
+    return _Val(_load(t), _load(dt))
+
+
+def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in ("super", "locals", "vars", "dir",
+                                                  "globals", "eval", "exec",
+                                                  "breakpoint"):
+        raise _Unsupported  # they look at the calling frame
+    f = self.expr(func, out)
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords):
+        raise _Unsupported
+    args = [self.expr(a, out) for a in node.args]
+    kwargs = [(k.arg, self.expr(k.value, out)) for k in node.keywords]
+    t = self.temp()
+    dt = _tangent_name(t)
+    site = _new_site(self.native) if not kwargs else None
+    result = ast.Tuple([_store(t), _store(dt)], ast.Store())
+    slow = ast.Assign([result], ast.Call(_helper("call"), [
+        _load(_LEVEL), ast.Constant(site), f.p,
+        ast.Tuple([a.p for a in args], ast.Load()),
+        ast.Tuple([a.d or ast.Constant(None) for a in args], ast.Load()),
+        ast.Dict([ast.Constant(k) for k, _ in kwargs], [v.p for _, v in kwargs])
+        if kwargs else ast.Constant(None),
+        ast.Dict([ast.Constant(k) for k, _ in kwargs],
+                 [v.d or ast.Constant(None) for _, v in kwargs])
+        if kwargs else ast.Constant(None)], []))
+    if site is None:
+        out.append(slow)
+    else:
+        # the function this site called last, if it has a dual: called directly
+        cached = ast.Subscript(_helper("sites"), ast.Constant(site), ast.Load())
+        direct = ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())], ast.Call(
+            f.p, [ast.Tuple([_load(_LEVEL)] + [self.tangent(a) for a in args], ast.Load()),
+                  *[a.p for a in args]], []))
+        out.append(ast.If(ast.Compare(f.p, [ast.Is()], [cached]), [direct], [slow]))
+    return _Val(_load(t), _load(dt))

@@ -1,0 +1,85 @@
+"""Second derivatives: ``hessian`` (forward over reverse) and ``hvp``, which tries its routes
+in order (compiled from source, on the tape, then ``jvp(grad(f))``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from overdub import opaque
+
+from .. import _routes
+from .._pytree import flatten
+from .._shared import check_argnums, _entry
+from ..forward._api import jacfwd, jvp
+from ..reverse._api import grad
+from ..reverse._sweep import _enclosed
+from ._compiled import compiled_hvp, DECLINED
+from ._tape import tape_hvp
+
+
+@opaque
+@_entry
+def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
+    """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``)."""
+    check_argnums("hessian", argnums)
+    return jacfwd(grad(f, argnums), argnums)
+
+
+@opaque
+@_entry
+def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    """``H(x) @ v`` for scalar ``f``, by forward-over-reverse without forming ``H``.
+
+    With no enclosing context the forward mode runs over the recorded tape (see
+    :mod:`overdub_ad.hvp._tape`); inside one, or for a tape it does not handle, it is
+    ``jvp(grad(f), (x,), (v,))``.
+    """
+    if not callable(f):
+        raise TypeError(f"hvp: f must be callable, got {f!r}")
+    xleaves, xtree = flatten(x)
+    vleaves, vtree = flatten(v)
+    if vtree != xtree:
+        raise ValueError(f"hvp: the direction's structure {vtree} does not match x's {xtree}")
+    for leaf, d in zip(xleaves, vleaves):
+        if d is not None and np.shape(d) != np.shape(leaf):
+            raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
+                             f"shape {np.shape(leaf)}")
+    return _routes.first(_ROUTES, f, f, x, v)
+
+
+def _compiled(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    """The compiled route: a float array argument, a straight-line function of the subset."""
+    _outermost()
+    if type(x) is not np.ndarray or x.dtype.kind != "f":
+        raise _routes.Declined("the argument is not one float array")
+    direction = np.asarray(v)
+    if direction.dtype.kind in "biu":
+        direction = direction.astype(float)
+    if direction.dtype.kind != "f":
+        raise _routes.Declined("the direction is not real")
+    result = compiled_hvp(f, x, direction)
+    if result is DECLINED:
+        raise _routes.Declined("not a straight-line function of the subset, or a guard failed")
+    return result
+
+
+def _on_the_tape(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    _outermost()
+    return tape_hvp(f, x, v)
+
+
+def _outermost() -> None:
+    """The fast routes compute on plain values: none runs inside an enclosing context."""
+    if _enclosed():
+        raise _routes.Declined("inside an enclosing context")
+
+
+def _nested(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    """The reference route: ``jvp(grad(f), (x,), (v,))``."""
+    return jvp(grad(f), (x,), (v,))[1]
+
+
+_ROUTES = (("hvp-compiled", _compiled), ("hvp-tape", _on_the_tape), (_routes.REFERENCE, _nested))

@@ -1,0 +1,312 @@
+"""Reverse mode's public functions: ``vjp``, ``grad``, ``value_and_grad``, ``jacrev``,
+``checkpoint``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from overdub import Context, Tagged, opaque, overdub
+
+from .. import _arrays
+from .._custom import custom_vjp
+from .._pytree import flatten, unflatten
+from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _innermost,
+                       _normalize_argnums, _not_a_number)
+from ._calls import _REAL_TYPES
+from ._sweep import _enclosed, _forward, _pull, _rebuild, _release, _sweep, _tree_leaves
+from ._tape import _check_ct
+
+
+@opaque
+@_entry
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+    """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
+
+    Primals and the output are pytrees of floats, complex numbers and arrays.  The tape lives
+    as long as ``pullback`` does; ``pullback`` may be called any number of times.
+
+    Example::
+
+        out, pullback = vjp(lambda x: np.sin(x) * 2, np.ones(3))
+        pullback(np.ones(3))   # (2 * cos(1) * ones(3),)
+
+    See also: :func:`grad`, :func:`jacrev`, :func:`overdub_ad.jvp`.
+    """
+    if not callable(f):
+        raise TypeError(f"vjp: f must be callable, got {f!r}")
+    argnums = tuple(range(len(primals)))
+    tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums)
+
+    @opaque
+    @_entry
+    def pullback(ct: Any) -> tuple[Any, ...]:
+        return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
+
+    return unflatten(tree, plain), pullback
+
+
+@opaque
+@_entry
+def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+    """A function returning ``(f(*args), grad)`` (``((value, aux), grad)`` with ``has_aux``)."""
+    if not callable(f):
+        raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
+    check_argnums("value_and_grad", argnums)
+
+    @opaque
+    @_entry
+    def value_and_gradient(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        nums = _normalize_argnums(argnums, len(args))
+        enclosed = _enclosed()
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums, enclosed)
+        out = unflatten(tree, plain)
+        aux = None
+        value_nodes = out_nodes
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError("has_aux=True: f must return a pair (output, auxiliary data)")
+            out, aux = out
+            value_nodes = out_nodes[:len(flatten(out)[0])]
+        value = out
+        inner = _innermost(value)
+        seed: Any = 1.0
+        if type(inner) is not float and _not_a_number(inner):
+            _release(tape)
+            _check_output(inner, "grad")  # None, a str: raises
+        if type(inner) is not float and value_nodes and value_nodes[0] is None and \
+                type(value) is not Tagged:  # (not an enclosing derivative's either)
+            _release(tape)
+            _check_differentiated(inner, False, "grad")  # a constant int, a bool: raises
+        if type(inner) not in _REAL_TYPES:  # (a real number passes every check below)
+            if callable(inner) and not _arrays.is_numeric(inner):
+                _release(tape)
+                lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
+                return ((value, aux), lazy) if has_aux else (value, lazy)
+            if isinstance(inner, (tuple, list, dict)) or np.size(inner) != 1:
+                # (one element in any shape, (1,) or (1, 1), is a scalar: autograd and
+                # PyTorch take it too)
+                got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
+                       else f"shape {np.shape(inner)}")
+                raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
+                                f"Jacobian or vjp for a vector-Jacobian product")
+            if _arrays.is_complex(inner) and not holomorphic:
+                raise TypeError("grad of a complex-valued function: pass holomorphic=True for "
+                                "the complex derivative, or take the real part")
+            # a foreign array's seed is one of its namespace, so that the rules compute there
+            # NumPy's: in the output's precision, so that a float32 function's backward pass
+            # (and a derivative of it, hessian) stays in float32
+            seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
+                np.ones_like(inner) if isinstance(inner, np.ndarray) else \
+                inner.dtype.type(1) if isinstance(inner, np.generic) else \
+                1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
+        grads = _pull(tape, value_nodes, [seed], nodes, nums, not enclosed, consume=True)
+        _release(tape)
+        result = grads if isinstance(argnums, tuple) else grads[0]
+        return ((value, aux), result) if has_aux else (value, result)
+
+    return value_and_gradient
+
+
+class _FunctionGradient:
+    """The gradient of a function-valued function, applied lazily, like forward mode's
+    derivative of one (Manzyuk et al., JFP 2019): the gradient of ``x -> g_x`` at ``x0`` is
+    the function ``y -> grad(x -> g_x(y))(x0)``, each call a fresh tape."""
+
+    def __init__(self, f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 argnums: int | tuple[int, ...], has_aux: bool, holomorphic: bool) -> None:
+        self.f, self.args, self.kwargs = f, args, kwargs
+        self.argnums, self.has_aux, self.holomorphic = argnums, has_aux, holomorphic
+
+    @opaque
+    @_entry
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f, outer_kwargs, has_aux = self.f, self.kwargs, self.has_aux
+
+        def applied(*xs: Any) -> Any:
+            out = f(*xs, **outer_kwargs)
+            return (out[0] if has_aux else out)(*args, **kwargs)
+
+        return grad(applied, self.argnums, holomorphic=self.holomorphic)(*self.args)
+
+
+@opaque
+@_entry
+def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
+    """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``.
+
+    For real-valued ``f`` of complex ``z = x + iy`` the gradient is ``df/dx - i df/dy`` (JAX's
+    and autograd's convention; PyTorch returns its conjugate).  ``holomorphic=True`` gives the
+    complex derivative ``f'(z)`` of a holomorphic ``f``.
+
+    Example::
+
+        grad(lambda x: np.sum(np.sin(x)))(np.zeros(3))   # ones(3)
+    """
+    if not callable(f):
+        raise TypeError(f"grad: f must be callable, got {f!r}")
+    check_argnums("grad", argnums)
+    value_and_gradient = value_and_grad(f, argnums, has_aux, holomorphic)
+
+    @opaque
+    @_entry
+    def gradient(*args: Any, **kwargs: Any) -> Any:
+        out = value_and_gradient(*args, **kwargs)
+        return (out[1], out[0][1]) if has_aux else out[1]
+
+    return gradient
+
+
+def _assemble(rows: list[Any], y: Any, nodes: dict[Any, Any], nums: tuple[int, ...],
+              multiple: bool) -> Any:
+    """Jacobian blocks from the rows (one sweep per element of output ``y``).  Built with
+    comprehensions: it may run under an enclosing context (no list.append)."""
+    shape = np.shape(_innermost(y))
+    per_num = [_rebuild(nodes[num][1], [_block(rows, i, j, shape, x)
+                                        for j, x in enumerate(nodes[num][0])])
+               for i, num in enumerate(nums)]
+    return tuple(per_num) if multiple else per_num[0]
+
+
+def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> Any:
+    if x is None:  # an empty pytree (see _seed)
+        return None
+    xshape = np.shape(_innermost(x))
+    if not rows:
+        return np.zeros(shape + xshape)
+    stacked = np.stack([np.asarray(_tree_leaves(r[i])[j]) for r in rows])
+    return np.reshape(stacked, shape + xshape)
+
+
+@opaque
+@_entry
+def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """The Jacobian of ``f`` by reverse mode: one pullback per output element.
+
+    Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
+    leaf of pytrees; ``jacobian`` is the same function.  For complex inputs and outputs the
+    entries are complex derivatives ``df_i/dz_j`` of a holomorphic ``f``; ``holomorphic=True``
+    says so (as for :func:`grad` and in JAX), and then checks that the inputs and outputs are
+    complex.
+    """
+    if not callable(f):
+        raise TypeError(f"jacrev: f must be callable, got {f!r}")
+    check_argnums("jacrev", argnums)
+
+    @opaque
+    @_entry
+    def jacobian(*args: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args))
+        if holomorphic:
+            _check_complex("inputs", [leaf for num in nums for leaf in flatten(args[num])[0]])
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
+        if holomorphic:
+            _check_complex("outputs", plain)
+        if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
+            _release(tape)
+            _check_output(plain[0], "jacrev")  # None, a str: raises
+        if tree.kind == "leaf" and out_nodes[0] is None and type(plain[0]) is not Tagged:
+            _release(tape)
+            _check_differentiated(plain[0], False, "jacrev")  # a constant int, a bool: raises
+        blocks = []
+        enclosed = _enclosed()
+        for k, y in enumerate(plain):
+            inner = _innermost(y)
+            if callable(inner) and not _arrays.is_numeric(inner):
+                blocks.append(_FunctionJacobian(f, k, args, argnums))
+                continue
+            size = math.prod(np.shape(inner))
+            # unit cotangents: in the output's namespace for an array of another one
+            units = _arrays.directions(inner, 0, size) if _arrays.is_foreign_array(inner) \
+                else None
+            if units is None:
+                inner = np.asarray(inner)
+                dtype = inner.dtype if inner.dtype.kind in "fc" else np.dtype(float)
+            rows = []
+            for e in range(size):
+                cts: list[Any] = [None] * len(plain)
+                if units is not None:
+                    cts[k] = units[e, ...]
+                else:
+                    basis = np.zeros(inner.size, dtype=dtype)
+                    basis[e] = 1.0
+                    cts[k] = basis.reshape(inner.shape) if inner.ndim else basis[0]
+                rows.append(_sweep(tape, out_nodes, cts, nodes, nums))
+            args_ = (rows, y, nodes, nums, isinstance(argnums, tuple))
+            blocks.append(overdub(Context(), _assemble, *args_) if enclosed
+                          else _assemble(*args_))
+        _release(tape)
+        return unflatten(tree, blocks)
+
+    return jacobian
+
+
+jacobian = jacrev
+
+
+def _check_complex(what: str, leaves: list[Any]) -> None:
+    for leaf in leaves:
+        plain = _innermost(leaf)
+        if not (callable(plain) and not _arrays.is_numeric(plain)) and \
+                not _arrays.is_complex(plain):
+            raise TypeError(f"jacrev(holomorphic=True) requires complex {what}, got "
+                            f"{getattr(plain, 'dtype', type(plain).__name__)}")
+
+
+class _FunctionJacobian:
+    """The Jacobian of output leaf ``leaf`` of ``f`` when that leaf is a function: a function
+    too, ``y -> jacrev(x -> f(x)[leaf](y))(x0)``, applied lazily like :class:`_FunctionGradient`."""
+
+    def __init__(self, f: Callable[..., Any], leaf: int, args: tuple[Any, ...],
+                 argnums: int | tuple[int, ...]) -> None:
+        self.f, self.leaf, self.args, self.argnums = f, leaf, args, argnums
+
+    @opaque
+    @_entry
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f, leaf = self.f, self.leaf
+        return jacrev(lambda *xs: flatten(f(*xs))[0][leaf](*args, **kwargs),
+                      self.argnums)(*self.args)
+
+
+@opaque
+@_entry
+def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` that stores nothing on the tape but its inputs: the backward pass recomputes it.
+
+    Trades time for memory (gradient checkpointing): a 100-layer network's gradient keeps one
+    layer's intermediates at a time instead of all of them.
+    """
+    if not callable(f):
+        raise TypeError(f"checkpoint: {f!r} is not callable")
+    checkpointed = custom_vjp(f)
+
+    def fwd(*args: Any) -> tuple[Any, ...]:
+        return f(*args), args
+
+    def bwd(args: tuple[Any, ...], ct: Any,
+            wanted: tuple[int, ...] | None = None) -> tuple[Any, ...]:
+        return _recompute(f, args, ct, tuple(range(len(args))) if wanted is None else wanted)
+
+    checkpointed.defvjp(fwd, bwd)
+    checkpointed._wants_inputs = True
+    return checkpointed
+
+
+@opaque
+def _recompute(f: Callable[..., Any], args: tuple[Any, ...], ct: Any,
+               wanted: tuple[int, ...]) -> tuple[Any, ...]:
+    """The cotangents of the arguments ``wanted`` of ``f`` (None for the others), by a fresh
+    forward pass whose tape is released at once."""
+    tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, wanted)
+    try:
+        grads = _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, wanted, consume=True)
+    finally:
+        _release(tape)
+    return tuple([grads[wanted.index(i)] if i in wanted else None for i in range(len(args))])

@@ -1,0 +1,268 @@
+"""Reverse mode's classification of calls: which builtins iterate, store or move values,
+which in-place operators read their target, the local partial derivatives of float arithmetic
+on the fast scalar path, and what a call's binding and source say about it."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import heapq
+import itertools
+import math
+import numbers
+import operator
+import types
+import weakref
+from typing import Any
+
+import numpy as np
+
+from overdub import Tagged
+
+from .. import _routes, _rules
+from .._array_methods import _REPLACEMENTS
+from .._shared import _innermost
+
+_PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
+_BuiltinMethod = types.BuiltinMethodType  # type([].append)
+# isinstance tuples typed loosely: NumPy's stubs reject the numbers.Number they would narrow to
+_NUMERIC: tuple[type[Any], ...] = (numbers.Number, np.ndarray, np.generic)
+_SCALAR: tuple[type[Any], ...] = (float, complex, np.generic)
+_INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+            operator.imul: operator.mul, operator.itruediv: operator.truediv,
+            operator.ipow: operator.pow, operator.imatmul: operator.matmul}
+# In-place operators whose rules read the target's old value (add/sub only need its shape).
+_READS_TARGET = {operator.imul, operator.itruediv, operator.ipow, operator.imatmul}
+_REAL_TYPES = frozenset({float, int, np.float64})
+# Values _untag_bindings would skip: no closure (a Tagged one is not a function to it either)
+_NOT_FUNCTIONS = frozenset({float, int, complex, np.float64, np.ndarray, Tagged})
+_NATIVE_CONTAINERS = frozenset({tuple, list, range, dict, str})
+
+
+# -- iteration made visible -----------------------------------------------------------------
+
+# Builtins that iterate their arguments: a differentiated array given to them is first split
+# into its (differentiated) elements.
+_ITERATORS = {id(f): f for f in (
+    iter, list, tuple, enumerate, zip, reversed, map, filter, sorted, set, frozenset,
+    itertools.chain, itertools.chain.from_iterable, itertools.islice, itertools.zip_longest,
+    itertools.product, itertools.permutations, itertools.combinations,
+    itertools.combinations_with_replacement, itertools.cycle, itertools.tee, itertools.repeat,
+    itertools.compress, itertools.dropwhile, itertools.takewhile, itertools.filterfalse,
+    itertools.starmap, itertools.groupby, itertools.accumulate, functools.reduce,
+    *[getattr(itertools, name) for name in ("pairwise", "batched") if hasattr(itertools, name)])}
+# C functions that only compare and move values (heaps, sorted insertion): run natively with
+# the tagged values themselves, which they store as they are.
+_MOVING = {id(f): f for f in (heapq.heappush, heapq.heappop, heapq.heapify, heapq.heappushpop,
+                              heapq.heapreplace, bisect.insort, bisect.insort_left,
+                              bisect.insort_right, bisect.bisect, bisect.bisect_left,
+                              bisect.bisect_right,
+                              functools.partial)}  # (its arguments kept, tags and all)
+_STORES = frozenset({"append", "insert", "extend", "__setitem__", "setdefault", "update"})
+
+
+# -- fast scalar partials (no enclosing context) -----------------------------------------------
+
+_NOT_ITERATORS = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, set,
+                            frozenset, range, type(None), np.ndarray, Tagged, slice})
+
+
+def _is_iterator(x: Any) -> bool:
+    t = type(x)
+    return t not in _NOT_ITERATORS and hasattr(t, "__next__")
+
+
+# Float arithmetic and math functions recorded with their partials on floats, as declared
+# beside their shipped rules (_rules.defscalar): an entry is in _FAST1/_FAST2 only while its
+# function's rules are the shipped ones (a rule the user registers wins), rebuilt on change.
+_BINARY_OPERATIONS = frozenset(map(id, (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.iadd,
+    operator.isub, operator.imul, operator.itruediv, operator.ipow, np.add, np.subtract,
+    np.multiply, np.true_divide, np.power, math.pow, pow)))
+_FAST1: dict[int, Any] = {}
+_FAST2: dict[int, Any] = {}
+_FAST: dict[int, Any] = {}
+
+
+@_rules.on_change
+def _fast_tables() -> None:
+    on = _routes.enabled("reverse-partials")
+    for table, arity in ((_FAST1, 1), (_FAST2, 2)):
+        table.clear()
+        if on:
+            table.update(_rules.scalar_partials(arity))
+    _FAST.clear()
+    _FAST.update({**_FAST1, **_FAST2})
+
+
+# A tape for _hvp (ReverseContext.second) on which a custom_jvp rule ran: its tangent map was
+# recorded with primals that tape holds as constants, so _hvp's passes, which differentiate the
+# tape, would miss how the map depends on them.  This entry (not one they take) makes them
+# decline; the nested route differentiates the rule instead.
+_LINEARISED = ("custom_jvp",)
+
+
+def _cell_values(fn: types.FunctionType) -> list[Any]:
+    """The values in ``fn``'s closure cells (an empty one, a name not assigned yet, has none)."""
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return values
+
+
+def _dict_storing(x: Any) -> bool:
+    """A dict subclass that stores items as dict does (``defaultdict``, ``Counter``): a
+    differentiated value is stored in it as it is, as in a dict."""
+    return isinstance(x, dict) and getattr(type(x), "__setitem__", None) is dict.__setitem__
+
+
+_INPLACE_IDS = frozenset(map(id, _INPLACE))
+_ARRAY_MUTATORS = frozenset({"fill", "sort", "put"})  # the methods in _METHODS that write
+
+
+def _written_array(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The plain array that a call with no differentiated argument writes into (``a += 1``,
+    ``np.copyto(a, b)``, ``np.put(a, i, v)``, ``np.add.at(a, i, v)``, ``a.fill(0)``), or None."""
+    if not (id(fn) in _INPLACE_IDS or fn is np.copyto or id(fn) in _REPLACEMENTS):
+        if type(fn) is not _BuiltinMethod:
+            return None
+        owner = fn.__self__  # (np.copyto and operator.iadd are of this type too)
+        if type(owner) is np.ndarray:
+            return owner if fn.__name__ in _ARRAY_MUTATORS else None
+        if not (isinstance(owner, np.ufunc) and fn.__name__ == "at"):
+            return None
+    return args[0] if args and type(args[0]) is np.ndarray else None
+
+
+def _outs(out: Any) -> list[np.ndarray]:
+    """The plain arrays of an ``out=`` argument."""
+    return [o for o in (out if type(out) is tuple else (out,)) if type(o) is np.ndarray]
+
+
+def _put_back(writes: list[tuple[Any, ...]]) -> None:
+    """Run the ``(setattr or operator.setitem, container, key, value)`` writes: Python code,
+    so that an enclosing context sees them."""
+    for write, container, key, value in writes:
+        write(container, key, value)
+
+
+def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
+    """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array)."""
+    if path[0] == "out":
+        return entry.out if len(path) == 1 else entry.out[path[1]]
+    if len(path) == 1:
+        return entry.primals[path[0]]
+    return entry.primals[path[0]][path[1]]
+
+
+def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
+    if path[0] == "out":
+        if len(path) == 1:
+            if _innermost(entry.out) is value:
+                entry.out = saved
+        elif _innermost(entry.out[path[1]]) is value:
+            out = list(entry.out)
+            out[path[1]] = saved
+            entry.out = type(entry.out)(*out) if hasattr(entry.out, "_fields") else \
+                type(entry.out)(out)
+    elif len(path) == 1:
+        if _innermost(entry.primals[path[0]]) is value:
+            entry.primals[path[0]] = saved
+    else:
+        items = entry.primals[path[0]]
+        if _innermost(items[path[1]]) is value:
+            items = list(items)
+            items[path[1]] = saved
+            entry.primals[path[0]] = type(entry.primals[path[0]])(items)
+
+
+_DECISIONS: dict[int, tuple[Any, bool]] = {}
+# Python functions known not to be primitives (the core recurses into them): fn -> (its code,
+# the context class that found out)
+_RECURSIVE: weakref.WeakKeyDictionary[Any, tuple[Any, type]] = weakref.WeakKeyDictionary()
+
+
+def _reads_table() -> dict[int, tuple[Any, ...]]:
+    """What the shipped reverse rules of common functions read, per argument: the positions
+    of the primal arguments (-1 for the output) whose values rule ``i`` uses -- beyond shapes
+    and dtypes, which a placeholder keeps.  ``id(fn) -> (fn, its shipped rules, reads)``;
+    a rule registered later by the user is not in it (its identity differs), so its entries
+    keep every value."""
+    none: frozenset[int] = frozenset()
+    x, y, out = frozenset({0}), frozenset({1}), frozenset({-1})
+    table = {}
+    for fns, reads in (((operator.add, np.add, operator.sub, np.subtract), (none, none)),
+                       ((operator.neg, np.negative, operator.pos, np.positive, np.sum, np.mean),
+                        (none,)),
+                       ((operator.mul, np.multiply, operator.matmul, np.matmul), (y, x)),
+                       ((operator.truediv, np.true_divide), (y, y | out)),
+                       ((operator.pow, np.power), (x | y, x | y | out)),
+                       ((np.tanh, np.exp, np.sqrt, np.tan, np.expm1, np.reciprocal, np.cbrt),
+                        (out,)),
+                       ((np.sin, np.cos, np.log, np.log1p, np.log2, np.log10, np.square,
+                         np.arctan, np.sinh, np.cosh, np.arcsin, np.arccos, np.arcsinh,
+                         np.arctanh), (x,))):
+        for fn in fns:
+            rules = _rules.vjp_rules(fn)
+            if rules is not None:
+                table[id(fn)] = (fn, rules, reads)
+    return table
+
+_NOT_SIMPLE = object()
+_SIMPLE_VALUES = frozenset({np.ndarray, float, np.float64, complex, np.complex128})
+_SIMPLE_ARGS = frozenset({np.ndarray, float, int, bool, complex, str, type(None), slice,
+                          type(Ellipsis), type, np.float64, np.int64, np.intp, np.bool_})
+
+
+def _plain_tuple(t: tuple[Any, ...]) -> bool:
+    """A tuple of plain numbers, indices and arrays (a shape, an index, axes)."""
+    for item in t:
+        if type(item) not in _SIMPLE_ARGS:
+            return False
+    return True
+
+
+def _binding_error(fn: types.FunctionType, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> None:
+    """Raise the TypeError ``fn(*args, **kwargs)`` raises natively if the arguments do not
+    bind to its parameters: the specialised version's own message would count its hidden
+    first parameter ("takes 2 positional arguments but 3 were given" for one too many)."""
+    import inspect
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        try:
+            fn(*args, **kwargs)  # fails to bind, as natively, before any of fn's code runs
+        except TypeError as native:
+            raise native.with_traceback(None) from None
+
+
+def _remember(fn: Any, decision: bool) -> None:
+    if not isinstance(fn, _PYTHON_CODE) and len(_DECISIONS) < 100_000:
+        _DECISIONS[id(fn)] = (fn, decision)
+
+
+def _positional(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Keyword arguments bound to their positions where ``fn``'s signature says so."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return args, kwargs
+    items, named = list(args), dict(kwargs)
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        if i < len(items):
+            continue
+        if p.name in named:
+            items.append(named.pop(p.name))
+        elif p.default is not p.empty and any(q.name in named for q in params[i + 1:]):
+            items.append(p.default)
+        else:
+            break
+    return tuple(items), named

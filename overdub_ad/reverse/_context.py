@@ -1,0 +1,602 @@
+"""The reverse-mode context: records primitive calls on a tape as ``f`` runs (see
+:mod:`overdub_ad.reverse`)."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import types
+import weakref
+from typing import Any
+
+import numpy as np
+
+from overdub import (Context, Tagged, can_recurse, carries_tags, keeps_heap_metadata, overdub,
+                     recurse, tag)
+
+from .. import _arrays, _callbacks, _routes, _rules
+from .._rules import BILINEAR as _BILINEAR
+from .._array_methods import _replacement
+from .._custom import custom_jvp, custom_vjp
+from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost,
+                       iterate_through, keyed_read, _public, python_iterable, _sourceless,
+                       _user_operator)
+from . import _containers, _mutation, _recording, _specialise
+from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
+                     _DECISIONS, _dict_storing, _FAST, _FAST1, _FAST2, _INPLACE, _is_iterator,
+                     _ITERATORS, _MOVING, _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
+                     _REAL_TYPES, _RECURSIVE, _remember, _STORES, _written_array)
+from ._plans import _plan, _PLANS
+from ._tape import _element_index, _Entry, _Node, _placeholder, _root
+
+# -- the context --------------------------------------------------------------------------------
+
+class ReverseContext(Context):
+    """The reverse-mode context: one instance (and one tape) per ``vjp`` call.
+
+    ``nested``: whether an enclosing context must see what this one computes (then every
+    primal call and every rule runs through it); the API functions find out for themselves.
+    """
+
+    def __init__(self, nested: bool = True) -> None:
+        super().__init__()
+        self.nested = nested
+        self.tape: list[Any] = []
+        # Arrays written in place (and views read after a write): id -> [weak ref, node, gen]
+        self.versions: dict[int, list[Any]] = {}
+        # Differentiated arrays that views were taken of: id -> (weak ref, node)
+        self.roots: dict[int, tuple[Any, ...]] = {}
+        # Arrays the tape holds as values: id(root) -> [(array, entry, path)], so that an
+        # in-place write first copies the values the entries need.  Kept from the first
+        # in-place write on (``tracking``; the tape so far is scanned then): most functions
+        # never write, and need not pay for it on every call.
+        self.held: dict[int, list[Any]] = {}
+        self.tracking = False
+        # Recording for a second derivative of the tape itself (see _hvp): every entry keeps
+        # its function and all its values (no local partials, nothing left out)
+        self.second = False
+        # Containers holding this context's tagged values natively: id -> (container, name)
+        self.stores: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._store_limit = 256
+        # id -> (Python function, is it a primitive, the rules' version then)
+        self._functions: dict[int, tuple[Any, bool, int]] = {}
+        # Python functions run by their specialised versions (see _specialise): id -> (fn, it)
+        self._specs: dict[int, tuple[Any, Any]] = {}
+        self._ref: Any = None
+        self._label = f"{type(self).__name__} context at {id(self):#x}"
+
+    def metadata_type(self, value_type: type) -> Any:
+        if _arrays.is_numeric_type(value_type):
+            return _Node
+        return None
+
+    # -- tagging ---------------------------------------------------------------------------
+    def _wrap(self, value: Any, node: _Node) -> Tagged:
+        ref = self._ref
+        if ref is None:
+            t = tag(value, self, node)
+            self._ref = t.owner
+            return t
+        return Tagged(value, node, ref, self._label)
+
+    def _node(self, x: Any) -> Any:
+        """The node ``x`` stands for in this context, or None."""
+        if type(x) is Tagged:
+            if x.owner is not self._ref:
+                # an enclosing context's array that this context wrote into: its version
+                v = _innermost(x) if self.versions else None
+                return self._array_node(v, None) if type(v) is np.ndarray else None
+            if self.versions:
+                v = _innermost(x.value)
+                if type(v) is np.ndarray:
+                    return self._array_node(v, x.meta)
+            return x.meta
+        if type(x) is np.ndarray and self.versions:
+            return self._array_node(x, None)
+        return None
+
+    def _array_node(self, arr: np.ndarray, meta: Any) -> Any:
+        """The current node of array ``arr`` (tagged with ``meta``, or plain: None)."""
+        versions = self.versions
+        slot = versions.get(id(arr))
+        if slot is not None and slot[0]() is not arr:
+            slot = None
+        if not isinstance(arr.base, np.ndarray):
+            return meta if slot is None else slot[1]
+        root = _root(arr)
+        rslot = versions.get(id(root))
+        if rslot is None or rslot[0]() is not root:
+            return meta if slot is None else slot[1]
+        gen = rslot[2]
+        if slot is not None:
+            if slot[2] == gen:
+                return slot[1]
+        elif meta is not None and getattr(meta, "gen", 0) == gen:
+            return meta
+        # the array it views was written since: read this view's values from its new version
+        node = None
+        if rslot[1] is not None:
+            node = self._gather(root, rslot[1], arr)
+        self._set_slot(arr, node, gen)
+        return node
+
+    def _gather(self, root: np.ndarray, root_node: _Node, view: np.ndarray) -> _Node:
+        index = _element_index(view, root)
+        if index is None:
+            raise NotImplementedError(
+                f"overdub_ad reverse mode: cannot follow a view of dtype {view.dtype} into an "
+                f"array of dtype {root.dtype} that was written in place")
+        node = _Node()
+        self.tape.append(_Entry(operator.getitem, [_placeholder(root), index], {}, None,
+                                [root_node, None], node))
+        return node
+
+    def _set_slot(self, arr: np.ndarray, node: Any, gen: int) -> None:
+        key = id(arr)
+        versions = self.versions
+        slot = versions.get(key)
+        if slot is not None and slot[0]() is arr:
+            slot[1], slot[2] = node, gen
+            return
+        ref = weakref.ref(arr, lambda _: versions.pop(key, None))
+        versions[key] = [ref, node, gen]
+
+    def _closes_over(self, fn: Any, depth: int = 0) -> bool:
+        """Whether ``fn`` reads a value differentiated here other than through its arguments:
+        from its closure cells, its defaults or a partial's arguments (and theirs, for the
+        functions among them)."""
+        if isinstance(fn, functools.partial):
+            captured = [fn.func, *fn.args, *fn.keywords.values()]
+        else:
+            fn = getattr(fn, "__func__", fn)  # (a bound method's function)
+            if type(fn) is not types.FunctionType:
+                return False
+            captured = [*_cell_values(fn), *(fn.__defaults__ or ()),
+                        *(fn.__kwdefaults__ or {}).values()]
+        return any(self._carries(v) or (depth < 4 and callable(v)
+                                        and self._closes_over(v, depth + 1)) for v in captured)
+
+    def _carries(self, x: Any, depth: int = 0) -> bool:
+        if self._node(x) is not None:
+            return True
+        if depth < 3 and type(x) in (list, tuple):
+            return any(self._carries(v, depth + 1) for v in x)
+        if depth < 3 and type(x) is dict:
+            return any(self._carries(v, depth + 1) for v in x.values())
+        return False
+
+    # -- which calls are ours ----------------------------------------------------------------
+    def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        ref = self._ref
+        for a in args:
+            if type(a) is Tagged and a.owner is ref:
+                if id(fn) in _FAST:  # always ours (a rule)
+                    return True
+                if fn is operator.getitem:  # ours, but for a key into an object whose
+                    # __getitem__ is Python (np.r_[x]): that code is run, and sees the key
+                    subject = args[0]
+                    return type(subject) is Tagged or not isinstance(
+                        getattr(type(subject), "__getitem__", None), types.FunctionType)
+                decision = _DECISIONS.get(id(fn))  # (_direct's answer for a C function)
+                if decision is not None and decision[0] is fn:
+                    return decision[1]
+                return self._direct(fn, args, kwargs)
+        if not self.nested and args:
+            # run natively in execute: cheaper than the tag machinery's path
+            if fn is getattr and type(args[0]) is types.ModuleType:
+                return True  # np.sin
+            if (fn is operator.getitem or fn is iter) and len(args) <= 2 \
+                    and type(args[0]) in _NATIVE_CONTAINERS:
+                return True
+            if id(fn) in _FAST and not kwargs and type(args[0]) in _REAL_TYPES and \
+                    type(args[-1]) in _REAL_TYPES:
+                return True  # arithmetic on plain floats
+        return self._indirect(fn, args, kwargs)
+
+    def _direct(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a call with a differentiated argument is a primitive."""
+        if type(fn) is types.FunctionType:
+            # user code, called again and again: the decision kept for this run, made below
+            # by the same checks while the rules were as they are
+            known = self._functions.get(id(fn))
+            if known is not None and known[0] is fn and known[2] == _rules.version:
+                return known[1]
+        decision = _DECISIONS.get(id(fn))
+        if decision is not None and decision[0] is fn:  # never a replacement nor an alias
+            return decision[1]
+        if fn is operator.setitem or fn is operator.delitem:  # (never a kept decision)
+            container = _innermost(args[0])
+            if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter) \
+                    or _dict_storing(container) or _arrays.is_foreign_array(container):
+                return True
+            return not isinstance(getattr(type(container), "__setitem__", None),
+                                  types.FunctionType)
+        if _rules.method_with_rules(fn, _rules.vjp_rules) is not None:
+            return True  # model.energy(x), a.dot(y): the method's rules (see execute)
+        if _replacement(fn) is not None:
+            return True
+        fn = _public(fn)
+        decision = _DECISIONS.get(id(fn))
+        if decision is not None and decision[0] is fn:
+            return decision[1]
+        if fn is getattr or fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
+                or (type(fn) is custom_jvp and fn.jvp is not None) \
+                or id(fn) in _MOVING:
+            return True
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and (
+                fn.__name__ in _STORES or fn.__name__ in ("get", "pop")):
+            return True  # (get and pop: a differentiated default, which the core would strip)
+        if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
+            _remember(fn, True)
+            return True
+        if carries_tags(fn):
+            _remember(fn, False)
+            return False  # the tag machinery moves it (heap), or looks at the plain value
+        if type(fn) is types.FunctionType:
+            # the decision is kept for this run (a strong reference, so the id stays the
+            # function's), and across runs whether the core can recurse into it (the same
+            # each time)
+            seen = _RECURSIVE.get(fn)
+            if seen is not None and seen[0] is fn.__code__ and seen[1] is type(self):
+                decided = False
+            else:
+                decided = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
+                if not decided:
+                    _RECURSIVE[fn] = (fn.__code__, type(self))
+            if not decided and not self.nested and not self.second and \
+                    _routes.enabled("reverse-specialised"):
+                spec = _specialise.specialised(fn)
+                if spec is not None:  # run by execute, arithmetic expanded in place
+                    self._specs[id(fn)] = (fn, spec)
+                    decided = True
+                    _routes.ran("reverse-specialised", fn)
+                else:
+                    _routes.declined("reverse-specialised", "outside the compiled subset", fn)
+            self._functions[id(fn)] = (fn, decided, _rules.version)
+            return decided
+        python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
+                                                            types.FunctionType)
+        if python:
+            return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
+        return not can_recurse(self, fn, *args, **kwargs)
+
+    def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """A call without a differentiated argument of its own: written arrays, containers of
+        differentiated values, keywords, ``out=`` buffers."""
+        if kwargs:
+            ref = self._ref
+            for v in kwargs.values():
+                if (type(v) is Tagged and v.owner is ref) or \
+                        (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
+                    return self._direct(fn, args, kwargs)
+            out = kwargs.get("out")
+            if out is not None and (self.versions or any(map(self._carries, args))
+                                    or any(map(self._holds, _outs(out)))):
+                return True
+        if self.versions:
+            for a in args:
+                a = _innermost(a)  # (an enclosing context's array too)
+                if type(a) is np.ndarray and self._array_node(a, None) is not None:
+                    return self._direct(fn, args, kwargs)
+        if self._ref is None:
+            return False
+        if fn is operator.getitem or fn is operator.contains:
+            return False
+        if _rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None:
+            return True  # a library function restated for differentiation (SciPy's solvers)
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.vjp_rules(fn) is None and not can_recurse(self, fn, *args, **kwargs):
+            return True  # C code that calls back into Python: see _callbacks.call_guarded
+        if fn is operator.setitem:
+            return self._writes(*args)
+        if fn is setattr:
+            return self._carries(args[2]) and not isinstance(args[2], (Tagged,))
+        if self.tape:
+            target = _written_array(fn, args, kwargs)
+            if target is not None and self._holds(target):
+                return True
+        containers = [a for a in args if type(a) in (list, tuple, dict)]
+        if id(fn) in CONSUMERS and any(map(python_iterable, args)):
+            return True  # math.fsum(bag): the bag is iterated through the context
+        if not containers:
+            # an iterator consumed by a C function (math.fsum(x * k for k in ks)): its items
+            # may be differentiated values, which the function would read natively
+            return any(map(_is_iterator, args)) and not carries_tags(fn) and \
+                id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
+                not can_recurse(self, fn, *args, **kwargs)
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
+            return fn.__name__ in _STORES and any(map(self._carries, containers))
+        if id(fn) in _MOVING:
+            return any(map(self._carries, containers))
+        if id(fn) in _ITERATORS or fn in (operator.add, operator.iadd, operator.mul,
+                                          operator.imul, operator.concat):
+            if fn is operator.iadd and type(args[0]) is list:  # L += [v]: stored as it is
+                return self._carries(args[1])
+            if fn is not operator.concat and any(isinstance(a, (np.ndarray, np.generic))
+                                                 for a in args):
+                # np.ones(3) + [s]: NumPy reads the list as an array (list concatenation and
+                # repetition are for lists alone)
+                return any(map(self._carries, containers))
+            return fn is itertools.accumulate and any(map(self._carries, containers))
+        fn = _public(fn)
+        if _rules.vjp_rules(fn) is not None or fn is np.copyto:
+            return any(map(self._carries, containers))
+        if carries_tags(fn) or isinstance(fn, _PYTHON_CODE) or \
+                isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+            return False
+        # a C function given differentiated values inside a list (np.block, np.select): it
+        # would read them natively, dropping the derivative -- a rule or MissingRuleError
+        return any(map(self._carries, containers)) and not can_recurse(self, fn, *args,
+                                                                        **kwargs)
+
+    def _writes(self, container: Any, index: Any, value: Any) -> bool:
+        """Whether ``container[index] = value`` is this context's: a differentiated value
+        stored, or a write into an array that is differentiated or written before."""
+        if type(container) in (list, dict):
+            return self._carries(value)
+        if isinstance(container, np.ndarray):
+            return self._carries(value) or self._holds(container)
+        if type(container) is np.flatiter:
+            return self._carries(value) or (
+                bool(self.versions) and self._array_node(container.base, None) is not None)
+        return False
+
+    # -- recording -----------------------------------------------------------------------------
+    def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        p: Any  # the local partial derivative on the unary fast path
+        if type(fn) is types.FunctionType:
+            found = self._specs.get(id(fn))
+            if found is not None and found[0] is fn:
+                try:
+                    return found[1](self, *args, **kwargs)
+                except TypeError as exc:
+                    if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+                        _binding_error(fn, args, kwargs)  # raised by the call: say it as fn
+                    raise
+        if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
+                type(args[1]) is Tagged and args[1].owner is self._ref:
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse")
+        keyed = keyed_read(fn, args) if type(fn) is not types.FunctionType else None
+        if keyed is not None and type(keyed[1]) is Tagged and keyed[1].owner is self._ref:
+            return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
+                                         "reverse")
+        if not self.nested and not kwargs and not (
+                args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
+                and fn is not operator.getitem):  # (array code: none of these paths is its)
+            if fn is getattr and type(args[0]) is types.ModuleType:
+                value = getattr(*args)
+                if callable(value):  # np.sin: no metadata to look for
+                    return value
+                return self.fallback(fn, *args)
+            if fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
+                return fn(*args)
+            if len(args) == 2:
+                partials = _FAST2.get(id(fn))
+                if partials is not None:
+                    out = self._arithmetic(fn, partials, *args)
+                    if out is not _NOT_SIMPLE:
+                        return out
+            elif len(args) == 1:
+                partial = _FAST1.get(id(fn))
+                if partial is not None:
+                    a = args[0]
+                    if type(a) in _REAL_TYPES:
+                        return fn(a)
+                    if type(a) is Tagged and a.owner is self._ref and \
+                            type(a.value) in _REAL_TYPES:
+                        va = a.value
+                        out = fn(va)
+                        p = partial(va, out) if type(out) in _REAL_TYPES else None
+                        if p is not None and not self.second:
+                            node = len(self.tape)
+                            self.tape.append((node, a.meta, p))
+                            return Tagged(out, node, self._ref, self._label)
+            if fn is operator.getitem:
+                out = self._scalar_read(*args)
+                if out is not _NOT_SIMPLE:
+                    return out
+        if not self.nested and not self.versions:
+            plan = _PLANS.get(id(fn))
+            if plan is None or plan.fn is not fn or plan.version != _rules.version:
+                plan = _plan(fn)
+            if plan.simple:
+                out = self._simple_call(fn, plan, args, kwargs)
+                if out is not _NOT_SIMPLE:
+                    return out
+        return self._general(fn, args, kwargs)
+
+    def _scalar_read(self, container: Any, index: Any) -> Any:
+        """``x[i]`` with no enclosing context: an item of a Python container, or a float read
+        from a differentiated array in a loop (one tape tuple); else ``_NOT_SIMPLE``."""
+        if type(container) in _NATIVE_CONTAINERS:
+            if type(container) is dict and keeps_heap_metadata(self):
+                return self.fallback(operator.getitem, container, index)  # (vars(obj)[name])
+            return container[index]
+        if type(container) is Tagged and container.owner is self._ref and \
+                (type(index) is int or (type(index) is tuple and
+                                        all(type(i) is int for i in index))):
+            array = container.value
+            if type(array) is np.ndarray:
+                out = array[index]
+                if type(out) is np.float64:  # x[i] of a float array, in a loop
+                    node = len(self.tape)
+                    self.tape.append((node, self._node(container), index,
+                                      _placeholder(array)))
+                    return Tagged(out, node, self._ref, self._label)
+        return _NOT_SIMPLE
+
+    def _arithmetic(self, fn: Any, partials: Any, a: Any, b: Any) -> Any:
+        """Float arithmetic with no enclosing context: the local partials recorded (one tape
+        tuple), or ``_NOT_SIMPLE`` (the general path)."""
+        p: Any  # the local partial derivatives: a pair
+        ref = self._ref
+        if type(a) is Tagged and a.owner is ref:
+            na, va = a.meta, a.value
+        else:
+            na, va = None, a
+        if type(b) is Tagged and b.owner is ref:
+            nb, vb = b.meta, b.value
+        else:
+            nb, vb = None, b
+        if type(va) in _REAL_TYPES and type(vb) in _REAL_TYPES:
+            if na is None and nb is None:
+                return fn(va, vb)
+            if partials is _BILINEAR:
+                out, p = fn(va, vb), (vb, va)
+            elif type(partials) is tuple:  # linear: constant partials
+                out, p = fn(va, vb), partials
+            else:
+                try:
+                    out = fn(va, vb)
+                except ZeroDivisionError:
+                    out = None
+                p = None if out is None or type(out) not in _REAL_TYPES else \
+                    partials(va, vb, out, na is not None, nb is not None)
+            if p is not None and not self.second:
+                node = len(self.tape)
+                self.tape.append((node, na, p[0], nb, p[1]))
+                return Tagged(out, node, ref, self._label)
+        return _NOT_SIMPLE
+
+    def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What ``execute`` does for a call that no fast path took."""
+        if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
+                _rules.vjp_rules(fn) is None and not any(map(self._carries, args)):
+            return _callbacks.call_guarded(self, fn, args, kwargs, self._carries, "reverse",
+                                           self._run)
+        if id(fn) in _BINARY_OPERATIONS:
+            for method, operands in _user_operator(fn, args):
+                out = recurse(self, method, *operands)
+                if out is not NotImplemented:
+                    return out
+        if fn is getattr:
+            return self._attribute(*args)
+        if fn is operator.setitem or fn is operator.delitem:
+            return self._setitem(fn, *args)
+        method = _rules.method_with_rules(fn, _rules.vjp_rules)
+        if method is not None:  # a.dot(y) is np.ndarray.dot(a, y), as Python runs it
+            return self.execute(method[0], method[1], *args, **kwargs)
+        replacement = _replacement(fn)
+        if replacement is not None:
+            return recurse(self, replacement, *args, **kwargs)
+        if fn is setattr:
+            return self._setattr(*args)
+        if id(fn) in _ITERATORS:
+            return self._iterate(fn, args, kwargs)
+        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
+            return self._store(fn, args, kwargs)
+        if id(fn) in _MOVING:
+            for a in args:
+                if type(a) is list:
+                    self._note_store(a)
+            return fn(*args, **kwargs)
+        if fn is dict:  # dict(a=v): the values stored as they are
+            out = fn(*args, **kwargs)
+            self._note_store(out)
+            return out
+        if id(fn) in CONSUMERS:
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
+                         for a in args)
+        if any(map(_is_iterator, args)):
+            return self._consume(_public(fn), args, kwargs)
+        if fn in _INPLACE:
+            out = self._inplace(fn, args)
+            if out is not _NOT_SIMPLE:
+                return out
+        if fn is np.copyto:
+            return self._copyto(*args, **kwargs)
+        if kwargs.get("out") is not None:
+            return self._write_out(fn, args, kwargs)
+        fn = _public(fn)
+        implementation = _implementation(fn)
+        if implementation is not None:
+            return recurse(self, implementation, *args, **kwargs)
+        return self._call(fn, args, kwargs)
+
+    def _inplace(self, fn: Any, args: tuple[Any, ...]) -> Any:
+        """``a += b`` and friends: written into an array (versioned) or a list (its values
+        stored as they are); else ``_NOT_SIMPLE`` (the operator's rule)."""
+        target = _innermost(args[0])
+        if isinstance(target, np.ndarray):
+            return self._write_inplace(fn, *args)
+        if type(target) is list and fn is operator.iadd:
+            other = _innermost(args[1])
+            if isinstance(other, (np.ndarray, np.generic)) or _arrays.is_foreign_array(other):
+                return self.execute(operator.add, *args)  # NumPy's __radd__ answers first
+            self._note_store(target)  # L += [v]: extended, the values stored as they are
+            target += args[1]
+            return target
+        if _arrays.is_foreign_array(target):
+            raise _arrays.write_error(target, "reverse")
+        return _NOT_SIMPLE
+
+    def _read(self, container: Tagged, index: int) -> Any:
+        """``x[i]`` of a differentiated array, for specialised code: a scalar read of a float
+        array recorded as in ``execute``, anything else through the context."""
+        array = container.value
+        if container.owner is self._ref and type(array) is np.ndarray:
+            out = array[index]
+            if type(out) is np.float64:
+                node = len(self.tape)
+                self.tape.append((node, self._node(container), index, _placeholder(array)))
+                return Tagged(out, node, self._ref, self._label)
+        if self.is_primitive(operator.getitem, container, index):
+            return self.execute(operator.getitem, container, index)
+        return overdub(self, operator.getitem, container, index)
+
+    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` on plain values: through the enclosing context if there is one."""
+        if self.nested:
+            return self.fallback(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    def _plain(self, x: Any) -> Any:
+        if type(x) is Tagged:
+            return x.value if x.owner is self._ref else x
+        if type(x) in (list, tuple) and x:
+            return type(x)([self._plain(v) for v in x])
+        return x
+
+    def _inputs(self, x: Any) -> Any:
+        if type(x) in (list, tuple) and x:
+            nodes = [self._inputs(v) for v in x]
+            return nodes if any(n is not None for n in nodes) else None
+        return self._node(x)
+
+    def _differentiated_array(self, x: Any) -> bool:
+        plain = _innermost(x)
+        return isinstance(plain, np.ndarray) and plain.ndim > 0 and self._node(x) is not None
+
+    # primitive calls recorded on the tape: see _recording
+    _call = _recording._call
+    _through_jvp_rule = _recording._through_jvp_rule
+    _simple_call = _recording._simple_call
+    _record = _recording._record
+    _hold = _recording._hold
+
+    # writes into arrays, versioned: see _mutation
+    _track = _mutation._track
+    _save_before_write = _mutation._save_before_write
+    _note_views = _mutation._note_views
+    _root_node = _mutation._root_node
+    _holds = _mutation._holds
+    _commit = _mutation._commit
+    _bump = _mutation._bump
+    _setitem = _mutation._setitem
+    _write_item = _mutation._write_item
+    _write_inplace = _mutation._write_inplace
+    _write_out = _mutation._write_out
+    _copyto = _mutation._copyto
+
+    # values stored into containers and objects, and iteration: see _containers
+    _store = _containers._store
+    _setattr = _containers._setattr
+    _note_store = _containers._note_store
+    _release_stores = _containers._release_stores
+    _cleaned = _containers._cleaned
+    _consume = _containers._consume
+    _guard = _containers._guard
+    _iterate = _containers._iterate
+    _elements = _containers._elements
+    _attribute = _containers._attribute

@@ -1,0 +1,233 @@
+"""Primitive calls recorded on the tape: a rule's entry, the scalar fast path, plans for NumPy
+calls on arrays, ``custom_jvp`` linearised.  (Methods of :class:`ReverseContext`.)"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from overdub import Tagged, recurse
+
+from .. import _callbacks, _rules
+from .._arraylike import array_like, stackable, takes_arrays
+from .._custom import custom_jvp, custom_vjp
+from .._pytree import flatten, unflatten
+from .._shared import _innermost, _no_derivative_lost, _zero
+from ._calls import (_LINEARISED, _NOT_SIMPLE, _plain_tuple, _positional, _SIMPLE_ARGS,
+                     _SIMPLE_VALUES)
+from ._plans import _NP_UNSTACK, _Plan
+from ._tape import _carries_int, _Entry, _is_differentiable, _Node, _placeholder, _root
+
+if TYPE_CHECKING:
+    from ._context import ReverseContext
+
+def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A primitive call: run on plain values, record an entry with the argument nodes."""
+    if type(fn) is custom_jvp:
+        return self._through_jvp_rule(fn, args, kwargs)
+    if kwargs and any(self._carries(v) for v in kwargs.values()):
+        args, kwargs = _positional(fn, args, kwargs)
+        if any(self._carries(v) for v in kwargs.values()):
+            name = next(k for k, v in kwargs.items() if self._carries(v))
+            raise _rules.MissingRuleError(
+                f"no reverse-mode derivative rule for {_callbacks.describe(fn)} with "
+                f"respect to its keyword argument {name!r} under {type(self).__name__}; "
+                f"pass it positionally or register a rule with overdub_ad.defvjp")
+    primals = [self._plain(a) for a in args]
+    inputs = [self._inputs(a) for a in args]
+    if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
+        # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
+        primals = [self._run(np.asarray, p) if type(n) is list and array_like(p)
+                   and stackable(p) else p for p, n in zip(primals, inputs)]
+    plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
+    if isinstance(fn, custom_vjp):
+        if fn.fwd is None:
+            return recurse(self, fn.fn, *args, **kwargs)
+        if self._closes_over(fn.fn):
+            if getattr(fn, "_wants_inputs", False):  # checkpoint: differentiated through,
+                return recurse(self, fn.fn, *args, **kwargs)  # nothing recomputed
+            raise _rules.MissingRuleError(
+                f"custom_vjp function {_rules._name(fn.fn)} reads a differentiated value "
+                f"from its closure or defaults, which its vjp rule gives no cotangent for: "
+                f"pass that value as an argument")
+        out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
+        bwd = fn.bwd
+        assert bwd is not None  # defvjp sets fwd and bwd together
+        if getattr(fn, "_wants_inputs", False):  # checkpoint: only what is needed
+            wanted = tuple([i for i, n in enumerate(inputs) if n is not None])
+            joint = lambda ct: bwd(residuals, ct, wanted)  # noqa: E731
+        else:
+            joint = lambda ct: bwd(residuals, ct)  # noqa: E731
+        return self._record(fn, primals, plain_kwargs, out, inputs, joint=joint)
+    if _rules.is_nondifferentiable(fn) or all(n is None for n in inputs):
+        return self._run(fn, *primals, **plain_kwargs)
+    rules = _rules.vjp_rules(fn)
+    for i, node in enumerate(inputs):
+        if node is not None and (rules is None or i >= len(rules) or rules[i] is None):
+            out = self._run(fn, *primals, **plain_kwargs)
+            if _no_derivative_lost(out, all(type(n) is list for n in inputs
+                                            if n is not None)):
+                return out  # (text, a sort key's string): nothing lost, as forward mode
+            raise _rules.missing(fn, i, "reverse", type(self).__name__)
+    out = self._run(fn, *primals, **plain_kwargs)
+    return self._record(fn, primals, plain_kwargs, out, inputs,
+                        shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
+
+
+def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """A :class:`custom_jvp` function, differentiated by its rule as JAX does.  The rule's
+    tangent map is linear: it is recorded with the primals plain here and each
+    differentiated argument's tangent standing for the argument itself (``x - x``, zero in
+    value, with ``x``'s node), and added to the rule's output.  The cotangents are then
+    the transposed map's; an enclosing derivative sees the map's coefficients depend on
+    the primals."""
+    leaves, tree = flatten(list(fn.positional(args, kwargs)))
+    primals = [self._plain(leaf) for leaf in leaves]
+    tangents = [_zero(p, ()) if self._node(leaf) is None else
+                self.execute(operator.sub, leaf, p) for leaf, p in zip(leaves, primals)]
+    result = self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
+                          tuple(unflatten(tree, tangents)))
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
+                        f"(primal_out, tangent_out), got {type(result).__name__}")
+    if self.second:
+        self.tape.append(_LINEARISED)
+    outs, out_tree = flatten(result[0])
+    douts, dout_tree = flatten(result[1])
+    if len(outs) != len(douts):
+        raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
+                        f"structure {dout_tree} for an output of structure {out_tree}")
+    return unflatten(out_tree, [o if self._node(d) is None else
+                                self.execute(operator.add, self._plain(o), d)
+                                for o, d in zip(outs, douts)])
+def _simple_call(self: ReverseContext, fn: Any, plan: _Plan, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+    """What :meth:`_call` does for the common call -- a function with rules, on arrays
+    and numbers, no enclosing context, no array versioned yet -- without its generality
+    (containers of differentiated values, keywords that carry them, ``out=``), from
+    ``fn``'s plan.  ``_NOT_SIMPLE`` for any other call, before anything ran."""
+    ref = self._ref
+    primals = list(args)
+    inputs: list[Any] = [None] * len(primals)
+    mask = 0  # bit i: argument i is differentiated
+    i = 0
+    for a in args:
+        kind = type(a)
+        if kind is Tagged:
+            value = a.value
+            if a.owner is not ref or type(value) not in _SIMPLE_VALUES:
+                return _NOT_SIMPLE
+            primals[i] = value
+            inputs[i] = a.meta
+            mask |= 1 << i
+        elif kind not in _SIMPLE_ARGS and not (kind is tuple and _plain_tuple(a)):
+            return _NOT_SIMPLE
+        i += 1
+    if kwargs:
+        if "out" in kwargs:
+            return _NOT_SIMPLE
+        for v in kwargs.values():
+            if not (type(v) in _SIMPLE_ARGS or (type(v) is tuple and _plain_tuple(v))):
+                return _NOT_SIMPLE
+    if not mask or plan.nondifferentiable:
+        return fn(*primals, **kwargs)
+    how = plan.masks.get(mask)
+    if how is None:
+        how = plan.recording(mask)
+    unread = how[0]
+    if unread is None:
+        return _NOT_SIMPLE  # MissingRuleError, from _call
+    rules = plan.rules
+    out = fn(*primals, **kwargs) if kwargs else fn(*primals)
+    kind = type(out)
+    if (kind is np.ndarray and out.base is None and out.dtype.kind in "fc"
+            and fn is not operator.getitem) or kind is float or kind is np.float64:
+        node = _Node()
+        kept = out
+        # values no rule of a differentiated argument reads are not kept: they are freed
+        # as in the plain run (memory, and time: the allocator reuses them)
+        if not self.second:
+            for i in unread:
+                primals[i] = _placeholder(primals[i])
+            if how[1]:
+                kept = _placeholder(out)
+        quick = plan.quick
+        if quick is not None and (quick[4] or not self.second) and \
+                quick[2](mask, primals, kwargs):
+            rules = quick[3]  # x ** 2, a @ b, np.sum(a): the same numbers, faster
+        entry = _Entry(fn, primals, kwargs, kept, inputs, node, None, rules)
+        self.tape.append(entry)
+        if self.tracking:  # (a plain array the tape holds was written in place)
+            self._hold(entry, primals, kept)
+        return Tagged(out, node, ref, self._label)
+    if fn is operator.getitem and kind is np.ndarray and out.dtype.kind in "fc":
+        # x[1:]: _record's work for a view of x, where x owns its data (x's node is the
+        # one a write into the view updates) or is itself a view (nothing to note)
+        x = primals[0]
+        if out.base is x and type(inputs[0]) is _Node and id(x) not in self.roots:
+            self.roots[id(x)] = (weakref.ref(x), inputs[0])
+        node = _Node()
+        primals[0] = _placeholder(x)
+        entry = _Entry(fn, primals, kwargs, out, inputs, node, None, rules)
+        self.tape.append(entry)
+        if self.tracking:
+            self._hold(entry, primals, out)
+        return Tagged(out, node, ref, self._label)
+    return self._record(fn, primals, kwargs, out, inputs,
+                        shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
+def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+            inputs: list[Any], joint: Callable[..., Any] | None = None,
+            shape_only: bool = False) -> Any:
+    outputs: tuple[_Node | None, ...] | _Node
+    result: Any
+    if isinstance(out, (tuple, list)):
+        outputs = tuple([_Node() if _is_differentiable(o) else None for o in out])
+        if all(n is None for n in outputs):
+            return out
+        items = [o if n is None else self._wrap(o, n) for o, n in zip(out, outputs)]
+        result = type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    elif _is_differentiable(out) or (type(_innermost(out)) is int
+                                     and _carries_int(fn, inputs, joint)):
+        outputs = _Node()
+        result = self._wrap(out, outputs)
+    else:
+        if isinstance(out, np.ndarray) and out.dtype == object:
+            raise _rules.MissingRuleError(
+                f"{_rules._name(fn)} turned a differentiated value into an object array "
+                f"under {type(self).__name__}: its elements would lose their derivatives "
+                f"(np.vectorize and object arrays are not differentiable)")
+        return out
+    self._note_views(primals, inputs, out, outputs)
+    if shape_only:  # the rule needs only the first argument's shape and dtype
+        primals[0] = _placeholder(primals[0])
+    entry = _Entry(fn, primals, kwargs, out, inputs, outputs, joint)
+    self.tape.append(entry)
+    if self.tracking:
+        self._hold(entry, primals, out)
+    return result
+# -- values the tape needs, and views ------------------------------------------------------
+def _hold(self: ReverseContext, entry: _Entry, primals: list[Any], out: Any) -> None:
+    held = self.held
+    for i, value in enumerate(primals):
+        v = _innermost(value)
+        if type(v) is np.ndarray:
+            held.setdefault(id(_root(v)), []).append((v, entry, (i,)))
+        elif type(value) in (list, tuple):
+            for j, item in enumerate(value):
+                w = _innermost(item)
+                if type(w) is np.ndarray:
+                    held.setdefault(id(_root(w)), []).append((w, entry, (i, j)))
+    if isinstance(out, (tuple, list)):
+        for j, item in enumerate(out):
+            w = _innermost(item)
+            if type(w) is np.ndarray:
+                held.setdefault(id(_root(w)), []).append((w, entry, ("out", j)))
+    else:
+        w = _innermost(out)
+        if type(w) is np.ndarray:
+            held.setdefault(id(_root(w)), []).append((w, entry, ("out",)))

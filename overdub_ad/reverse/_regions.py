@@ -1,0 +1,248 @@
+"""Arithmetic regions of the reverse scalar compiler (:mod:`._specialise`): one expression
+as a graph.
+
+An expression of ``+ - * / **`` and unary ``-``/``+`` becomes vertices (operations, leaves,
+constants); the compiler evaluates its leaves in Python's order, then emits, from the graph,
+the value computed natively, the partial derivative of the value in each leaf (reverse
+accumulation over the expression, the adjoints written as text), or the general path, each
+operation through the context.  Text helpers for the generated code sit at the end.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class _Unsupported(Exception):
+    """The function uses something the compiler does not translate: the core runs it."""
+
+
+class _Emitter(Protocol):
+    """What a graph asks of the compiler that writes the generated function."""
+
+    ctx: str  # the context parameter's name
+
+    def emit(self, text: str, origin: ast.AST) -> None: ...
+    def fresh(self, kind: str = "t") -> str: ...
+    def helper(self, name: str) -> str: ...
+    def expr(self, node: ast.expr, origin: ast.AST) -> str: ...
+    def hold(self, text: str, origin: ast.AST) -> str: ...
+
+
+class _Vertex:
+    """A node of an arithmetic expression: an operation, a leaf, or a constant."""
+
+    __slots__ = ("kind", "op", "args", "value", "node", "text", "adjoint")
+
+    def __init__(self, kind: str, op: Any = None, args: tuple[Any, ...] = ()) -> None:
+        self.kind, self.op, self.args = kind, op, args
+        self.value = ""   # the text of its value in the fast block
+        self.node = ""    # a leaf's tape node variable
+        self.text = ""    # a leaf's raw value (what the general path computes with)
+        self.adjoint: list[str] = []
+
+
+class _Graph:
+    """An arithmetic expression as vertices: its leaves evaluated into variables as they are
+    built (Python's order), then code for the values, the partials, or the general path.
+
+    ``arith`` and ``unary`` are the compiler's operator tables (ast operator -> symbol,
+    function[, in-place function]): the operators a region is made of."""
+
+    def __init__(self, compiler: _Emitter, origin: ast.AST,
+                 arith: Mapping[type, tuple[str, Any, Any]],
+                 unary: Mapping[type, tuple[str, Any]]) -> None:
+        self.c = compiler
+        self.origin = origin
+        self.arith, self.unary = arith, unary
+        self.leaves: list[_Vertex] = []
+        self.by_name: dict[str, _Vertex] = {}
+        self.ops: list[_Vertex] = []
+
+    def build(self, node: ast.expr) -> _Vertex:
+        if isinstance(node, ast.BinOp) and type(node.op) in self.arith:
+            left = self.build(node.left)
+            right = self.build(node.right)
+            vertex = _Vertex("op", type(node.op), (left, right))
+            self.ops.append(vertex)
+            return vertex
+        if isinstance(node, ast.UnaryOp) and type(node.op) in self.unary:
+            operand = self.build(node.operand)
+            vertex = _Vertex("op", type(node.op), (operand,))
+            self.ops.append(vertex)
+            return vertex
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float) and \
+                not isinstance(node.value, bool):
+            vertex = _Vertex("const")
+            vertex.value = vertex.text = repr(node.value)
+            self.leaves.append(vertex)
+            return vertex
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            raise _Unsupported  # //, %, @, bit operations, not: left to the core
+        text = self.c.expr(node, self.origin)
+        if isinstance(node, ast.Name) and text in self.by_name:
+            return self.by_name[text]  # a local read twice is one leaf
+        if not _is_name(text):  # a constant of another type (a string, None...)
+            text = self.c.hold(text, self.origin)
+        vertex = _Vertex("leaf")
+        vertex.text = text
+        vertex.value = self.c.fresh("v")
+        vertex.node = self.c.fresh("n")
+        if isinstance(node, ast.Name):
+            self.by_name[text] = vertex
+        self.leaves.append(vertex)
+        return vertex
+
+    def generic(self, vertex: _Vertex, inplace: bool = False) -> str:
+        """The expression with each operation through the context, on the raw leaves."""
+        c = self.c
+        ctx = c.ctx
+        if vertex.kind != "op":
+            return vertex.text
+        if vertex.op in self.unary:
+            op = c.helper("op_" + self.unary[vertex.op][1].__name__)
+            return f"{c.helper('un')}({ctx}, {op}, {self.generic(vertex.args[0])})"
+        fn: Any = self.arith[vertex.op][2 if inplace else 1]
+        return f"{c.helper('bin')}({ctx}, {c.helper('op_' + fn.__name__)}, " \
+               f"{self.generic(vertex.args[0])}, {self.generic(vertex.args[1])})"
+
+    def values(self) -> None:
+        """Each operation's value, natively (the leaves are numbers here)."""
+        for vertex in self.ops:
+            vertex.value = self.c.fresh("s")
+            if vertex.op in self.unary:
+                text = f"{self.unary[vertex.op][0]}{vertex.args[0].value}"
+            else:
+                a, b = vertex.args
+                text = f"{a.value} {self.arith[vertex.op][0]} {b.value}"
+            self.c.emit(f"{vertex.value} = {text}", self.origin)
+
+    def partials(self, root: _Vertex, ok: str) -> list[str]:
+        """The partial derivative of the root in each leaf, by reverse accumulation over the
+        expression (adjoints as text; ``1`` left out of products); on a point the local
+        partials do not cover, ``ok`` becomes False."""
+        emit, origin = self.c.emit, self.origin
+        root.adjoint = ["1"]
+        for vertex in reversed(self.ops):
+            adjoint = self._total(vertex)
+            if adjoint is None:
+                continue
+            if vertex.op in self.unary:
+                arg = vertex.args[0]
+                arg.adjoint.append(adjoint if vertex.op is ast.UAdd else _neg(adjoint))
+                continue
+            a, b = vertex.args
+            if vertex.op is ast.Add:
+                a.adjoint.append(adjoint)
+                b.adjoint.append(adjoint)
+            elif vertex.op is ast.Sub:
+                a.adjoint.append(adjoint)
+                b.adjoint.append(_neg(adjoint))
+            elif vertex.op is ast.Mult:
+                a.adjoint.append(_times(adjoint, b.value))
+                b.adjoint.append(_times(adjoint, a.value))
+            elif vertex.op is ast.Div:
+                if b.kind != "const" or float(b.value) == 0:
+                    emit(f"if {b.value} == 0:", origin)
+                    emit(f"    {ok} = False", origin)
+                a.adjoint.append(f"{adjoint} / {b.value}" if adjoint != "1"
+                                 else f"1.0 / {b.value}")
+                b.adjoint.append(_times(_neg(adjoint), f"({vertex.value} / {b.value})"))
+            else:  # a ** b
+                self._power(vertex, adjoint, ok)
+        partials = []
+        for leaf in self.leaves:
+            if leaf.kind != "leaf":
+                continue
+            total = self._total(leaf)
+            partials.append("0.0" if total is None else total)
+        return partials
+
+    def _total(self, vertex: _Vertex) -> str | None:
+        """The adjoint of ``vertex``, summed over its uses, into a variable."""
+        parts = vertex.adjoint
+        if not parts:
+            return None
+        text = " + ".join(parts) if len(parts) > 1 else parts[0]
+        if text == "1" or _is_name(text):
+            return text
+        name = self.c.fresh("a")
+        self.c.emit(f"{name} = {text}", self.origin)
+        return name
+
+    def _power(self, vertex: _Vertex, adjoint: str, ok: str) -> None:
+        """The local partials of ``a ** b`` (as ReverseContext's scalar partials: 0 in a for
+        b == 0, none at a == 0 for b < 1; in b ``out * log(a)``, 0 at a == 0, none below)."""
+        emit, origin, c = self.c.emit, self.origin, self.c
+        a, b = vertex.args
+        pa = c.fresh("p")
+        if b.kind == "const":
+            exponent = float(b.value)
+            if exponent == 0:
+                emit(f"{pa} = 0.0", origin)
+            elif exponent < 1:  # no finite partial at 0 (and 0 ** negative raises)
+                emit(f"if {a.value} == 0:", origin)
+                emit(f"    {ok} = False", origin)
+                emit(f"    {pa} = 0.0", origin)
+                emit("else:", origin)
+                emit(f"    {pa} = {b.value} * {a.value} ** ({b.value} - 1)", origin)
+            else:
+                emit(f"{pa} = {b.value} * {a.value} ** ({b.value} - 1)", origin)
+            a.adjoint.append(_times(adjoint, pa))
+            return
+        emit(f"if {b.value} == 0:", origin)
+        emit(f"    {pa} = 0.0", origin)
+        emit(f"elif {a.value} == 0 and {b.value} < 1:", origin)
+        emit(f"    {ok} = False", origin)
+        emit(f"    {pa} = 0.0", origin)
+        emit("else:", origin)
+        emit(f"    {pa} = {b.value} * {a.value} ** ({b.value} - 1)", origin)
+        a.adjoint.append(_times(adjoint, pa))
+        pb = c.fresh("p")
+        depends = [leaf.node for leaf in self._leaves_under(b)]
+        emit(f"{pb} = 0.0", origin)
+        if depends:
+            emit("if " + " or ".join(f"{n} is not None" for n in depends) + ":", origin)
+            emit(f"    if {a.value} > 0:", origin)
+            emit(f"        {pb} = {vertex.value} * {c.helper('log')}({a.value})", origin)
+            emit(f"    elif {a.value} < 0:", origin)
+            emit(f"        {ok} = False", origin)
+        b.adjoint.append(_times(adjoint, pb))
+
+    def _leaves_under(self, vertex: _Vertex) -> list[_Vertex]:
+        if vertex.kind == "leaf":
+            return [vertex]
+        if vertex.kind == "const":
+            return []
+        found: list[_Vertex] = []
+        for arg in vertex.args:
+            for leaf in self._leaves_under(arg):
+                if leaf not in found:
+                    found.append(leaf)
+        return found
+
+
+def _is_name(text: str) -> bool:
+    return text.isidentifier() or _is_number(text)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _neg(text: str) -> str:
+    if text == "1":
+        return "-1.0"
+    return f"-{text}" if _is_name(text) else f"-({text})"
+
+
+def _times(adjoint: str, factor: str) -> str:
+    if adjoint == "1":
+        return factor
+    return f"{adjoint} * {factor}"

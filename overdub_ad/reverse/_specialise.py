@@ -1,0 +1,672 @@
+"""Reverse mode on scalar code without a dispatch per operator: functions specialised for it.
+
+Under :class:`ReverseContext` every operator of a function is a call into the context, which
+records one tape entry per operation.  On a loop of float arithmetic (an ODE integrator, the
+Rosenbrock sum) those calls cost some forty times the arithmetic itself.  This module compiles
+its own version of a user function, from its source (found, compiled and placed at the user's
+lines by the core's :func:`overdub.compile_variant`), in which
+
+- each arithmetic expression (``+ - * / **``, unary ``-``/``+``) is one region: its leaves
+  (names, constants, calls, subscripts...) are evaluated in Python's order; if all of them are
+  plain numbers or this context's differentiated floats, the value is computed natively, with
+  the local partial derivative of the value in each leaf (source-to-source differentiation of
+  the expression), and the tape gets one entry for the whole expression;
+- everything else -- and an expression whose leaves are arrays, other contexts' values, objects
+  with operator methods, or hit a point the partials do not cover (``0 ** 0.5``) -- goes through
+  the context as the core would send it (``overdub(ctx, operator.mul, a, b)``...): tagging,
+  dispatch and the rule tables stay the general path;
+- calls of other specialisable Python functions call their specialised versions directly.
+
+The context uses a specialised version only when nothing encloses it (an enclosing context
+must see the arithmetic) and outside the second-order tapes of :mod:`overdub_ad.hvp` (which
+need each operation's function).  Functions using constructs this compiler does not handle
+(nested functions, comprehensions, ``try``, ``with``, generators, ``global``...) are run by the
+core as before.  The fused entries differentiate the same expressions; products of partial
+derivatives are associated per expression rather than per operation, so gradients agree with
+the operation-by-operation tape to rounding.  An expression's graph and partials are in
+:mod:`._regions`; here: the operator tables, the helpers the generated code calls, which
+functions are specialised, and the statements' translation.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import operator
+import types
+import weakref
+from typing import Any
+
+import numpy as np
+
+from overdub import (NoSourceError, Tagged, carries_tags, compile_variant, function_source,
+                     hidden_prefix, is_opaque, overdub, variant_function)
+
+from .. import _rules
+from ._regions import _Graph, _is_name, _Unsupported
+
+_PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
+# values an arithmetic region computes with natively: a differentiated float's value, or a
+# plain number
+_FLOATS = frozenset({float, np.float64})
+_PLAIN = frozenset({float, int, bool, np.float64})
+_RESULTS = frozenset({float, np.float64})  # a differentiated result must be a real float
+# operator node -> (symbol, function, in-place function)
+_ARITH: dict[type, tuple[str, Any, Any]] = {
+    ast.Add: ("+", operator.add, operator.iadd), ast.Sub: ("-", operator.sub, operator.isub),
+    ast.Mult: ("*", operator.mul, operator.imul),
+    ast.Div: ("/", operator.truediv, operator.itruediv),
+    ast.Pow: ("**", operator.pow, operator.ipow)}
+_UNARY: dict[type, tuple[str, Any]] = {ast.USub: ("-", operator.neg),
+                                       ast.UAdd: ("+", operator.pos)}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Is: operator.is_, ast.IsNot: operator.is_not}
+# calls whose argument the iteration protocol is left to (they iterate it themselves)
+_NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "sorted", "list",
+            "tuple"}
+# the generated code's names start so, or with a longer prefix no name of the user's function
+# starts with (see overdub.hidden_prefix): compiled, they are unspellable @ names
+_STEM = "_odr_"
+# calls that look at their caller's frame: a function making one is left to the core
+_FRAME_SENSITIVE = {"locals", "vars", "dir", "globals", "eval", "exec", "breakpoint", "super"}
+
+
+# -- helpers the generated code calls -------------------------------------------------------------
+
+def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as the context runs it from rewritten code: its own definition
+    for what it takes as a primitive (the common case, without re-entering ``overdub``), else
+    through the core (a Python function or operator method is recursed into)."""
+    if ctx.is_primitive(fn, *args, **kwargs):
+        return ctx.execute(fn, *args, **kwargs)
+    return overdub(ctx, fn, *args, **kwargs)
+
+
+def _bin(ctx: Any, op: Any, a: Any, b: Any) -> Any:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return op(a, b)
+    if ctx.is_primitive(op, a, b):  # _through, inlined: arrays pass here every operation
+        return ctx.execute(op, a, b)
+    return overdub(ctx, op, a, b)
+
+
+def _un(ctx: Any, op: Any, a: Any) -> Any:
+    if type(a) in _PLAIN:
+        return op(a)
+    if ctx.is_primitive(op, a):
+        return ctx.execute(op, a)
+    return overdub(ctx, op, a)
+
+
+def _compare(ctx: Any, op: Any, a: Any, b: Any) -> Any:
+    if type(a) is not Tagged and type(b) is not Tagged and \
+            (op is operator.is_ or op is operator.is_not or
+             (type(a) in _PLAIN and type(b) in _PLAIN)):
+        return op(a, b)
+    return _through(ctx, op, a, b)
+
+
+def _contains(ctx: Any, container: Any, item: Any) -> Any:
+    return _through(ctx, operator.contains, container, item)
+
+
+def _sub(ctx: Any, obj: Any, index: Any) -> Any:
+    kind = type(obj)
+    if kind is tuple or kind is list:
+        return obj[index]  # what the context does for a native container
+    if kind is Tagged and type(index) is int:
+        return ctx._read(obj, index)
+    return _through(ctx, operator.getitem, obj, index)
+
+
+def _attr(ctx: Any, obj: Any, name: str) -> Any:
+    if type(obj) is types.ModuleType:
+        value = getattr(obj, name)
+        if callable(value):  # np.sin: nothing to look for (as ReverseContext.execute)
+            return value
+    return _through(ctx, getattr, obj, name)
+
+
+def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
+    _through(ctx, operator.setitem, obj, index, value)
+
+
+def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
+    _through(ctx, setattr, obj, name, value)
+
+
+def _iter(ctx: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is range or kind is tuple or kind is list or kind is str or kind is dict:
+        return iter(value)
+    return _through(ctx, iter, value)
+
+
+def _unpack(ctx: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return value
+    return _through(ctx, iter, value)
+
+
+def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    if type(fn) is types.FunctionType:
+        found = ctx._specs.get(id(fn))  # this run's (a function called again and again)
+        if found is not None and found[0] is fn:
+            return found[1](ctx, *args, **kwargs)
+        spec = specialised(fn)
+        if spec is not None:
+            ctx._specs[id(fn)] = (fn, spec)
+            return spec(ctx, *args, **kwargs)
+    elif fn is range and not kwargs and all(type(a) is int for a in args):
+        return range(*args)
+    elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
+        return len(args[0])
+    return _through(ctx, fn, *args, **kwargs)
+
+
+# what the generated code refers to, as @<name> (closure cells, not globals: the user's module
+# is left alone)
+_HELPERS: dict[str, Any] = {
+    "T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains, "sub": _sub,
+    "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
+    "call": _call, "F": _FLOATS, "P": _PLAIN, "R": _RESULTS, "log": math.log, "slice": slice,
+    "len": len}
+for _node, (_sym, _op, _iop) in _ARITH.items():
+    _HELPERS["op_" + _op.__name__] = _op
+    _HELPERS["op_" + _iop.__name__] = _iop
+for _sym, _op in _UNARY.values():
+    _HELPERS["op_" + _op.__name__] = _op
+for _op in _COMPARE.values():
+    _HELPERS["op_" + _op.__name__] = _op
+
+
+# -- which functions, and their specialised versions -----------------------------------------
+
+# fn -> (its code, defaults, keyword defaults, the specialised function or None)
+_SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+# the operators whose shipped partials the specialised code writes out: while the user has
+# registered a rule of their own for one of them, the context records operation by operation
+_WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
+                         for f in entry[1:])
+# code object -> the specialised code, or None (unsupported)
+_COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def specialised(fn: types.FunctionType) -> Any:
+    """``fn``'s specialised version ``spec(ctx, *args, **kwargs)``, or None when the context
+    must not (a rule, an opaque function, overdub's own code) or cannot use one."""
+    found = _SPECS.get(fn)
+    code = fn.__code__
+    if found is not None and found[0] is code and found[1] is fn.__defaults__ and \
+            found[2] is fn.__kwdefaults__:
+        spec = found[3]
+    else:
+        spec = _build(fn)
+        _SPECS[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
+    if spec is None or _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
+            or _rules.any_overridden(_WRITTEN_OUT):
+        return None
+    return spec
+
+
+def _build(fn: types.FunctionType) -> Any:
+    if is_opaque(fn) or carries_tags(fn) or \
+            (getattr(fn, "__module__", None) or "").partition(".")[0] in _PACKAGES:
+        return None
+    code = fn.__code__
+    compiled = _COMPILED.get(code, False)
+    if compiled is False:
+        # (compiled outside any lock: two threads compile alike, and the first one's stays)
+        try:
+            compiled = _compile(fn)
+        except (_Unsupported, NoSourceError, RecursionError, SystemError):
+            compiled = None  # deeply nested code, or a conversion that went wrong: the core
+        compiled = _COMPILED.setdefault(code, compiled)
+    if compiled is None:
+        return None
+    spec = variant_function(fn, compiled, _HELPERS)
+    spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
+    spec.__kwdefaults__ = fn.__kwdefaults__
+    return spec
+
+
+# -- the compiler ----------------------------------------------------------------------------
+
+_SIMPLE_STATEMENTS = (ast.Pass, ast.Break, ast.Continue)
+
+
+def _compile(fn: types.FunctionType) -> types.CodeType:
+    code = fn.__code__
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                        inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+        raise _Unsupported
+    if code.co_cellvars:  # variables of nested functions
+        raise _Unsupported
+    node = function_source(fn)  # (NoSourceError: the core runs it, as it can)
+    if not isinstance(node, ast.FunctionDef):
+        raise _Unsupported  # a lambda
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and child.id.startswith("__") and \
+                not child.id.endswith("__"):
+            raise _Unsupported  # private names, mangled by a class
+        if isinstance(child, ast.Attribute) and child.attr.startswith("__") and \
+                not child.attr.endswith("__"):
+            raise _Unsupported  # (the helpers look attributes up by their names, unmangled)
+        if isinstance(child, ast.Call) and (
+                (isinstance(child.func, ast.Name) and child.func.id in _FRAME_SENSITIVE)
+                or (isinstance(child.func, ast.Attribute)
+                    and child.func.attr in ("_getframe", "currentframe"))):
+            raise _Unsupported  # they would see the generated frame's variables
+    compiler = _Compiler(set(code.co_varnames), hidden_prefix(node, _STEM))
+    compiler.function(node)
+    return compiler.finish(fn, node)
+
+
+class _Compiler:
+    """Generated source, line by line, each line remembering the user node it comes from.
+
+    ``hidden`` starts every name the generated code makes (``ctx``: the context parameter)."""
+
+    def __init__(self, local_names: set[str], hidden: str) -> None:
+        self.locals = local_names
+        self.hidden = hidden
+        self.ctx = hidden + "ctx"
+        self.lines: list[str] = []
+        self.origins: list[ast.AST] = []
+        self.indent = 1
+        self.count = 0
+        # locals unwrapped in the current straight-line code: name -> (value, node, ok)
+        self.known: dict[str, tuple[str, str, str]] = {}
+
+    # -- emitting --------------------------------------------------------------------------
+    def emit(self, text: str, origin: ast.AST) -> None:
+        self.lines.append("    " * self.indent + text)
+        self.origins.append(origin)
+
+    def fresh(self, kind: str = "t") -> str:
+        self.count += 1
+        return f"{self.hidden}{kind}{self.count}"
+
+    def helper(self, name: str) -> str:
+        """The generated name of one of the ``_HELPERS``."""
+        return self.hidden + name
+
+    def finish(self, fn: types.FunctionType, node: ast.FunctionDef) -> types.CodeType:
+        """The specialised function's code: ``spec(ctx, *args, **kwargs)``."""
+        args = ast.unparse(node.args)
+        ctx, p = self.ctx, self.hidden
+        signature = f"{ctx}, /, {args}" if args else f"{ctx}, /"
+        # positional-only parameters of the user's signature follow ours
+        if node.args.posonlyargs:
+            signature = f"{ctx}, " + args
+        # named so that the def binds nothing the body could see (a recursive function's own
+        # name stays a global lookup)
+        head = [f"def {p}target({signature}):",
+                f"    {p}ref = {ctx}._ref",
+                f"    {p}lbl = {ctx}._label",
+                f"    {p}tape = {ctx}.tape",
+                f"    {p}app = {p}tape.append"]
+        origins: list[ast.AST | None] = [None] * len(head)  # the header: at the user's def
+        origins.extend(self.origins)
+        try:
+            return compile_variant(fn, "\n".join(head + self.lines), origins=origins, hidden=p)
+        except SyntaxError:  # pragma: no cover - a bug of ours: let the core run it
+            raise _Unsupported from None
+
+    # -- statements ------------------------------------------------------------------------
+    def function(self, node: ast.FunctionDef) -> None:
+        """The body (defaults and annotations stay the function object's)."""
+        self.block(node.body)
+
+    def block(self, body: list[ast.stmt]) -> None:
+        if not body:
+            raise _Unsupported
+        for stmt in body:
+            self.statement(stmt)
+
+    def statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, _SIMPLE_STATEMENTS):
+            self.emit(type(stmt).__name__.lower(), stmt)
+        elif isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                return  # a docstring or a bare constant
+            self.emit(self.expr(stmt.value, stmt), stmt)
+        elif isinstance(stmt, ast.Return):
+            value = "None" if stmt.value is None else self.expr(stmt.value, stmt)
+            self.emit(f"return {value}", stmt)
+        elif isinstance(stmt, ast.Assign):
+            self.assign(stmt)
+        elif isinstance(stmt, ast.AugAssign):
+            self.augassign(stmt)
+        elif isinstance(stmt, ast.If):
+            test = self.expr(stmt.test, stmt)
+            self.emit(f"if {test}:", stmt)
+            self.indented(stmt.body)
+            if stmt.orelse:
+                self.emit("else:", stmt)
+                self.indented(stmt.orelse)
+        elif isinstance(stmt, ast.While):
+            if stmt.orelse:
+                raise _Unsupported
+            self.known = {}
+            start = len(self.lines)
+            self.indent += 1
+            test = self.expr(stmt.test, stmt)
+            self.indent -= 1
+            prelude = self.lines[start:], self.origins[start:]
+            del self.lines[start:], self.origins[start:]
+            self.emit("while True:", stmt)
+            self.lines.extend(prelude[0])
+            self.origins.extend(prelude[1])
+            self.emit(f"    if not {test}:", stmt)
+            self.emit("        break", stmt)
+            self.indented(stmt.body)
+        elif isinstance(stmt, ast.For):
+            self.for_loop(stmt)
+        elif isinstance(stmt, ast.Assert):  # inline: under -O nothing of it runs
+            test = self.inline(stmt.test)
+            message = "" if stmt.msg is None else f", {self.inline(stmt.msg)}"
+            self.emit(f"assert {test}{message}", stmt)
+        else:
+            raise _Unsupported
+
+    def indented(self, body: list[ast.stmt]) -> None:
+        """A nested block: what was unwrapped before it may be rebound in it, or not run."""
+        self.known = {}
+        self.indent += 1
+        self.block(body)
+        self.indent -= 1
+        self.known = {}
+
+    def for_loop(self, stmt: ast.For) -> None:
+        target = self.target_names(stmt.target)
+        source = stmt.iter
+        value = self.expr(source, stmt)
+        if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Name)
+                and source.func.id in _NO_WRAP):
+            value = f"{self.helper('iter')}({self.ctx}, {value})"
+        self.emit(f"for {target} in {value}:", stmt)
+        self.indented(stmt.body)
+        if stmt.orelse:
+            self.emit("else:", stmt)
+            self.indented(stmt.orelse)
+
+    def target_names(self, target: ast.expr) -> str:
+        """A loop target: names, or tuples of them (unpacked natively, as the core does)."""
+        if isinstance(target, ast.Name):
+            return target.id
+        if isinstance(target, (ast.Tuple, ast.List)) and target.elts:
+            return "(" + ", ".join(self.target_names(e) for e in target.elts) + ",)"
+        raise _Unsupported
+
+    def assign(self, stmt: ast.Assign) -> None:
+        value = self.expr(stmt.value, stmt)
+        if len(stmt.targets) > 1 and not _is_name(value):
+            temp = self.fresh()
+            self.emit(f"{temp} = {value}", stmt)
+            value = temp
+        for target in stmt.targets:
+            self.store(target, value, stmt.value, stmt)
+
+    def store(self, target: ast.expr, value: str, source: ast.expr, stmt: ast.stmt) -> None:
+        ctx = self.ctx
+        if isinstance(target, ast.Name):
+            self.emit(f"{target.id} = {value}", stmt)
+            self.known.pop(target.id, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            names = self.target_names(target)
+            self.known = {}
+            if not isinstance(source, (ast.Tuple, ast.List)):
+                value = f"{self.helper('unpack')}({ctx}, {value})"
+            self.emit(f"{names} = {value}", stmt)
+        elif isinstance(target, ast.Subscript):
+            obj = self.hold(self.expr(target.value, stmt), stmt)
+            index = self.hold(self.index(target.slice, stmt), stmt)
+            self.emit(f"{self.helper('setitem')}({ctx}, {obj}, {index}, {value})", stmt)
+        elif isinstance(target, ast.Attribute):
+            obj = self.hold(self.expr(target.value, stmt), stmt)
+            self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {value})", stmt)
+        else:
+            raise _Unsupported
+
+    def hold(self, text: str, origin: ast.AST) -> str:
+        """``text`` evaluated now, into a temporary (unless it is a name or a constant)."""
+        if _is_name(text):
+            return text
+        temp = self.fresh()
+        self.emit(f"{temp} = {text}", origin)
+        return temp
+
+    def augassign(self, stmt: ast.AugAssign) -> None:
+        if type(stmt.op) not in _ARITH:
+            raise _Unsupported
+        target = stmt.target
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            # x[i] += v: x and i once, the item read, combined in place, stored (Python's order)
+            ctx = self.ctx
+            obj = self.hold(self.expr(target.value, stmt), stmt)
+            if isinstance(target, ast.Subscript):
+                key = self.hold(self.index(target.slice, stmt), stmt)
+                read = f"{self.helper('sub')}({ctx}, {obj}, {key})"
+            else:
+                read = f"{self.helper('attr')}({ctx}, {obj}, {target.attr!r})"
+            current = self.fresh()
+            self.emit(f"{current} = {read}", stmt)
+            combined = ast.BinOp(left=ast.Name(id=current, ctx=ast.Load()), op=stmt.op,
+                                 right=stmt.value)
+            ast.copy_location(combined, stmt)
+            result = self.region(combined, stmt, inplace=True)
+            if isinstance(target, ast.Subscript):
+                self.emit(f"{self.helper('setitem')}({ctx}, {obj}, {key}, {result})", stmt)
+            else:
+                self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {result})",
+                          stmt)
+            return
+        if not isinstance(target, ast.Name):
+            raise _Unsupported
+        name = target.id
+        combined = ast.BinOp(left=ast.Name(id=name, ctx=ast.Load()), op=stmt.op,
+                             right=stmt.value)
+        ast.copy_location(combined, stmt)
+        result = self.region(combined, stmt, inplace=True)
+        self.emit(f"{name} = {result}", stmt)
+        self.known.pop(name, None)
+
+    # -- expressions, in Python's order of evaluation, into temporaries -----------------------
+    def expr(self, node: ast.expr, origin: ast.AST) -> str:
+        ctx = self.ctx
+        if isinstance(node, ast.Constant):
+            return repr(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self.locals:
+                return node.id
+            return self.hold(node.id, origin)  # a global read now, in Python's order
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                return self.hold(f"(not {self.expr(node.operand, origin)})", origin)
+            return self.region(node, origin)
+        if isinstance(node, ast.Call):
+            return self.call(node, origin)
+        if isinstance(node, ast.Subscript):
+            obj = self.hold(self.expr(node.value, origin), origin)
+            index = self.hold(self.index(node.slice, origin), origin)
+            # a tuple's item natively (what the context does), anything else through _sub
+            return self.hold(f"({obj}[{index}] if type({obj}) is tuple else "
+                             f"{self.helper('sub')}({ctx}, {obj}, {index}))", origin)
+        if isinstance(node, ast.Attribute):
+            obj = self.hold(self.expr(node.value, origin), origin)
+            return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [self.hold(self.expr(e, origin), origin) for e in self._plain_elts(node)]
+            if isinstance(node, ast.Tuple):
+                return "(" + "".join(i + ", " for i in items) + ")"
+            return "[" + ", ".join(items) + "]"
+        if isinstance(node, ast.Compare):
+            return self.hold(self.compare(node, origin, inline=False), origin)
+        if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Dict)):
+            return self.hold(self.inline(node), origin)
+        raise _Unsupported
+
+    def _plain_elts(self, node: ast.Tuple | ast.List) -> list[ast.expr]:
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            raise _Unsupported
+        return node.elts
+
+    def index(self, node: ast.expr, origin: ast.AST) -> str:
+        if isinstance(node, ast.Slice):
+            parts = [self.hold(self.expr(p, origin), origin) if p is not None else "None"
+                     for p in (node.lower, node.upper, node.step)]
+            return f"{self.helper('slice')}({', '.join(parts)})"
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
+            return "(" + "".join(self.index(e, origin) + ", " for e in node.elts) + ")"
+        return self.expr(node, origin)
+
+    def call(self, node: ast.Call, origin: ast.AST) -> str:
+        ctx = self.ctx
+        fn = self.hold(self.expr(node.func, origin), origin)
+        args = []
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                raise _Unsupported
+            args.append(self.hold(self.expr(arg, origin), origin))
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise _Unsupported
+            args.append(f"{keyword.arg}={self.hold(self.expr(keyword.value, origin), origin)}")
+        return self.hold(f"{self.helper('call')}({ctx}, {fn}{''.join(', ' + a for a in args)})",
+                         origin)
+
+    def compare(self, node: ast.Compare, origin: ast.AST, inline: bool) -> str:
+        if len(node.ops) != 1:
+            raise _Unsupported
+        ctx = self.ctx
+        sub = self.inline if inline else (lambda n: self.hold(self.expr(n, origin), origin))
+        left, right = sub(node.left), sub(node.comparators[0])
+        op = node.ops[0]
+        if isinstance(op, (ast.In, ast.NotIn)):
+            text = f"{self.helper('contains')}({ctx}, {right}, {left})"
+            return f"(not {text})" if isinstance(op, ast.NotIn) else text
+        fn = _COMPARE[type(op)]
+        return f"{self.helper('cmp')}({ctx}, {self.helper('op_' + fn.__name__)}, {left}, {right})"
+
+    # -- expressions inside short-circuits: one helper call per operation, no temporaries ----
+    def inline(self, node: ast.expr) -> str:
+        ctx = self.ctx
+        if isinstance(node, ast.Constant):
+            return repr(node.value)
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.BinOp):
+            if type(node.op) not in _ARITH:
+                raise _Unsupported
+            op = self.helper("op_" + _ARITH[type(node.op)][1].__name__)
+            return f"{self.helper('bin')}({ctx}, {op}, {self.inline(node.left)}, " \
+                   f"{self.inline(node.right)})"
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return f"(not {self.inline(node.operand)})"
+            if type(node.op) not in _UNARY:
+                raise _Unsupported
+            op = self.helper("op_" + _UNARY[type(node.op)][1].__name__)
+            return f"{self.helper('un')}({ctx}, {op}, {self.inline(node.operand)})"
+        if isinstance(node, ast.BoolOp):
+            word = " and " if isinstance(node.op, ast.And) else " or "
+            return "(" + word.join(self.inline(v) for v in node.values) + ")"
+        if isinstance(node, ast.IfExp):
+            return f"({self.inline(node.body)} if {self.inline(node.test)} else " \
+                   f"{self.inline(node.orelse)})"
+        if isinstance(node, ast.Compare):
+            return self.compare(node, node, inline=True)
+        if isinstance(node, ast.Call):
+            if any(isinstance(a, ast.Starred) for a in node.args) or \
+                    any(k.arg is None for k in node.keywords):
+                raise _Unsupported
+            args = [self.inline(a) for a in node.args] + \
+                [f"{k.arg}={self.inline(k.value)}" for k in node.keywords]
+            return f"{self.helper('call')}({ctx}, {self.inline(node.func)}" \
+                   f"{''.join(', ' + a for a in args)})"
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice) or (
+                    isinstance(node.slice, ast.Tuple)
+                    and any(isinstance(e, ast.Slice) for e in node.slice.elts)):
+                raise _Unsupported
+            return f"{self.helper('sub')}({ctx}, {self.inline(node.value)}, " \
+                   f"{self.inline(node.slice)})"
+        if isinstance(node, ast.Attribute):
+            return f"{self.helper('attr')}({ctx}, {self.inline(node.value)}, {node.attr!r})"
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [self.inline(e) for e in self._plain_elts(node)]
+            if isinstance(node, ast.Tuple):
+                return "(" + "".join(i + ", " for i in items) + ")"
+            return "[" + ", ".join(items) + "]"
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                raise _Unsupported
+            return "{" + ", ".join(f"{self.inline(k)}: {self.inline(v)}"  # type: ignore[arg-type]
+                                   for k, v in zip(node.keys, node.values)) + "}"
+        raise _Unsupported
+
+    # -- arithmetic regions --------------------------------------------------------------------
+    def region(self, node: ast.expr, origin: ast.AST, inplace: bool = False) -> str:
+        """One arithmetic expression: its value, and one tape entry with the partial
+        derivatives in its leaves, when they are numbers; else each operation through the
+        context.  ``inplace``: the root is an augmented assignment's operator."""
+        graph = _Graph(self, origin, _ARITH, _UNARY)
+        root = graph.build(node)
+        leaves = graph.leaves
+        if not any(leaf.kind == "leaf" for leaf in leaves):
+            # constants only: Python's own arithmetic, as the context runs it
+            return self.hold(graph.generic(root, inplace), origin)
+        result = self.fresh("r")
+        ok = self.fresh("ok")
+        T, F, P = self.helper("T"), self.helper("F"), self.helper("P")
+        flags = []
+        for leaf in leaves:
+            if leaf.kind != "leaf":
+                continue
+            known = self.known.get(leaf.text)
+            if known is not None:  # unwrapped already, and not rebound since
+                leaf.value, leaf.node, flag = known
+                flags.append(flag)
+                continue
+            v, n, raw, flag = leaf.value, leaf.node, leaf.text, self.fresh("ok")
+            self.emit(f"if type({raw}) is {T}:", origin)
+            self.emit(f"    {v} = {raw}.value", origin)
+            self.emit(f"    {n} = {raw}.meta", origin)
+            self.emit(f"    {flag} = {raw}.owner is {self.hidden}ref and type({v}) in {F}", origin)
+            self.emit(f"elif type({raw}) in {P}:", origin)
+            self.emit(f"    {v} = {raw}", origin)
+            self.emit(f"    {n} = None", origin)
+            self.emit(f"    {flag} = True", origin)
+            self.emit("else:", origin)
+            self.emit(f"    {flag} = False", origin)
+            if leaf.text in self.locals:
+                self.known[leaf.text] = (v, n, flag)
+            flags.append(flag)
+        self.emit(f"{ok} = {' and '.join(flags)}", origin)
+        self.emit(f"if {ok}:", origin)
+        self.indent += 1
+        graph.values()
+        nodes = [leaf.node for leaf in leaves if leaf.kind == "leaf"]
+        self.emit("if " + " and ".join(f"{n} is None" for n in nodes) + ":", origin)
+        self.emit(f"    {result} = {root.value}", origin)
+        self.emit("else:", origin)
+        self.indent += 1
+        partials = graph.partials(root, ok)
+        self.emit(f"if {ok} and type({root.value}) in {self.helper('R')}:", origin)
+        entry = self.fresh("n")
+        self.emit(f"    {entry} = {self.helper('len')}({self.hidden}tape)  # the entry's position",
+                  origin)
+        pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
+        self.emit(f"    {self.hidden}app(({entry}{pairs}))", origin)
+        self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, {self.hidden}lbl)",
+                  origin)
+        self.emit("else:", origin)
+        self.emit(f"    {ok} = False", origin)
+        self.indent -= 2
+        self.emit(f"if not {ok}:", origin)
+        self.emit(f"    {result} = {graph.generic(root, inplace)}", origin)
+        return result

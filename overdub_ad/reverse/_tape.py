@@ -1,0 +1,288 @@
+"""The tape: nodes and entries, the views and versions of arrays written in place, and the
+cotangent helpers every sweep shares (unbroadcasting, casting, zeros)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from overdub import Tagged, current_context, overdub
+
+from .. import _arrays, _rules
+from .._pytree import flatten
+from .._shared import _innermost
+from ._calls import _NUMERIC, _SCALAR
+
+
+class _Node:
+    """A differentiated value on the tape (identity only).  ``gen``: for a view of an array
+    that is written in place, the write generation of that array the view's value belongs to."""
+
+    __slots__ = ("__weakref__", "gen")
+
+
+class _Entry:
+    """One primitive call: how to send its output cotangent back to its arguments."""
+
+    __slots__ = ("fn", "primals", "kwargs", "out", "inputs", "outputs", "joint", "rules")
+
+    def __init__(self, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+                 inputs: list[Any], outputs: Any, joint: Callable[..., Any] | None = None,
+                 rules: tuple[Any, ...] | None = None) -> None:
+        self.fn, self.primals, self.kwargs, self.out = fn, primals, kwargs, out
+        self.inputs = inputs    # per positional argument: a node, a (nested) list of them, None
+        self.outputs = outputs  # a node, or a tuple of nodes (None for integer outputs)
+        self.joint = joint      # custom_vjp / checkpoint: ct -> all argument cotangents
+        self.rules = rules      # fn's reverse rules, when looked up already (else: the table)
+
+
+def _is_differentiable(x: Any) -> bool:
+    """A float or complex number or array (an enclosing context's tags looked through)."""
+    x = _innermost(x)
+    t = type(x)
+    if t is float or t is np.float64:
+        return True
+    if t is int:
+        return False
+    if isinstance(x, _NUMERIC):
+        return not isinstance(x, bool) and np.result_type(x).kind in "fc"
+    return _arrays.is_foreign_array_type(t) and _arrays.kind(x) in "fc"
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array whose memory ``a`` views (``a`` itself if it owns its data)."""
+    base = a.base
+    while isinstance(base, np.ndarray):
+        a, base = base, base.base
+    return a
+
+
+_PLACEHOLDERS: dict[tuple[Any, ...], np.ndarray] = {}  # (shape, dtype) -> placeholder
+
+
+def _placeholder(x: Any) -> Any:
+    """A stand-in for ``x`` with its shape and dtype and no memory (for rules that need only
+    those): a read-only broadcast of one zero."""
+    if type(x) is not np.ndarray:
+        x = _innermost(x)
+        if not isinstance(x, np.ndarray):
+            return 0.0 * x if isinstance(x, _SCALAR) else x
+    key = (x.shape, x.dtype)
+    ph = _PLACEHOLDERS.get(key)
+    if ph is None:
+        if len(_PLACEHOLDERS) > 4096:
+            _PLACEHOLDERS.clear()
+        ph = _PLACEHOLDERS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    return ph
+
+
+def _element_index(view: np.ndarray, root: np.ndarray) -> tuple[Any, ...] | None:
+    """The elements of ``root`` that ``view`` shows, as an advanced index of ``root`` with the
+    view's shape; None if ``view`` does not map element-wise onto ``root``."""
+    if view.dtype != root.dtype:
+        return None
+    item = root.itemsize
+    start = view.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if start % item or any(s % item for s in view.strides) or \
+            any(s % item for s in root.strides):
+        return None
+    pos = np.full(view.shape, start // item, dtype=np.intp)
+    for k, (n, s) in enumerate(zip(view.shape, view.strides)):
+        shape = [1] * view.ndim
+        shape[k] = n
+        pos = pos + (np.arange(n, dtype=np.intp) * (s // item)).reshape(shape)
+    strides = [s // item for s in root.strides]
+    order = sorted((k for k in range(root.ndim) if root.shape[k] > 1), key=lambda k: -strides[k])
+    if any(strides[k] <= 0 for k in order):
+        return None
+    index = [np.zeros(view.shape, np.intp) for _ in range(root.ndim)]
+    rest = pos
+    for k in order:
+        index[k], rest = np.divmod(rest, strides[k])
+    if np.any(rest != 0) or any(np.any(i >= n) for i, n in zip(index, root.shape)):
+        return None
+    return tuple(index)
+
+
+def _advanced(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, (list, np.ndarray, bool, np.bool_)) for i in items)
+
+
+def _basic(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or type(i) in (int, slice) or isinstance(i, np.integer)
+               for i in items)
+
+
+# -- in-place writes as functions ------------------------------------------------------------
+
+def _write(before: np.ndarray, index: Any, value: Any = None) -> np.ndarray:
+    out: np.ndarray = before.copy()
+    out[index] = value
+    return out
+
+
+def _written(before: Any, index: Any) -> Any:
+    mask = np.zeros(np.shape(before), dtype=bool)
+    mask[index] = True
+    return mask
+
+
+def _write_ct_array(ct: Any, out: Any, before: Any, index: Any, value: Any = None) -> Any:
+    return np.where(_written(before, index), 0.0 * ct, ct)
+
+
+def _write_ct_value(ct: Any, out: Any, before: Any, index: Any, value: Any) -> Any:
+    picked = np.asarray(ct)[index]
+    if _advanced(index):  # a position written twice keeps the last value written there
+        ids = np.arange(np.size(picked)).reshape(np.shape(picked))
+        owner = np.full(np.shape(before), -1)
+        owner[index] = ids
+        picked = np.where(owner[index] == ids, picked, 0.0 * picked)
+    return picked
+
+
+# The engine's own: not in the public rule tables (it is never called, only recorded).
+_WRITE_VJPS = (_write_ct_array, _rules.ZERO, _write_ct_value)
+
+
+def _carries_int(fn: Any, inputs: list[Any], joint: Any) -> bool:
+    """Whether the integer result of ``fn`` on differentiated ``inputs`` carries their
+    derivative, as in forward mode: a rule that is not ``ZERO`` reads one of them.  So
+    ``max(0, x)`` below 0 -- the constant 0 won -- is differentiated, with derivative 0 (the
+    rules of ``max``), and so is ``max(0, x) + max(0, y)``; ``math.floor(x)`` is not."""
+    if joint is not None:
+        return True
+    rules = _rules.vjp_rules(fn)
+    return rules is not None and any(
+        node is not None and i < len(rules) and rules[i] is not None
+        and rules[i] is not _rules.ZERO for i, node in enumerate(inputs))
+
+
+def _vjps(fn: Any) -> tuple[Any, ...]:
+    rules = _WRITE_VJPS if fn is _write else _rules.vjp_rules(fn)
+    assert rules is not None  # only functions with rules are recorded
+    return rules
+
+
+# -- the backward sweep --------------------------------------------------------------------
+
+def _unbroadcast(ct: Any, x: Any) -> Any:
+    """``ct`` summed to ``x``'s shape (broadcast dimensions), real if ``x`` is real."""
+    shape = np.shape(x)
+    if np.shape(ct) != shape:
+        extra = np.ndim(ct) - len(shape)
+        if extra > 0:
+            ct = np.sum(ct, axis=tuple(range(extra)))
+        axes = tuple([i for i, n in enumerate(shape) if n == 1 and np.shape(ct)[i] != 1])
+        if axes:
+            ct = np.sum(ct, axis=axes, keepdims=True)
+        ct = np.reshape(ct, shape)
+    if np.iscomplexobj(ct) and not np.iscomplexobj(x):
+        ct = np.real(ct)
+    return ct
+
+
+def _summed(ct: Any, x: Any) -> Any:
+    """:func:`_unbroadcast` for the sweep with no enclosing context: its common case -- a
+    cotangent with extra leading axes, as for a bias added to every row of a batch -- is one
+    reduction, without ``np.sum``'s Python layers."""
+    if type(ct) is np.ndarray and type(x) is np.ndarray and x.ndim:
+        extra = ct.ndim - x.ndim
+        if extra > 0 and ct.shape[extra:] == x.shape and \
+                (ct.dtype.kind != "c" or x.dtype.kind == "c"):
+            return np.add.reduce(ct, axis=0 if extra == 1 else tuple(range(extra)))
+    return _unbroadcast(ct, x)
+
+
+def _read_as_array(part: Any, x: Any) -> bool:
+    """Whether ``part``, the cotangent of a list that NumPy read as the array ``x``
+    (``np.ones(3) + [s]``), is first summed over the dimensions ``x`` was broadcast along."""
+    return type(part) not in (list, tuple) and type(_innermost(x)) is np.ndarray and \
+        np.shape(_innermost(part)) != _innermost(x).shape
+
+
+def _zero_like(x: Any) -> Any:
+    x = _innermost(x)
+    if isinstance(x, np.ndarray):
+        return np.zeros_like(x, dtype=np.result_type(x, 0.0))
+    if _arrays.is_foreign_array(x):
+        return _arrays.zeros(x)
+    return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
+
+
+def _zeros_like(x: Any) -> Any:
+    plain = _innermost(x)
+    if plain is None:  # an empty pytree's gradient (see _seed)
+        return None
+    if isinstance(plain, np.ndarray):
+        return np.zeros_like(plain, dtype=np.result_type(plain, 0.0))
+    if _arrays.is_foreign_array(plain):
+        return _arrays.zeros(plain)
+    return 0.0 * plain if isinstance(plain, (complex, np.complexfloating)) else 0.0
+
+
+def _cast(ct: Any, x: Any) -> Any:
+    """A cotangent in the type of its input: a float for a float, an array for an array."""
+    kind = type(ct)
+    if kind is np.ndarray and type(x) is np.ndarray and ct.dtype is x.dtype and \
+            ct.shape == x.shape:  # the common case, as below
+        return ct if ct.flags.writeable else ct.copy()
+    if type(x) is float and (kind is float or kind is np.float64):
+        return float(ct)
+    plain = _innermost(x)
+    if kind is Tagged:  # an enclosing context's derivative: cast as that context sees it
+        return _retyped(ct, plain)
+    if isinstance(plain, np.ndarray):
+        ct = np.asarray(ct)
+        if ct.shape != plain.shape:
+            ct = np.broadcast_to(ct, plain.shape)
+        if plain.dtype.kind in "fc" and ct.dtype != plain.dtype:
+            return ct.astype(plain.dtype)  # a float32 input's gradient is float32 (as autograd)
+        return ct if ct.flags.writeable else ct.copy()
+    if _arrays.is_foreign_array(plain):
+        return _arrays.cast(ct, plain)
+    if isinstance(plain, np.generic) and not isinstance(plain, (float, complex)) and \
+            plain.dtype.kind in "fc" and np.ndim(ct) == 0:  # np.float32: a float32 gradient
+        return plain.dtype.type(ct if plain.dtype.kind == "c" else np.real(ct))
+    if isinstance(plain, (float, int)) and not isinstance(plain, bool) and np.ndim(ct) == 0:
+        return float(np.real(ct))
+    if isinstance(plain, complex) and np.ndim(ct) == 0:
+        return complex(ct)
+    return ct
+
+
+def _retyped(ct: Tagged, x: Any) -> Any:
+    """``ct`` (tagged by an enclosing context: a second derivative) in the precision of a
+    float32 input ``x``, cast under that context so that its derivative is cast too."""
+    value = _innermost(ct)
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or dtype.kind != "f" or getattr(value, "dtype", dtype) == dtype or \
+            not isinstance(value, (np.ndarray, np.generic)):
+        return ct
+    ctx = current_context()
+    return ct if ctx is None else overdub(ctx, _as_dtype, ct, dtype, isinstance(x, np.ndarray))
+
+
+def _as_dtype(a: Any, dtype: Any, array: bool) -> Any:
+    return np.asarray(a, dtype=dtype) if array else dtype.type(a)
+
+
+def _check_ct(tree: Any, leaves: list[Any], ct: Any) -> list[Any]:
+    ct_leaves, ct_tree = flatten(ct)
+    if ct_tree != tree:
+        raise ValueError(f"pullback: the cotangent's structure {ct_tree} does not match the "
+                         f"output's {tree}")
+    for y, c in zip(leaves, ct_leaves):
+        if c is not None and callable(y) and not _arrays.is_numeric(y):
+            raise TypeError(f"pullback: an output is the function {y!r}, which has no "
+                            f"cotangent; pull back through the function applied (vjp of "
+                            f"x -> f(x)(y)), or use grad or jacrev, whose result is then a "
+                            f"function")
+        if c is not None and np.shape(_innermost(c)) != np.shape(_innermost(y)):
+            raise ValueError(f"pullback: a cotangent of shape {np.shape(_innermost(c))} for an "
+                             f"output of shape {np.shape(_innermost(y))}")
+    return ct_leaves

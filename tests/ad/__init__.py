@@ -1,0 +1,1 @@
+"""Tests of overdub_ad, and its program fuzzer (`python -m tests.ad.fuzz`)."""

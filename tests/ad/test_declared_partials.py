@@ -1,0 +1,80 @@
+"""The partials declared beside the shipped rules for the fast routes (``defscalar``) are the
+rules' own derivatives: each agrees with the rules (through ``derivative``/``grad`` on the
+reference route) at many points, and the fast route follows a user's rule instead."""
+
+import math
+import operator
+
+import numpy as np
+import pytest
+
+import overdub_ad as ad
+from overdub_ad import _rules
+from overdub_ad.testing import force_route, isolated_rules
+
+POINTS = [0.3, 0.7, 1.9, -0.4, 2.5]
+
+
+def _declared(arity):
+    return [entry for entry in _rules._SCALAR_PARTIALS.values() if entry[1] == arity]
+
+
+@pytest.mark.parametrize("fn,arity,partials", _declared(1),
+                         ids=[getattr(e[0], "__name__", repr(e[0])) for e in _declared(1)])
+def test_a_unary_partial_is_the_rules_derivative(fn, arity, partials):
+    for x in POINTS:
+        try:
+            out = fn(x)
+        except ValueError:  # outside the domain (math.log of a negative number)
+            continue
+        if isinstance(out, complex) or not math.isfinite(out):
+            continue
+        declared = partials(x, out)
+        if declared is None:
+            continue
+        with force_route("reference"):
+            want = ad.derivative(fn, x)
+        assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, x)
+
+
+@pytest.mark.parametrize("fn,arity,partials", _declared(2),
+                         ids=[getattr(e[0], "__name__", repr(e[0])) for e in _declared(2)])
+def test_a_binary_partial_is_the_rules_derivative(fn, arity, partials):
+    for a in POINTS:
+        for b in (1.5, -0.5, 2.0, 3.0):
+            try:
+                out = fn(a, b)
+            except (ValueError, ZeroDivisionError):
+                continue
+            if isinstance(out, complex):
+                continue
+            if partials is _rules.BILINEAR:
+                declared = (b, a)
+            elif type(partials) is tuple:
+                declared = partials
+            else:
+                declared = partials(a, b, out, True, True)
+            if declared is None:
+                continue
+            with force_route("reference"):
+                want = ad.grad(fn, argnums=(0, 1))(a, b)
+            assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, a, b)
+
+
+def test_every_fast_partial_is_declared_beside_a_shipped_rule():
+    for fn, _, _ in _rules._SCALAR_PARTIALS.values():
+        assert _rules.is_shipped(fn), fn
+
+
+@pytest.mark.parametrize("fn", [math.sin, np.sin, operator.mul, math.pow])
+def test_a_user_rule_replaces_the_declared_partials(fn):
+    one = fn in (math.sin, np.sin)
+    with isolated_rules():
+        if one:
+            ad.defvjp(fn, lambda ct, out, x: 100.0 * ct)
+        else:
+            ad.defvjp(fn, lambda ct, out, x, y: 100.0 * ct, lambda ct, out, x, y: 0.0 * ct)
+        assert id(fn) not in _rules.scalar_partials(1 if one else 2)
+        f = (lambda x: fn(x) + 1.0) if one else (lambda x: fn(x, 2.0) + 1.0)
+        assert ad.grad(f)(0.5) == 100.0
+    assert id(fn) in _rules.scalar_partials(1 if one else 2)

@@ -1,0 +1,1 @@
+"""Tests of the overdub core: rewriting, dispatch, tagging, contexts, the CLI, tracebacks."""
