@@ -82,8 +82,8 @@ def _index(tree: ast.Module, lines: list[str]) -> _ParsedFile:
     pending: list[tuple[ast.AST, str | None]] = [(tree, None)]
     while pending:
         node, class_name = pending.pop()
-        for field in _BLOCKS:
-            block = getattr(node, field, None)
+        for name in _BLOCKS:
+            block = getattr(node, name, None)
             if type(block) is not list:  # (a lambda's or an if-expression's body)
                 continue
             for child in block:

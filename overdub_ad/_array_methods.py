@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 import operator
 import types
@@ -11,9 +12,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from overdub import opaque
+from overdub import current_context, opaque
 
-from . import _rules
+from . import _callbacks, _rules
 
 _Order = Literal["K", "A", "C", "F"]  # NumPy's memory orders
 
@@ -101,8 +102,20 @@ def _m_array_wrap(x: Any, array: Any, context: Any = None, return_scalar: bool =
 def _m_view(x: Any, dtype: Any = None, type: Any = None) -> Any:
     if (dtype is None or np.dtype(dtype) == np.result_type(x)) and type is None:
         return x[...]
-    raise _rules.MissingRuleError("no reverse-mode derivative for ndarray.view with another "
-                                  "dtype or type")
+    mode, context = _running()
+    public = _callbacks.public_caller(np.ndarray.view)
+    raise _rules.MissingRuleError(
+        f"no {mode}-mode derivative for ndarray.view with another dtype or type (a masked "
+        f"array, a record or integer view){'' if public is None else ', called by ' + public} "
+        f"under {context}")
+
+
+def _running() -> tuple[str, str]:
+    """The mode of the engine running this code, and its context's class name: the methods
+    here serve both modes, and an error says which one ran."""
+    context = builtins.type(current_context())
+    forward = any(c.__name__ == "ForwardContext" for c in context.__mro__)
+    return "forward" if forward else "reverse", context.__name__
 
 
 def _cycled(values: Any, n: Any, positions: Any = None) -> Any:
@@ -192,23 +205,48 @@ def _replacement(fn: Any) -> Any:
 
 
 class _Flat:
-    """``x.flat`` of a differentiated array: reads and writes by flat position."""
+    """``x.flat`` of a differentiated array.  NumPy's flat iterator reads and writes the
+    array's memory natively, so its elements would lose their derivatives; this stand-in is
+    Python code, which the context runs: elements read and written by their position.  An
+    iterator as NumPy's is (``iter(x.flat)`` is itself), with the ``index`` and ``coords`` of
+    the next element, which ``np.ndenumerate`` reads."""
 
-    def __init__(self, x: Any) -> None:
-        self.x = x
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.index = 0
 
-    def __getitem__(self, i: Any) -> Any:
-        return np.ravel(self.x)[i]
-
-    def __setitem__(self, i: Any, value: Any) -> None:
-        x = self.x
-        self.x[np.unravel_index(np.arange(np.size(x))[i], np.shape(x))] = value
-
-    def __len__(self) -> int:
-        return np.size(self.x)
+    @property
+    def coords(self) -> tuple[int, ...]:
+        shape: tuple[int, ...] = np.shape(self.base)
+        if self.index >= np.size(self.base):  # past the end: NumPy's (n, 0, ...) (ndenumerate
+            return shape[:1] + (0,) * (len(shape) - 1)  # reads it before its last next)
+        return tuple(int(i) for i in np.unravel_index(self.index, shape))
 
     def __iter__(self) -> Any:
-        return iter(np.ravel(self.x))
+        return self
+
+    def __next__(self) -> Any:
+        if self.index >= np.size(self.base):
+            raise StopIteration
+        value = self.base[self.coords]  # (a read of one element: the engines' cheapest)
+        self.index += 1
+        return value
+
+    def __len__(self) -> int:
+        return int(np.size(self.base))
+
+    def __getitem__(self, i: Any) -> Any:
+        return np.ravel(self.base)[i]
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        base = self.base
+        _write_at(base, np.arange(np.size(base))[i], value)
+
+    def copy(self) -> Any:
+        return np.copy(np.ravel(self.base))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return np.ravel(self.base)
 
 
 _METHODS: dict[str, Any] = {

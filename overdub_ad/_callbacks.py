@@ -321,25 +321,125 @@ def _is_library(frame: types.FrameType) -> bool | None:
 
 def public_caller(fn: Any) -> str | None:
     """The library function the user's own code called, whose code (at any depth) called
-    ``fn``: ``scipy.linalg.solve_triangular`` for LAPACK's ``dtrtrs``.  None where ``fn`` was
-    called by the user's code itself."""
+    ``fn``, by its public name: ``scipy.linalg.solve_triangular`` for LAPACK's ``dtrtrs``,
+    ``numpy.unique`` for ``numpy.lib._arraysetops_impl.unique``,
+    ``scipy.interpolate.CubicSpline.__call__`` for the method it inherits from a private base
+    class.  The outermost such function with a public name wins; None where ``fn`` was called
+    by the user's code itself."""
     frame: types.FrameType | None = sys._getframe(1)
-    outermost = None
+    calls: list[types.FrameType] = []  # library frames of public-looking functions, inner first
     while frame is not None:
         library = _is_library(frame)
         if library is False:
             break
         if library:
             code = frame.f_code
-            qualname = getattr(code, "co_qualname", code.co_name)
-            # a public name: not a decorator's wrapper, a closure or a private helper
-            if "<" not in qualname and not qualname.rpartition(".")[2].startswith("_"):
-                outermost = (frame.f_globals.get("__name__", ""), qualname)
+            name = getattr(code, "co_qualname", code.co_name)
+            # not a decorator's wrapper, a closure or a private helper (a dunder is public)
+            last = name.rpartition(".")[2]
+            if "<" not in name and (not last.startswith("_") or _dunder(last)):
+                calls.append(frame)
         frame = frame.f_back
-    if outermost is None or outermost == (getattr(fn, "__module__", None),
-                                          getattr(fn, "__qualname__", None)):
+    if not calls:
         return None
-    return _public_path(*outermost)
+    for frame in reversed(calls):
+        public = _frame_name(frame)
+        if public is not None:
+            break
+    else:  # no public name: the outermost, under the package that exports its module's names
+        code = calls[-1].f_code
+        public = _public_path(calls[-1].f_globals.get("__name__", "") or "",
+                              getattr(code, "co_qualname", code.co_name))
+    return None if public == public_name(fn) else public
+
+
+def _dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _frame_name(frame: types.FrameType) -> str | None:
+    """The public name of the function ``frame`` runs: a module-level function exported by a
+    package above its module (matched by its code: ``numpy.unique`` is a dispatcher wrapping
+    it), or a method named by its object's class or by the instance a package exports
+    (``scipy.stats.expon.entropy`` for ``rv_generic.entropy``).  None: no public name."""
+    code = frame.f_code
+    module = frame.f_globals.get("__name__", "") or ""
+    qualname = getattr(code, "co_qualname", code.co_name)
+    if "." not in qualname:
+        return _exported(module, qualname, lambda obj: _runs(obj, code, module, qualname))
+    if not code.co_argcount:
+        return None
+    owner = frame.f_locals.get(code.co_varnames[0])  # self (cls: __new__, a classmethod)
+    if owner is None:
+        return None
+    method = qualname.rpartition(".")[2]
+    cls = owner if isinstance(owner, type) else type(owner)
+    named = _exported(cls.__module__, cls.__qualname__, lambda obj: obj is cls)
+    if named is None and cls is not owner:  # an instance a package exports (scipy.stats.expon)
+        named = _instance(cls.__module__, owner)
+    return None if named is None else f"{named}.{method}"
+
+
+def _runs(obj: Any, code: types.CodeType, module: str, qualname: str) -> bool:
+    """Whether the function ``obj`` (through decorators' ``__wrapped__``: NumPy's dispatchers)
+    is the one whose code ``code`` runs.  Compared by file and name: under a context the
+    frame runs a rewritten copy of the function's code."""
+    if getattr(obj, "__module__", None) == module and \
+            getattr(obj, "__qualname__", None) == qualname:
+        return True
+    for _ in range(8):
+        if not hasattr(obj, "__wrapped__"):
+            break
+        obj = obj.__wrapped__
+    own = getattr(obj, "__code__", None)
+    return isinstance(own, types.CodeType) and own.co_filename == code.co_filename and \
+        getattr(own, "co_qualname", own.co_name) == qualname
+
+
+def _packages(module: str) -> list[tuple[str, Any]]:
+    """The packages above ``module`` (outermost first) and ``module`` itself, as imported."""
+    parts = module.split(".")
+    found = []
+    for n in range(1, len(parts) + 1):
+        name = ".".join(parts[:n])
+        package = sys.modules.get(name)
+        if package is not None:
+            found.append((name, package))
+    return found
+
+
+def _exported(module: str, qualname: str, same: Callable[[Any], bool]) -> str | None:
+    """``package.qualname`` for the outermost public package above ``module`` (or ``module``
+    itself; public: no part of either name starts with an underscore) in which ``qualname``
+    leads to an object that is ``same``; None if there is none."""
+    if any(part.startswith("_") for part in qualname.split(".")):
+        return None
+    for name, package in _packages(module):
+        if any(part.startswith("_") for part in name.split(".")):
+            continue
+        obj = package
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None and same(obj):
+            return f"{name}.{qualname}"
+    return None
+
+
+def _instance(module: str, obj: Any) -> str | None:
+    """``package.name`` of ``obj``, or of an instance of its class, that a public package above
+    ``module`` exports (the frozen distribution's ``dist`` is a copy of ``scipy.stats.expon``)."""
+    cls = type(obj)
+    for name, package in _packages(module):
+        if any(part.startswith("_") for part in name.split(".")):
+            continue
+        namespace = getattr(package, "__dict__", {})
+        for attribute, value in namespace.items():
+            if value is obj and not attribute.startswith("_"):
+                return f"{name}.{attribute}"
+        for attribute, value in namespace.items():
+            if type(value) is cls and not attribute.startswith("_"):
+                return f"{name}.{attribute}"
+    return None
 
 
 def describe(fn: Any) -> str:

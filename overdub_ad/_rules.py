@@ -46,6 +46,7 @@ primal output, ``dx`` a tangent, ``ct`` a cotangent.
 
 from __future__ import annotations
 
+import functools
 import threading
 import types
 from collections.abc import Callable
@@ -222,6 +223,8 @@ def _name(fn: Any) -> str:
     module = {"_operator": "operator", "numpy.core.umath": "numpy", "builtins": ""}.get(module,
                                                                                        module)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if type(fn).__name__ == "fortran":  # an f2py routine, named "function dgesdd"
+        name = name.rpartition(" ")[2]
     return f"{module}.{name}" if module else name
 
 
@@ -429,6 +432,16 @@ def missing(fn: Any, argument: int | str, mode: str, context: str) -> MissingRul
     name = public_name(fn) if public is None else public
     where = f"argument {argument}" if public is None else \
         f"argument {argument} of its internal function {_name(fn)}"
+    if type(fn) is _LRU_CACHE:
+        # the cache is C code: it calls the function natively, unseen, and would hand back a
+        # value cached without its derivative; the user's fix is to go around the cache
+        short = getattr(fn, "__name__", "f")
+        return MissingRuleError(
+            f"no {mode}-mode derivative rule for {name} ({where}) under {context}: {short} is "
+            f"behind functools.lru_cache (or functools.cache), whose cache calls it natively, "
+            f"so its derivative cannot be followed; call {short}.__wrapped__(...) in the "
+            f"function you differentiate, remove the cache there, or register a rule with "
+            f"overdub_ad.{register}({name}, ...)")
     why = why_no_source(fn)  # Python code run natively: say why, the user may act on it
     return MissingRuleError(
         f"no {mode}-mode derivative rule for {name} ({where}) under "
@@ -437,3 +450,5 @@ def missing(fn: Any, argument: int | str, mode: str, context: str) -> MissingRul
         + ("" if why is None else
            f"; {_name(fn)} is Python without source overdub can read: {why}"))
 
+
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))  # functools' C wrapper

@@ -36,6 +36,7 @@ _C_METHODS = (_METHOD_DESCRIPTOR, types.WrapperDescriptorType)
 _FLOAT_DTYPES = frozenset(type(np.dtype(t)) for t in (np.float16, np.float32, np.float64,
                                                       np.longdouble))
 
+
 def _ids(*fns: Any) -> dict[int, Any]:
     return {id(f): f for f in fns}
 

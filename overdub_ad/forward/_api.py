@@ -19,6 +19,7 @@ from .._shared import (check_argnums, _check_differentiated, _check_output, _ent
 from . import _dual
 from ._context import ForwardContext
 
+
 def _seed(ctx: ForwardContext, x: Any, dx: Any) -> Any:
     if not _numeric(x):
         raise TypeError(f"jvp: cannot differentiate with respect to a {type(x).__name__} "
@@ -59,11 +60,13 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
     step of it (``ctx.overdub``), not a new run."""
     out = ctx.overdub(f, *args)
     if callable(out) and not _numeric(out):
+        ctx._release_stores()  # containers from outside get plain values back
         return out, {}
     out = _revealed(ctx, out)
     written = {id(y): ctx._tangent(y) for y in flatten(out)[0]
                if ctx.arrays and isinstance(_innermost(y), np.ndarray)
                and ctx.arrays.has(_innermost(y))}
+    ctx._release_stores()
     return out, written
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 import types
@@ -14,9 +15,11 @@ from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, meta
                      untag)
 
 from .. import _arrays, _callbacks, _rules
-from .._array_methods import _METHODS, _REPLACEMENTS
+from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import array_like, SEQUENCE_FUNCTIONS, stackable, takes_arrays
 from .._custom import custom_jvp
+from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
+                       METHOD_KINDS, SEQUENCES, spelled_store)
 from .._pytree import flatten, unflatten
 from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _INDIFFERENT, _innermost, _INPLACE,
@@ -27,20 +30,66 @@ from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_
                        _reverse_rules_only, _sequence_or_iterator, _STRUCTURAL, _untag_tree,
                        _user_operator, _zero)
 from ..rules._common import as_array_tangent
-from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _Flat, _foreign_method,
+from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _foreign_method,
                         _inplace_target, _reshapes, _tolist)
+
+# What a C function may read differentiated values out of: sequences (a subclass, a named
+# tuple, a deque too) and a dict's values and items (of a dict subclass, which the core keeps
+# no metadata of, they hold the tagged values themselves: see ForwardContext._store_as_is)
+_READ: tuple[type[Any], ...] = (*SEQUENCES, type({}.values()), type({}.items()))
+# The stores of a list or dict the core keeps the metadata of (item assignment aside)
+_CORE_STORES: dict[type[Any], frozenset[str]] = {
+    list: frozenset({"append", "insert", "extend"}), dict: frozenset({"setdefault", "update"})}
+
+
+def _spelled_kind(fn: Any) -> bool:
+    """Whether ``fn`` (of a kind in :data:`METHOD_KINDS`) may spell a store other than those
+    of a list or a dict the core keeps the metadata of (``lst.append``, ``d.update``): a
+    method descriptor or wrapper, or a method bound to another container."""
+    if type(fn) is not _BUILTIN_METHOD:
+        return True
+    owner = fn.__self__
+    return type(owner) not in (list, dict) and isinstance(owner, CONTAINERS)
+
+
+def _base_write(container: Any) -> Any:
+    """The C item assignment of ``container`` (a list, deque or dict subclass): its own, or
+    its base class's where it has one in Python."""
+    for base in (collections.deque, list, dict):
+        if isinstance(container, base):
+            own = type(container).__setitem__
+            return base.__setitem__ if isinstance(own, types.FunctionType) else own
+    return operator.setitem
+
+
+def _read_or_iterated(x: Any) -> bool:
+    return _sequence_or_iterator(x) or isinstance(x, _READ)
+
+
+def _stored_as_is(container: Any) -> bool:
+    """A container of :data:`CONTAINERS` other than a list or dict itself (a subclass, a
+    deque) whose item assignment is C code: the core keeps no metadata of what it holds for
+    every native read of it (``od.values()``, ``np.sum(deque)``), so differentiated values
+    are stored in it as they are."""
+    return type(container) not in (list, dict) and isinstance(container, CONTAINERS) and \
+        not isinstance(getattr(type(container), "__setitem__", None), types.FunctionType)
+
 
 class ForwardContext(Context):
     """The forward-mode context: one instance per ``jvp`` call (its tags are its own).
 
-    Attributes: ``arrays`` (:class:`_ArrayTangents`, tangents of plain arrays changed in place)
-    and ``lists`` (ids of lists that the core holds differentiated members of).
+    Attributes: ``arrays`` (:class:`_ArrayTangents`, tangents of plain arrays changed in place),
+    ``lists`` (ids of lists that the core holds differentiated members of) and ``stores``
+    (containers that hold tagged values themselves).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.arrays = _ArrayTangents(self.fallback)
         self.lists: set[int] = set()
+        # Containers holding this context's tagged values as they are (see _store_as_is):
+        # id -> container, given plain values back when the run ends (_release_stores)
+        self.stores: dict[int, Any] = {}
 
     def metadata_type(self, value_type: type) -> Any:
         if _arrays.is_numeric_type(value_type):
@@ -60,18 +109,20 @@ class ForwardContext(Context):
         return bool(self.arrays) and isinstance(x, np.ndarray) and self.arrays.has(x)
 
     def _carries_within(self, x: Any, depth: int = 8) -> bool:
-        """Whether ``x`` or, for lists and tuples, one of its elements has a tangent."""
+        """Whether ``x`` or, for sequences (lists, tuples, deques, their subclasses, a dict's
+        values and items), one of its elements has a tangent."""
         if self._carries(x):
             return True
         if type(x) is list and id(x) in self.lists:
             return True
-        if depth and type(x) in (list, tuple):
+        if depth and (type(x) in (list, tuple) or isinstance(x, _READ)):
             if any(self._carries_within(e, depth - 1) for e in x):
                 return True
             # a list or tuple stored into the heap (``d[k] = (x, y)``) comes back with its
             # members plain, the core keeping their metadata aside: revealed, noted as a list
             # (one of numbers or arrays: a shape or axes cannot hold a derivative)
-            if depth == 8 and any(isinstance(e, _REVEALABLE) for e in x) and \
+            if depth == 8 and isinstance(x, (list, tuple)) and \
+                    any(isinstance(e, _REVEALABLE) for e in x) and \
                     any(map(self._carries, self._reveal(x))):
                 self.lists.add(id(x))
                 return True
@@ -99,12 +150,17 @@ class ForwardContext(Context):
             return x, None
         if kind is Tagged or isinstance(x, np.ndarray):
             return untag(x, self), self._tangent(x)
-        if type(x) in (list, tuple):
+        if type(x) in (list, tuple) or isinstance(x, _READ):
             items = self._reveal(x) if id(x) in self.lists else x
             parts = [self._split(e) for e in items]
             if all(t is None for _, t in parts):
                 return x, None
-            return type(x)(p for p, _ in parts), type(x)(t for _, t in parts)
+            if hasattr(x, "_fields"):  # a named tuple as itself
+                return type(x)(*[p for p, _ in parts]), type(x)(*[t for _, t in parts])
+            # (another sequence as what a C function reads of it: a list or a tuple)
+            kind = type(x) if type(x) in (list, tuple) else \
+                tuple if isinstance(x, tuple) else list
+            return kind(p for p, _ in parts), kind(t for _, t in parts)
         return x, None
 
     def _reveal(self, items: list[Any] | tuple[Any, ...]) -> Any:
@@ -113,6 +169,25 @@ class ForwardContext(Context):
         return self.fallback(operator.getitem, items, slice(None))
 
     # -- the step ------------------------------------------------------------------------------
+    def _container_method(self, fn: Any, args: tuple[Any, ...]) -> bool:
+        """Whether a method of a list or dict is this context's (and lists that receive
+        differentiated members are noted)."""
+        receiver = fn.__self__
+        if type(receiver) is list and fn.__name__ == "extend" and args and \
+                self._differentiated_array(args[0]):
+            return True  # extended by the array's differentiated rows
+        if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
+                any(map(self._carries_within, args))
+                or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
+            self.lists.add(id(receiver))
+        if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
+                and self._carries(args[1]):
+            return True  # a differentiated default, which the core would strip
+        if args and self._carries(args[0]) and keyed_read(fn, args) is not None:
+            return True  # memo.get(x): see by_differentiated_key
+        # the core keeps the metadata of list and dict members; a copy is ours to make
+        return fn.__name__ == "copy" and id(receiver) in self.lists
+
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if fn is getattr:
             return bool(args) and self._carries(args[0])
@@ -126,22 +201,12 @@ class ForwardContext(Context):
         if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
                 type(args[1]) in (list, tuple):  # L += items is L.extend(items) (an array's
             return self.is_primitive(args[0].extend, args[1])  # __radd__ answers first)
+        if type(fn) in METHOD_KINDS and _spelled_kind(fn):
+            spelled = spelled_store(fn, args)
+            if spelled is not None:
+                return self._spelled_is_ours(spelled, kwargs)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
-            receiver = fn.__self__
-            if type(receiver) is list and fn.__name__ == "extend" and args and \
-                    self._differentiated_array(args[0]):
-                return True  # extended by the array's differentiated rows
-            if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
-                    any(map(self._carries_within, args))
-                    or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
-                self.lists.add(id(receiver))
-            if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
-                    and self._carries(args[1]):
-                return True  # a differentiated default, which the core would strip
-            if args and self._carries(args[0]) and keyed_read(fn, args) is not None:
-                return True  # memo.get(x): see by_differentiated_key
-            # the core keeps the metadata of list and dict members; a copy is ours to make
-            return fn.__name__ == "copy" and id(receiver) in self.lists
+            return self._container_method(fn, args)
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
@@ -154,7 +219,7 @@ class ForwardContext(Context):
                     _rules.jvp_rules(fn) is None and not can_recurse(self, fn, *args, **kwargs):
                 return True  # C code that calls back into Python: see _callbacks.call_guarded
             given = (*args, *kwargs.values()) if kwargs else args  # (range=(lo, hi) too)
-            if not any(map(_sequence_or_iterator, given)) or (
+            if not any(map(_read_or_iterated, given)) or (
                     id(fn) in _OPERATORS
                     and not any(isinstance(_innermost(a), _ARRAY_OPERANDS) for a in args)):
                 return False  # (an operator takes a list as an array only beside an array
@@ -180,9 +245,78 @@ class ForwardContext(Context):
         if isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                      types.FunctionType):
             return direct and self._sourceless(fn, args, kwargs)
+        if constructs_container(fn):  # deque([x]): built here, to give plain values back
+            return direct or any(map(self._carries_within, args))
         if _is_mover(fn):  # before can_recurse: map's shim would iterate a tagged array whole
             return direct or any(type(a) is list and id(a) in self.lists for a in args)
         return not can_recurse(self, fn, *args, **kwargs)
+
+    def _spelled_is_ours(self, spelled: tuple[Any, tuple[Any, ...]],
+                         kwargs: dict[str, Any]) -> bool:
+        """:meth:`is_primitive` for a store spelled as a call of a C method (see
+        :func:`overdub_ad._stores.spelled_store`): as for the store itself."""
+        method, rest = spelled
+        if id(method) in ARRAY_WRITE_IDS:
+            return self.is_primitive(method, *rest, **kwargs)
+        return any(map(self._carries_within, rest)) or \
+            any(map(self._carries_within, kwargs.values()))
+
+    def _spelled(self, spelled: tuple[Any, tuple[Any, ...]], kwargs: dict[str, Any]) -> Any:
+        """A store spelled as a call of a C method, made as the store it is: into an array
+        as ``a[i] = v`` (``a += b``); into a list or dict through the core, which keeps the
+        metadata of their members; into another container as it is."""
+        method, rest = spelled
+        if id(method) in ARRAY_WRITE_IDS:
+            return self.execute(method, *rest, **kwargs)
+        owner, name = method.__self__, method.__name__
+        if type(owner) in (list, dict):
+            if name == "__setitem__":
+                return self.overdub(operator.setitem, owner, *rest)
+            if name in _CORE_STORES[type(owner)]:
+                return self.overdub(getattr(owner, name), *rest, **kwargs)
+        return self._store_as_is(method, rest, kwargs)
+
+    def _store_as_is(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``method`` (a C method bound to a container) stores the values as they are, tags
+        and all (see :func:`_stored_as_is`): a key plain (it is hashed), a differentiated
+        array given to ``extend`` as its rows, each with its tangent."""
+        name = method.__name__
+        if args and name in KEYED:
+            key = untag(args[0], self)
+            if type(key) is slice and len(args) == 2 and self._differentiated_array(args[1]):
+                args = (key, self._rows(args[1]))
+            else:
+                args = (key, *args[1:])
+        elif args and name in EXTENDS and self._differentiated_array(args[0]):
+            args = (self._rows(args[0]), *args[1:])
+        self.stores[id(method.__self__)] = method.__self__
+        return method(*args, **kwargs)
+
+    def _release_stores(self) -> None:
+        """The containers that hold this context's tagged values as they are get plain values
+        back, as the core leaves the heap (called as the run ends, after the output was read:
+        ``_call_and_reveal``).  Written through the context, so that an enclosing one sees
+        the writes (and keeps its own tags), with the base class's item assignment (a Python
+        ``__setitem__`` would transform the values again)."""
+        stores, self.stores = self.stores, {}
+        for container in stores.values():
+            write = _base_write(container)
+            items = list(container.items()) if isinstance(container, dict) else \
+                list(enumerate(container))
+            for key, value in items:
+                plain = self._plain_tree(value)
+                if plain is not value:
+                    self.fallback(write, container, key, plain)
+
+    def _plain_tree(self, value: Any, depth: int = 0) -> Any:
+        """``value`` without this context's tags (through tuples and lists, rebuilt)."""
+        if type(value) is Tagged:
+            return untag(value, self)
+        if depth < 4 and type(value) in (list, tuple):
+            items = [self._plain_tree(v, depth + 1) for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                return type(value)(items)
+        return value
 
     def _sourceless(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A Python function the core would run natively for want of source (``exec``, the
@@ -213,7 +347,7 @@ class ForwardContext(Context):
         if type(target) is list and self._carries_within(value):
             self.lists.add(id(target))
             return type(args[1]) is slice and self._differentiated_array(value)
-        return False
+        return _stored_as_is(target) and self._carries_within(value)
 
     def _differentiated_array(self, x: Any) -> bool:
         """Whether ``x`` is an array (not a number) with a tangent here."""
@@ -226,6 +360,10 @@ class ForwardContext(Context):
             return self._set_shape(*args)
         if fn is operator.setitem:
             return self._write(*args)
+        if type(fn) in METHOD_KINDS and _spelled_kind(fn):
+            spelled = spelled_store(fn, args)
+            if spelled is not None:  # list.append(l, x), d.__setitem__(k, x), a.__iadd__(b)
+                return self._spelled(spelled, kwargs)
         if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
         keyed = keyed_read(fn, args)
@@ -283,7 +421,7 @@ class ForwardContext(Context):
             fn = _public(fn)
             rules = _rules.jvp_rules(fn)
         if rules is None and not _rules.is_nondifferentiable(fn):
-            if _is_mover(fn):
+            if _is_mover(fn) or constructs_container(fn):
                 return self._move(fn, args, kwargs)
             restated = _restated(fn)
             if restated is not None:  # (through the context: np.squeeze is a C dispatcher
@@ -512,6 +650,9 @@ class ForwardContext(Context):
         if type(container) is list:  # lst[i:j] = a: the array's differentiated rows
             self.overdub(operator.setitem, container, key, self._rows(value))
             return
+        if _stored_as_is(container):  # od[k] = x, a deque's, a list subclass's
+            self._store_as_is(type(container).__setitem__.__get__(container), (key, value), {})
+            return
         target = untag(container, self)
         if _arrays.is_foreign_array(_innermost(target)):
             raise _arrays.write_error(_innermost(target), "forward")
@@ -546,7 +687,7 @@ class ForwardContext(Context):
         """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
         as lists of their differentiated rows, lists whose members the core holds metadata of
         as lists of tagged members (a copy), other values untouched (not stripped)."""
-        if id(fn) in _ITERATING:
+        if id(fn) in _ITERATING or (isinstance(fn, type) and constructs_container(fn)):
             args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
                          for a in args)
         args = tuple(self._reveal(a) if type(a) is list and id(a) in self.lists else a
@@ -557,8 +698,12 @@ class ForwardContext(Context):
             if fn is dict and args and type(args[0]) is dict:
                 # dict(d, y=t): d's members tagged again (the core keeps their metadata)
                 args = (dict(self.fallback(args[0].items)), *args[1:])
-            return fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
-        return self.fallback(fn, *args, **kwargs)
+            out = fn(*args, **kwargs)  # stored as they are: a dict built from tagged values
+        else:
+            out = self.fallback(fn, *args, **kwargs)
+        if type(out) not in (list, dict) and isinstance(out, CONTAINERS):
+            self.stores[id(out)] = out  # (deque([x]), OrderedDict(a=x), L([x]))
+        return out
 
     def _rows(self, x: Any) -> list[Any]:
         """A differentiated array as the list of its differentiated rows."""

@@ -261,6 +261,8 @@ def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 _CO_UNSUPPORTED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
                    | inspect.CO_ITERABLE_COROUTINE | inspect.CO_VARARGS
                    | inspect.CO_VARKEYWORDS)
+
+
 class _Code:
     """What is known of a code object: the number of positional parameters of its dual (None:
     it has none -- no source, a generator, ``*args``...), and whether a specialised ``jvp``

@@ -19,6 +19,7 @@ from ..rules._common import as_array_tangent
 if TYPE_CHECKING:
     from ._context import ForwardContext
 
+
 def _reshapes(ctx: ForwardContext, args: tuple[Any, ...]) -> bool:
     """Whether ``setattr(*args)`` is ``a.shape = s`` for an array ``a`` tagged by ``ctx``."""
     return len(args) == 3 and args[1] == "shape" and type(args[0]) is Tagged and \
@@ -51,34 +52,6 @@ def _inplace_target(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> 
 def _foreign_method(method: Any, *args: Any, **kwargs: Any) -> Any:
     """A method of a differentiated array of another namespace with no NumPy counterpart."""
     raise _rules.missing(method, 0, "forward", "ForwardContext")
-
-
-class _Flat:
-    """``a.flat`` of a differentiated array ``a``.  NumPy's flat iterator reads and writes the
-    array's memory natively, so its elements would lose their tangents; this stand-in is
-    Python code, which the context runs: elements by their index into ``a`` raveled."""
-
-    def __init__(self, base: Any) -> None:
-        self.base = base
-
-    def __len__(self) -> int:
-        return int(np.size(self.base))
-
-    def __iter__(self) -> Any:
-        return iter(np.ravel(self.base))
-
-    def __getitem__(self, key: Any) -> Any:
-        return np.ravel(self.base)[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        base = self.base
-        base[np.unravel_index(np.arange(np.size(base))[key], np.shape(base))] = value
-
-    def copy(self) -> Any:
-        return np.ravel(self.base).copy()
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        return np.ravel(self.base)
 
 
 def _copyto(dst: Any, src: Any, casting: Any = "same_kind", where: Any = True) -> None:

@@ -40,6 +40,7 @@ from ..reverse._sweep import _forward
 from ..reverse._tape import (_cast, _read_as_array, _unbroadcast, _vjps, _write, _WRITE_VJPS,
                              _zeros_like)
 
+
 class _Unsupported(Exception):
     """The tape has an entry this pass does not differentiate (see the module docstring)."""
 

@@ -18,12 +18,17 @@ Mutation: arrays are versioned.  Writing into an array (``a[i] = v``, ``a += b``
 ``np.add(a, b, out=a)``, ``np.copyto``, ``a.fill``, ``a.sort()``) records a functional update on
 the tape and makes the array stand for its new node; a write into a *view* (``a[i][j] = v``,
 ``b = a[1:]; b += 1``) updates the array it views, and views read after a write see the new
-values.  Values an entry needs that are later overwritten in place are copied first, so the
-backward pass sees the values the forward pass used.  The array object itself is never
-replaced: a preallocated cache outside the function keeps working, and holds plain numbers.
+values.  Values an entry needs that are later overwritten in place are copied first (also
+the arguments a ``checkpoint`` recomputes from and what a ``custom_vjp``'s ``fwd`` kept), so
+the backward pass sees the values the forward pass used; ``vjp``, whose pullback runs after
+the caller got control back, copies every array the tape holds when ``f`` returns.  The array
+object itself is never replaced: a preallocated cache outside the function keeps working, and
+holds plain numbers.
 
-Containers: a differentiated value stored into a list or dict (``append``, ``insert``,
-``extend``, ``xs[i] = v``, ``d[k] = v``, ``setdefault``) is stored as it is, so that native
+Containers: a differentiated value stored into a list, dict or deque (a subclass's too;
+``append``, ``insert``, ``extend``, ``xs[i] = v``, ``d[k] = v``, ``setdefault``, a C
+constructor such as ``OrderedDict(a=x)``, a store spelled as a call of the C method,
+``list.append(xs, v)``: see :mod:`overdub_ad._stores`) is stored as it is, so that native
 iteration (``for v in xs``, ``sum(xs)``, ``np.stack(xs)``) keeps its derivative; when ``f``
 returns, those containers get plain values back.  Iterating a differentiated array (``for
 row in x``, ``list(x)``, ``zip(x, y)``, ``a, b = x``) is seen through a pass that makes
@@ -42,8 +47,8 @@ Layout: ``_tape`` (nodes, entries, cotangent helpers), ``_calls`` (classificatio
 ``_context`` (the context; its methods for recording, writes and containers live in
 ``_recording``, ``_mutation`` and ``_containers``), ``_plans`` (NumPy calls on arrays),
 ``_specialise`` and ``_regions`` (scalar code compiled to its gradient), ``_sweep`` (the
-backward pass) and ``_api`` (the public functions).  Reverse mode never imports forward mode; both import
-:mod:`overdub_ad._shared`.
+backward pass) and ``_api`` (the public functions).  Reverse mode never imports forward mode;
+both import :mod:`overdub_ad._shared` and :mod:`overdub_ad._stores`.
 """
 
 from ._api import checkpoint, grad, jacobian, jacrev, value_and_grad, vjp

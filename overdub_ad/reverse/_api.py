@@ -27,7 +27,10 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
 
     Primals and the output are pytrees of floats, complex numbers and arrays.  The tape lives
-    as long as ``pullback`` does; ``pullback`` may be called any number of times.
+    as long as ``pullback`` does; ``pullback`` may be called any number of times, and uses the
+    values the forward pass used even if the primals, the output or other arrays it read are
+    written in place meanwhile (an optimiser's step): the tape keeps copies of the arrays it
+    holds.
 
     Example::
 
@@ -39,7 +42,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     if not callable(f):
         raise TypeError(f"vjp: f must be callable, got {f!r}")
     argnums = tuple(range(len(primals)))
-    tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums)
+    tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums, keeps=True)
 
     @opaque
     @_entry
@@ -281,7 +284,10 @@ def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
     """``f`` that stores nothing on the tape but its inputs: the backward pass recomputes it.
 
     Trades time for memory (gradient checkpointing): a 100-layer network's gradient keeps one
-    layer's intermediates at a time instead of all of them.
+    layer's intermediates at a time instead of all of them.  The recomputation reads the
+    inputs as they were at the call (one written in place later is kept as it was); ``f``
+    must be pure, as JAX's ``checkpoint`` assumes: a random draw or a change of state is
+    made again by the recomputation, which is then differentiated.
     """
     if not callable(f):
         raise TypeError(f"checkpoint: {f!r} is not callable")

@@ -13,6 +13,7 @@ import numbers
 import operator
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from overdub import Tagged
 from .. import _routes, _rules
 from .._array_methods import _REPLACEMENTS
 from .._shared import _innermost
+from .._stores import CONTAINERS
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
 _BuiltinMethod = types.BuiltinMethodType  # type([].append)
@@ -57,8 +59,12 @@ _MOVING = {id(f): f for f in (heapq.heappush, heapq.heappop, heapq.heapify, heap
                               heapq.heapreplace, bisect.insort, bisect.insort_left,
                               bisect.insort_right, bisect.bisect, bisect.bisect_left,
                               bisect.bisect_right,
-                              functools.partial)}  # (its arguments kept, tags and all)
-_STORES = frozenset({"append", "insert", "extend", "__setitem__", "setdefault", "update"})
+                              functools.partial,  # (its arguments kept, tags and all)
+                              # the max-heaps of heapq.nsmallest (public in Python 3.14)
+                              *[getattr(heapq, name) for name in (
+                                  "_heapify_max", "_heappop_max", "_heapreplace_max",
+                                  "heapify_max", "heappop_max", "heapreplace_max",
+                                  "heappush_max", "heappushpop_max") if hasattr(heapq, name)])}
 
 
 # -- fast scalar partials (no enclosing context) -----------------------------------------------
@@ -114,9 +120,11 @@ def _cell_values(fn: types.FunctionType) -> list[Any]:
 
 
 def _dict_storing(x: Any) -> bool:
-    """A dict subclass that stores items as dict does (``defaultdict``, ``Counter``): a
-    differentiated value is stored in it as it is, as in a dict."""
-    return isinstance(x, dict) and getattr(type(x), "__setitem__", None) is dict.__setitem__
+    """A container of :data:`CONTAINERS` whose item assignment is C code (``defaultdict``,
+    ``OrderedDict``, a subclass that adds methods): ``c[k] = v`` stores a differentiated
+    value in it as it is (a Python ``__setitem__`` is run instead, and sees the value)."""
+    return isinstance(x, CONTAINERS) and \
+        not isinstance(getattr(type(x), "__setitem__", None), types.FunctionType)
 
 
 _INPLACE_IDS = frozenset(map(id, _INPLACE))
@@ -149,17 +157,67 @@ def _put_back(writes: list[tuple[Any, ...]]) -> None:
         write(container, key, value)
 
 
+def _arrays_within(x: Any, path: tuple[Any, ...], depth: int = 0
+                   ) -> Iterator[tuple[np.ndarray, tuple[Any, ...]]]:
+    """The NumPy arrays in the residuals ``x`` of a ``custom_vjp`` (through tuples, named
+    tuples, lists and dicts), each with its path from ``path``."""
+    value = _innermost(x)
+    if type(value) is np.ndarray:
+        yield value, path
+    elif depth < 4 and (type(x) in (tuple, list) or
+                        (isinstance(x, tuple) and hasattr(x, "_fields"))):
+        for i, item in enumerate(x):
+            yield from _arrays_within(item, path + (i,), depth + 1)
+    elif depth < 4 and type(x) is dict:
+        for key, item in x.items():
+            yield from _arrays_within(item, path + (key,), depth + 1)
+
+
 def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
-    """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array)."""
-    if path[0] == "out":
+    """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array):
+    ``(i,)``/``(i, j)`` in its primal arguments, ``("out", ...)`` its output, ``("kw", name)``
+    a keyword argument, ``("res", ...)`` its ``custom_vjp`` residuals."""
+    kind = path[0]
+    if kind == "out":
         return entry.out if len(path) == 1 else entry.out[path[1]]
+    if kind == "kw":
+        return entry.kwargs[path[1]]
+    if kind == "res":
+        value = entry.joint.residuals
+        for key in path[1:]:
+            value = value[key]
+        return value
     if len(path) == 1:
         return entry.primals[path[0]]
     return entry.primals[path[0]][path[1]]
 
 
+def _swapped(container: Any, keys: tuple[Any, ...], value: Any, saved: Any) -> Any:
+    """``container`` with ``saved`` where ``keys`` lead to ``value`` (rebuilt along the way:
+    the residuals' containers may be the user's own)."""
+    if not keys:
+        return saved if _innermost(container) is value else container
+    item = container[keys[0]]
+    new = _swapped(item, keys[1:], value, saved)
+    if new is item:
+        return container
+    if type(container) is dict:
+        return {**container, keys[0]: new}
+    items = list(container)
+    items[keys[0]] = new
+    if type(container) is list:
+        return items
+    return type(container)(*items) if hasattr(container, "_fields") else tuple(items)
+
+
 def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
-    if path[0] == "out":
+    """``entry`` holds ``saved`` instead of ``value`` at ``path`` (see :func:`_stored`)."""
+    if path[0] == "kw":
+        if _innermost(entry.kwargs[path[1]]) is value:
+            entry.kwargs = {**entry.kwargs, path[1]: saved}
+    elif path[0] == "res":
+        entry.joint.residuals = _swapped(entry.joint.residuals, path[1:], value, saved)
+    elif path[0] == "out":
         if len(path) == 1:
             if _innermost(entry.out) is value:
                 entry.out = saved

@@ -4,10 +4,12 @@ returns), values read from objects, and iteration of differentiated arrays and i
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import operator
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,30 +19,59 @@ from overdub import Context, Tagged, can_recurse, overdub, recurse, untag
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
 from .._shared import _innermost, _method_of
-from ._calls import _is_iterator, _put_back, _STORES
+from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
+from ._calls import _BuiltinMethod, _is_iterator, _put_back
 from ._plans import _NP_UNSTACK
 from ._tape import _is_differentiable
 
 if TYPE_CHECKING:
     from ._context import ReverseContext
 
+
 # -- containers ----------------------------------------------------------------------------
 def _store(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    container = fn.__self__
-    if fn.__name__ in _STORES:
+    """A C method ``fn`` of a list, dict or deque (a subclass's too; bound to it): the values
+    it stores are stored as they are (the container given plain values back when ``f``
+    returns); ``get``/``pop`` with a differentiated default give the default as it is."""
+    container, name = fn.__self__, fn.__name__
+    if name in STORES:
         self._note_store(container)
-        if fn.__name__ == "setdefault" and args and type(container) is dict:
-            args = (self._plain(args[0]), *args[1:])  # a key is hashed: stored plain
-        if fn.__name__ == "extend" and args and self._differentiated_array(args[0]):
-            args = (self._elements(args[0]),)  # its differentiated elements, stored
+        if args and name in KEYED and isinstance(container, _KEYED_BY_VALUE):
+            key = self._plain(args[0])  # (a key is hashed, an index read: stored plain)
+            if type(key) is Tagged and self.nested:  # a key an enclosing context tagged: it
+                # stores the key plain (and the value as it is), as it does for its stores
+                return self.fallback(fn, key, *args[1:], **kwargs)
+            if type(key) is slice and len(args) == 2 and self._differentiated_array(args[1]):
+                args = (key, self._elements(args[1]))  # lst[i:j] = a: a's elements, each
+            else:
+                args = (key, *args[1:])
+        elif args and name in EXTENDS and self._differentiated_array(args[0]):
+            args = (self._elements(args[0]), *args[1:])  # its differentiated elements
         return fn(*args, **kwargs)
-    if fn.__name__ in ("get", "pop") and len(args) == 2 and \
-            self._plain(args[0]) not in container:
+    if name in ("get", "pop") and len(args) == 2 and self._plain(args[0]) not in container:
         return args[1]  # the default, as it was given
     return self._run(fn, *[self._plain(a) for a in args], **kwargs)
+_KEYED_BY_VALUE = (dict, list)  # (a deque's insert and item assignment take an int anyway)
+
+
+def _construct(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> Any:
+    """``dict(a=x)``, ``deque([x])``, ``OrderedDict(pairs)``, ``L([x])``, ``dict.fromkeys``:
+    built from the values as they are (a differentiated array's elements, each, as ``list``
+    does), the container noted to get plain values back when ``f`` returns."""
+    if fn is not dict and type(fn) is not _BuiltinMethod:  # (fromkeys: a key per item)
+        args = tuple([self._elements(a) if self._differentiated_array(a) else a
+                      for a in args])
+    out = fn(*args, **kwargs)
+    self._note_store(out)
+    return out
+
+
 def _setattr(self: ReverseContext, obj: Any, name: str, value: Any) -> None:
     self.stores[(id(obj), name)] = (obj, name)
     return setattr(_innermost(obj), name, value)
+
+
 def _note_store(self: ReverseContext, container: Any) -> None:
     stores = self.stores
     stores[(id(container), None)] = (container, None)
@@ -48,6 +79,8 @@ def _note_store(self: ReverseContext, container: Any) -> None:
         for key in [k for k, (c, name) in stores.items() if sys.getrefcount(c) <= 3]:
             del stores[key]
         self._store_limit = max(256, 2 * len(stores))
+
+
 def _release_stores(self: ReverseContext) -> None:
     """Containers get plain values back (nothing leaks into the heap).  Under an enclosing
     context a value put back may still carry that context's tag: it is put back through
@@ -60,37 +93,63 @@ def _release_stores(self: ReverseContext) -> None:
             cleaned = self._cleaned(value)
             if cleaned is not value:
                 writes.append((setattr, container, name, cleaned))
-        elif type(container) is list:
-            for i, value in enumerate(container):
+        elif isinstance(container, _SEQUENCE_STORES):
+            write = _base_write(container)
+            for i, value in enumerate(list(container)):
                 cleaned = self._cleaned(value)
                 if cleaned is not value:
-                    writes.append((operator.setitem, container, i, cleaned))
+                    writes.append((write, container, i, cleaned))
         elif isinstance(container, dict):
+            write = _base_write(container)
             for key, value in list(container.items()):
                 cleaned = self._cleaned(value)
                 if cleaned is not value:
-                    writes.append((operator.setitem, container, key, cleaned))
+                    writes.append((write, container, key, cleaned))
     self.stores.clear()
     if writes and self.nested:
         overdub(Context(), _put_back, writes)
     elif writes:
         _put_back(writes)
+
+
 def _cleaned(self: ReverseContext, value: Any, depth: int = 0) -> Any:
+    """``value`` without this context's tags: a list, deque or dict (a subclass's too) put
+    plain values back, through its base class's item assignment (a Python ``__setitem__``
+    would transform them again); a tuple (a named tuple) is rebuilt."""
     if type(value) is Tagged:
         return value.value if value.owner is self._ref else value
-    if depth < 8 and type(value) in (list, tuple):
+    if depth < 8 and isinstance(value, SEQUENCES):
         items = [self._cleaned(v, depth + 1) for v in value]
         if any(a is not b for a, b in zip(items, value)):
-            if type(value) is list:
-                value[:] = items
-                return value
-            return tuple(items)
-    if depth < 8 and type(value) is dict:
+            if isinstance(value, tuple):
+                return type(value)(*items) if hasattr(value, "_fields") else \
+                    type(value)(items)
+            write = _base_write(value)
+            for i, (a, b) in enumerate(zip(items, list(value))):
+                if a is not b:
+                    write(value, i, a)
+    if depth < 8 and isinstance(value, dict):
+        write = _base_write(value)
         for k, v in list(value.items()):
             c = self._cleaned(v, depth + 1)
             if c is not v:
-                value[k] = c
+                write(value, k, c)
     return value
+_SEQUENCE_STORES = (list, collections.deque)
+
+
+def _base_write(container: Any) -> Any:
+    """How a plain value is put back into ``container``: ``operator.setitem`` for a list,
+    deque or dict (as the code that runs under an enclosing context sees any write), the
+    base class's C item assignment for a subclass that has its own in Python."""
+    if not isinstance(getattr(type(container), "__setitem__", None), types.FunctionType):
+        return operator.setitem
+    for base in (list, collections.deque, dict):
+        if isinstance(container, base):
+            return base.__setitem__
+    return operator.setitem
+
+
 def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Iterator arguments of a C function: a list for a rule of a builtin or ``math``
     function that consumes them (``math.fsum``, ``sum``, ``max``); for any other function an
@@ -101,11 +160,15 @@ def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[
         return self._call(fn, args, kwargs)
     return self._run(fn, *[self._guard(fn, a) if _is_iterator(a) else a for a in args],
                      **kwargs)
+
+
 def _guard(self: ReverseContext, fn: Any, iterator: Any) -> Any:
     for item in iterator:
         if self._carries(item):
             raise _rules.missing(fn, 0, "reverse", type(self).__name__)
         yield item
+
+
 def _iterate(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``list(x)``, ``zip(x, y)``, ``for v in x``... on a differentiated array: its
     elements, each differentiated (one tape entry for all of them)."""
@@ -117,12 +180,16 @@ def _iterate(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[
     if can_recurse(self, fn, *items, **kwargs):  # map, filter, sorted(key=...): shims
         return recurse(self, fn, *items, **kwargs)
     return self._run(fn, *items, **kwargs)
+
+
 def _elements(self: ReverseContext, x: Any) -> list[Any]:
     if np.ndim(_innermost(x)) == 0:
         raise TypeError("iteration over a 0-d array")
     if _NP_UNSTACK is not None:
         return list(self._call(_NP_UNSTACK, (x,), {}))
     return [self._call(operator.getitem, (x, i), {}) for i in range(len(_innermost(x)))]
+
+
 # -- attributes ----------------------------------------------------------------------------
 def _attribute(self: ReverseContext, obj: Any, name: Any, *default: Any) -> Any:
     if name == "flat":
@@ -131,6 +198,9 @@ def _attribute(self: ReverseContext, obj: Any, name: Any, *default: Any) -> Any:
         return self._call(_ATTRIBUTES[name], (obj,), {})
     plain = _innermost(obj)
     if isinstance(plain, (np.ndarray, np.generic)) or _arrays.is_foreign_array(plain):
+        write = ARRAY_WRITES.get(name)
+        if write is not None:  # a.__setitem__(i, v) is a[i] = v, a.__iadd__(b) is a += b
+            return functools.partial(write, obj)
         method = _method_of(type(plain), name)
         if method is None or _rules.vjp_rules(method) is None:
             method = _METHODS.get(name)  # (a method with rules is run as itself)

@@ -23,12 +23,17 @@ from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _inner
                        iterate_through, keyed_read, _public, python_iterable, _sourceless,
                        _user_operator)
 from . import _containers, _mutation, _recording, _specialise
+from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
+                       SEQUENCES, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
                      _DECISIONS, _dict_storing, _FAST, _FAST1, _FAST2, _INPLACE, _is_iterator,
                      _ITERATORS, _MOVING, _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
-                     _REAL_TYPES, _RECURSIVE, _remember, _STORES, _written_array)
+                     _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
 from ._tape import _element_index, _Entry, _Node, _placeholder, _root
+
+_READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
+_NATIVE_STORES = frozenset({list, dict, np.flatiter})  # (their writes are this context's)
 
 # -- the context --------------------------------------------------------------------------------
 
@@ -53,6 +58,9 @@ class ReverseContext(Context):
         # never write, and need not pay for it on every call.
         self.held: dict[int, list[Any]] = {}
         self.tracking = False
+        # Whether the tape outlives the run (vjp's pullback): then it keeps copies of the
+        # arrays it holds when f returns (see _mutation._save_all)
+        self.keeps = False
         # Recording for a second derivative of the tape itself (see _hvp): every entry keeps
         # its function and all its values (no local partials, nothing left out)
         self.second = False
@@ -158,11 +166,13 @@ class ReverseContext(Context):
                                         and self._closes_over(v, depth + 1)) for v in captured)
 
     def _carries(self, x: Any, depth: int = 0) -> bool:
+        """Whether ``x`` is differentiated here, or holds such a value (in a list, tuple,
+        deque or dict, their subclasses too: a named tuple, an ``OrderedDict``)."""
         if self._node(x) is not None:
             return True
-        if depth < 3 and type(x) in (list, tuple):
+        if depth < 3 and isinstance(x, SEQUENCES):
             return any(self._carries(v, depth + 1) for v in x)
-        if depth < 3 and type(x) is dict:
+        if depth < 3 and isinstance(x, dict):
             return any(self._carries(v, depth + 1) for v in x.values())
         return False
 
@@ -207,11 +217,15 @@ class ReverseContext(Context):
             return decision[1]
         if fn is operator.setitem or fn is operator.delitem:  # (never a kept decision)
             container = _innermost(args[0])
-            if isinstance(container, np.ndarray) or type(container) in (list, dict, np.flatiter) \
+            if isinstance(container, np.ndarray) or type(container) in _NATIVE_STORES \
                     or _dict_storing(container) or _arrays.is_foreign_array(container):
                 return True
             return not isinstance(getattr(type(container), "__setitem__", None),
                                   types.FunctionType)
+        if type(fn) in METHOD_KINDS:
+            spelled = spelled_store(fn, args)
+            if spelled is not None:
+                return self._spelled_is_ours(spelled, kwargs)
         if _rules.method_with_rules(fn, _rules.vjp_rules) is not None:
             return True  # model.energy(x), a.dot(y): the method's rules (see execute)
         if _replacement(fn) is not None:
@@ -224,9 +238,11 @@ class ReverseContext(Context):
                 or (type(fn) is custom_jvp and fn.jvp is not None) \
                 or id(fn) in _MOVING:
             return True
-        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict) and (
-                fn.__name__ in _STORES or fn.__name__ in ("get", "pop")):
+        if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS) and (
+                fn.__name__ in STORES or fn.__name__ in ("get", "pop")):
             return True  # (get and pop: a differentiated default, which the core would strip)
+        if constructs_container(fn):
+            return True  # deque([x]), OrderedDict(a=x), L([x]): the values stored as they are
         if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn):
             _remember(fn, True)
             return True
@@ -261,19 +277,28 @@ class ReverseContext(Context):
             return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
         return not can_recurse(self, fn, *args, **kwargs)
 
+    def _by_keyword(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                    ) -> bool | None:
+        """Whether a call is this context's for what its keywords hold (a differentiated
+        value, an ``out=`` buffer), or None: the keywords do not decide it."""
+        ref = self._ref
+        for v in kwargs.values():
+            if (type(v) is Tagged and v.owner is ref) or \
+                    (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
+                return self._direct(fn, args, kwargs)
+        out = kwargs.get("out")
+        if out is not None and (self.versions or any(map(self._carries, args))
+                                or any(map(self._holds, _outs(out)))):
+            return True
+        return None
+
     def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call without a differentiated argument of its own: written arrays, containers of
         differentiated values, keywords, ``out=`` buffers."""
         if kwargs:
-            ref = self._ref
-            for v in kwargs.values():
-                if (type(v) is Tagged and v.owner is ref) or \
-                        (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
-                    return self._direct(fn, args, kwargs)
-            out = kwargs.get("out")
-            if out is not None and (self.versions or any(map(self._carries, args))
-                                    or any(map(self._holds, _outs(out)))):
-                return True
+            decided = self._by_keyword(fn, args, kwargs)
+            if decided is not None:
+                return decided
         if self.versions:
             for a in args:
                 a = _innermost(a)  # (an enclosing context's array too)
@@ -292,11 +317,15 @@ class ReverseContext(Context):
             return self._writes(*args)
         if fn is setattr:
             return self._carries(args[2]) and not isinstance(args[2], (Tagged,))
+        if args and type(fn) in METHOD_KINDS:
+            spelled = spelled_store(fn, args)
+            if spelled is not None:
+                return self._spelled_is_ours(spelled, kwargs)
         if self.tape:
             target = _written_array(fn, args, kwargs)
             if target is not None and self._holds(target):
                 return True
-        containers = [a for a in args if type(a) in (list, tuple, dict)]
+        containers = [a for a in args if isinstance(a, _READ)]
         if id(fn) in CONSUMERS and any(map(python_iterable, args)):
             return True  # math.fsum(bag): the bag is iterated through the context
         if not containers:
@@ -305,9 +334,9 @@ class ReverseContext(Context):
             return any(map(_is_iterator, args)) and not carries_tags(fn) and \
                 id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
                 not can_recurse(self, fn, *args, **kwargs)
-        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
-            return fn.__name__ in _STORES and any(map(self._carries, containers))
-        if id(fn) in _MOVING:
+        if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS):
+            return fn.__name__ in STORES and any(map(self._carries, containers))
+        if id(fn) in _MOVING or constructs_container(fn):
             return any(map(self._carries, containers))
         if id(fn) in _ITERATORS or fn in (operator.add, operator.iadd, operator.mul,
                                           operator.imul, operator.concat):
@@ -333,7 +362,7 @@ class ReverseContext(Context):
     def _writes(self, container: Any, index: Any, value: Any) -> bool:
         """Whether ``container[index] = value`` is this context's: a differentiated value
         stored, or a write into an array that is differentiated or written before."""
-        if type(container) in (list, dict):
+        if type(container) in (list, dict) or _dict_storing(container):
             return self._carries(value)
         if isinstance(container, np.ndarray):
             return self._carries(value) or self._holds(container)
@@ -484,17 +513,17 @@ class ReverseContext(Context):
             return self._setattr(*args)
         if id(fn) in _ITERATORS:
             return self._iterate(fn, args, kwargs)
-        if type(fn) is _BuiltinMethod and type(fn.__self__) in (list, dict):
-            return self._store(fn, args, kwargs)
+        if type(fn) in METHOD_KINDS:
+            out = self._method_store(fn, args, kwargs)
+            if out is not _NOT_SIMPLE:
+                return out
         if id(fn) in _MOVING:
             for a in args:
-                if type(a) is list:
+                if isinstance(a, list):
                     self._note_store(a)
             return fn(*args, **kwargs)
-        if fn is dict:  # dict(a=v): the values stored as they are
-            out = fn(*args, **kwargs)
-            self._note_store(out)
-            return out
+        if fn is dict or constructs_container(fn):  # dict(a=v), deque([v]): the values
+            return self._construct(fn, args, kwargs)  # stored as they are
         if id(fn) in CONSUMERS:
             args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
                          for a in args)
@@ -513,6 +542,20 @@ class ReverseContext(Context):
         if implementation is not None:
             return recurse(self, implementation, *args, **kwargs)
         return self._call(fn, args, kwargs)
+
+    def _method_store(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A C method that stores into a container (``d.setdefault(k, x)``), or a store spelled
+        as a method call (``list.append(l, x)``, ``d.__setitem__(k, x)``, ``a.__iadd__(b)``);
+        else ``_NOT_SIMPLE``."""
+        spelled = spelled_store(fn, args)
+        if spelled is not None:
+            method, rest = spelled
+            if id(method) in ARRAY_WRITE_IDS:
+                return self.execute(method, *rest, **kwargs)
+            return self._store(method, rest, kwargs)
+        if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS):
+            return self._store(fn, args, kwargs)
+        return _NOT_SIMPLE
 
     def _inplace(self, fn: Any, args: tuple[Any, ...]) -> Any:
         """``a += b`` and friends: written into an array (versioned) or a list (its values
@@ -552,17 +595,34 @@ class ReverseContext(Context):
         return fn(*args, **kwargs)
 
     def _plain(self, x: Any) -> Any:
+        """``x`` without this context's tags (a list or tuple rebuilt, a named tuple as
+        itself; another sequence -- a deque, a subclass -- as a plain list or tuple: what a C
+        function reads of it)."""
         if type(x) is Tagged:
             return x.value if x.owner is self._ref else x
         if type(x) in (list, tuple) and x:
             return type(x)([self._plain(v) for v in x])
+        if isinstance(x, SEQUENCES) and self._carries(x):
+            items = [self._plain(v) for v in x]
+            if hasattr(x, "_fields"):
+                return type(x)(*items)
+            return tuple(items) if isinstance(x, tuple) else items
         return x
 
     def _inputs(self, x: Any) -> Any:
-        if type(x) in (list, tuple) and x:
+        if isinstance(x, SEQUENCES) and x:
             nodes = [self._inputs(v) for v in x]
             return nodes if any(n is not None for n in nodes) else None
         return self._node(x)
+
+    def _spelled_is_ours(self, spelled: tuple[Any, tuple[Any, ...]],
+                         kwargs: dict[str, Any]) -> bool:
+        """:meth:`is_primitive` for a write spelled as a method call (see
+        :func:`overdub_ad._stores.spelled_store`): as for the write itself."""
+        method, rest = spelled
+        if id(method) in ARRAY_WRITE_IDS:
+            return self.is_primitive(method, *rest, **kwargs)
+        return any(map(self._carries, rest)) or any(map(self._carries, kwargs.values()))
 
     def _differentiated_array(self, x: Any) -> bool:
         plain = _innermost(x)
@@ -578,6 +638,8 @@ class ReverseContext(Context):
     # writes into arrays, versioned: see _mutation
     _track = _mutation._track
     _save_before_write = _mutation._save_before_write
+    _save_all = _mutation._save_all
+    _kept = _mutation._kept
     _note_views = _mutation._note_views
     _root_node = _mutation._root_node
     _holds = _mutation._holds
@@ -591,6 +653,7 @@ class ReverseContext(Context):
 
     # values stored into containers and objects, and iteration: see _containers
     _store = _containers._store
+    _construct = _containers._construct
     _setattr = _containers._setattr
     _note_store = _containers._note_store
     _release_stores = _containers._release_stores

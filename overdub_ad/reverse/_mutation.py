@@ -15,10 +15,12 @@ from overdub import Tagged, untag
 from .. import _arrays, _rules
 from .._shared import _innermost
 from ._calls import _dict_storing, _INPLACE, _READS_TARGET, _replace, _stored
-from ._tape import _element_index, _Entry, _Node, _placeholder, _root, _write
+from ._tape import (_element_index, _Entry, _Joint, _Node, _placeholder, _root, _write,
+                    _ZERO_IDS)
 
 if TYPE_CHECKING:
     from ._context import ReverseContext
+
 
 def _track(self: ReverseContext) -> None:
     """Start keeping ``held``: first the arrays the entries recorded so far hold."""
@@ -26,6 +28,8 @@ def _track(self: ReverseContext) -> None:
     for entry in self.tape:
         if type(entry) is _Entry:
             self._hold(entry, entry.primals, entry.out)
+
+
 def _save_before_write(self: ReverseContext, array: np.ndarray) -> None:
     """Entries that read ``array`` (or memory it shares) keep the values they read."""
     if not self.tracking:
@@ -38,13 +42,14 @@ def _save_before_write(self: ReverseContext, array: np.ndarray) -> None:
     copies: dict[int, Any] = {}
     for value, entry, path in slot:
         if value is array or np.may_share_memory(value, array):
-            saved = copies.get(id(value))
+            # one copy per value held: under an enclosing context, per tagged value (the same
+            # array given as two arguments is two values to it, each its own derivative)
+            held = _stored(entry, path) if self.nested else value
+            saved = copies.get(id(held))
             if saved is None:
-                if self.nested:  # the enclosing context keeps the copy's derivative
-                    saved = self._run(np.copy, _stored(entry, path))
-                else:
-                    saved = value.copy()
-                copies[id(value)] = saved
+                # (the enclosing context keeps the copy's derivative)
+                saved = copies[id(held)] = self._run(np.copy, held) if self.nested else \
+                    value.copy()
             _replace(entry, path, value, saved)
         else:
             keep.append((value, entry, path))
@@ -52,6 +57,74 @@ def _save_before_write(self: ReverseContext, array: np.ndarray) -> None:
         self.held[key] = keep
     else:
         del self.held[key]
+
+
+def _save_all(self: ReverseContext) -> None:
+    """The tape outlives the run (``vjp``'s pullback): the caller may write into an array it
+    holds -- an input (an optimiser's step), the output, an array from outside, a buffer --
+    before the pullback is called, which must see the values the forward pass used (as JAX's
+    does: its arrays cannot change).  Every array the tape holds is copied, once; an array
+    only the tape held is freed as its copy is made, so memory grows by what the caller
+    still holds, not by the tape.  ``grad`` sweeps before it returns and never pays this."""
+    copies: dict[int, Any] = {}
+    kept, zeros = self._kept, _ZERO_IDS
+    ndarray = None if self.nested else np.ndarray  # (under an enclosing context: _kept)
+    for entry in self.tape:
+        if type(entry) is not _Entry:
+            continue  # (floats, and placeholders of the arrays read)
+        primals = entry.primals
+        for i, value in enumerate(primals):
+            if type(value) is ndarray:  # (the common case, as _kept does)
+                if id(value.base) not in zeros:
+                    saved = copies.get(id(value))
+                    if saved is None:
+                        saved = copies[id(value)] = value.copy()
+                    primals[i] = saved
+            elif type(value) in _HOLDERS or isinstance(value, tuple):
+                primals[i] = kept(value, copies)
+        out = entry.out
+        if type(out) is ndarray:
+            if id(out.base) not in zeros:
+                saved = copies.get(id(out))
+                if saved is None:
+                    saved = copies[id(out)] = out.copy()
+                entry.out = saved
+        elif type(out) in _HOLDERS or isinstance(out, tuple):
+            entry.out = kept(out, copies)
+        if entry.kwargs:
+            entry.kwargs = {name: kept(value, copies) for name, value in entry.kwargs.items()}
+        if entry.joint is not None and type(entry.joint) is _Joint:
+            entry.joint.residuals = kept(entry.joint.residuals, copies)
+    self.held.clear()
+# What may hold an array for _save_all: itself, an enclosing context's tag, a container.
+_HOLDERS = frozenset({np.ndarray, Tagged, tuple, list, dict})
+
+
+def _kept(self: ReverseContext, x: Any, copies: dict[int, Any], depth: int = 0) -> Any:
+    """``x`` with copies of its arrays (through tuples, named tuples, lists and dicts), for
+    :meth:`_save_all`."""
+    value = _innermost(x)
+    kind = type(value)
+    if kind is np.ndarray:
+        if id(value.base) in _ZERO_IDS:  # a placeholder
+            return x
+        # one copy per value held (see _save_before_write); the enclosing context keeps the
+        # copy's derivative
+        saved = copies.get(id(x))
+        if saved is None:
+            saved = copies[id(x)] = self._run(np.copy, x) if self.nested else value.copy()
+        return saved
+    if depth > 3 or not (kind in (list, tuple, dict) or (isinstance(x, tuple) and
+                                                         hasattr(x, "_fields"))):
+        return x
+    if kind is dict:
+        return {key: self._kept(item, copies, depth + 1) for key, item in x.items()}
+    items = [self._kept(item, copies, depth + 1) for item in x]
+    if kind is list:
+        return items
+    return kind(*items) if hasattr(x, "_fields") else tuple(items)
+
+
 def _note_views(self: ReverseContext, primals: list[Any], inputs: list[Any], out: Any,
                 outputs: Any) -> None:
     """A view of a differentiated array: remember that array's node (a write into the view
@@ -69,6 +142,8 @@ def _note_views(self: ReverseContext, primals: list[Any], inputs: list[Any], out
         rslot = self.versions.get(id(root))
         if rslot is not None and rslot[0]() is root:
             node.gen = rslot[2]
+
+
 def _root_node(self: ReverseContext, root: np.ndarray) -> Any:
     node = self._array_node(root, None)
     if node is None:
@@ -76,6 +151,8 @@ def _root_node(self: ReverseContext, root: np.ndarray) -> Any:
         if slot is not None and slot[0]() is root:
             node = slot[1]
     return node
+
+
 def _holds(self: ReverseContext, array: np.ndarray) -> bool:
     """Whether tape entries hold values in ``array``'s memory: then a write into it, even
     of constants into an array that is not differentiated (a scratch buffer refilled),
@@ -85,6 +162,8 @@ def _holds(self: ReverseContext, array: np.ndarray) -> bool:
     if not self.tracking:
         self._track()
     return id(_root(array)) in self.held
+
+
 def _commit(self: ReverseContext, array: np.ndarray, node: Any) -> None:
     """``array`` now holds the value of ``node`` (None: a constant); if it is a view, the
     array it views gets a new version too."""
@@ -109,11 +188,15 @@ def _commit(self: ReverseContext, array: np.ndarray, node: Any) -> None:
                                 None, [old, None, node], new))
     gen = self._bump(root, new)
     self._set_slot(array, node, gen)
+
+
 def _bump(self: ReverseContext, root: np.ndarray, node: Any) -> int:
     slot = self.versions.get(id(root))
     gen = slot[2] + 1 if slot is not None and slot[0]() is root else 1
     self._set_slot(root, node, gen)
     return gen
+
+
 # -- writes --------------------------------------------------------------------------------
 def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: Any) -> Any:
     target = _innermost(container)
@@ -139,6 +222,8 @@ def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: 
     if fn is operator.delitem:
         return self._run(fn, untag(container, self), index)
     return self._write_item(container, self._plain(index), value[0])
+
+
 def _write_item(self: ReverseContext, container: Any, index: Any, value: Any) -> None:
     """``a[index] = value`` on an array: a functional update on the tape, in place."""
     array = _innermost(container)
@@ -158,6 +243,8 @@ def _write_item(self: ReverseContext, container: Any, index: Any, value: Any) ->
                                          _placeholder(plain_value)], {}, None,
                                 [old, None, value_node], node))
     self._commit(array, node)
+
+
 def _write_inplace(self: ReverseContext, fn: Any, target: Any, other: Any) -> Any:
     """``a += b`` on an array: recorded as ``a = a + b``, the array object kept."""
     array = _innermost(target)
@@ -190,6 +277,8 @@ def _write_inplace(self: ReverseContext, fn: Any, target: Any, other: Any) -> An
         self._hold(entry, [None, plain_other], new)
     self._commit(array, node)
     return target
+
+
 def _write_out(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.add(a, b, out=c)``: ``c`` gets the new value (and node); recorded without out."""
     out = kwargs["out"]
@@ -205,6 +294,8 @@ def _write_out(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dic
             value = self._call(np.where, (where, value, target), {})
         self._write_item(target, Ellipsis, value)
     return targets[0] if len(targets) == 1 else out
+
+
 def _copyto(self: ReverseContext, dst: Any, src: Any, casting: str = "same_kind",
             where: Any = True) -> None:
     if where is not True:

@@ -69,7 +69,8 @@ _PLANS: dict[int, _Plan] = {}
 
 def _plan(fn: Any) -> _Plan:
     """``fn``'s plan, made from the rule tables as they are now (and kept, see _PLANS)."""
-    bound = type(fn) is _BuiltinMethod and not isinstance(fn.__self__, types.ModuleType)
+    bound = (type(fn) is _BuiltinMethod and not isinstance(fn.__self__, types.ModuleType)) \
+        or type(fn) is types.MethodWrapperType  # (d.__setitem__: made at each access)
     special = (fn is getattr or fn is setattr or fn is operator.setitem or fn is dict
                or fn is operator.delitem or fn is np.copyto or id(fn) in _ITERATORS
                or id(fn) in _MOVING or isinstance(fn, custom_vjp) or bound

@@ -17,13 +17,15 @@ from .._arraylike import array_like, stackable, takes_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten, unflatten
 from .._shared import _innermost, _no_derivative_lost, _zero
-from ._calls import (_LINEARISED, _NOT_SIMPLE, _plain_tuple, _positional, _SIMPLE_ARGS,
-                     _SIMPLE_VALUES)
+from ._calls import (_arrays_within, _LINEARISED, _NOT_SIMPLE, _plain_tuple, _positional,
+                     _SIMPLE_ARGS, _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
-from ._tape import _carries_int, _Entry, _is_differentiable, _Node, _placeholder, _root
+from ._tape import (_carries_int, _Entry, _is_differentiable, _Joint, _Node, _placeholder,
+                    _root)
 
 if TYPE_CHECKING:
     from ._context import ReverseContext
+
 
 def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A primitive call: run on plain values, record an entry with the argument nodes."""
@@ -55,14 +57,11 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
                 f"from its closure or defaults, which its vjp rule gives no cotangent for: "
                 f"pass that value as an argument")
         out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
-        bwd = fn.bwd
-        assert bwd is not None  # defvjp sets fwd and bwd together
-        if getattr(fn, "_wants_inputs", False):  # checkpoint: only what is needed
-            wanted = tuple([i for i, n in enumerate(inputs) if n is not None])
-            joint = lambda ct: bwd(residuals, ct, wanted)  # noqa: E731
-        else:
-            joint = lambda ct: bwd(residuals, ct)  # noqa: E731
-        return self._record(fn, primals, plain_kwargs, out, inputs, joint=joint)
+        assert fn.bwd is not None  # defvjp sets fwd and bwd together
+        wanted = tuple([i for i, n in enumerate(inputs) if n is not None]) \
+            if getattr(fn, "_wants_inputs", False) else None  # checkpoint: only what is needed
+        return self._record(fn, primals, plain_kwargs, out, inputs,
+                            joint=_Joint(fn.bwd, residuals, wanted))
     if _rules.is_nondifferentiable(fn) or all(n is None for n in inputs):
         return self._run(fn, *primals, **plain_kwargs)
     rules = _rules.vjp_rules(fn)
@@ -105,6 +104,8 @@ def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...
     return unflatten(out_tree, [o if self._node(d) is None else
                                 self.execute(operator.add, self._plain(o), d)
                                 for o, d in zip(outs, douts)])
+
+
 def _simple_call(self: ReverseContext, fn: Any, plan: _Plan, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
     """What :meth:`_call` does for the common call -- a function with rules, on arrays
@@ -180,6 +181,8 @@ def _simple_call(self: ReverseContext, fn: Any, plan: _Plan, args: tuple[Any, ..
         return Tagged(out, node, ref, self._label)
     return self._record(fn, primals, kwargs, out, inputs,
                         shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
+
+
 def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
             inputs: list[Any], joint: Callable[..., Any] | None = None,
             shape_only: bool = False) -> Any:
@@ -210,6 +213,8 @@ def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str,
     if self.tracking:
         self._hold(entry, primals, out)
     return result
+
+
 # -- values the tape needs, and views ------------------------------------------------------
 def _hold(self: ReverseContext, entry: _Entry, primals: list[Any], out: Any) -> None:
     held = self.held
@@ -231,3 +236,11 @@ def _hold(self: ReverseContext, entry: _Entry, primals: list[Any], out: Any) -> 
         w = _innermost(out)
         if type(w) is np.ndarray:
             held.setdefault(id(_root(w)), []).append((w, entry, ("out",)))
+    if entry.kwargs:  # np.clip(x, a_min=lo): a rule reads lo
+        for name, value in entry.kwargs.items():
+            w = _innermost(value)
+            if type(w) is np.ndarray:
+                held.setdefault(id(_root(w)), []).append((w, entry, ("kw", name)))
+    if type(entry.joint) is _Joint:  # what a custom_vjp's fwd kept for its bwd
+        for w, path in _arrays_within(entry.joint.residuals, ("res",)):
+            held.setdefault(id(_root(w)), []).append((w, entry, path))

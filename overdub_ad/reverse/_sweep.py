@@ -364,14 +364,16 @@ def _seed(ctx: ReverseContext, x: Any, node: _Node) -> Any:
 
 def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              argnums: tuple[int, ...], enclosed: bool | None = None,
-             second: bool = False) -> tuple[Any, ...]:
+             second: bool = False, keeps: bool = False) -> tuple[Any, ...]:
     """Run ``f`` on tagged inputs; returns the tape, the output (its tree, plain leaves and
     their nodes) and the input nodes.  The tape is detached from the context (which is part of
     reference cycles through its dispatchers): it is freed as soon as its holder lets go.
     ``enclosed``: whether there is an enclosing context, if the caller knows already;
-    ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`)."""
+    ``second``: the tape is for :mod:`._hvp` (see :attr:`ReverseContext.second`); ``keeps``:
+    the tape is swept after the caller got the output back (see :attr:`ReverseContext.keeps`)."""
     ctx = _context(_enclosed() if enclosed is None else enclosed)
     ctx.second = second
+    ctx.keeps = keeps
     _routes.ran(_routes.REFERENCE, f, "reverse mode, the tape")
     inputs = list(args)
     nodes: dict[int, tuple[Any, ...]] = {}
@@ -415,7 +417,10 @@ def _call_and_reveal(ctx: ReverseContext, f: Callable[..., Any], /, *args: Any,
     read while the run still holds the metadata of their attributes (see ``_pytree.reveal``).
     Called inside ``ctx``'s run: the call of ``f`` is one more step of it (as forward mode's
     ``_call_and_reveal``)."""
-    return reveal(ctx.overdub(f, *args, **kwargs), ctx.overdub)
+    out = reveal(ctx.overdub(f, *args, **kwargs), ctx.overdub)
+    if ctx.keeps:  # (in the run: an enclosing context sees the copies made)
+        ctx._save_all()
+    return out
 
 
 # Not a primitive, and opaque: it runs natively, at once (no rule lookup at every gradient).

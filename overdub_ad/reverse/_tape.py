@@ -38,6 +38,26 @@ class _Entry:
         self.rules = rules      # fn's reverse rules, when looked up already (else: the table)
 
 
+class _Joint:
+    """The backward rule of a ``custom_vjp`` or ``checkpoint`` entry, ``ct -> the cotangents of
+    all arguments``: ``bwd`` with the residuals ``fwd`` returned (and, for ``checkpoint``, the
+    arguments that need a cotangent).  The residuals are an attribute, not a closure's cell,
+    so that an array among them that is written in place later -- an argument the caller
+    overwrites (``h[:] = checkpoint(layer)(h, w)``) -- is replaced by a copy of what it held,
+    as an entry's own values are (see ``_save_before_write``)."""
+
+    __slots__ = ("bwd", "residuals", "wanted")
+
+    def __init__(self, bwd: Callable[..., Any], residuals: Any,
+                 wanted: tuple[int, ...] | None) -> None:
+        self.bwd, self.residuals, self.wanted = bwd, residuals, wanted
+
+    def __call__(self, ct: Any) -> Any:
+        if self.wanted is None:
+            return self.bwd(self.residuals, ct)
+        return self.bwd(self.residuals, ct, self.wanted)
+
+
 def _is_differentiable(x: Any) -> bool:
     """A float or complex number or array (an enclosing context's tags looked through)."""
     x = _innermost(x)
@@ -60,6 +80,8 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 
 _PLACEHOLDERS: dict[tuple[Any, ...], np.ndarray] = {}  # (shape, dtype) -> placeholder
+_ZEROS: dict[Any, np.ndarray] = {}  # dtype -> the zero placeholders of that dtype broadcast
+_ZERO_IDS: set[int] = set()  # (their ids: see _is_placeholder)
 
 
 def _placeholder(x: Any) -> Any:
@@ -74,8 +96,18 @@ def _placeholder(x: Any) -> Any:
     if ph is None:
         if len(_PLACEHOLDERS) > 4096:
             _PLACEHOLDERS.clear()
-        ph = _PLACEHOLDERS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        zero = _ZEROS.get(x.dtype)
+        if zero is None:
+            zero = _ZEROS[x.dtype] = np.zeros((), x.dtype)
+            _ZERO_IDS.add(id(zero))
+        ph = _PLACEHOLDERS[key] = np.broadcast_to(zero, x.shape)
     return ph
+
+
+def _is_placeholder(x: np.ndarray) -> bool:
+    """Whether ``x`` is one of :func:`_placeholder`'s stand-ins (its memory is no one's), also
+    one made before the table was last emptied."""
+    return id(x.base) in _ZERO_IDS
 
 
 def _element_index(view: np.ndarray, root: np.ndarray) -> tuple[Any, ...] | None:
@@ -259,10 +291,11 @@ def _retyped(ct: Tagged, x: Any) -> Any:
     """``ct`` (tagged by an enclosing context: a second derivative) in the precision of a
     float32 input ``x``, cast under that context so that its derivative is cast too."""
     value = _innermost(ct)
-    dtype = getattr(x, "dtype", None)
-    if dtype is None or dtype.kind != "f" or getattr(value, "dtype", dtype) == dtype or \
-            not isinstance(value, (np.ndarray, np.generic)):
-        return ct
+    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype.kind != "f" or \
+            not isinstance(value, (np.ndarray, np.generic, float)) or \
+            np.result_type(value) == x.dtype:
+        return ct  # (another namespace's arrays keep their own dtype rules)
+    dtype = x.dtype
     ctx = current_context()
     return ct if ctx is None else overdub(ctx, _as_dtype, ct, dtype, isinstance(x, np.ndarray))
 

@@ -21,7 +21,8 @@
 - ``_scipy_linalg``: ``scipy.linalg`` (solves, factorizations, ``expm``/``logm``/``sqrtm``...);
 - ``_scipy_stats``: ``scipy.stats``' distribution methods (stand-ins: the formulas restated);
 - ``_scipy_solvers``: SciPy's ``quad``, ``odeint``, ``solve_ivp``, root finders and ``minimize``
-  (stand-ins whose primitives differentiate the callback at the solution);
+  (stand-ins whose primitives differentiate the callback at the solution; ``_ode_adjoint``, the
+  adjoint system reverse mode solves backwards for ``odeint``/``solve_ivp``);
 - ``_evaluation``: stand-ins for ``eval`` and ``exec`` of source text, run as functions.
 
 Each module states its conventions in its docstring; the shared ones (batch dimensions of

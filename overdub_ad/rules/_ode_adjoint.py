@@ -34,22 +34,23 @@ from typing import Any
 
 import numpy as np
 
-Field = Callable[[Any, Any, tuple[Any, ...]], Any]
+_Field = Callable[[Any, Any, tuple[Any, ...]], Any]
 """``(y, t, params) -> f(y, t)``, with the differentiated parameters ``params`` in place."""
 
-Integrate = Callable[[Callable[[Any, float], Any], Callable[[Any, float], Any] | None, Any,
+_Integrate = Callable[[Callable[[Any, float], Any], Callable[[Any, float], Any] | None, Any,
                       float, float], Any]
 """``(rhs, jac, z, a, b) -> z(b)``: the system ``z' = rhs(z, t)`` (Jacobian ``jac(z, t)`` for
 implicit methods, None for explicit ones) solved from ``z(a) = z`` to ``b`` by the user's
 solver."""
 
 
-def pullback(field: Field, trajectory: Callable[[float], Any], params: Sequence[Any],
-             times: Any, t0: float, ct: Any, integrate: Integrate,
+def pullback(field: _Field, solution: Callable[[], Callable[[float], Any]],
+             params: Sequence[Any], times: Any, t0: float, ct: Any, integrate: _Integrate,
              jacobian: bool) -> tuple[Any, list[Any]]:
     """``(lam(t0), [cotangent of each of params])``: the pullback of ``ct`` through the solve
-    whose outputs at ``times`` it is the cotangent of.  ``trajectory(t)``: the forward
-    solution; ``jacobian``: whether ``integrate`` needs the backward system's Jacobian (an
+    whose outputs at ``times`` it is the cotangent of.  ``solution()``: the forward solution's
+    interpolant ``t -> y(t)``, asked for once, before the backward solve starts, and only if
+    there is one; ``jacobian``: whether ``integrate`` needs the backward system's Jacobian (an
     implicit method)."""
     params = tuple(params)
     sizes = [int(np.size(p)) for p in params]
@@ -58,11 +59,12 @@ def pullback(field: Field, trajectory: Callable[[float], Any], params: Sequence[
     ct = np.reshape(ct, (m, -1))
     n = np.shape(ct)[1]
     size = n + sum(sizes)
-    rhs = _backward_field(field, trajectory, params, n)
-    jac = _backward_jacobian(field, trajectory, params, n, size) if jacobian else None
     entering = [i for i in range(m) if np.any(ct[i])]  # the output times where lam jumps
     z = np.zeros(size)
-    if entering:
+    if any(float(times[i]) != float(t0) for i in entering):
+        trajectory = solution()
+        rhs = _backward_field(field, trajectory, params, n)
+        jac = _backward_jacobian(field, trajectory, params, n, size) if jacobian else None
         last = entering[-1]
         z[:n] = ct[last]
         here = float(times[last])
@@ -71,10 +73,12 @@ def pullback(field: Field, trajectory: Callable[[float], Any], params: Sequence[
             z[:n] += ct[i]
             here = float(times[i])
         z = _across(integrate, rhs, jac, z, here, float(t0))
+    else:  # the cotangent enters at t0 only (odeint's first output is y0): no solve
+        z[:n] = np.sum(ct[entering], axis=0)
     return z[:n], _split(z[n:], params, sizes)
 
 
-def _across(integrate: Integrate, rhs: Callable[[Any, float], Any],
+def _across(integrate: _Integrate, rhs: Callable[[Any, float], Any],
             jac: Callable[[Any, float], Any] | None, z: Any, a: float, b: float) -> Any:
     """``z`` carried from ``a`` back to ``b`` (unchanged over an empty interval: repeated
     output times, or the first output at ``t0``)."""
@@ -94,7 +98,7 @@ def _split(mu: Any, params: tuple[Any, ...], sizes: list[int]) -> list[Any]:
     return out
 
 
-def _vjp_at(field: Field, y: Any, t: float, params: tuple[Any, ...]) -> Callable[[Any], Any]:
+def _vjp_at(field: _Field, y: Any, t: float, params: tuple[Any, ...]) -> Callable[[Any], Any]:
     """The pullback of ``(y, params) -> f(y, t)`` at ``(y, params)``: one trace of the
     user's function, by :func:`overdub_ad.vjp`, whatever ``f`` does."""
     from .. import vjp
@@ -108,7 +112,7 @@ def _flat(parts: Sequence[Any]) -> Any:
     return np.concatenate([np.ravel(np.asarray(p, dtype=float)) for p in parts])
 
 
-def _backward_field(field: Field, trajectory: Callable[[float], Any], params: tuple[Any, ...],
+def _backward_field(field: _Field, trajectory: Callable[[float], Any], params: tuple[Any, ...],
                     n: int) -> Callable[[Any, float], Any]:
     """``z -> [-f_y^T lam, -f_theta^T lam]`` at ``y(t)``: the backward system."""
     def rhs(z: Any, t: float) -> Any:
@@ -116,7 +120,7 @@ def _backward_field(field: Field, trajectory: Callable[[float], Any], params: tu
     return rhs
 
 
-def _backward_jacobian(field: Field, trajectory: Callable[[float], Any],
+def _backward_jacobian(field: _Field, trajectory: Callable[[float], Any],
                        params: tuple[Any, ...], n: int,
                        size: int) -> Callable[[Any, float], Any]:
     """The backward system's Jacobian, ``[[-f_y^T, 0], [-f_theta^T, 0]]`` (it is linear in

@@ -478,12 +478,13 @@ for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
         defjvp(_fn, *_jvps)
         defvjp(_fn, *_vjps)
 # ... and their partials on floats, declared for the fast routes
-for _fns, _partials in (((operator.add, operator.iadd), (1.0, 1.0)),
-                        ((operator.sub, operator.isub), (1.0, -1.0)),
-                        ((operator.mul, operator.imul), BILINEAR),
-                        ((operator.truediv, operator.itruediv), quotient_partials),
-                        ((operator.pow, operator.ipow, builtins.pow, math.pow), power_partials)):
-    for _fn in _fns:
+_DECLARED: tuple[tuple[tuple[Any, ...], Any], ...] = (
+    ((operator.add, operator.iadd), (1.0, 1.0)), ((operator.sub, operator.isub), (1.0, -1.0)),
+    ((operator.mul, operator.imul), BILINEAR),
+    ((operator.truediv, operator.itruediv), quotient_partials),
+    ((operator.pow, operator.ipow, builtins.pow, math.pow), power_partials))
+for _operators, _partials in _DECLARED:
+    for _fn in _operators:
         defscalar(_fn, 2, _partials)
 
 

@@ -535,7 +535,7 @@ class _Flow:
             return method in [m.__name__ for m in implicit]
         return isinstance(method, type) and issubclass(method, implicit)
 
-    def trajectory(self, theta: Any, y0: Any) -> Any:
+    def interpolant(self, theta: Any, y0: Any) -> Any:
         """The forward solution's interpolant (``t -> y(t)``) for these ``theta`` and ``y0``.
         Made before the backward solve starts, never from inside it: odeint's LSODA and
         solve_ivp's share ODEPACK's state, and a solve started from odeint's callback breaks
@@ -689,7 +689,7 @@ def _adjoint(flow: _Flow, carried: Any, ct: Any, theta: Any,
                 values[j] = p
             return flow.rhs(tuple(values))(y, t)
         lam, mus = _ode_adjoint.pullback(
-            field, flow.trajectory(theta, y0), [theta[j] for j in which],
+            field, lambda: flow.interpolant(theta, y0), [theta[j] for j in which],
             flow.output_times(), flow.start(), ct, flow.backward, flow.implicit())
         flow.pulled = pulled = (np.array(ct, copy=True), detach(theta), detach(y0), which,
                                 (np.reshape(lam, np.shape(y0)), dict(zip(which, mus))))

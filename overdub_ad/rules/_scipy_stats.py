@@ -18,7 +18,11 @@ through, with ``scipy.special``'s rules):
   respect to the float parameters (``poisson``'s ``mu``, ``binom``'s ``p``); ``k`` and ``loc``
   only pick a point of a step function (no derivative);
 - ``multivariate_normal.logpdf``/``pdf`` with respect to ``x``, ``mean`` and ``cov`` (the lower
-  triangle of ``cov`` is read, as SciPy's eigendecomposition reads it).
+  triangle of ``cov`` is read, as SciPy's eigendecomposition reads it);
+- ``entropy`` with respect to ``loc``, ``scale`` and the shape parameters of the distributions
+  whose ``_entropy`` is a formula; where SciPy computes it numerically (its default
+  ``_entropy``: ``quad`` or a series) a derivative in a shape parameter raises
+  ``MissingRuleError`` naming ``scipy.stats.<dist>.entropy``.
 
 Outside the support and for invalid parameters the value is SciPy's (0, 1, ``-inf``, ``nan``),
 with no derivative.  Frozen distributions (``norm(0, 2).logpdf(x)``) call these methods.  A
@@ -311,14 +315,21 @@ def _entropy(self: Any, *args: Any, **kwds: Any) -> Any:
 
 
 def _each(fn: Callable[..., Any], shapes: tuple[Any, ...]) -> Any:
-    """``fn`` of each element of the broadcast ``shapes`` (``_entropy`` is written for
-    numbers: SciPy calls it through ``np.vectorize``), once for numbers."""
+    """``fn`` of each element of the broadcast ``shapes``, as SciPy's ``np.vectorize`` calls
+    ``_entropy`` (written for numbers), once for numbers."""
     if all(np.ndim(s) == 0 for s in shapes):
-        return fn(*shapes)
+        return fn(*(_number(s) for s in shapes))
     shape = np.broadcast_shapes(*(np.shape(s) for s in shapes))
     flat = [np.ravel(np.broadcast_to(s, shape)) for s in shapes]
-    values = [fn(*(f[i] for f in flat)) for i in range(math.prod(shape))]
+    values = [fn(*(_number(f[i]) for f in flat)) for i in range(math.prod(shape))]
     return np.reshape(np.stack(values), shape)
+
+
+def _number(s: Any) -> Any:
+    """An integer parameter as the Python ``int`` that ``np.vectorize`` gives ``_entropy``
+    (``truncpareto``'s ``c ** b`` raises for NumPy integers and a negative ``b``); an
+    integer is never differentiated.  Others as they are."""
+    return int(s) if np.result_type(s).kind in "iu" else s
 
 
 @opaque

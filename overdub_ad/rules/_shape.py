@@ -502,6 +502,25 @@ def _linspace_rule(pos: int, mode: str) -> Callable[..., Any]:
 defjvp(np.linspace, _linspace_rule(0, "fwd"), _linspace_rule(1, "fwd"), ZERO)
 defvjp(np.linspace, _linspace_rule(0, "rev"), _linspace_rule(1, "rev"), ZERO)
 
+
+def _vander_slope(out: Any, increasing: Any) -> Any:
+    """``d vander(x) / dx`` row by row: the column of ``x ** p`` has slope ``p x ** (p - 1)``,
+    its neighbour's column times ``p`` (read from ``out``: exact, and no ``0 * inf`` at
+    ``x = 0``); the column of ``x ** 0`` has slope 0."""
+    n, cols = np.shape(out)
+    zero = np.zeros((n, min(cols, 1)), np.result_type(out, 0.0))
+    if increasing:
+        return np.concatenate([zero, out[:, :-1] * np.arange(1, cols)], axis=1)
+    return np.concatenate([out[:, 1:] * np.arange(cols - 1, 0, -1), zero], axis=1)
+
+
+# vander(x, N, increasing): out[i, j] = x[i] ** p_j, elementwise in x (NumPy builds it with
+# multiply.accumulate into a buffer, out=, which no rule follows)
+defjvp(np.vander, lambda dx, out, /, x, N=None, increasing=False: np.expand_dims(
+    as_array_tangent(dx, x), -1) * _vander_slope(out, increasing), ZERO, ZERO)
+defvjp(np.vander, lambda ct, out, /, x, N=None, increasing=False: like_argument(
+    np.sum(ct * _vander_slope(out, increasing), axis=-1), x), ZERO, ZERO)
+
 nondifferentiable(*(getattr(np, name) for name in (
     "argwhere", "nonzero", "flatnonzero", "count_nonzero", "argmax", "argmin", "nanargmax",
     "nanargmin", "digitize", "unravel_index", "ravel_multi_index", "all", "any", "isin")

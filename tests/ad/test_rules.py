@@ -215,6 +215,8 @@ CASES = [
     case(np.full, (2, 3), V5[:3]), case(np.full_like, M, V5[:4]), case(np.full_like, M, 2.0),
     case(np.linspace, 1.0, 2.5, 5), case(np.linspace, V5[:3], 2.5, 5, axis=1, retstep=True),
     case(np.linspace, M[0], V5[:4], 4, False), case(np.copy, M),
+    case(np.vander, V5), case(np.vander, V5[:3], 4, True), case(np.vander, [0.0, 1.5, -2.0], 3),
+    case(np.vander, V5[:2] + 1j * V5[2:4], 3),
     case(np.ascontiguousarray, M.T), case(np.asfortranarray, M),
     # -- indexing ---------------------------------------------------------------------------------
     case(operator.getitem, T234, 1), case(operator.getitem, T234, (slice(None), 0)),

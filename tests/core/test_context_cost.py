@@ -3,11 +3,11 @@ a reused one does (issue #16): what only depends on the class is shared, and a c
 dispatchers pass to a new instance of its class once nothing can reach them any more.
 
 These tests check what that must never share: hooks see their own instance, code that outlives
-a run (a generator, a closure, a lazy ``map``, a copied ``contextvars.Context``) keeps reporting
-to the instance that ran it, each instance keeps its own metadata, in threads too, and verbs
-defined on the class after its first use are seen.  Each scenario runs twice: the second run
-starts with dispatchers a dead instance left behind.  (Costs are measured by
-``benchmarks/bench_core.py``, not here.)
+a run (a generator, a generator expression, a lazy ``map``, a copied ``contextvars.Context``)
+keeps reporting to the instance that ran it, each instance keeps its own metadata, in threads
+too, and verbs and primitives defined on the class after its first use are seen.  Each scenario
+runs at least twice: later runs start with dispatchers a dead instance left behind.  (Costs are
+measured by ``benchmarks/bench_core.py``, not here.)
 """
 
 from __future__ import annotations
