@@ -137,8 +137,8 @@ def dict_state(p: Any, steps: int) -> Any:
 
 
 def math_calls(p: Any, steps: int) -> Any:
-    """The same integration with a math call per step that does not change the numbers much:
-    exp(0 * ...) and tanh on a damped copy, as models with activation functions do."""
+    """The same integration with math calls in every step that leave the numbers as they are
+    (exp(0 * x) is 1, 0 * tanh(z) is 0), as models with activation functions call them."""
     sigma, rho, beta = p
     x, y, z = 1.0, 1.0, 1.0
     for _ in range(steps):
@@ -151,7 +151,7 @@ def math_calls(p: Any, steps: int) -> Any:
         d = (sigma * (yd - xd), xd * (rho - zd) - yd, xd * yd - beta * zd)
         x = x + H / 6 * (a[0] + 2 * b[0] + 2 * c[0] + d[0]) * math.exp(0.0 * x)
         y = y + H / 6 * (a[1] + 2 * b[1] + 2 * c[1] + d[1])
-        z = z + H / 6 * (a[2] + 2 * b[2] + 2 * c[2] + d[2]) + 1e-9 * math.tanh(z)
+        z = z + H / 6 * (a[2] + 2 * b[2] + 2 * c[2] + d[2]) + 0.0 * math.tanh(z)
     return x + y + z
 
 

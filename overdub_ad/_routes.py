@@ -54,15 +54,17 @@ def first(routes: Sequence[tuple[str, Callable[..., _T]]], fn: Any, *args: Any) 
     reference's last -- that does not decline ``compute(*args)``.  A fast route that is not
     :func:`enabled` is skipped; each decision is recorded for :func:`explain`.  The one place
     where an API chooses its route."""
+    forced = _forced
     for name, compute in routes:
-        if name != REFERENCE and not enabled(name):
-            continue
+        if forced is not None and name != forced and name != REFERENCE:
+            continue  # (enabled(name), inline: this runs on every derivative)
         try:
             result = compute(*args)
         except Declined as why:
             declined(name, str(why), fn)
             continue
-        ran(name, fn)
+        if _listening.get() is not None:
+            ran(name, fn)
         return result
     raise AssertionError(f"no route ran for {fn!r}: the reference route must come last")
 

@@ -72,8 +72,7 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
 
 def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
          batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
-    return _routes.first((("forward-dual", _dual_jvp), (_routes.REFERENCE, _general_jvp)),
-                         f, f, primals, tangents, batch, api)
+    return _routes.first(_ROUTES, f, f, primals, tangents, batch, api)
 
 
 def _dual_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
@@ -114,6 +113,10 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
               written[id(y)] if id(y) in written else _tangent_of(ctx, y, batch)
               for i, y in enumerate(outs)]
     return unflatten(otree, values), unflatten(otree, derivs)
+
+
+# jvp's routes, in order (see _routes.first)
+_ROUTES = (("forward-dual", _dual_jvp), (_routes.REFERENCE, _general_jvp))
 
 
 def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
