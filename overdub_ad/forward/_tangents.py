@@ -117,7 +117,11 @@ class _ArrayTangents:
     def read(self, a: np.ndarray, key: Any) -> Any:
         """The tangent of ``a[key]`` for a plain ``a`` (unwritten elements: zero)."""
         tangents = self._owners[id(_owner(a))][1]
-        return self._run(operator.getitem, tangents, (Ellipsis, self.slots(a)[key]))
+        slots = self.slots(a)[key]
+        out = self._run(operator.getitem, tangents, (Ellipsis, slots))
+        # one element's tangent is a view of the buffer that later writes into ``a`` change
+        # (x = a[1]; a *= 2 must leave x's tangent as it was): a copy
+        return self._run(np.copy, out) if np.ndim(slots) == 0 else out
 
     def put(self, a: np.ndarray, tangent: Any) -> None:
         """All of ``a`` was written: its tangent becomes ``tangent`` (None: zero)."""

@@ -174,3 +174,56 @@ def test_outer_derivative_through_an_inner_reverse_write(inner, body):
     for outer in (ad.grad(h), lambda x: ad.derivative(h, x), lambda x: ad.jvp(h, (x,), (1.0,))[1]):
         for _ in range(2):
             assert outer(1.5) == pytest.approx(want, rel=1e-6, abs=1e-9)
+
+
+# -- an element read from an array, then the array written in place (found by the fuzzer) ---------
+
+def _scale_after_read(x):
+    a = x.copy()
+    a += x
+    s = a[1]
+    a *= 2.0
+    return s + np.sum(a) * 0.5
+
+
+def _constant_after_read(x):
+    a = x.copy()
+    a += np.concatenate([x[1:], x[:1]])
+    s = a[1] * a[2]
+    a[1] = 7.0
+    return s * np.sum(a)
+
+
+def _out_after_read(x):
+    a = x * 1.0
+    a += x ** 2
+    s = a[0]
+    np.sin(a, out=a)
+    a *= a
+    return s * a[2] + np.sum(a)
+
+
+def _loop_of_reads(x):
+    a = x.copy()
+    total = 0.0
+    for i in range(3):
+        a += x
+        total = total + a[i] * a[(i + 1) % 3]
+        a[i] = 0.5 * a[i]
+    return total
+
+
+@pytest.mark.parametrize("f", [_scale_after_read, _constant_after_read, _out_after_read,
+                               _loop_of_reads])
+def test_an_element_read_keeps_its_tangent_when_the_array_is_written_later(f):
+    """The tangent of ``a[i]`` (an array written in place before) was a view of the array's
+    tangents, so a later write into the array changed it: forward mode disagreed with reverse
+    mode and finite differences."""
+    x = np.array([1.5, 1.2, 0.9])
+    want = np.array([fd(lambda t: f(x + t * e), 0.0) for e in np.eye(3)])
+    for _ in range(2):
+        np.testing.assert_allclose(ad.jacfwd(f)(x), want, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(ad.grad(f)(x), want, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(ad.jvp(f, (x,), (np.ones(3),))[1], want.sum(), rtol=1e-6)
+    np.testing.assert_allclose(ad.hessian(f)(x), ad.jacrev(ad.jacrev(f))(x), rtol=1e-6,
+                               atol=1e-8)
