@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 from . import _rules
-from ._shared import _bind, _F
+from ._shared import _F
 
 
 class custom_vjp:
@@ -66,9 +67,11 @@ class custom_jvp:
             return log1pexp(x), dx / (1 + math.exp(-x))
 
     Called with differentiated arguments inside :func:`jvp` & co, the rule runs instead of
-    the body: it gets the plain primals and their tangents (zeros for arguments that have
-    none), both as tuples with one entry per argument, and returns ``(output,
-    output_tangent)`` with matching pytree structures.  Everywhere else the function is
+    the body: it gets the plain primals and their tangents (zeros for arguments, or elements
+    of a tuple, list or dict argument, that have none), both as tuples with one entry per
+    argument (defaults included) in the arguments' pytree structure, and returns ``(output,
+    output_tangent)`` with matching pytree structures.  Its tangents are primal-shaped, as in
+    JAX: under :func:`jacfwd` it runs once per direction.  Everywhere else the function is
     itself.  The rule is ordinary Python, so an enclosing derivative differentiates it.
 
     See also: :func:`overdub_ad.defjvp` (per-argument rules for any callable).
@@ -94,13 +97,20 @@ class custom_jvp:
         return self.fun(*args, **kwargs)
 
     def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """The arguments of a call as the rule receives them: all by position (keywords bound
-        to their parameters), in either mode."""
+        """The arguments of a call as the rule receives them, in either mode: all by position,
+        keywords bound to their parameters and defaults filled in (JAX's ``resolve_kwargs``:
+        ``f(x)`` for ``def f(x, scale=2.0)`` gives the rule ``(x, 2.0)``, as ``f(x, 2.0)``)."""
+        try:
+            signature = inspect.signature(self.fun)
+        except (TypeError, ValueError):  # (no signature: the call as it is)
+            signature = None
+        if signature is not None:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, {k: v for k, v in bound.kwargs.items() if k in kwargs}
         if kwargs:
-            args, kwargs = _bind(self.fun, args, kwargs, lambda v: True)
-            if kwargs:
-                raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: pass the "
-                                f"arguments {sorted(kwargs)} by position")
+            raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: pass the "
+                            f"arguments {sorted(kwargs)} by position")
         return args
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:

@@ -189,6 +189,8 @@ class ForwardContext(Context):
         return fn.__name__ == "copy" and id(receiver) in self.lists
 
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees
+            return any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
         if fn is getattr:
             return bool(args) and self._carries(args[0])
         if fn is setattr and _reshapes(self, args):
@@ -234,7 +236,7 @@ class ForwardContext(Context):
                     or isinstance(getattr(type(fn), "__call__", None), types.FunctionType)
                     or can_recurse(self, fn, *args, **kwargs))
         if ((_rules.jvp_rules(fn) is not None and not _reverse_rules_only(fn))
-                or _rules.is_nondifferentiable(fn) or type(fn) is custom_jvp or fn is _tolist):
+                or _rules.is_nondifferentiable(fn) or fn is _tolist):
             return True
         if _rules.method_with_rules(fn, _rules.jvp_rules) is not None:
             return True  # model.energy(x), a.dot(y): the method's rules (see execute)
@@ -715,24 +717,56 @@ class ForwardContext(Context):
     # -- user rules -------------------------------------------------------------------------------
     def _custom(self, fn: custom_jvp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A :class:`custom_jvp` function: its rule gets the plain primals and the tangents
-        (zeros for arguments without one) and gives the output and its tangent."""
+        (zeros for elements without one), both with the arguments' pytree structure, and gives
+        the output and its tangent.  As in JAX the rule sees primal-shaped tangents: under a
+        batch of directions (jacfwd) it runs once per direction and its tangents are stacked,
+        since a rule that reduces its tangent (``np.sum(t)``) would mix directions."""
         if fn.jvp is None:
             raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
                             f"define one with @{fn.__name__}.defjvp")
-        leaves, tree = flatten(list(fn.positional(args, kwargs)))
+        leaves, tree = flatten(list(self._revealed(fn.positional(args, kwargs))))
         parts = [self._split(leaf) for leaf in leaves]
-        batch = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
-                      for p, t in parts if t is not None), ())
-        primals = unflatten(tree, [p for p, _ in parts])
-        tangents = unflatten(tree, [_zero(p, batch) if t is None else t for p, t in parts])
-        result = self.fallback(fn.jvp, tuple(primals), tuple(tangents))
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
-                            f"(primal_out, tangent_out), got {type(result).__name__}")
-        out, dout = result
-        outs, otree = flatten(out)
-        douts, dtree = flatten(dout)
-        if len(outs) != len(douts):
-            raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
-                            f"structure {dtree} for an output of structure {otree}")
-        return unflatten(otree, [self._attach(o, d) for o, d in zip(outs, douts)])
+        batch: tuple[int, ...] = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
+                                       for p, t in parts if t is not None), ())
+        primals = tuple(unflatten(tree, [p for p, _ in parts]))
+        directions = [[_zero(p, ()) if t is None else
+                       self.fallback(operator.getitem, t, at) if batch else t for p, t in parts]
+                      for at in np.ndindex(batch)]  # (one, ``()``, when unbatched)
+        otree: Any = None
+        outs: list[Any] = []
+        per_direction: list[list[Any]] = []
+        for tangents in directions:
+            result = self.fallback(fn.jvp, primals, tuple(unflatten(tree, tangents)))
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
+                                f"(primal_out, tangent_out), got {type(result).__name__}")
+            outs, otree = flatten(result[0])
+            douts, dtree = flatten(result[1])
+            if len(outs) != len(douts):
+                raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
+                                f"structure {dtree} for an output of structure {otree}")
+            per_direction.append(douts)
+        if batch:
+            per_direction = [[self._stacked(batch, list(ds)) for ds in zip(*per_direction)]]
+        return unflatten(otree, [self._attach(o, d) for o, d in zip(outs, per_direction[0])])
+
+    def _stacked(self, batch: tuple[int, ...], tangents: list[Any]) -> Any:
+        """One output's tangents, one per direction of ``batch`` (in ``np.ndindex`` order), as
+        its batched tangent; None where the rule gave none."""
+        if all(t is None for t in tangents):
+            return None
+        stacked = self.fallback(np.stack, [self.fallback(np.asarray, t) for t in tangents])
+        return self.fallback(np.reshape, stacked, batch + np.shape(stacked)[1:])
+
+    def _revealed(self, x: Any, depth: int = 8) -> Any:
+        """``x`` with the members of its lists, tuples and dicts tagged again where the core
+        holds their metadata aside (see :meth:`_reveal`): a pytree whose leaves show their
+        tangents."""
+        if not depth:
+            return x
+        if type(x) is dict:
+            return {k: self._revealed(v, depth - 1) for k, v in self.fallback(x.items)}
+        if isinstance(x, (list, tuple)):
+            items = self._reveal(x) if any(isinstance(e, _REVEALABLE) for e in x) else x
+            return _rebuild(x, [self._revealed(e, depth - 1) for e in items])
+        return x

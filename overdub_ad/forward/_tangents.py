@@ -110,6 +110,8 @@ class _ArrayTangents:
         _, tangents, written = self._owners[id(_owner(a))]
         slots = self.slots(a)
         here = self._run(operator.getitem, tangents, (Ellipsis, slots))
+        if np.ndim(slots) == 0:  # (a 0-d array: a view of the buffer, as in read)
+            here = self._run(np.copy, here)
         if meta is None:
             return here
         return self._run(np.where, written[slots], here, meta)

@@ -196,7 +196,9 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     leaf of pytrees; ``jacobian`` is the same function.  For complex inputs and outputs the
     entries are complex derivatives ``df_i/dz_j`` of a holomorphic ``f``; ``holomorphic=True``
     says so (as for :func:`grad` and in JAX), and then checks that the inputs and outputs are
-    complex.
+    complex.  A complex output of real inputs raises ``TypeError`` (as in JAX): a real
+    input's cotangent cannot hold the derivative of the imaginary part, which
+    :func:`jacfwd` gives.
     """
     if not callable(f):
         raise TypeError(f"jacrev: f must be callable, got {f!r}")
@@ -211,6 +213,14 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
         if holomorphic:
             _check_complex("outputs", plain)
+        elif any(_arrays.is_complex(_innermost(y)) for y in plain) and any(
+                _arrays.is_numeric(x) and not _arrays.is_complex(x)
+                for num in nums for x in map(_innermost, flatten(args[num])[0])):
+            # a real input's cotangent is real: the derivative of the output's imaginary
+            # part would be dropped (complex inputs get the holomorphic Jacobian, documented)
+            _release(tape)
+            raise TypeError("jacrev of a complex-valued function of real inputs: use jacfwd "
+                            "for the complex Jacobian, or take the real and imaginary parts")
         if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
             _release(tape)
             _check_output(plain[0], "jacrev")  # None, a str: raises

@@ -19,6 +19,7 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._rules import BILINEAR as _BILINEAR
 from .._array_methods import _replacement
 from .._custom import custom_jvp, custom_vjp
+from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost,
                        iterate_through, keyed_read, _public, python_iterable, _sourceless,
                        _user_operator)
@@ -178,6 +179,9 @@ class ReverseContext(Context):
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
+            return any(self._node(v) is not None  # value anywhere in its arguments' trees
+                       for v in flatten((args, kwargs))[0])
         ref = self._ref
         for a in args:
             if type(a) is Tagged and a.owner is ref:

@@ -285,6 +285,9 @@ def _write_out(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dic
     targets = out if isinstance(out, tuple) else (out,)
     rest = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
     where = kwargs.get("where", True)
+    if out is Ellipsis:  # (NumPy 2: out=... asks for an array, 0-d too; nothing is written)
+        return self.execute(np.asarray, self.execute(fn, *args, **{**rest, **(
+            {} if where is True else {"where": where})}))
     result = self.execute(fn, *args, **rest)
     results = result if isinstance(result, tuple) and len(targets) > 1 else (result,)
     for target, value in zip(targets, results):

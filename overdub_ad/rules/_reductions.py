@@ -11,8 +11,13 @@ Conventions:
 - A reverse rule returns the cotangent at ``x``'s full shape (a broadcast view).
 - ``prod`` and ``cumprod`` are exact with zeros (products of the other factors, no division).
 - Ties in ``max``/``min``/``amax``/``amin``/``ptp`` (and the NaN-ignoring variants) split the
-  derivative evenly among the tied entries.  ``std`` where it is 0 (one element, or all equal)
-  has derivative 0, as ``absolute`` at 0.
+  derivative evenly among the tied entries.
+- The NaN-ignoring reductions (``nansum``, ``nanmax``, ``nanmedian``...) ignore the tangent of a
+  NaN entry too: a tangent there is NaN whenever the NaN came from a computation (``x**2`` at a
+  NaN), and ``0 * nan`` would spread it to the whole result.  Their cotangent at a NaN entry is 0.
+- ``median``/``nanmedian`` with ``overwrite_input=True`` raise ``MissingRuleError``: the call
+  reorders ``x`` in place, so the rule can no longer tell which entry was the median.
+- ``std`` where it is 0 (one element, or all equal) has derivative 0, as ``absolute`` at 0.
 - Complex: ``sum``/``mean``/``prod``/``cumsum``/``cumprod`` are holomorphic; ``var``/``std`` are
   real-valued, with the autograd/JAX reverse convention (gradient ``df/dx - i df/dy``).
 """
@@ -24,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp, same_rules
+from .._rules import ZERO, MissingRuleError, defjvp, defvjp, same_rules
 from ._common import bshape, cts, expand, gather, neg_axes, neg_axis, positions, scatter
 
 _NOVALUE = np._NoValue
@@ -91,8 +96,13 @@ def _nan_mask(x: Any) -> Any:
     return np.logical_not(np.isnan(x))
 
 
+def _nan_free(dx: Any, x: Any) -> Any:
+    """``dx`` with 0 at ``x``'s NaN entries (a select, not a product: that tangent may be NaN)."""
+    return np.where(np.isnan(x), 0, dx)
+
+
 defjvp(np.nansum, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
-       np.sum(dx * _nan_mask(x), axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims)))
+       np.sum(_nan_free(dx, x), axis=neg_axes(axis, np.ndim(x)), keepdims=_kd(keepdims)))
 defvjp(np.nansum, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
        _sum_vjp(ct, out, x, axis, keepdims=keepdims) * _nan_mask(x))
 defjvp(np.nanmean, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
@@ -146,7 +156,7 @@ def _prod_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None,
 defjvp(np.prod, _prod_jvp)
 defvjp(np.prod, _prod_vjp)
 defjvp(np.nanprod, lambda dx, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
-       _prod_jvp(dx, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
+       _prod_jvp(_nan_free(dx, x), out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
 defvjp(np.nanprod, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepdims=False, **kw:
        _prod_vjp(ct, out, x, axis, keepdims=keepdims, where=_nan_mask(x)))
 
@@ -166,11 +176,13 @@ def _extremum_weights(x: Any, out: Any, ax: Any, keepdims: Any, where: Any) -> A
     return weights
 
 
-def _extremum_rules(fn: Any) -> None:
+def _extremum_rules(fn: Any, nan: bool = False) -> None:
     def jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None, keepdims: Any = False,
             initial: Any = None, where: Any = True, **kw: Any) -> Any:
         ax = neg_axes(axis, np.ndim(x))
         w = _extremum_weights(x, out, ax, _kd(keepdims), where)
+        if nan:
+            dx = _nan_free(dx, x)
         return np.sum(dx * w, axis=ax, keepdims=_kd(keepdims))
 
     def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None, keepdims: Any = False,
@@ -183,8 +195,10 @@ def _extremum_rules(fn: Any) -> None:
 
 
 _fn: Any  # the loops below run over callables of many types
-for _fn in (np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin):
+for _fn in (np.max, np.min, np.amax, np.amin):
     _extremum_rules(_fn)
+for _fn in (np.nanmax, np.nanmin):
+    _extremum_rules(_fn, nan=True)
 
 
 def _ptp_weights(x: Any, axis: Any, keepdims: Any) -> Any:
@@ -249,6 +263,8 @@ def _var_rules(fn: Any, std: Any, nan: Any = False) -> None:
             ddof: Any = 0, keepdims: Any = _NOVALUE, *, where: Any = _NOVALUE, mean: Any = _NOVALUE,
             correction: Any = _NOVALUE, **kw: Any) -> Any:
         ax, kd, c = parts(x, axis, ddof, keepdims, where, mean, correction)
+        if nan:
+            dx = _nan_free(dx, x)
         t = np.sum(np.real(c * dx), axis=ax, keepdims=kd)
         return _half_over(t, out) if std else t
 
@@ -271,36 +287,59 @@ _var_rules(np.nanstd, std=True, nan=True)
 
 # -- median: the mean of the middle one or two entries of each group --------------------------
 
-def _median_map(x: Any, axis: Any) -> Any:
+def _median_map(x: Any, axis: Any, nan: bool) -> Any:
     """(axes, flat positions of the two middle entries of each reduced group in sorted order --
-    one entry twice for an odd count -- shaped ``out.shape + (2,)`` without kept axes)."""
+    one entry twice for an odd count -- shaped ``out.shape + (2,)`` without kept axes, and
+    whether each group has an entry: a ``nanmedian`` group of NaNs only has none).
+
+    NaNs sort last, so with ``nan`` the middle of a group of ``k`` non-NaN entries is found at
+    sorted positions ``(k - 1) // 2`` and ``k // 2``."""
     ax = neg_axes(axis, np.ndim(x))
     dest = tuple(range(-len(ax), 0))
     lead = np.shape(np.moveaxis(x, ax, dest))[:np.ndim(x) - len(ax)]
     xs = np.reshape(np.moveaxis(x, ax, dest), lead + (-1,))
     ps = np.reshape(np.moveaxis(positions(x), ax, dest), lead + (-1,))
-    n = np.shape(xs)[-1]
-    middle = np.argsort(xs, axis=-1, kind="stable")[..., [(n - 1) // 2, n // 2]]
-    return ax, np.take_along_axis(ps, middle, axis=-1)
+    order = np.argsort(xs, axis=-1, kind="stable")
+    if nan:
+        k = np.sum(_nan_mask(xs), axis=-1, keepdims=True)
+        middle = np.take_along_axis(order, np.concatenate([np.maximum(k - 1, 0) // 2, k // 2],
+                                                          axis=-1), axis=-1)
+        some = k[..., 0] > 0
+    else:
+        n = np.shape(xs)[-1]
+        middle = order[..., [(n - 1) // 2, n // 2]]
+        some = np.ones(lead, bool)
+    return ax, np.take_along_axis(ps, middle, axis=-1), some
 
 
-def _median_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
-                overwrite_input: Any = False, keepdims: Any = False) -> Any:
-    ax, middle = _median_map(x, axis)
-    t = np.mean(gather(dx, x, middle), axis=-1)
-    return np.expand_dims(t, tuple(sorted(ax))) if keepdims else t
+def _median_rules(fn: Any, nan: bool) -> None:
+    def parts(x: Any, axis: Any, overwrite_input: Any) -> Any:
+        if overwrite_input:
+            raise MissingRuleError(
+                f"no derivative for numpy.{fn.__name__} with overwrite_input=True: the call "
+                f"reorders its input in place, which hides where the median came from; leave "
+                f"overwrite_input False when differentiating")
+        return _median_map(x, axis, nan)
+
+    def jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+            overwrite_input: Any = False, keepdims: Any = False) -> Any:
+        ax, middle, some = parts(x, axis, overwrite_input)
+        t = np.where(some, np.mean(gather(dx, x, middle), axis=-1), 0)
+        return np.expand_dims(t, tuple(sorted(ax))) if keepdims else t
+
+    def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
+            overwrite_input: Any = False, keepdims: Any = False) -> Any:
+        ax, middle, some = parts(x, axis, overwrite_input)
+        if keepdims:
+            ct = np.squeeze(ct, axis=ax)
+        half = np.where(some, ct, 0) / 2.0
+        return scatter(np.broadcast_to(np.expand_dims(half, -1), np.shape(middle)), x, middle)
+    defjvp(fn, jvp)
+    defvjp(fn, vjp)
 
 
-def _median_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
-                overwrite_input: Any = False, keepdims: Any = False) -> Any:
-    ax, middle = _median_map(x, axis)
-    if keepdims:
-        ct = np.squeeze(ct, axis=ax)
-    return scatter(np.broadcast_to(np.expand_dims(ct, -1) / 2.0, np.shape(middle)), x, middle)
-
-
-defjvp(np.median, _median_jvp)
-defvjp(np.median, _median_vjp)
+_median_rules(np.median, nan=False)
+_median_rules(np.nanmedian, nan=True)
 
 
 # -- average --------------------------------------------------------------------------------

@@ -227,3 +227,15 @@ def test_an_element_read_keeps_its_tangent_when_the_array_is_written_later(f):
         np.testing.assert_allclose(ad.jvp(f, (x,), (np.ones(3),))[1], want.sum(), rtol=1e-6)
     np.testing.assert_allclose(ad.hessian(f)(x), ad.jacrev(ad.jacrev(f))(x), rtol=1e-6,
                                atol=1e-8)
+
+
+def test_out_ellipsis_asks_for_an_array_and_writes_nothing():
+    """NumPy 2's ``out=...`` (an array even for a 0-d result; np.nanpercentile's own code uses
+    it) crashed reverse mode."""
+    f = lambda x: np.floor(x[0], out=...) + np.sin(x[1], out=...) * x[2]  # noqa: E731
+    x = np.array([0.3, 0.7, 1.9])
+    want = np.array([0.0, np.cos(0.7) * 1.9, np.sin(0.7)])
+    for _ in range(2):
+        np.testing.assert_allclose(ad.grad(f)(x), want, rtol=1e-12)
+        np.testing.assert_allclose(ad.jacfwd(f)(x), want, rtol=1e-12)
+    assert type(ad.value_and_grad(f)(x)[0]) is type(f(x))

@@ -175,6 +175,8 @@ CASES = [
     case(np.var, T234, 1), case(np.std, T234, axis=(0, 2), ddof=1), case(np.var, Z),
     case(np.std, M, keepdims=True, correction=1, axis=0), case(np.var, M, where=M > -0.5),
     case(np.nanstd, NANS, 1), case(np.nanvar, NANS),
+    case(np.nanmedian, NANS), case(np.nanmedian, NANS, 1),
+    case(np.nanmedian, NANS, 0, keepdims=True),
     case(np.average, M, 1, U(1, 2, 4)), case(np.average, M, weights=U(1, 2, 3, 4)),
     case(np.average, M, None, U(1, 2, 3, 4), True), case(np.average, M, 0),
     case(np.average, M, 0, U(1, 2, 3), True, keepdims=True),
