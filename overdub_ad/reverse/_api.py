@@ -23,8 +23,10 @@ from ._tape import _check_ct
 
 @opaque
 @_entry
-def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), pullback)``; ``pullback(ct)`` gives the cotangent of every primal.
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and ``vjp`` returns
+    ``(output, pullback, aux)``, ``aux`` not differentiated (as JAX's).
 
     Primals and the output are pytrees of floats, complex numbers and arrays.  The tape lives
     as long as ``pullback`` does; ``pullback`` may be called any number of times, and uses the
@@ -43,13 +45,28 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
         raise TypeError(f"vjp: f must be callable, got {f!r}")
     argnums = tuple(range(len(primals)))
     tape, (tree, plain, out_nodes), nodes = _forward(f, primals, {}, argnums, keeps=True)
+    aux = None
+    if has_aux:
+        tree, plain, out_nodes, aux = _split_aux(tree, plain, out_nodes, "vjp")
 
     @opaque
     @_entry
     def pullback(ct: Any) -> tuple[Any, ...]:
         return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
 
-    return unflatten(tree, plain), pullback
+    out = unflatten(tree, plain)
+    return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _split_aux(tree: Any, plain: list[Any], out_nodes: list[Any], api: str
+               ) -> tuple[Any, list[Any], list[Any], Any]:
+    """``f``'s output ``(output, aux)`` with ``has_aux=True``: the output's structure, leaves
+    and nodes, and ``aux`` (whose leaves are not differentiated: their nodes are dropped)."""
+    pair = unflatten(tree, plain)
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data)")
+    leaves, out_tree = flatten(pair[0])
+    return out_tree, plain[:len(leaves)], out_nodes[:len(leaves)], pair[1]
 
 
 @opaque
@@ -189,7 +206,7 @@ def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> A
 @opaque
 @_entry
 def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
-           holomorphic: bool = False) -> Callable[..., Any]:
+           holomorphic: bool = False, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f`` by reverse mode: one pullback per output element.
 
     Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
@@ -198,7 +215,8 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     says so (as for :func:`grad` and in JAX), and then checks that the inputs and outputs are
     complex.  A complex output of real inputs raises ``TypeError`` (as in JAX): a real
     input's cotangent cannot hold the derivative of the imaginary part, which
-    :func:`jacfwd` gives.
+    :func:`jacfwd` gives.  With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the
+    Jacobian function returns ``(jacobian, aux)`` (as JAX's).
     """
     if not callable(f):
         raise TypeError(f"jacrev: f must be callable, got {f!r}")
@@ -211,6 +229,9 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         if holomorphic:
             _check_complex("inputs", [leaf for num in nums for leaf in flatten(args[num])[0]])
         tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
+        aux = None
+        if has_aux:
+            tree, plain, out_nodes, aux = _split_aux(tree, plain, out_nodes, "jacrev")
         if holomorphic:
             _check_complex("outputs", plain)
         elif any(_arrays.is_complex(_innermost(y)) for y in plain) and any(
@@ -255,7 +276,7 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             blocks.append(overdub(Context(), _assemble, *args_) if enclosed
                           else _assemble(*args_))
         _release(tape)
-        return unflatten(tree, blocks)
+        return (unflatten(tree, blocks), aux) if has_aux else unflatten(tree, blocks)
 
     return jacobian
 
