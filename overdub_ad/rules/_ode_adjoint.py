@@ -105,7 +105,8 @@ def _vjp_at(field: _Field, y: Any, t: float, params: tuple[Any, ...]) -> Callabl
 
     def f(yy: Any, *ps: Any) -> Any:
         return np.ravel(field(yy, t, ps))
-    return vjp(f, y, *params)[1]
+    pullback: Callable[[Any], Any] = vjp(f, y, *params)[1]
+    return pullback
 
 
 def _flat(parts: Sequence[Any]) -> Any:
