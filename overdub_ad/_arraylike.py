@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged
+
+from ._shared import _innermost
 
 _OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
 # NumPy functions whose list argument is a sequence of arrays, each its own operand
@@ -32,12 +33,6 @@ SEQUENCE_FUNCTIONS = frozenset(id(f) for f in (
     np.dstack, np.column_stack, getattr(np, "row_stack", np.vstack), np.block,
     np.choose, np.select, np.piecewise, np.linalg.multi_dot))
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
-
-
-def _innermost(x: Any) -> Any:
-    while type(x) is Tagged:
-        x = x.value
-    return x
 
 
 def takes_arrays(fn: Any, primals: Sequence[Any]) -> bool:

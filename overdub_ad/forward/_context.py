@@ -368,7 +368,7 @@ class ForwardContext(Context):
                 return self._spelled(spelled, kwargs)
         if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
-        keyed = keyed_read(fn, args)
+        keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
         if keyed is not None and self._carries(keyed[1]):
             at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
             plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed

@@ -390,7 +390,7 @@ class ReverseContext(Context):
         if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
                 type(args[1]) is Tagged and args[1].owner is self._ref:
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse")
-        keyed = keyed_read(fn, args) if type(fn) is not types.FunctionType else None
+        keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
         if keyed is not None and type(keyed[1]) is Tagged and keyed[1].owner is self._ref:
             return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
                                          "reverse")
