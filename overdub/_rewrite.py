@@ -712,7 +712,44 @@ class Overdubber(ast.NodeTransformer):
         self._no_walrus += 1
         self.generic_visit(node)
         self._no_walrus -= 1
+        if ITERATION in self.categories:
+            generators: list[ast.comprehension] = []
+            for clause in node.generators:  # type: ignore[attr-defined]
+                generators += self._unpacked_clauses(clause)
+            node.generators = generators  # type: ignore[attr-defined]
         return node
+
+    def _unpacked_clauses(self, clause: ast.comprehension) -> list[ast.comprehension]:
+        """A clause unpacking its items (``for a, b in it``) as ``for @t in it for a, b in
+        (iter(@t),)``, nested targets alike: the unpacking reads each item through the
+        context, as a ``for`` statement's does (a tuple that a list holds with its metadata
+        gives its members their metadata back); its conditions stay on the last clause."""
+        if clause.is_async or not isinstance(clause.target, (ast.Tuple, ast.List)):
+            return [clause]
+        temp = self._temp()
+        target = clause.target
+        clause.target = _place(ast.Name(temp, _STORE), target)
+        unpacked = _place(ast.Tuple([self._dispatch("@od", iter, [ast.Name(temp, _LOAD)],
+                                                    target)], _LOAD), target)
+        clauses = [clause, ast.comprehension(target=target, iter=unpacked, ifs=[], is_async=0),
+                   *self._nested_clauses(target)]
+        clauses[-1].ifs, clause.ifs = clause.ifs, []
+        return clauses
+
+    def _nested_clauses(self, target: ast.Tuple | ast.List) -> list[ast.comprehension]:
+        # (a, (b, c)) unpacked natively from iter(@t) gives (b, c) as the item; its members
+        # are unpacked through the context in a clause of their own
+        out: list[ast.comprehension] = []
+        for i, element in enumerate(target.elts):
+            inner = element.value if isinstance(element, ast.Starred) else element
+            if isinstance(inner, (ast.Tuple, ast.List)) and not isinstance(element, ast.Starred):
+                temp = self._temp()
+                target.elts[i] = _place(ast.Name(temp, _STORE), inner)
+                clause = ast.comprehension(target=inner, iter=_place(ast.Tuple(
+                    [self._dispatch("@od", iter, [ast.Name(temp, _LOAD)], inner)], _LOAD),
+                    inner), ifs=[], is_async=0)
+                out += [clause, *self._nested_clauses(inner)]
+        return out
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
@@ -879,7 +916,10 @@ class Overdubber(ast.NodeTransformer):
         if isinstance(target, ast.Subscript):
             return SUBSCRIPT in self.categories
         if isinstance(target, (ast.Tuple, ast.List)):
-            return any(self._intercepted_target(e) for e in target.elts)
+            # (a nested target, `a, (b, c) = v`, unpacks its item through the context too)
+            return any(self._intercepted_target(e) or (
+                ITERATION in self.categories and isinstance(e, (ast.Tuple, ast.List)))
+                for e in target.elts)
         if isinstance(target, ast.Starred):
             return self._intercepted_target(target.value)
         return False
@@ -936,7 +976,10 @@ class Overdubber(ast.NodeTransformer):
             unpack = ast.Assign(targets=[ast.Tuple(names, _STORE)], value=_copy(value))
             self._pending.append(_place(unpack, template))
             for elt, temp in later:
-                self._store(elt, ast.Name(temp, _LOAD), template, temps)
+                item: ast.expr = _place(ast.Name(temp, _LOAD), template)
+                if isinstance(elt, (ast.Tuple, ast.List)):
+                    item = self._assign_temp(self._iterated(item), template, temps)
+                self._store(elt, item, template, temps)
         else:
             self._pending.append(_place(ast.Assign([self.visit(target)], _copy(value)), template))
 

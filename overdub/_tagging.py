@@ -657,15 +657,35 @@ def _store_value(t: Tagger, value: Any) -> tuple[Any, Any]:
     return t.scrub(value), _MISSING
 
 
-def _stored_as(t: Tagger, stored: Any, actual: Any) -> None:
-    """``stored``, a tuple rebuilt without this context's tags, reached the heap as ``actual``:
-    an enclosing tagging context rebuilt it again without its own.  The positions this
-    context keeps for ``stored`` move to ``actual``, which is what later reads find."""
-    if actual is stored or type(actual) is not type(stored) or not isinstance(stored, tuple):
+def _layout(stored: Any) -> Any:
+    """What :func:`_stored_as` compares with the heap after an enclosing context stored
+    ``stored``: a tuple itself (immutable), a list's items (the enclosing context replaces the
+    tuples inside in place), else None: nothing to follow."""
+    if isinstance(stored, tuple):
+        return stored
+    if type(stored) is list and any(isinstance(v, tuple) for v in stored):
+        return list(stored)
+    return None
+
+
+def _stored_as(t: Tagger, layout: Any, actual: Any) -> None:
+    """A value stored as :func:`_layout` gave ``layout``, reached the heap as ``actual``: an
+    enclosing tagging context rebuilt the tuples in it without its own tags.  The positions
+    this context keeps for each tuple (nested ones too) move to its rebuilt one, which is what
+    later reads find."""
+    if type(layout) is list and type(actual) is list:
+        for inner, rebuilt in zip(layout, actual):
+            _stored_as(t, inner, rebuilt)
         return
-    slot = t.shadow.sequences.pop(id(stored), None)
-    if slot is not None and slot[0] is stored:
+    if actual is layout or type(actual) is not type(layout) or not isinstance(layout, tuple):
+        return
+    slot = t.shadow.sequences.pop(id(layout), None)
+    if slot is not None and slot[0] is layout:
         t.shadow.sequences[id(actual)] = (actual, slot[1])
+    if len(layout) == len(actual):
+        for inner, rebuilt in zip(layout, actual):
+            if isinstance(inner, tuple):
+                _stored_as(t, inner, rebuilt)
 
 
 def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -687,9 +707,10 @@ def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 def _setattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj, name = t.strip(args[0]), args[1]
     stored, meta = _store_value(t, args[2])
+    layout = _layout(stored) if t.state.parent is not None else None
     out = t.plain_call(fn, (obj, name, stored), kwargs)
-    if t.state.parent is not None and isinstance(stored, tuple):
-        _stored_as(t, stored, getattr(obj, "__dict__", {}).get(name, stored))
+    if layout is not None:
+        _stored_as(t, layout, getattr(obj, "__dict__", {}).get(name, stored))
     if meta is _MISSING:
         t.shadow.forget(obj, "attr", name)
     else:
@@ -796,9 +817,10 @@ def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
                     entries[i] = None if m is _MISSING else (innermost(s), m)
             return out
         stored, meta = _store_value(t, value)
+        layout = _layout(stored) if t.state.parent is not None else None
         out = t.plain_call(fn, (container, key, stored), kwargs)
-        if t.state.parent is not None and isinstance(stored, tuple):
-            _stored_as(t, stored, container[key])
+        if layout is not None:
+            _stored_as(t, layout, container[key])
         kept = t.shadow.positions(container) if (meta is not _MISSING
                                                  or id(container) in t.shadow.sequences) \
             else None
@@ -806,9 +828,10 @@ def _setitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
             kept[key] = None if meta is _MISSING else (innermost(stored), meta)
         return out
     stored, meta = _store_value(t, value)
+    layout = _layout(stored) if t.state.parent is not None else None
     out = t.plain_call(fn, (container, key, stored), kwargs)
-    if t.state.parent is not None and isinstance(stored, tuple) and type(container) is dict:
-        _stored_as(t, stored, container.get(key, stored))
+    if layout is not None and type(container) is dict:
+        _stored_as(t, layout, container.get(key, stored))
     if _hashable(key):
         if meta is _MISSING:
             t.shadow.forget(container, "item", key)
@@ -859,9 +882,10 @@ def _list_append(t: Tagger, lst: list[Any], args: _Args) -> Any:
     stored, meta = _store_value(t, args[0]) if args else (None, _MISSING)
     entries = t.shadow.positions(lst) if meta is not _MISSING or \
         id(lst) in t.shadow.sequences else None
+    layout = _layout(stored) if t.state.parent is not None else None
     t.plain_call(lst.append, (stored,), {})
-    if t.state.parent is not None and isinstance(stored, tuple):
-        _stored_as(t, stored, lst[-1])
+    if layout is not None:
+        _stored_as(t, layout, lst[-1])
     if entries is not None:
         entries.append(None if meta is _MISSING else (innermost(stored), meta))
     return None
@@ -873,10 +897,11 @@ def _list_insert(t: Tagger, lst: list[Any], args: _Args) -> Any:
     entries = t.shadow.positions(lst) if meta is not _MISSING or \
         id(lst) in t.shadow.sequences else None
     n = len(lst)
+    layout = _layout(stored) if t.state.parent is not None else None
     t.plain_call(lst.insert, (index, stored), {})
-    if t.state.parent is not None and isinstance(stored, tuple):
+    if layout is not None:
         i = operator.index(index)
-        _stored_as(t, stored, lst[min(i, n) if i >= 0 else max(n + i, 0)])
+        _stored_as(t, layout, lst[min(i, n) if i >= 0 else max(n + i, 0)])
     if entries is not None:
         entries.insert(index, None if meta is _MISSING else (innermost(stored), meta))
     return None
@@ -894,10 +919,11 @@ def _list_extend(t: Tagger, lst: list[Any], args: _Args) -> Any:
     stored = [_store_value(t, v) for v in _items(t, args[0])]
     entries = t.shadow.positions(lst) if any(m is not _MISSING for _, m in stored) or \
         id(lst) in t.shadow.sequences else None
+    layouts = [_layout(s) for s, _ in stored] if t.state.parent is not None else []
     t.plain_call(lst.extend, ([s for s, _ in stored],), {})
-    if t.state.parent is not None and stored:
-        for (s, _), actual in zip(stored, lst[len(lst) - len(stored):]):
-            _stored_as(t, s, actual)
+    if layouts:
+        for layout, actual in zip(layouts, lst[len(lst) - len(stored):]):
+            _stored_as(t, layout, actual)
     if entries is not None:
         entries.extend(None if m is _MISSING else (innermost(s), m) for s, m in stored)
     return None

@@ -832,3 +832,108 @@ def test_yield_from_a_generator_still_delegates_send_and_throw():
         return first + sent + gen.throw(KeyError) * x * x
     for _ in range(2):
         assert derivative(f, 3.0) == pytest.approx(5.0) and grad(f)(3.0) == pytest.approx(5.0)
+
+
+# -- a comprehension unpacking items that a list holds with their tangents ------------------------
+# (forward mode keeps a list's members' tangents beside it; `for a, b in path` in a
+# comprehension unpacked the tuples natively, dropping them: a silent zero)
+
+def _trajectory(x):
+    path = [(1.0, 2.0)]
+    for _ in range(3):
+        a, b = path[-1]
+        path.append((a + x * b, b * math.sin(x)))
+    return sum(a + b for a, b in path)
+
+
+def _nested_targets(x):
+    rows = []
+    rows.append((x, (x * x, [3.0, x])))
+    rows.append((2.0, (x, [x, 1.0])))
+    return sum([a * b + c * d for a, (b, [c, d]) in rows if a > 0])
+
+
+def _starred_and_dict(x):
+    rows = []
+    rows.append((x, 2.0, x * x))
+    by_name = {}
+    by_name["u"] = (x, 3.0)
+    firsts = [first * sum(rest) for first, *rest in rows]
+    return firsts[0] + sum({k: u * v for k, (u, v) in by_name.items()}.values())
+
+
+def _generator_and_set(x):
+    pairs = []
+    pairs.append([x, 3.0])
+    pairs.append([2.0, x])
+    return max(u * v for u, v in pairs) + sum({u for u, _ in pairs}) + \
+        (lambda: [u / v for u, v in pairs])()[1]
+
+
+@pytest.mark.parametrize("f", [_trajectory, _nested_targets, _starred_and_dict,
+                               _generator_and_set])
+def test_a_comprehension_unpacking_stored_tuples_keeps_their_tangents(f):
+    for x in (0.7, 1.9):
+        want = fd(f, x)
+        for _ in range(2):
+            assert derivative(f, x) == pytest.approx(want, rel=1e-6)
+            assert jvp(f, (x,), (1.0,))[1] == pytest.approx(want, rel=1e-6)
+            assert grad(f)(x) == pytest.approx(want, rel=1e-6)
+            assert float(jacfwd(f)(x)) == pytest.approx(want, rel=1e-6)
+        second = fd(lambda t: grad(f)(t), x)
+        assert float(hessian(f)(x)) == pytest.approx(second, rel=1e-5)
+        assert derivative(lambda t: derivative(f, t), x) == pytest.approx(second, rel=1e-5)
+
+
+# -- forward over forward through tuples nested in what a list, dict or object holds ---------------
+# (the enclosing context rebuilds a stored tuple without its tags; the positions the inner
+# context kept for a tuple *inside* it, or inside a stored list, were left on the old one: the
+# second derivative was a silent zero)
+
+class _Holder:
+    pass
+
+
+def _in_list(x):
+    rows = []
+    rows.append((1.0, (x * x * x, 1.0)))
+    return rows[0][1][0]
+
+
+def _in_list_in_list(x):
+    rows = []
+    rows.append([(x * x * x, 1.0)])
+    return rows[0][0][0]
+
+
+def _in_dict(x):
+    d = {}
+    d["a"] = (1.0, ((x * x * x,),))
+    return d["a"][1][0][0]
+
+
+def _in_attribute(x):
+    o = _Holder()
+    o.a = (1.0, (x * x * x, 1.0))
+    return o.a[1][0]
+
+
+def _item_assigned_and_unpacked(x):
+    rows = [0.0]
+    rows[0] = (x, (x * x * x, 2.0))
+    a, (b, c) = rows[0]
+    return a * b * c
+
+
+@pytest.mark.parametrize("f", [_in_list, _in_list_in_list, _in_dict, _in_attribute,
+                               _item_assigned_and_unpacked])
+def test_second_derivatives_through_tuples_nested_in_stored_values(f):
+    for x in (0.7, -1.3):
+        first = fd(f, x)
+        second = fd(lambda t: grad(f)(t), x)
+        for _ in range(2):
+            assert derivative(f, x) == pytest.approx(first, rel=1e-6)
+            assert derivative(lambda t: derivative(f, t), x) == pytest.approx(second, rel=1e-5)
+            assert float(jacfwd(jacfwd(f))(x)) == pytest.approx(second, rel=1e-5)
+            assert float(hessian(f)(x)) == pytest.approx(second, rel=1e-5)
+            assert grad(lambda t: derivative(f, t))(x) == pytest.approx(second, rel=1e-5)

@@ -742,6 +742,10 @@ def iterate_every_way(t, u):
         looped.append(v)
     first, middle, last = lst
     unpacked_pairs = [a for a, _ in pairs]
+    nested = []
+    nested.append((0.0, (t, [u, 2.0])))
+    deep = [(b, c) for _, (b, [c, _]) in nested if b > 0]
+    starred_target = [rest for *rest, _ in pairs]
     for a, b in pairs:
         looped_pair = a
     spread = (lambda *xs: xs[1])(*lst)
@@ -754,22 +758,25 @@ def iterate_every_way(t, u):
         "list": list(lst)[1], "tuple": tuple(lst)[2], "enumerate": list(enumerate(lst))[1][1],
         "zip": list(zip(lst, lst))[2][0], "reversed": list(reversed(lst))[0],
         "min-key": min(lst, key=lambda v: -v),
+        "comprehension-nested-targets": deep[0][1], "comprehension-starred-target":
+            starred_target[0][0],
     }
 
 
 EXPECTED_ITERATED = {"for": (1.5, "t"), "comprehension": (7.0, "u"), "generator": (7.0, "u"),
                      "unpack": (1.5, "t"), "unpack-last": (7.0, "u"),
-                     "comprehension-target-unpack": 1.5, "for-target-unpack": (1.5, "t"),
+                     "comprehension-target-unpack": (1.5, "t"), "for-target-unpack": (1.5, "t"),
                      "starred": (1.5, "t"), "array-rows": (1.5, "t"), "max": (7.0, "u"),
                      "sorted": (1.5, "t"), "list": (1.5, "t"), "tuple": (7.0, "u"),
                      "enumerate": (1.5, "t"), "zip": (7.0, "u"), "reversed": (7.0, "u"),
-                     "min-key": (7.0, "u")}
+                     "min-key": (7.0, "u"), "comprehension-nested-targets": (7.0, "u"),
+                     "comprehension-starred-target": (1.5, "t")}
 
 
 def test_iteration_reads_stored_metadata_back():
     """for loops, comprehensions, unpacking, ``*`` arguments and the builtins that consume an
-    iterable give the stored values back with their metadata.  (A comprehension's target
-    unpacking stays native: its tuple elements come back plain.)"""
+    iterable give the stored values back with their metadata, a comprehension's unpacking
+    targets (nested, starred, with conditions) as a ``for`` statement's."""
     ctx = Plain()
     out = run(ctx, iterate_every_way, tag(1.5, ctx, "t"), tag(7.0, ctx, "u"))
     assert {k: parts(v, ctx) for k, v in out.items()} == EXPECTED_ITERATED
