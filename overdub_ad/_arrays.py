@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from overdub import Tagged
+
 from ._rules import MissingRuleError
 
 _NUMPY = (numbers.Number, np.ndarray, np.generic)
@@ -73,7 +75,10 @@ def kind(x: Any) -> str:
 
 
 def is_complex(x: Any) -> bool:
-    """``np.iscomplexobj(x)``, without moving a foreign array to the host."""
+    """``np.iscomplexobj(x)``, without moving a foreign array to the host (a value tagged by
+    an enclosing context too)."""
+    while type(x) is Tagged:
+        x = x.value
     if is_foreign_array_type(type(x)):
         return kind(x) == "c"
     return np.iscomplexobj(x)

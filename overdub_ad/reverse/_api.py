@@ -123,7 +123,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             seed = _arrays.one_like(inner) if _arrays.is_foreign_array(inner) else \
                 np.ones_like(inner) if isinstance(inner, np.ndarray) else \
                 inner.dtype.type(1) if isinstance(inner, np.generic) else \
-                1.0 + 0.0 * inner if np.iscomplexobj(inner) else 1.0
+                1.0 + 0.0 * inner if _arrays.is_complex(inner) else 1.0
         grads = _pull(tape, value_nodes, [seed], nodes, nums, not enclosed, consume=True)
         _release(tape)
         result = grads if isinstance(argnums, tuple) else grads[0]
@@ -199,7 +199,10 @@ def _block(rows: list[Any], i: int, j: int, shape: tuple[int, ...], x: Any) -> A
     xshape = np.shape(_innermost(x))
     if not rows:
         return np.zeros(shape + xshape)
-    stacked = np.stack([np.asarray(_tree_leaves(r[i])[j]) for r in rows])
+    leaves = [_tree_leaves(r[i])[j] for r in rows]
+    # (an array of another namespace as it is: asarray would copy it to the host)
+    stacked = np.stack([leaf if _arrays.is_foreign_array(leaf) else np.asarray(leaf)
+                        for leaf in leaves])
     return np.reshape(stacked, shape + xshape)
 
 

@@ -72,7 +72,8 @@ class _NestedSweep:
                 # their metadata in that context's shadow)
                 self.send(n, self.compute(operator.getitem, part, k), item)
             return
-        if np.shape(part) != np.shape(x) or (np.iscomplexobj(part) and not np.iscomplexobj(x)):
+        if np.shape(part) != np.shape(x) or (_arrays.is_complex(part)
+                                             and not _arrays.is_complex(x)):
             part = self.compute(_unbroadcast, part, x)
         self.add(node, part)
 
@@ -189,7 +190,7 @@ class _Sweep:
                 new += buf
             buf = cts[node] = new
             owned.add(node)
-        if type(ct) not in _REAL_TYPES and np.iscomplexobj(ct) and not np.iscomplexobj(buf):
+        if type(ct) not in _REAL_TYPES and _arrays.is_complex(ct) and not _arrays.is_complex(buf):
             ct = np.real(ct)
         buf[index] += ct
 

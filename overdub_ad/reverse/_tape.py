@@ -213,7 +213,7 @@ def _unbroadcast(ct: Any, x: Any) -> Any:
         if axes:
             ct = np.sum(ct, axis=axes, keepdims=True)
         ct = np.reshape(ct, shape)
-    if np.iscomplexobj(ct) and not np.iscomplexobj(x):
+    if _arrays.is_complex(ct) and not _arrays.is_complex(x):
         ct = np.real(ct)
     return ct
 

@@ -32,8 +32,22 @@ if np.lib.NumpyVersion(np.__version__) < "2.1.0":
 xps = pytest.importorskip("array_api_strict")
 
 
+def _gpu_present():
+    """Whether CuPy imports and sees a CUDA device (CI has neither device nor driver)."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver (CUDARuntimeError), no device
+        return False
+
+
 def _namespaces():
-    return [pytest.param(np, id="numpy"), pytest.param(xps, id="array_api_strict")]
+    """NumPy, array_api_strict, and CuPy where a CUDA device is present."""
+    out = [pytest.param(np, id="numpy"), pytest.param(xps, id="array_api_strict")]
+    if _gpu_present():
+        import cupy
+        out.append(pytest.param(cupy, id="cupy"))
+    return out
 
 
 def _is_xp_array(x, xp):
@@ -51,7 +65,7 @@ def _resolves(xp, dotted):
 
 # -- the table: every entry names something that exists ---------------------------------------
 
-@pytest.mark.parametrize("xp", _namespaces())
+@pytest.mark.parametrize("xp", _namespaces()[:2])  # (CuPy's own table: the next test)
 def test_every_default_entry_exists_in_the_namespace(xp):
     missing = sorted({rule.name for rule in _table.DEFAULT.values()
                       if not _resolves(xp, rule.name)})
@@ -428,14 +442,23 @@ def test_repr_and_similar():
     assert sibling.xp is xps and sibling.metadata == [] and sibling.float32
 
 
-# -- GPUContext without a GPU -------------------------------------------------------------------
+# -- GPUContext with and without a GPU -------------------------------------------------------
 
-def _gpu_present():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+@pytest.mark.skipif(not _gpu_present(), reason="needs a CUDA device")
+def test_gpu_context_runs_numpy_code_on_the_device():
+    import cupy
+    ctx = GPUContext()
+    rng = np.random.default_rng(3)
+    w, x = rng.standard_normal((5, 4)), rng.standard_normal(4)
+
+    def loss(w, x):
+        return np.sum(np.tanh(w @ x) ** 2) + math.exp(0.1) * np.max(x)
+    value = overdub(ctx, loss, *to_device(ctx, (w, x)))
+    assert isinstance(value, cupy.ndarray)
+    np.testing.assert_allclose(to_host(ctx, value), loss(w, x), rtol=1e-12)
+    assert float(to_host(ctx, broadcast(ctx, lambda a: a * 2 if a > 0 else -a,
+                                        to_device(ctx, x)))[0]) == abs(x[0]) * (
+        2 if x[0] > 0 else 1)
 
 
 @pytest.mark.skipif(_gpu_present(), reason="a CUDA device is present")
