@@ -5,7 +5,7 @@ A Python take on Julia's Cassette.jl.  See ``docs/concepts.md`` for the mental m
 
 from ._active import current_context
 from ._context import (Context, can_recurse, is_opaque, keeps_heap_metadata, opaque, overdub,
-                       recurse, show_rewrite)
+                       recurse, show_rewrite, tags_values)
 from ._frames import hide_machinery
 from ._primitives import unbind
 from ._rewrite import embed
@@ -17,6 +17,6 @@ from ._variants import (NoSourceError, compile_variant, function_source, hidden_
 __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque", "embed",
            "current_context", "show_rewrite", "unbind", "why_no_source",
            "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags",
-           "keeps_heap_metadata", "hide_machinery",
+           "keeps_heap_metadata", "tags_values", "hide_machinery",
            "function_source", "hidden_prefix", "compile_variant", "variant_function",
            "NoSourceError"]

@@ -170,6 +170,18 @@ def keeps_heap_metadata(ctx: Context) -> bool:
     return tagger is not None and bool(tagger.shadow.places)
 
 
+def tags_values(ctx: Context) -> bool:
+    """Whether ``ctx`` has tagged values in its runs (:func:`tag` was called with it, as a
+    derivative's context does); a context that only replaces or watches calls has none.
+
+    For a plug-in handing work to an enclosing context: one without tags can be given a
+    function to run directly (``overdub(enclosing, f, ...)``); values tagged by one must not
+    meet a second run of it, so such work goes through a context of the plug-in's own."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"tags_values(ctx): ctx must be a Context instance, got {ctx!r}")
+    return _state(ctx).tagger is not None
+
+
 def _state(ctx: Context) -> _dispatch.State:
     """``ctx``'s State, bound to it."""
     state = ctx._overdub_state

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Context, Tagged, current_context, opaque, overdub, untag
+from overdub import Context, Tagged, current_context, opaque, overdub, tags_values, untag
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
@@ -48,7 +48,13 @@ class _NestedSweep:
 
     def __init__(self, cts: dict[Any, Any]) -> None:
         self.cts = cts
-        self.bare = _Forwarding()
+        # an enclosing context without tags (one that swaps NumPy for CuPy, or counts) runs
+        # the rules itself: one dispatch per operation instead of two; one with tags (an
+        # enclosing derivative) through a bare context, which hands it each function with
+        # rules whole and never runs it a second time over its own tagged values
+        enclosing = current_context()
+        self.bare = _Forwarding() if enclosing is None or tags_values(enclosing) \
+            else enclosing
 
     def compute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return overdub(self.bare, fn, *args, **kwargs)

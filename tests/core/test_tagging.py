@@ -1538,3 +1538,14 @@ def test_a_tagged_key_reaches_a_python_getitem():
     assert derivative(lambda x: _Cubes()[x], 2.0) == 12.0
     table = _Cubes()
     assert derivative(lambda x: table[x] + table[2.0 * x], 1.0) == 3.0 + 24.0
+
+
+def test_tags_values_tells_a_tagging_context_from_one_that_only_watches():
+    from overdub import tags_values
+    watching, tagging = Plain(), Plain()
+    run(watching, lambda: 1.0 + 2.0)
+    assert not tags_values(watching)
+    tag(1.0, tagging, "m")
+    assert tags_values(tagging)
+    with pytest.raises(TypeError, match=r"tags_values\(ctx\): ctx must be a Context"):
+        tags_values(object())
