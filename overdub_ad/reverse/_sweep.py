@@ -71,7 +71,7 @@ class _NestedSweep:
             return
         if type(node) is list:
             if _read_as_array(part, x):
-                part = self.compute(_unbroadcast, part, x)
+                part = _unbroadcast(part, x, self.compute)
             for k, (n, item) in enumerate(zip(node, x)):
                 # an array's rows, and a list's members, read through the enclosing context,
                 # which keeps their tags (a list a rule returns may hold its members plain,
@@ -80,7 +80,7 @@ class _NestedSweep:
             return
         if np.shape(part) != np.shape(x) or (_arrays.is_complex(part)
                                              and not _arrays.is_complex(x)):
-            part = self.compute(_unbroadcast, part, x)
+            part = _unbroadcast(part, x, self.compute)
         self.add(node, part)
 
     def run(self, tape: list[Any]) -> dict[Any, Any]:

@@ -202,19 +202,35 @@ def _vjps(fn: Any) -> tuple[Any, ...]:
 
 # -- the backward sweep --------------------------------------------------------------------
 
-def _unbroadcast(ct: Any, x: Any) -> Any:
-    """``ct`` summed to ``x``'s shape (broadcast dimensions), real if ``x`` is real."""
-    shape = np.shape(x)
-    if np.shape(ct) != shape:
-        extra = np.ndim(ct) - len(shape)
+def _applied(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    """``x``'s shape, read natively: shapes carry no tags, and an array of another namespace
+    keeps its own (``np.shape`` would ask NumPy)."""
+    x = _innermost(x)
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
+def _unbroadcast(ct: Any, x: Any, compute: Any = _applied) -> Any:
+    """``ct`` summed to ``x``'s shape (broadcast dimensions), real if ``x`` is real.
+
+    The axes are found natively; ``compute(fn, *args)`` makes the sums (the sweep under an
+    enclosing context passes its own, which shows them to that context: a few calls, where
+    running this function through it would dispatch each of its lines)."""
+    shape = _shape(x)
+    if _shape(ct) != shape:
+        extra = len(_shape(ct)) - len(shape)
         if extra > 0:
-            ct = np.sum(ct, axis=tuple(range(extra)))
-        axes = tuple([i for i, n in enumerate(shape) if n == 1 and np.shape(ct)[i] != 1])
+            ct = compute(np.sum, ct, axis=tuple(range(extra)))
+        axes = tuple([i for i, n in enumerate(shape) if n == 1 and _shape(ct)[i] != 1])
         if axes:
-            ct = np.sum(ct, axis=axes, keepdims=True)
-        ct = np.reshape(ct, shape)
+            ct = compute(np.sum, ct, axis=axes, keepdims=True)
+        ct = compute(np.reshape, ct, shape)
     if _arrays.is_complex(ct) and not _arrays.is_complex(x):
-        ct = np.real(ct)
+        ct = compute(np.real, ct)
     return ct
 
 
