@@ -194,6 +194,11 @@ def defscalar(fn: Any, arity: int, partials: Any) -> None:
     _SCALAR_PARTIALS[id(fn)] = (fn, arity, partials)
 
 
+def declared_partials() -> list[tuple[Any, int, Any]]:
+    """Every :func:`defscalar` declaration, as ``(fn, arity, partials)``."""
+    return list(_SCALAR_PARTIALS.values())
+
+
 def scalar_partials(arity: int) -> dict[int, Any]:
     """``id(fn) -> partials`` declared by :func:`defscalar` for ``arity`` arguments, for the
     functions whose rules are still the shipped ones."""
@@ -417,6 +422,17 @@ def restore(state: Any) -> None:
         _NONDIFFERENTIABLE.clear()
         _NONDIFFERENTIABLE.update(nondifferentiable_fns)
     _changed()
+
+
+def remove(fn: Any) -> bool:
+    """Take away ``fn``'s rules, nondifferentiable declaration and stand-in (for
+    ``testing.without_rules``); whether it had any.  The change is announced."""
+    with _lock:
+        found = _TABLE.pop(id(fn), None) is not None
+        found = _NONDIFFERENTIABLE.pop(id(fn), None) is not None or found
+        found = _STANDINS.pop(id(fn), None) is not None or found
+    _changed()
+    return found
 
 
 def shipped() -> list[Any]:

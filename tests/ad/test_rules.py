@@ -1,7 +1,7 @@
 """Every registered derivative rule, checked numerically with ``overdub_ad._check.check_rule``.
 
 The table ``CASES`` holds ``(fn, args, kwargs)`` triples; a meta-test fails when a callable in
-``overdub_ad._rules.shipped()`` has no case (a nondifferentiable one just gets called).  The
+``overdub_ad.testing.shipped_rules()`` has no case (a nondifferentiable one just gets called).  The
 elementwise and broadcasting families are also swept with hypothesis over random shapes
 (broadcasting pairs included) and values inside each function's domain.
 """
@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import overdub_ad.rules  # noqa: F401  (registers the tables)
-from overdub_ad import _rules, defjvp, defvjp, jvp
+from overdub_ad import defjvp, defvjp, jvp
 from overdub_ad._check import RuleCheckError, check_rule
 from overdub_ad.rules._evaluation import _GUARDED
 from overdub_ad.rules._scalar import NUMBER_EXEMPTIONS
 from overdub_ad.rules._ufunc_methods import _NATIVE
-from overdub_ad.testing import isolated_rules
+from overdub_ad.testing import isolated_rules, shipped_rules
 from tests.conftest import fd
 
 try:
@@ -684,9 +684,7 @@ def test_rule(fn, args, kwargs, opts):
 
 
 def test_nondifferentiable_calls():
-    for fn in _rules.shipped():
-        if not _rules.is_nondifferentiable(fn):
-            continue
+    for fn in shipped_rules(differentiable=False):
         if fn in NONDIFF_CALLS:
             args = NONDIFF_CALLS[fn]
         elif fn in _INT_BINARY:
@@ -712,8 +710,8 @@ def test_nondifferentiable_calls():
 
 def test_every_registered_callable_has_a_case():
     covered = {id(c[0]) for c in CASES} | {id(f) for f in HYPOTHESIS_COVERED}
-    missing = [_rules._name(fn) for fn in _rules.shipped()
-               if not _rules.is_nondifferentiable(fn) and id(fn) not in covered]
+    missing = [f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', fn)}"
+               for fn in shipped_rules(differentiable=True) if id(fn) not in covered]
     assert not missing, f"registered rules without a checked case: {missing}"
 
 
