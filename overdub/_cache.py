@@ -11,7 +11,8 @@ are keyed by ``id(code)`` with a weak reference to the code (hashing a code obje
 and evicted when the code dies; the context class is held weakly too (:func:`class_key`), and its
 entries go when it dies, so programs that make context classes on the fly do not grow without
 bound.  The value is a code object, never a function, so the cache keeps no module alive.
-Publishing is "first writer wins"; rewriting is deterministic.
+Publishing is "first writer wins"; rewriting is deterministic.  Rewrites without passes are
+also kept on disk for the next process (:mod:`._persist`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from . import _source
+from . import _persist, _source
 from ._rewrite import EMBEDDED, HIDDEN_CONSTANTS, Overdubber, copy_tree
 
 _N = TypeVar("_N", bound=ast.AST)
@@ -128,7 +129,7 @@ def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tu
     entries = _entries(code)
     found: Rewritten | _source.NoSource | None = entries.get(key)
     if found is None:
-        found = _rewrite(code, module_globals, passes, categories, observe)
+        found = _rewrite_or_load(code, module_globals, passes, categories, observe)
         found = entries.setdefault(key, found)
         key[0].codes.add(id(code))
         if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
@@ -137,6 +138,25 @@ def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tu
             warnings.warn(f"overdub: running {name} natively: {found.reason}", RuntimeWarning,
                           stacklevel=2)
     return found
+
+
+def _rewrite_or_load(code: types.CodeType, module_globals: dict[str, Any],
+                     passes: tuple[Any, ...], categories: frozenset[str], observe: bool
+                     ) -> Rewritten | _source.NoSource:
+    """:func:`_rewrite`, or what an earlier process rewrote the same way (see
+    :mod:`._persist`: rewrites without passes, kept on disk with the trees of the functions
+    defined inside, which :func:`_record_nested` remembers again)."""
+    name = None if passes else _persist.key(code, module_globals, categories, observe)
+    if name is not None:
+        kept = _persist.load(name)
+        if kept is not None:
+            new, stores, nested = kept
+            _attach_nested(new, nested)
+            return Rewritten(new, _cells(new), stores)
+    found = _rewrite(code, module_globals, passes, categories, observe)
+    if name is not None and not isinstance(found[0], _source.NoSource):
+        _persist.store(name, found[0].code, found[0].global_stores, found[1])
+    return found[0]
 
 
 def has_source(code: types.CodeType, module_globals: dict[str, Any]) -> bool:
@@ -269,10 +289,12 @@ def rewritten_source(code: types.CodeType, module_globals: dict[str, Any],
 
 
 def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple[Any, ...],
-             categories: frozenset[str], observe: bool) -> Rewritten | _source.NoSource:
+             categories: frozenset[str], observe: bool
+             ) -> tuple[Rewritten | _source.NoSource, _Nested]:
+    """The rewritten code, with the trees of the functions defined inside it."""
     found = _rewritten_tree(code, module_globals, passes, categories, observe)
     if isinstance(found, _source.NoSource):
-        return found
+        return found, {}
     located, node, rewriter = found
     try:
         new = _compile(code, located, node, sorted(rewriter.used))
@@ -282,9 +304,12 @@ def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple
         raise ValueError(f"overdub: the passes {list(passes)!r} produced invalid code for "
                          f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): {exc}"
                          ) from exc
-    _record_nested(new, node, located.class_name, bool(passes))
-    cells = tuple(_CONSTANT_CELLS.get(name) or EMBEDDED.get(name) for name in new.co_freevars)
-    return Rewritten(new, cells, _global_stores(code))
+    nested = _record_nested(new, node, located.class_name, bool(passes))
+    return Rewritten(new, _cells(new), _global_stores(code)), nested
+
+
+def _cells(new: types.CodeType) -> tuple[types.CellType | None, ...]:
+    return tuple(_CONSTANT_CELLS.get(name) or EMBEDDED.get(name) for name in new.co_freevars)
 
 
 _STORES_GLOBAL = frozenset((dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"]))
@@ -306,17 +331,22 @@ def _global_stores(code: types.CodeType) -> frozenset[str]:
     return names
 
 
+# (name, first line) of a function defined inside rewritten code -> its candidate trees
+_Nested = dict[tuple[str, int], list[_source.Located]]
+
+
 def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | None,
-                   passes_applied: bool) -> None:
-    """Remember the AST of the functions defined inside ``compiled``.
+                   passes_applied: bool) -> _Nested:
+    """Remember the AST of the functions defined inside ``compiled`` (and return them, to be
+    kept on disk with it).
 
     Their bodies were compiled from our (pass-transformed) tree, not from the file: when one is
     called and recursed into, it is rewritten from that tree, without looking the source up
     again (the file would not match a body the passes changed).
     """
     if not any(isinstance(const, types.CodeType) for const in compiled.co_consts):
-        return  # nothing defined inside: skip walking the (large, rewritten) tree
-    nested: dict[tuple[str, int], list[_source.Located]] = {}
+        return {}  # nothing defined inside: skip walking the (large, rewritten) tree
+    nested: _Nested = {}
     # each function with the innermost class around it, which mangles its private names
     to_visit = [(child, class_name) for child in ast.iter_child_nodes(node)]
     while to_visit:
@@ -332,7 +362,13 @@ def _record_nested(compiled: types.CodeType, node: ast.AST, class_name: str | No
                 cast(_source._Def, child), enclosing_class, passes_applied=passes_applied))
         inner = child.name if isinstance(child, ast.ClassDef) else enclosing_class
         to_visit.extend((grandchild, inner) for grandchild in ast.iter_child_nodes(child))
-    pending = list(compiled.co_consts)
+    _attach_nested(compiled, nested)
+    return nested
+
+
+def _attach_nested(compiled: types.CodeType, nested: _Nested) -> None:
+    """Give each code object defined inside ``compiled`` its tree among ``nested``."""
+    pending = list(compiled.co_consts) if nested else []
     while pending:
         const = pending.pop()
         if not isinstance(const, types.CodeType):

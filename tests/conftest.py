@@ -17,9 +17,12 @@ marker.  Test modules import the helpers by their full name: ``from tests.confte
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,12 @@ def _check_installed() -> None:
 
 if not SOURCE_MODE:
     _check_installed()
+
+# The rewrites overdub keeps on disk for the next process (overdub._persist) go to a folder of
+# this run's own: a test run neither reads a user's cache nor leaves one behind.
+if "OVERDUB_CACHE_DIR" not in os.environ:
+    os.environ["OVERDUB_CACHE_DIR"] = tempfile.mkdtemp(prefix="overdub-tests-cache-")
+    atexit.register(shutil.rmtree, os.environ["OVERDUB_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

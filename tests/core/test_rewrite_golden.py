@@ -26,6 +26,12 @@ from overdub import Context, overdub
 from overdub._context import _state
 
 
+@pytest.fixture(autouse=True)
+def no_disk_cache(monkeypatch):
+    """These tests watch the rewrite itself: nothing is taken from the on-disk cache."""
+    monkeypatch.setenv("OVERDUB_CACHE", "off")
+
+
 @pytest.fixture
 def captured(monkeypatch):
     """Every tree ``_cache._compile`` compiles: ``(code name, ast.unparse(tree), tree)``."""
