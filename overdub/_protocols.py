@@ -238,9 +238,10 @@ def _attribute_get(od: _Fn, obj: Any, name: str) -> Any:
             is_data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
             if is_data or name not in getattr(obj, "__dict__", {}):
                 return getter(od, attr, obj, t)
-        # t is a class, so t.__getattribute__ is the unbound slot (typeshed sees a bound method)
-        native = t.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
-        return object.__getattribute__(obj, name) if native else getattr(obj, name)
+        # the lookup without the __getattr__ fallback (getattr() would call a Python
+        # __getattr__ natively, behind the context: a metaclass's, for a class): t is a
+        # class, so t.__getattribute__ is the unbound slot (typeshed sees a bound method)
+        return t.__getattribute__(obj, name)  # type: ignore[call-arg]
     except AttributeError:  # from the descriptor too, as type.__getattribute__ does
         if _python(t, "__getattr__"):
             return _call_dunder(od, t, "__getattr__", obj, name)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ._frames import module_of, user_frame
 from ._generated import remember
-from ._protocols import is_static, lookup
+from ._protocols import _defines, is_static, lookup
 from ._tagging import Tagged
 
 _Function = type(lambda: None)
@@ -299,7 +299,7 @@ def _reversed_by_getitem(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if len(args) != 1 or kwargs or type(args[0]) is Tagged:
         return False
     kind = type(args[0])
-    return lookup(kind, "__reversed__") is None and isinstance(
+    return not _defines(kind, "__reversed__") and isinstance(
         lookup(kind, "__getitem__"), _Function) and isinstance(lookup(kind, "__len__"), _Function)
 
 
@@ -307,7 +307,8 @@ def _iterated_by_getitem(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if len(args) != 1 or kwargs or type(args[0]) is Tagged:
         return False
     kind = type(args[0])
-    return lookup(kind, "__iter__") is None and isinstance(lookup(kind, "__getitem__"), _Function)
+    # (__iter__ = None makes a class not iterable, whatever its __getitem__: iter() raises)
+    return not _defines(kind, "__iter__") and isinstance(lookup(kind, "__getitem__"), _Function)
 
 
 def _warn(od: _Fn, message: Any, category: Any = None, stacklevel: int = 1,
@@ -614,11 +615,49 @@ for _name in _MATH_FUNCTIONS:
         _register(getattr(math, _name), _any_converts_to_float, _math_shim(getattr(math, _name)))
 
 
+def _getter(fn: Any) -> _Fn:
+    """``operator.attrgetter``/``itemgetter``/``methodcaller`` objects called: the lookups and
+    the call they stand for, each made through the context (natively, a C getter reads an
+    attribute or item behind its back: a tagging context's metadata would be lost)."""
+    maker, made_with = fn.__reduce__()[:2]
+    if type(fn) is operator.attrgetter:
+        def lookup_one(od: _Fn, obj: Any, name: str) -> Any:
+            for part in name.split("."):
+                obj = od(getattr, obj, part)
+            return obj
+
+        def attrs(od: _Fn, obj: Any) -> Any:
+            if len(made_with) == 1:
+                return lookup_one(od, obj, made_with[0])
+            return tuple([lookup_one(od, obj, name) for name in made_with])
+        return attrs
+    if type(fn) is operator.itemgetter:
+        def items(od: _Fn, obj: Any) -> Any:
+            if len(made_with) == 1:
+                return od(operator.getitem, obj, made_with[0])
+            return tuple([od(operator.getitem, obj, key) for key in made_with])
+        return items
+    # methodcaller: (methodcaller, (name, *args)), or (partial(methodcaller, name, **kw), args)
+    if type(maker) is functools.partial:
+        name, arguments, keywords = maker.args[0], made_with, maker.keywords
+    else:
+        name, arguments, keywords = made_with[0], made_with[1:], {}
+
+    def call(od: _Fn, obj: Any) -> Any:
+        return od(od(getattr, obj, name), *arguments, **keywords)
+    return call
+
+
+_GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
+
+
 def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | None:
     """The shim for calling builtin ``fn`` with these arguments, or None to call it natively."""
     for builtin, applies, shim in SHIMS.get(id(fn), ()):
         if builtin is fn and applies(args, kwargs):
             return shim
+    if type(fn) in _GETTERS and len(args) == 1 and not kwargs:
+        return _getter(fn)
     if (type(fn) is _BuiltinMethod and type(fn.__self__) is list and fn.__name__ == "sort"
             and _has_key(args, kwargs)):  # xs.sort(key=...)
         items = fn.__self__

@@ -227,7 +227,10 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
     """
     filename = code.co_filename
     otherwise = None  # a candidate text that is not the code's: why there is no source
-    if on_disk:
+    frozen = _frozen_source(filename, module_globals)
+    if frozen is not None:  # (the likeness check makes sure the file is what was frozen)
+        parsed = _parsed_file(frozen, None)
+    elif on_disk:
         parsed = _parsed_from_disk(filename)
     elif filename.startswith("<") and not linecache.getlines(filename, module_globals):
         parsed, otherwise = _generated_file(code, module_globals)
@@ -259,6 +262,19 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
         return NoSource(f"{what} for {code.co_name} at {filename}:{code.co_firstlineno}",
                         actionable=True)
     return candidates[0]
+
+
+def _frozen_source(filename: str, module_globals: dict[str, Any] | None) -> str | None:
+    """The file a frozen standard-library module (``<frozen _collections_abc>``, Python 3.11+)
+    was frozen from, which its ``__file__`` names: its functions have source after all."""
+    if not filename.startswith("<frozen ") or module_globals is None:
+        return None
+    path = module_globals.get("__file__")  # (the module's __name__ may differ: _collections_abc
+    # calls itself collections.abc)
+    frozen_name = filename[len("<frozen "):-1].rpartition(".")[2]
+    if type(path) is not str or os.path.basename(path) != f"{frozen_name}.py":
+        return None
+    return path
 
 
 def _body_start(node: _Def) -> tuple[int, int]:

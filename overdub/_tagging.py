@@ -695,13 +695,24 @@ def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         return _unbound_slot(value)
     if t.shadow and isinstance(args[1], str):
         meta = t.shadow.get(obj, "attr", args[1], value)
-        if meta is _MISSING and t.shadow.places:  # written as self.__dict__[name] = v
+        if meta is _MISSING and t.shadow.places:
             namespace = _protocols._instance_dict(obj, type(obj))
-            if type(namespace) is dict:
+            if type(namespace) is dict:  # written as self.__dict__[name] = v
                 meta = t.shadow.get(namespace, "item", args[1], value)
+            if meta is _MISSING:  # a class attribute, read through an instance or subclass
+                meta = _class_attribute_meta(t, obj, args[1], value)
         if meta is not _MISSING:
             return t.wrap(value, meta)
     return value
+
+
+def _class_attribute_meta(t: Tagger, obj: Any, name: str, value: Any) -> Any:
+    """The metadata stored with the class attribute ``name`` that reading it from ``obj`` (an
+    instance, or a class) found: ``C.k = x`` then ``C().k`` or ``Sub.k``."""
+    for klass in (obj.__mro__ if isinstance(obj, type) else type(obj).__mro__):
+        if name in klass.__dict__:
+            return t.shadow.get(klass, "attr", name, value) if klass is not obj else _MISSING
+    return _MISSING
 
 
 def _setattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -1018,8 +1029,18 @@ def _copy_item_metadata(t: Tagger, d: dict[Any, Any], new: dict[Any, Any]) -> No
             t.shadow.put(new, "item", key, stored, meta)
 
 
+def _dict_popitem(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args,
+                  kwargs: _Kwargs) -> Any:
+    """``d.popitem()``: the last pair, its value with its metadata."""
+    key, value = t.plain_call(fn, args, kwargs)
+    meta = t.shadow.get(d, "item", key, value) if _hashable(key) else _MISSING
+    if meta is not _MISSING:
+        t.shadow.forget(d, "item", key)
+    return key, value if meta is _MISSING else t.wrap(value, meta)
+
+
 _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "items": _dict_view,
-                 "copy": _dict_copy}
+                 "copy": _dict_copy, "popitem": _dict_popitem}
 
 
 def _copy_unbound(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
@@ -1063,8 +1084,11 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 
 def _iter(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """``iter(x)`` (also every ``for`` loop, comprehension and unpacking under tags): a list,
-    tuple or NumPy array holding stored metadata yields its items with their metadata."""
-    if len(args) == 1 and not kwargs and t.shadow and _holds_metadata(t, args[0]):
+    tuple or NumPy array holding stored metadata yields its items with their metadata; a list
+    always does, reading each item when it is reached (a value stored with metadata after the
+    loop began -- ``l[i + 1] = v * x`` in ``for i, v in enumerate(l)`` -- keeps it)."""
+    if len(args) == 1 and not kwargs and (type(t.strip(args[0])) is list or (
+            t.shadow and _holds_metadata(t, args[0]))):
         return _sequence_items(t, t.strip(args[0]))
     iterator = _call_on(t, fn, args, kwargs)
     if len(args) == 1 and type(iterator).__flags__ & _HEAPTYPE and type(iterator) is not Tagged:
@@ -1099,6 +1123,11 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """A builtin that reads its iterable arguments (``sum``, ``max``, ``sorted``, ``list``...):
     lists, tuples and arrays holding stored metadata are passed as lists of their items with
     the metadata, then the call goes on as any other (shims such as ``sum``'s see the items)."""
+    if id(fn) not in _SNAPSHOT:
+        # a lazy consumer (enumerate, zip, map...) given a list: its items read when reached,
+        # as the list's own iterator would (it sees the list change)
+        args = tuple(_sequence_items(t, t.strip(a)) if type(t.strip(a)) is list else a
+                     for a in args)
     if t.shadow:
         args = tuple(list(_sequence_items(t, t.strip(a))) if _holds_metadata(t, a) else a
                      for a in args)
@@ -1123,6 +1152,9 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 # consumers that read their whole iterable at once: given a list, which an enclosing context
 # can read too (an iterator would hand it this context's tagged items)
 _EAGER = frozenset(id(f) for f in (sum, max, min, sorted, list, tuple, set, frozenset))
+# consumers given their lists' items as they are when called (all at once, or a sequence:
+# reversed needs one)
+_SNAPSHOT = _EAGER | {id(reversed), id(any), id(all)}
 
 
 def _iterate(t: Tagger, fn: Any, x: Any) -> Any:
@@ -1306,7 +1338,8 @@ def carries_tags(fn: Any) -> bool:
         return True
     return (type(fn) is _BuiltinMethod and type(getattr(fn, "__self__", None)) in (list, dict)
             and fn.__name__ in ("append", "insert", "extend", "pop", "get", "setdefault",
-                                "copy", "index", "count", "keys", "values", "items", "update"))
+                                "copy", "index", "count", "keys", "values", "items", "update",
+                                "popitem"))
 
 
 from . import _protocols  # noqa: E402  (it imports this module: bound once both exist)

@@ -2538,3 +2538,40 @@ def test_generator_created_under_context_runs_rewritten_body_later():
     seen.clear()
     assert list(gen) == [0, 1, 4]
     assert seen.count(operator.mul) == 3
+
+
+class _NotReversible:
+    __reversed__ = None
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return [1, 2, 3][i]
+
+
+class _NotIterable:
+    __iter__ = None  # "the class is not iterable", whatever its __getitem__ (toolz's isiterable)
+
+    def __getitem__(self, i):
+        return [1, 2, 3][i]
+
+
+def _blocked_protocols():
+    out = []
+    for obj, consume in ((_NotReversible(), reversed), (_NotIterable(), iter),
+                         (_NotIterable(), list), (_NotIterable(), lambda o: [v for v in o])):
+        try:
+            consume(obj)
+            out.append("consumed")
+        except TypeError as error:
+            out.append(str(error))
+    return out
+
+
+def test_a_protocol_method_set_to_none_blocks_the_fallback_as_natively():
+    from overdub.contexts import CountContext
+    want = _blocked_protocols()
+    assert want == ["'_NotReversible' object is not reversible"] + \
+        ["'_NotIterable' object is not iterable"] * 3
+    assert overdub(CountContext(), _blocked_protocols) == want
