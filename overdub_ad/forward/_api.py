@@ -78,11 +78,7 @@ def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, .
 def _dual_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
               batch: tuple[int, ...], api: str) -> tuple[Any, Any]:
     """:func:`_jvp` by the dual route (scalar code run as its dual), or :class:`Declined`."""
-    specialised = _dual.jvp(f, primals, tangents, batch)
-    if specialised is None:
-        raise _routes.Declined("not scalar code of numbers that the dual pass handles, or run "
-                               "inside a context")
-    return specialised
+    return _dual.jvp(f, primals, tangents, batch)  # (Declined, with the reason)
 
 
 def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],

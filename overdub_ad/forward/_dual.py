@@ -38,21 +38,22 @@ import math
 import threading
 import types
 import weakref
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from overdub import Context, Tagged, can_recurse, current_context, opaque, recurse
 
-from .. import _rules
+from .. import _routes, _rules
 from .._pytree import flatten, unflatten
+from . import _dual_objects
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
-                            _MODULE, _pairs, _plain_elements, _PURE_OPERANDS, _SAFE, _truth,
-                            _TRUTHFUL, _unboxed, _unop)
-from ._dual_numbers import (_at, _box, _Deopt, _Dual, _Level, _numberlike, _plain,
+                            _MODULE, _pairs, _plain_elements, _plain_key, _PURE_OPERANDS, _SAFE,
+                            _truth, _TRUTHFUL, _unboxed, _unop)
+from ._dual_numbers import (_at, _box, _Deopt, _Dual, _Level, _named, _numberlike, _plain,
                             _PLAIN_NUMBERS, _sum, _top, _unbox, _WRITTEN_OUT, _zero)
 from ._pass import _PASS
-from ._pass_common import _FILLED, _NATIVE_SITES, _SITES, HELPERS
+from ._pass_common import _FILLED, _METHODS, _NATIVE_SITES, _SITES, HELPERS
 
 
 # -- calls the specialised code makes (values and tangents as in _dual_helpers) ---------------
@@ -88,17 +89,23 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         if info.arity is not None and not _own_rules(f):
             return _call_python(level, site, f, info.arity, False, args, dargs, kwargs,
                                 dkwargs)
+    elif kind is types.MethodType:
+        return _call_method(level, site, f, args, dargs, kwargs, dkwargs)
     for a in args:
         if a.__class__ is Tagged:
-            raise _Deopt
+            raise _Deopt("a value of another context")
+    special = _dual_objects.special(level, f, args, dargs, kwargs, dkwargs)
+    if special is not None:
+        return special
     if kwargs and dkwargs and not all(_zero(t) for t in dkwargs.values()):
         raise _Deopt  # a differentiated keyword: the general mode binds it
     if _rules.is_nondifferentiable(f) or _INDIFFERENT.get(id(f)) is f:
         plain = tuple(_plain_tree(a) for a in args)
         if _ANY_ARGUMENTS.get(id(f)) is not f and not all(
-                a.__class__ in _SAFE or (f is len and a.__class__ in _CONTAINERS)
+                a.__class__ in _SAFE or (f is len and (a.__class__ in _CONTAINERS
+                                                       or a.__class__ is np.ndarray))
                 for a in plain):
-            raise _Deopt  # a user class's __len__, __repr__, __hash__...
+            raise _Deopt(f"{getattr(f, '__name__', f)} of a value whose class decides it")
         return _result(f(*plain, **(kwargs or {})))
     rules = _rules.jvp_rules(f)
     if rules is not None and _pure_callable(f):
@@ -109,7 +116,40 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     pure: Any = _PURE_CALLS.get(id(f))
     if pure is f and all(map(_zero, dargs)) and not any(callable(a) for a in args):
         return _result(pure(*args, **(kwargs or {})))
-    raise _Deopt
+    raise _Deopt(f"a call of {getattr(f, '__qualname__', None) or type(f).__name__}, which "
+                 f"has no dual or rule the route applies")
+
+
+def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tuple[Any, ...],
+                 dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                 dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A bound method of a Python function: the dual of the function with the object first
+    (the site remembers the function, and calls it so directly next time)."""
+    func = f.__func__
+    if func.__class__ is not types.FunctionType:
+        raise _Deopt("a method of a function that is not a Python function")
+    info = _code_info(func)
+    if info.arity is None or _own_rules(func) or info.api:
+        raise _Deopt(f"{func.__qualname__}: a method without a dual")
+    if site is not None and not kwargs and len(args) + 1 == info.arity \
+            and _NATIVE_SITES[site] is False:
+        _METHODS[site] = func
+        _FILLED.append(site)
+    return _call_python(level, None, func, info.arity, False, (f.__self__, *args),
+                        (0.0, *dargs), kwargs, dkwargs)
+
+
+def _call_function(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+                   kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
+                   ) -> tuple[Any, Any]:
+    """The dual of the Python function ``f`` (an ``__init__``, a property's getter...)."""
+    info = _code_info(f)
+    if info.arity is None or _own_rules(f) or info.api:
+        raise _Deopt(f"{f.__qualname__}: a function without a dual")
+    return _call_python(level, None, f, info.arity, False, args, dargs, kwargs, dkwargs)
+
+
+_dual_objects.CALL.append(_call_function)
 
 
 def _plain_tree(x: Any) -> Any:
@@ -265,13 +305,14 @@ _CO_UNSUPPORTED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 
 class _Code:
     """What is known of a code object: the number of positional parameters of its dual (None:
-    it has none -- no source, a generator, ``*args``...), and whether a specialised ``jvp``
-    of it stopped once (then the general mode runs it directly)."""
+    it has none -- no source, a generator, ``*args``...), and where a specialised ``jvp``
+    of it stopped, and why (then the general mode runs it directly: see :func:`_stop_key`)."""
 
     __slots__ = ("ref", "arity", "stopped", "api")
 
     def __init__(self, ref: weakref.ref[Any], arity: int | None, api: bool) -> None:
-        self.ref, self.arity, self.stopped, self.api = ref, arity, False, api
+        self.ref, self.arity, self.api = ref, arity, api
+        self.stopped: dict[tuple[Any, ...], str] = {}  # _stop_key -> why it stopped
 
 
 _CODES: dict[int, _Code] = {}  # id(code) -> what is known of it, dropped with the code
@@ -432,111 +473,209 @@ def _specialising() -> _Specialising:
     return ctx
 
 
-_LEAVES = frozenset((float, int, complex, _Dual))
+_LEAVES = frozenset((float, int, complex, _Dual, np.float64))
 _INTEGRAL = (int, np.integer, np.bool_)
-_TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None)))
+_TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None), np.float64))
 
 
 def _leaf_ok(x: Any) -> bool:
-    return x.__class__ in _LEAVES
+    return x.__class__ in _LEAVES or (x.__class__ is np.ndarray and x.dtype.kind in "fc")
 
 
 def _tangent_ok(t: Any) -> bool:
     return t.__class__ in _TANGENTS_OK and (t.__class__ is not np.ndarray or t.dtype.kind in "fc")
 
 
+def _declined(depth: int, reason: str) -> NoReturn:
+    """The route declines (raising :class:`_routes.Declined` with ``reason``), or, inside
+    another specialised ``jvp``, stops that one."""
+    if depth:
+        raise _Deopt(reason)
+    raise _routes.Declined(reason)
+
+
 def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
-        batch: tuple[int, ...]) -> tuple[Any, Any] | None:
-    """``(out, tangent)`` of ``f`` by its dual, or None where the general mode must run:
-    ``f`` is not a plain Python function, an argument is not a number (or a tuple of them),
-    a context is running, or the dual stopped (:class:`_Deopt`).  Inside another specialised
-    ``jvp`` it never returns None: it raises :class:`_Deopt` for the outermost to handle."""
+        batch: tuple[int, ...]) -> tuple[Any, Any]:
+    """``(out, tangent)`` of ``f`` by its dual, or :class:`_routes.Declined` (with the reason)
+    where the general mode must run: ``f`` is not a plain Python function, an argument is not
+    a number, a NumPy float array, or a tuple, list, dict or named tuple of them, a context is
+    running, or the dual stopped (:class:`_Deopt`).  Inside another specialised ``jvp`` it
+    never declines: it raises :class:`_Deopt` for the outermost to handle."""
     local = _LOCAL
     depth = local.depth
-    if f.__class__ is not types.FunctionType or (_rules.overridden and
-                                                 _rules.any_overridden(_WRITTEN_OUT)):
-        if depth:
-            raise _Deopt
-        return None
+    if f.__class__ is not types.FunctionType:
+        _declined(depth, f"not a Python function (a {type(f).__name__})")
+    if _rules.overridden and _rules.any_overridden(_WRITTEN_OUT):
+        _declined(depth, "a rule of an operator the dual writes out is replaced")
     code = f.__code__
     dual = code.co_argcount > 0 and code.co_varnames[0] == "@T"
+    info = None
     if dual:
         count: int | None = code.co_argcount - 1
-        info = None
     else:
         info = _code_info(f)
         count = None if info.arity is None or _own_rules(f) else info.arity
         if info.stopped and not depth:
-            return None
+            why = info.stopped.get(_stop_key(f, primals))
+            if why is not None:
+                _declined(depth, f"stopped on an earlier call: {why}")
     if len(primals) == 1 and len(tangents) == 1 and primals[0].__class__ in _LEAVES \
             and tangents[0].__class__ in _PLAIN_NUMBERS:
         seeds = [tangents[0]]  # the most common case: derivative(f, x)
     elif len(primals) == len(tangents) and all(map(_leaf_ok, primals)) \
             and all(map(_tangent_ok, tangents)):
-        seeds = [0.0 if t is None else t for t in tangents]  # numbers
+        seeds = [0.0 if t is None else t for t in tangents]  # numbers, arrays
     else:
-        leaves, tree = flatten(list(primals))
-        dleaves, _ = flatten(list(tangents))
-        if not (len(dleaves) == len(leaves) and _structure_ok(primals)
-                and all(map(_leaf_ok, leaves)) and all(map(_tangent_ok, dleaves))):
-            if depth:
-                raise _Deopt
-            return None
-        seeds = unflatten(tree, [0.0 if d is None else d for d in dleaves])
+        problem = _arguments_problem(primals, tangents)
+        if problem:
+            _declined(depth, problem)
+        seeds = [_seed(p, t) for p, t in zip(primals, tangents)]
     if count is None or len(primals) > count:
-        if depth:
-            raise _Deopt
-        return None
+        _declined(depth, "no dual: generator, *args, keyword-only parameters, rules or no "
+                         "source" if count is None else "more arguments than parameters")
     if not depth and current_context() is not None:
-        return None
+        _declined(depth, "run inside a context")
     level = _Level()
+    single = batch == (1,) and all(map(_squeezable, seeds))
+    if single:  # one direction (jacfwd per leaf of a tuple): numbers, not arrays of one
+        seeds, batch = [_squeezed(t) for t in seeds], ()
     if count > len(seeds):
         seeds += [0.0] * (count - len(seeds))  # parameters left to their defaults
     local.depth = depth + 1
+    if not depth:
+        _dual_objects._RUN.fresh = {}
     try:
         if dual:
             out, dout = f((level, *seeds), *primals)
         else:
             out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
-        if out.__class__ is float and dout.__class__ is float and not batch:
+        if out.__class__ is float and dout.__class__ is float and not batch and not single:
             return out, dout
         if isinstance(out, _INTEGRAL) and _zero(dout):
             # a constant, or a differentiated integer whose tangent is 0 (max(0, x) below
             # 0): the dual cannot tell them apart, the general mode can (see _check_differentiated)
-            if depth:
-                raise _Deopt
-            return None
-        return _outputs(level, out, dout, batch)
-    except _Deopt:
+            raise _Deopt("an integer result")
+        value, tangent = _outputs(level, out, dout, batch)
+        if single:
+            leaves, tree = flatten(tangent)
+            tangent = unflatten(tree, [None if t is None else np.asarray(t)[None]
+                                       for t in leaves])
+        return value, tangent
+    except _Deopt as stop:
         if depth:
             raise
+        reason = str(stop) or "a construct the route does not follow"
         if info is not None:
-            info.stopped = True
-        return None
+            info.stopped[_stop_key(f, primals)] = reason
+        raise _routes.Declined(f"stopped: {reason}") from None
     finally:
         local.depth = depth
-        if not depth and _FILLED:
-            for site in _FILLED:  # the cache keeps no function alive past the call
-                _SITES[site] = None
-            _FILLED.clear()
+        if not depth:
+            _dual_objects._RUN.fresh = None
+            if _FILLED:
+                for site in _FILLED:  # the cache keeps no function alive past the call
+                    _SITES[site] = _METHODS[site] = None
+                _FILLED.clear()
 
 
-def _structure_ok(primals: Any) -> bool:
-    """Arguments are numbers or tuples of them (lists and dicts: the general mode)."""
-    return all(type(p) is tuple and _structure_ok(p) if type(p) in (list, tuple, dict)
-               else True for p in primals)
+def _squeezable(t: Any) -> bool:
+    """Whether the tangent ``t`` of a batch of one direction is arrays of float64 or
+    complex128 only (their one direction, as numbers, computes the same)."""
+    if t.__class__ is tuple:
+        return all(map(_squeezable, t))
+    if t.__class__ is dict:
+        return all(map(_squeezable, t.values()))
+    if t.__class__ is np.ndarray:
+        return t.dtype in (np.float64, np.complex128) and t.shape[:1] == (1,)
+    return _zero(t)
+
+
+def _squeezed(t: Any) -> Any:
+    if t.__class__ is tuple:
+        return tuple(map(_squeezed, t))
+    if t.__class__ is dict:
+        return {k: _squeezed(v) for k, v in t.items()}
+    if t.__class__ is np.ndarray:
+        return t[0].item() if t.ndim == 1 else t[0]
+    return t
+
+
+def _stop_key(f: types.FunctionType, primals: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a stop is remembered for: the function's defaults and closure (a wrapper of the
+    same code around another function may run wholly) and its arguments' classes (a list
+    where a tuple ran).  Only speed depends on it: a stale key tries the dual again, or
+    declines at once, and the result is the general mode's either way."""
+    cells = f.__closure__
+    return (id(f.__defaults__), tuple(p.__class__ for p in primals),
+            None if cells is None else tuple(id(_content(c)) for c in cells))
+
+
+def _content(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def _arguments_problem(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> str:
+    """Why the arguments are not for the dual ('' where they are): numbers, NumPy float
+    arrays, tuples, lists, dicts and named tuples of them, with tangents of the same
+    structure."""
+    if len(primals) != len(tangents):
+        return "primals and tangents of different lengths"
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        problem = _argument_problem(p, t)
+        if problem:
+            return f"argument {i}: {problem}"
+    return ""
+
+
+def _argument_problem(p: Any, t: Any) -> str:
+    kind = p.__class__
+    if kind is tuple or kind is list or _named(p):
+        if t is None:
+            return ""
+        if not isinstance(t, (tuple, list)) or len(t) != len(p):
+            return f"a {kind.__name__} with a tangent of another structure"
+        return next((why for why in map(_argument_problem, p, t) if why), "")
+    if kind is dict:
+        if t is None:
+            return ""
+        if t.__class__ is not dict or t.keys() != p.keys():
+            return "a dict with a tangent of another structure"
+        return next((why for k in p if (why := _argument_problem(p[k], t[k]))), "")
+    if _leaf_ok(p) and _tangent_ok(t):
+        return ""
+    if isinstance(p, np.ndarray):
+        return f"an array of {p.dtype} (float and complex arrays only)"
+    return f"a {kind.__name__} (numbers, float arrays, tuples, lists, dicts and named " \
+           f"tuples of them only)"
+
+
+def _seed(p: Any, t: Any) -> Any:
+    """The tangent of argument ``p`` as the dual holds it: a tuple of tangents for a tuple,
+    list or named tuple, a dict of them for a dict, 0.0 for none."""
+    if t is None:
+        return 0.0
+    kind = p.__class__
+    if kind is tuple or kind is list or _named(p):
+        return tuple(map(_seed, p, t))
+    if kind is dict:
+        return {k: _seed(p[k], t[k]) for k in p}
+    return t
 
 
 def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tuple[Any, Any]:
     """The dual's ``(value, tangent)`` as ``jvp`` returns them: a tangent per number leaf
-    (zeros of the batch shape where it has none), None for other leaves."""
+    (zeros of the batch shape where it has none), None for other leaves; values that
+    containers made in the run hold boxed are unboxed."""
     kind = out.__class__
     if (kind is float or kind is _Dual) and not batch and dout.__class__ in _LEAVES:
         if kind is _Dual and out.L is level:
             return out.v, _sum(dout, out.t)
         return out, dout
     if callable(out) and not _numberlike(out):
-        raise _Deopt  # a function-valued result: derivative applied lazily, by the general mode
+        raise _Deopt("a function-valued result")  # the general mode applies it lazily
     if out.__class__ is _Dual or out.__class__ is tuple:
         out, extra = _unbox(level, out)
         if not _zero(extra):
@@ -544,19 +683,25 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
     leaves, tree = flatten(out)
     if len(leaves) == 1 and leaves[0] is out:
         dleaves = [dout]
-    elif dout.__class__ is tuple and out.__class__ is tuple:
+    elif dout.__class__ is tuple and isinstance(out, (tuple, list)):
         dleaves = flatten(dout)[0]
         if len(dleaves) != len(leaves):
-            raise _Deopt
+            raise _Deopt("a result whose tangents do not match its structure")
+    elif dout.__class__ is dict and out.__class__ is dict:
+        dleaves = flatten(dout)[0]
+        if len(dleaves) != len(leaves) or list(dout) != list(out):
+            raise _Deopt("a result whose tangents do not match its structure")
     elif _zero(dout):
         dleaves = [0.0] * len(leaves)
     else:
-        raise _Deopt
+        raise _Deopt("a result whose tangents do not match its structure")
     values: list[Any] = []
     tangents: list[Any] = []
     for v, t in zip(leaves, dleaves):
+        if v.__class__ is _Dual and v.L is level:  # boxed in a container made in the run
+            v, t = v.v, _sum(t, v.t)
         if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
-            raise _Deopt  # (a function made by specialised code is a dual: it stays inside)
+            raise _Deopt("a function or another context's value in the result")
         values.append(v)
         if not _numberlike(v) and v.__class__ is not np.ndarray:  # np.array(x): one too
             tangents.append(None)
@@ -577,8 +722,13 @@ def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:
 HELPERS.update({
     "binop": _binop, "unop": _unop, "getitem": _getitem, "getattr": _getattr, "call": _call,
     "plain": _plain_elements, "box": _boxed, "unbox": _unboxed, "deopt": _deopt,
-    "pairs": _pairs, "compare": _compare, "truth": _truth,
+    "pairs": _pairs, "compare": _compare, "truth": _truth, "plain_key": _plain_key,
+    "new": _dual_objects._new, "setitem": _dual_objects._setitem,
+    "setattr": _dual_objects._setattr, "star": _dual_objects._star,
+    "unpackable": _dual_objects._star, "consuming": _dual_objects._consuming,
     "safe": _SAFE, "truthful": _TRUTHFUL, "Dual": _Dual, "Module": _MODULE,
-    # the guards' types, under names no user variable can shadow
-    "float": float, "int": int, "tuple": tuple,
+    "Method": types.MethodType,
+    # the guards' types and the containers made, under names no user variable can shadow
+    "float": float, "int": int, "tuple": tuple, "float64": np.float64,
+    "list": list, "dict": dict, "set": set,
 })

@@ -24,7 +24,9 @@ import numpy as np
 from overdub import Tagged, opaque
 
 from .. import _rules
-from ._dual_numbers import _box, _Deopt, _Dual, _Level, _numberlike, _sum, _TANGENTS, _unbox, _zero
+from . import _dual_objects
+from ._dual_numbers import (_box, _Deopt, _Dual, _Level, _named, _numberlike, _sum, _TANGENTS,
+                            _unbox, _zero)
 
 
 _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
@@ -62,7 +64,11 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
                 t = _sum(t, rule(d, out, a, b))
         return out, 0.0 if t is None else t
     if a.__class__ not in _PURE_OPERANDS or b.__class__ not in _PURE_OPERANDS:
-        raise _Deopt  # arrays (the general mode's), user classes (their dunders)
+        raise _Deopt(f"{op.__name__} on a {a.__class__.__name__} and a "
+                     f"{b.__class__.__name__}")  # arrays (the general mode's), user classes
+    if a.__class__ is list and (op is operator.iadd or op is operator.imul) \
+            and not _dual_objects._fresh(a):
+        raise _Deopt("a list that existed before the run extended in place")
     if not (_zero(da) and _zero(db)):
         if op is operator.add and a.__class__ is tuple and b.__class__ is tuple:
             return a + b, _tuple_tangent(a, da) + _tuple_tangent(b, db)
@@ -92,17 +98,54 @@ def _unop(level: _Level, op: Any, a: Any, da: Any) -> tuple[Any, Any]:
 
 
 @opaque
+def _plain_key(dkey: Any) -> None:
+    """A stop before an item is read at a key with a tangent: the general mode follows the
+    item's derivative, or refuses a plain one (a cache read by ``d[x]``), where the dual would
+    give a silent constant."""
+    if dkey is not None and not _zero(dkey):
+        raise _Deopt("an item read at a differentiated key")
+
+
+@opaque
 def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
     """``obj[key]`` and its tangent, where ``obj`` is not a tuple with tracked tangents."""
     kind = obj.__class__
-    if kind is tuple:
+    if key.__class__ is Tagged or key.__class__ is _Dual:
+        raise _Deopt("an item read at a differentiated index")
+    if kind is tuple or kind is list or (kind is not str and _named(obj)):
         value = obj[key]
-        if dobj.__class__ is tuple:
+        if dobj.__class__ is tuple:  # (a list or named tuple argument: a tuple of tangents)
             return value, dobj[key]
         return _unbox(level, value)
-    if kind in (list, str, range, bytes, dict) and key.__class__ not in (Tagged, _Dual):
-        return _unbox(level, obj[key])
-    raise _Deopt  # arrays, user classes (their __getitem__), a differentiated index
+    if kind is dict:
+        value = obj[key]
+        if dobj.__class__ is dict:  # a dict argument: a dict of tangents
+            return value, dobj.get(key, 0.0)
+        return _unbox(level, value)
+    if kind in (str, range, bytes):
+        return obj[key], 0.0
+    if kind is np.ndarray:
+        return _element(obj, dobj, key)
+    raise _Deopt(f"an item of a {kind.__name__}")  # user classes (their __getitem__)
+
+
+_INDICES = (int, np.integer)
+
+
+def _element(array: np.ndarray, darray: Any, key: Any) -> tuple[Any, Any]:
+    """``array[key]`` for integer indices that give one element (a NumPy scalar), its tangent
+    the tangent's element (after any batch dimensions); a stop for anything else done with
+    an array (slices, arrays out: the general mode's)."""
+    keys = key if key.__class__ is tuple else (key,)
+    if len(keys) != array.ndim or not all(isinstance(k, _INDICES) and k.__class__ is not bool
+                                          for k in keys):
+        raise _Deopt("an array indexed other than element by element")
+    value = array[key]
+    if darray.__class__ is np.ndarray:
+        return value, darray[(Ellipsis,) + tuple(keys)]
+    if darray is None or _zero(darray):
+        return value, 0.0
+    raise _Deopt("an array with a tangent that is not an array")
 
 
 _MODULE = types.ModuleType
@@ -125,7 +168,13 @@ def _getattr(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
         return getattr(obj, name), 0.0  # a pure method of an immutable value
     if kind is type and obj.__module__ == "builtins":
         return getattr(obj, name), 0.0
-    raise _Deopt  # an object's attribute (properties, __getattr__), a number's method
+    if (kind is list or kind is dict) and _zero(dobj):  # a method: its call checks the rest
+        return getattr(obj, name), 0.0
+    if kind is np.ndarray and name in ("shape", "ndim", "size", "dtype"):
+        return getattr(obj, name), 0.0
+    if kind.__flags__ & _dual_objects._HEAPTYPE and kind is not _Dual:
+        return _dual_objects._attribute(level, obj, dobj, name)
+    raise _Deopt(f"attribute {name!r} of a {kind.__name__}")  # a number's method...
 
 
 @opaque
@@ -149,11 +198,12 @@ def _unboxed(level: _Level, x: Any) -> tuple[Any, Any]:
 
 
 @opaque
-def _deopt() -> None:
-    raise _Deopt
+def _deopt(reason: str) -> None:
+    raise _Deopt(reason)
 
 
-_ITERABLES = (range, list, str, bytes, dict, enumerate, zip, reversed)
+_ITERABLES = frozenset((range, str, bytes))
+_BOXING = frozenset((list, dict, enumerate, zip, reversed, *_dual_objects._VIEWS))
 
 
 @opaque
@@ -163,13 +213,18 @@ def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
     enumerate/zip/reversed of them) hold values without tangents; anything else (a generator,
     an iterator of a user class, an array) is not followed."""
     kind = iterable.__class__
-    if kind is tuple:
-        if tangents.__class__ is tuple:
-            return zip(iterable, tangents)
-        return (_unbox(level, item) for item in iterable)
-    if kind in _ITERABLES and (tangents is None or _zero(tangents)):
+    if tangents.__class__ is tuple and (kind is tuple or kind is list or _named(iterable)):
+        return zip(iterable, tangents)  # (a list or named tuple argument: a tuple of them)
+    if tangents is None or _zero(tangents):
+        if kind is tuple or kind in _BOXING or _named(iterable):  # items may be boxed
+            return (_unbox(level, item) for item in iterable)
+        if kind in _ITERABLES:
+            return zip(iterable, itertools.repeat(0.0))
+    if kind is dict and tangents.__class__ is dict:  # a dict argument: its keys
         return zip(iterable, itertools.repeat(0.0))
-    raise _Deopt
+    if kind is np.ndarray and iterable.ndim == 1:
+        return zip(*_dual_objects._items(level, iterable, tangents))
+    raise _Deopt(f"iteration over a {kind.__name__}")
 
 
 # Values whose comparison, truth, hash, length and text run no Python code (no effect).

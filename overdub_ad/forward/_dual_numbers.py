@@ -266,6 +266,8 @@ def _zero(t: Any) -> bool:
         return not t.any()
     if kind is tuple:
         return all(_zero(e) for e in t)
+    if kind is np.float64:
+        return bool(t == 0)
     return False
 
 
@@ -275,6 +277,8 @@ def _box(level: _Level, v: Any, t: Any) -> Any:
         return tuple(_box(level, e, te) for e, te in zip(v, t))
     if _zero(t):
         return v
+    if t.__class__ is tuple and _named(v):  # (as the named tuple's own _make builds it)
+        return tuple.__new__(v.__class__, [_box(level, e, te) for e, te in zip(v, t)])
     if v.__class__ is tuple or not _numberlike(v):
         raise _Deopt  # a tangent on something that is not a number (a list, an array...)
     return _Dual(level, v, t)
@@ -285,15 +289,31 @@ def _unbox(level: _Level, x: Any) -> tuple[Any, Any]:
     nested ``jvp``'s result (tangent 0.0 where it has none)."""
     kind = x.__class__
     if kind is _Dual:
-        return (x.v, x.t) if x.L is level else (x, 0.0)
+        if x.L is level:
+            return x.v, x.t
+        if x.v.__class__ is np.ndarray:  # (an object of another level's run holds an array)
+            raise _Deopt("an array with a tangent of another derivative")
+        return x, 0.0
     if kind is tuple:
         parts = [_unbox(level, e) for e in x]
         if all(t.__class__ is float and t == 0 for _, t in parts):
             return x, 0.0
         return tuple(p for p, _ in parts), tuple(t for _, t in parts)
     if kind is Tagged:
-        raise _Deopt  # another context's value (used outside it: the general mode says so)
+        raise _Deopt("a value of another context")  # (the general mode says what)
+    if _named(x):
+        parts = [_unbox(level, e) for e in x]
+        if all(t.__class__ is float and t == 0 for _, t in parts):
+            return x, 0.0
+        return tuple.__new__(kind, [p for p, _ in parts]), tuple(t for _, t in parts)
     return x, 0.0
+
+
+def _named(x: Any) -> bool:
+    """Whether ``x`` is an instance of a named tuple class (``collections.namedtuple``,
+    ``typing.NamedTuple``), whose items the dual follows as a tuple's."""
+    kind = x.__class__
+    return bool(kind is not tuple and isinstance(x, tuple) and "_fields" in vars(kind))
 
 
 _NUMBERS = (float, int, complex)

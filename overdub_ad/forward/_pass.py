@@ -41,7 +41,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from . import _pass_expressions
+from . import _pass_comprehensions, _pass_expressions
 from ._pass_common import _helper, _LEVEL, _load, _store, _tangent_name, _Unsupported, _Val, _zero
 
 
@@ -117,8 +117,8 @@ def _captured(body: list[ast.AST]) -> set[str]:
         node, inside = pending.pop()
         if inside and isinstance(node, ast.Name):
             names.add(node.id)
-        nested = inside or isinstance(node, (*_SCOPES, ast.ListComp, ast.SetComp, ast.DictComp,
-                                             ast.GeneratorExp))
+        # (comprehensions compile as loops of this function, their targets renamed)
+        nested = inside or isinstance(node, _SCOPES)
         pending.extend((child, nested) for child in ast.iter_child_nodes(node))
     return names
 
@@ -151,6 +151,7 @@ class _Function:
     def __init__(self, node: _FunctionNode, enclosing: _Scope | None,
                  native: bool = True) -> None:
         self.node = node
+        _pass_comprehensions.rename([node.body] if isinstance(node, ast.Lambda) else node.body)
         self.scope = _Scope(node, enclosing)
         self.temps = 0
         self.native = native
@@ -177,15 +178,16 @@ class _Function:
         final: ast.expr | None = None
         try:
             if unsupported:
-                raise _Unsupported
+                raise _Unsupported("global, nonlocal, yield, *args, **kwargs or keyword-only "
+                                   "parameters")
             if isinstance(node, ast.Lambda):
                 val = self.expr(node.body, out)
                 final = ast.Tuple([val.p, self.tangent(val)], ast.Load())
             else:
                 out.extend(self.block(node.body))
                 out.append(ast.Return(ast.Tuple([ast.Constant(None), _zero()], ast.Load())))
-        except _Unsupported:
-            out.append(ast.Expr(ast.Call(_helper("deopt"), [], [])))
+        except _Unsupported as why:
+            out.append(_stop(why))
             final = ast.Tuple([ast.Constant(None), _zero()], ast.Load()) if lam else None
         first = ast.arg("@T")
         if args.posonlyargs:
@@ -219,8 +221,8 @@ class _Function:
         for stmt in stmts:
             try:
                 produced = self.statement(stmt)
-            except _Unsupported:
-                produced = [ast.Expr(ast.Call(_helper("deopt"), [], []))]
+            except _Unsupported as why:
+                produced = [_stop(why, stmt)]
             for new in produced:
                 out.append(ast.copy_location(new, stmt))
         return out or [ast.Pass()]
@@ -235,15 +237,9 @@ class _Function:
                 self.assign(target, val, out)
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:
-                if not isinstance(stmt.target, ast.Name):
-                    raise _Unsupported
                 self.assign(stmt.target, self.expr(stmt.value, out), out)
         elif isinstance(stmt, ast.AugAssign):
-            if not isinstance(stmt.target, ast.Name):
-                raise _Unsupported  # an item or attribute written
-            current = self.name(ast.Name(stmt.target.id, ast.Load()), out)
-            val = self.binop(stmt.op, current, self.expr(stmt.value, out), out, inplace=True)
-            self.assign(stmt.target, val, out)
+            self.augmented(stmt, out)
         elif isinstance(stmt, ast.Return):
             val = self.expr(stmt.value, out) if stmt.value is not None else _Val(
                 ast.Constant(None), None)
@@ -260,7 +256,7 @@ class _Function:
             out.append(stmt)
         elif isinstance(stmt, ast.FunctionDef):
             if stmt.decorator_list:
-                raise _Unsupported
+                raise _Unsupported("a decorated function definition")
             self.defaults(stmt.args, out)
             _Function(stmt, self.scope).rewrite()
             out.append(stmt)
@@ -279,8 +275,48 @@ class _Function:
             checked.append(ast.If(ast.UnaryOp(ast.Not(), test), failed, []))
             out.append(ast.If(_load("__debug__"), checked, []))
         else:
-            raise _Unsupported  # try, with, del, import, class, global, match, async...
+            raise _Unsupported(f"a {type(stmt).__name__} statement")  # try, with, del...
         return out
+
+    def augmented(self, stmt: ast.AugAssign, out: list[ast.stmt]) -> None:
+        """``target op= value``: an item's or attribute's object and key evaluated once, the
+        item read, the operator applied, the result written back (as Python does it)."""
+        target = stmt.target
+        if isinstance(target, ast.Name):
+            current = self.name(ast.Name(target.id, ast.Load()), out)
+            val = self.binop(stmt.op, current, self.expr(stmt.value, out), out, inplace=True)
+            self.assign(target, val, out)
+            return
+        if isinstance(target, ast.Attribute):
+            obj = self.expr(target.value, out)
+            obj = self.atom(obj.p, obj.d, out)
+            current = self.attribute(ast.Attribute(target.value, target.attr, ast.Load()),
+                                     out, obj)
+            val = self.binop(stmt.op, current, self.expr(stmt.value, out), out, inplace=True)
+            self.write_attribute(obj, target.attr, val, out)
+            return
+        if isinstance(target, ast.Subscript):
+            obj = self.expr(target.value, out)
+            obj = self.atom(obj.p, obj.d, out)
+            key = self.index(target.slice, out)
+            key = self.atom(key, None, out).p
+            current = self.item(obj, key, out)
+            val = self.binop(stmt.op, current, self.expr(stmt.value, out), out, inplace=True)
+            self.write_item(obj, key, val, out)
+            return
+        raise _Unsupported("an augmented assignment to this target")
+
+    def write_item(self, obj: _Val, key: ast.expr, val: _Val, out: list[ast.stmt]) -> None:
+        """``obj[key] = val``: into a list or dict this run created (its values boxed), or
+        a stop before the write."""
+        out.append(ast.Expr(ast.Call(_helper("setitem"), [
+            _load(_LEVEL), obj.p, key, val.p, self.tangent(val)], [])))
+
+    def write_attribute(self, obj: _Val, name: str, val: _Val, out: list[ast.stmt]) -> None:
+        """``obj.name = val``: on an object this run created (the value boxed), or a stop
+        before the write."""
+        out.append(ast.Expr(ast.Call(_helper("setattr"), [
+            _load(_LEVEL), obj.p, ast.Constant(name), val.p, self.tangent(val)], [])))
 
     def assign(self, target: ast.expr, val: _Val, out: list[ast.stmt],
                bind: bool = True) -> None:
@@ -299,34 +335,35 @@ class _Function:
             tmp = self.temp()
             dtmp = _tangent_name(tmp)
             out.append(ast.Assign([_store(tmp)], val.p))
-            # the value unpacks natively (ValueError as Python raises it); its tangent is a
-            # tuple of the same length, or 0.0 for values without tangents
+            out.append(ast.Assign([_store(dtmp)], self.tangent(val)))
+            # a tuple of tangents unpacks with the value; any other value or tangent (an
+            # array's, a list holding boxed values, none) becomes a tuple of values and one
+            # of tangents first (unboxed; a stop for what runs Python code to iterate)
+            out.append(ast.If(
+                ast.Compare(ast.Attribute(_load(dtmp), "__class__", ast.Load()),
+                            [ast.IsNot()], [_helper("tuple")]),
+                [ast.Assign([ast.Tuple([_store(tmp), _store(dtmp)], ast.Store())],
+                            ast.Call(_helper("unpackable"), [_load(_LEVEL), _load(tmp),
+                                                             _load(dtmp)], []))], []))
+            # the value unpacks natively (ValueError as Python raises it), the tangents as
+            # a tuple of the same length
             items = [self.temp() for _ in range(n)]
             out.append(ast.Assign([ast.Tuple([_store(t) for t in items], ast.Store())],
                                   _load(tmp)))
-            if val.d is None:
-                dvals: list[ast.expr | None] = [None] * n
-                out.append(ast.Assign([_store(dtmp)], _zero()))
-            else:
-                out.append(ast.Assign([_store(dtmp)], val.d))
-                dvals = [_load(_tangent_name(t)) for t in items]
-                out.append(ast.If(
-                    ast.Compare(ast.Attribute(_load(dtmp), "__class__", ast.Load()),
-                                [ast.Is()], [_helper("tuple")]),
-                    [ast.Assign([ast.Tuple([_store(_tangent_name(t)) for t in items],
-                                           ast.Store())], _load(dtmp))],
-                    [ast.Assign([_store(_tangent_name(t))], _zero()) for t in items]))
-            # items read back through unbox: an untracked container may hold boxed values
-            for t, d in zip(items, dvals):
-                if d is None:
-                    out.append(ast.Assign([ast.Tuple([_store(t), _store(_tangent_name(t))],
-                                                     ast.Store())],
-                                          ast.Call(_helper("unbox"), [_load(_LEVEL), _load(t)],
-                                                   [])))
+            out.append(ast.Assign([ast.Tuple([_store(_tangent_name(t)) for t in items],
+                                             ast.Store())], _load(dtmp)))
             for elt, t in zip(target.elts, items):
                 self.assign(elt, _Val(_load(t), _load(_tangent_name(t))), out)
             return
-        raise _Unsupported  # items, attributes, starred targets
+        if isinstance(target, ast.Subscript) and bind:
+            obj = self.expr(target.value, out)
+            key = self.index(target.slice, out)
+            self.write_item(obj, key, val, out)
+            return
+        if isinstance(target, ast.Attribute) and bind:
+            self.write_attribute(self.expr(target.value, out), target.attr, val, out)
+            return
+        raise _Unsupported("a starred assignment target")
 
     def while_loop(self, stmt: ast.While) -> list[ast.stmt]:
         pre: list[ast.stmt] = []
@@ -336,7 +373,7 @@ class _Function:
         if not pre:
             return [ast.While(test, body, orelse)]
         if orelse:
-            raise _Unsupported
+            raise _Unsupported("while ... else with a computed condition")
         stop = ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])
         return [ast.While(ast.Constant(True), pre + [stop] + body, [])]
 
@@ -386,6 +423,20 @@ class _Function:
     index = _pass_expressions.index
     attribute = _pass_expressions.attribute
     call = _pass_expressions.call
+    arguments = _pass_expressions.arguments
+    item = _pass_expressions.item
+    boxed = _pass_expressions.boxed
+    comprehension = _pass_comprehensions.comprehension
+
+
+def _stop(why: _Unsupported, where: ast.AST | None = None) -> ast.stmt:
+    """The stop a construct the pass does not compile becomes, with the reason explain
+    shows (and the line)."""
+    reason = str(why) or "a construct the dual pass does not compile"
+    line = getattr(where, "lineno", None)
+    if line is not None:
+        reason += f" (line {line})"
+    return ast.Expr(ast.Call(_helper("deopt"), [ast.Constant(reason)], []))
 
 
 def _as_expression(stmts: list[ast.stmt], final: ast.expr) -> ast.expr:

@@ -24,6 +24,7 @@ from overdub import embed
 # an ordinary function); sites in the functions defined inside it run natively and call duals
 # (closures made by specialised code) as they are.
 _SITES: list[Any] = []  # site -> the function the site calls directly, or None
+_METHODS: list[Any] = []  # site -> the function whose bound methods the site calls directly
 _NATIVE_SITES: list[bool] = []  # site -> whether it runs natively (calls duals) or dispatched
 _FILLED: list[int] = []  # sites filled during the current outermost call
 _SITE_NUMBERS = itertools.count()
@@ -34,13 +35,14 @@ def _new_site(native: bool) -> int:
     with _SITES_LOCK:
         site = next(_SITE_NUMBERS)
         _SITES.append(None)
+        _METHODS.append(None)
         _NATIVE_SITES.append(native)
     return site
 
 
 # What the dual code calls and compares with, by name: ``_dual`` registers its helpers
 # (and the types of the guards) here when it is imported, before any function is rewritten.
-HELPERS: dict[str, Any] = {"operator": operator, "sites": _SITES}
+HELPERS: dict[str, Any] = {"operator": operator, "sites": _SITES, "methods": _METHODS}
 
 
 def _helper(name: str) -> ast.Name:

@@ -83,23 +83,28 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
             return self.atom(ast.Tuple([v.p for v in vals], ast.Load()), None, out)
         return self.atom(ast.Tuple([v.p for v in vals], ast.Load()),
                          ast.Tuple([self.tangent(v) for v in vals], ast.Load()), out)
-    if isinstance(node, (ast.List, ast.Set)):
+    if isinstance(node, ast.Set):
         vals = [self.expr(e, out) for e in self._elements(node)]
         self.plain(vals, out)
-        built: ast.expr = ast.List([v.p for v in vals], ast.Load()) \
-            if isinstance(node, ast.List) else ast.Set([v.p for v in vals])
-        return self.atom(built, None, out)
+        return self.atom(ast.Call(_helper("new"), [ast.Set([v.p for v in vals])], []), None,
+                         out)
+    if isinstance(node, ast.List):  # created in this run: values with tangents boxed
+        vals = [self.expr(e, out) for e in self._elements(node)]
+        return self.atom(ast.Call(_helper("new"), [
+            ast.List([self.boxed(v) for v in vals], ast.Load())], []), None, out)
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
-            raise _Unsupported  # {**d}
-        vals = []
+            raise _Unsupported("{**mapping} in a dict display")
+        keys, values = [], []
         for k, v in zip(node.keys, node.values):
             assert k is not None
-            vals.append(self.expr(k, out))
-            vals.append(self.expr(v, out))
-        self.plain(vals, out)
-        return self.atom(ast.Dict([v.p for v in vals[::2]], [v.p for v in vals[1::2]]),
-                         None, out)
+            keys.append(self.expr(k, out))
+            values.append(self.expr(v, out))
+        self.plain(keys, out)
+        return self.atom(ast.Call(_helper("new"), [
+            ast.Dict([k.p for k in keys], [self.boxed(v) for v in values])], []), None, out)
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+        return self.comprehension(node, out)
     if isinstance(node, ast.NamedExpr):
         val = self.expr(node.value, out)
         self.assign(ast.Name(node.target.id, ast.Store()), val, out)
@@ -113,17 +118,24 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
         for part in node.values:
             if isinstance(part, ast.FormattedValue):
                 if part.format_spec is not None:
-                    raise _Unsupported
+                    raise _Unsupported("a format specification in an f-string")
                 part.value = self.expr(part.value, out).p
             parts.append(part)
         return self.atom(ast.JoinedStr(parts), None, out)
-    raise _Unsupported  # comprehensions, generators, starred, await, yield, slices
+    raise _Unsupported(f"a {type(node).__name__} expression")  # generators, await, yield
 
 
 def _elements(self: _Function, node: ast.Tuple | ast.List | ast.Set) -> list[ast.expr]:
     if any(isinstance(e, ast.Starred) for e in node.elts):
-        raise _Unsupported
+        raise _Unsupported("a starred element in a display")
     return node.elts
+
+
+def boxed(self: _Function, val: _Val) -> ast.expr:
+    """``val`` as a container created in this run holds it: boxed where it has a tangent."""
+    if val.d is None:
+        return val.p
+    return ast.Call(_helper("box"), [_load(_LEVEL), val.p, val.d], [])
 
 
 def plain(self: _Function, vals: list[_Val], out: list[ast.stmt]) -> None:
@@ -171,11 +183,10 @@ def guard(self: _Function, vals: list[_Val]) -> ast.expr | None:
             if type(v.p.value) not in (float, int) or type(v.p.value) is bool:
                 return ast.Constant(False)
             continue
-        cls = ast.Attribute(v.p, "__class__", ast.Load())
+        # (NumPy's float64 computes as a float, its tangent too)
         tests.append(ast.BoolOp(ast.Or(), [
-            ast.Compare(cls, [ast.Is()], [_helper("float")]),
             ast.Compare(ast.Attribute(v.p, "__class__", ast.Load()), [ast.Is()],
-                        [_helper("int")])]))
+                        [_helper(kind)]) for kind in ("float", "int", "float64")]))
     if not tests:
         return None
     return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
@@ -186,7 +197,7 @@ def binop(self: _Function, op: ast.operator, a: _Val, b: _Val, out: list[ast.stm
     fn = _BINOPS[type(op)]
     if inplace:
         if fn not in _INPLACE:
-            raise _Unsupported
+            raise _Unsupported("an in-place bitwise operator")
         fn = _INPLACE[fn]
     t = self.temp()
     dt = _tangent_name(t)
@@ -377,6 +388,11 @@ def subscript(self: _Function, node: ast.Subscript, out: list[ast.stmt]) -> _Val
     key = self.index(node.slice, out)
     if not isinstance(key, (ast.Name, ast.Constant)):  # a slice: built once, used twice
         key = self.atom(key, None, out).p
+    return self.item(obj, key, out)
+
+
+def item(self: _Function, obj: _Val, key: ast.expr, out: list[ast.stmt]) -> _Val:
+    """``obj[key]`` and its tangent (``key`` an atom)."""
     t = self.temp()
     dt = _tangent_name(t)
     slow = ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())], ast.Call(
@@ -400,11 +416,17 @@ def index(self: _Function, node: ast.expr, out: list[ast.stmt]) -> ast.expr:
                                          for p in parts], [])
     if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
         return ast.Tuple([self.index(e, out) for e in node.elts], ast.Load())
-    return self.expr(node, out).p
+    key = self.expr(node, out)
+    if key.d is not None and not isinstance(key.d, ast.Constant):
+        out.append(ast.Expr(ast.Call(_helper("plain_key"), [key.d], [])))
+    return key.p
 
 
-def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt]) -> _Val:
-    obj = self.expr(node.value, out)
+def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt],
+              obj: _Val | None = None) -> _Val:
+    """``obj.name`` (``obj``: the object, compiled already)."""
+    if obj is None:
+        obj = self.expr(node.value, out)
     t = self.temp()
     dt = _tangent_name(t)
     fast: list[ast.stmt] = [
@@ -417,26 +439,33 @@ def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt]) -> _Val
     return _Val(_load(t), _load(dt))
 
 
+_FRAME_READERS = ("super", "locals", "vars", "dir", "globals", "eval", "exec", "breakpoint")
+
+
 def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
     func = node.func
-    if isinstance(func, ast.Name) and func.id in ("super", "locals", "vars", "dir",
-                                                  "globals", "eval", "exec",
-                                                  "breakpoint"):
-        raise _Unsupported  # they look at the calling frame
+    if isinstance(func, ast.Name) and func.id in _FRAME_READERS:
+        raise _Unsupported(f"{func.id}(), which looks at the calling frame")
     f = self.expr(func, out)
-    if any(isinstance(a, ast.Starred) for a in node.args) or any(
-            k.arg is None for k in node.keywords):
-        raise _Unsupported
-    args = [self.expr(a, out) for a in node.args]
+    if any(k.arg is None for k in node.keywords):
+        raise _Unsupported("**mapping in a call")
+    if len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.GeneratorExp):
+        # f(x for ...) as f([x for ...]) where f consumes the generator whole, in order (the
+        # same items, computed in the same order): checked before any item is computed
+        out.append(ast.Expr(ast.Call(_helper("consuming"), [f.p], [])))
+        args: list[_Val] = [self.comprehension(node.args[0], out)]
+        values, tangents, starred = self.arguments([], out, args)
+    else:
+        values, tangents, starred = self.arguments(node.args, out)
+        args = []
     kwargs = [(k.arg, self.expr(k.value, out)) for k in node.keywords]
     t = self.temp()
     dt = _tangent_name(t)
-    site = _new_site(self.native) if not kwargs else None
+    site = _new_site(self.native) if not (kwargs or starred) else None
     result = ast.Tuple([_store(t), _store(dt)], ast.Store())
     slow = ast.Assign([result], ast.Call(_helper("call"), [
         _load(_LEVEL), ast.Constant(site), f.p,
-        ast.Tuple([a.p for a in args], ast.Load()),
-        ast.Tuple([a.d or ast.Constant(None) for a in args], ast.Load()),
+        ast.Tuple(values, ast.Load()), ast.Tuple(tangents, ast.Load()),
         ast.Dict([ast.Constant(k) for k, _ in kwargs], [v.p for _, v in kwargs])
         if kwargs else ast.Constant(None),
         ast.Dict([ast.Constant(k) for k, _ in kwargs],
@@ -444,11 +473,52 @@ def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
         if kwargs else ast.Constant(None)], []))
     if site is None:
         out.append(slow)
-    else:
-        # the function this site called last, if it has a dual: called directly
-        cached = ast.Subscript(_helper("sites"), ast.Constant(site), ast.Load())
-        direct = ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())], ast.Call(
-            f.p, [ast.Tuple([_load(_LEVEL)] + [self.tangent(a) for a in args], ast.Load()),
-                  *[a.p for a in args]], []))
-        out.append(ast.If(ast.Compare(f.p, [ast.Is()], [cached]), [direct], [slow]))
+        return _Val(_load(t), _load(dt))
+    # the function this site called last, if it has a dual: called directly
+    dargs = [_zero() if isinstance(d, ast.Constant) and d.value is None else d
+             for d in tangents]
+    cached = ast.Subscript(_helper("sites"), ast.Constant(site), ast.Load())
+    direct = ast.Assign([result], ast.Call(
+        f.p, [ast.Tuple([_load(_LEVEL), *dargs], ast.Load()), *values], []))
+    otherwise: list[ast.stmt] = [slow]
+    if isinstance(func, ast.Attribute):
+        # obj.method(...): the method's function, called directly with obj
+        method = ast.Attribute(f.p, "__func__", ast.Load())
+        otherwise = [ast.If(ast.BoolOp(ast.And(), [
+            ast.Compare(ast.Attribute(f.p, "__class__", ast.Load()), [ast.Is()],
+                        [_helper("Method")]),
+            ast.Compare(method, [ast.Is()], [ast.Subscript(_helper("methods"),
+                                                           ast.Constant(site), ast.Load())])]),
+            [ast.Assign([result], ast.Call(method, [
+                ast.Tuple([_load(_LEVEL), _zero(), *dargs], ast.Load()),
+                ast.Attribute(f.p, "__self__", ast.Load()), *values], []))],
+            otherwise)]
+    out.append(ast.If(ast.Compare(f.p, [ast.Is()], [cached]), [direct], otherwise))
     return _Val(_load(t), _load(dt))
+
+
+def arguments(self: _Function, nodes: list[ast.expr], out: list[ast.stmt],
+              compiled: list[_Val] | None = None
+              ) -> tuple[list[ast.expr], list[ast.expr], bool]:
+    """A call's positional arguments: their values and tangents (None: none), and whether
+    one is starred (``*xs``: its items and their tangents, as tuples, spliced in)."""
+    values: list[ast.expr] = []
+    tangents: list[ast.expr] = []
+    starred = False
+    for a in compiled or []:
+        values.append(a.p)
+        tangents.append(a.d or ast.Constant(None))
+    for node in nodes:
+        if isinstance(node, ast.Starred):
+            starred = True
+            val = self.expr(node.value, out)
+            t = self.temp()
+            out.append(_pair(t, ast.Call(_helper("star"), [
+                _load(_LEVEL), val.p, val.d or ast.Constant(None)], [])))
+            values.append(ast.Starred(_load(t), ast.Load()))
+            tangents.append(ast.Starred(_load(_tangent_name(t)), ast.Load()))
+        else:
+            val = self.expr(node, out)
+            values.append(val.p)
+            tangents.append(val.d or ast.Constant(None))
+    return values, tangents, starred

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, carries_tags, keeps_heap_metadata, overdub,
-                     recurse, tag)
+from overdub import (Context, Tagged, can_recurse, carries_tags, current_context,
+                     keeps_heap_metadata, overdub, recurse, tag)
 
 from .. import _arrays, _callbacks, _routes, _rules
 from .._rules import BILINEAR as _BILINEAR
@@ -266,20 +266,49 @@ class ReverseContext(Context):
                     _RECURSIVE[fn] = (fn.__code__, type(self))
             if not decided and not self.nested and not self.second and \
                     _routes.enabled("reverse-specialised"):
-                spec = _specialise.specialised(fn)
-                if spec is not None:  # run by execute, arithmetic expanded in place
-                    self._specs[id(fn)] = (fn, spec)
-                    decided = True
-                    _routes.ran("reverse-specialised", fn)
-                else:
-                    _routes.declined("reverse-specialised", "outside the compiled subset", fn)
+                decided = self._specialised(fn)
             self._functions[id(fn)] = (fn, decided, _rules.version)
             return decided
+        if type(fn) is types.MethodType and type(fn.__func__) is types.FunctionType and \
+                not self.nested and not self.second and _routes.enabled("reverse-specialised"):
+            if _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs):
+                return True
+            return self._specialised(fn.__func__)  # model.step(x): step's version, self first
         python = isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                             types.FunctionType)
         if python:
             return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
         return not can_recurse(self, fn, *args, **kwargs)
+
+    def _specialised(self, fn: types.FunctionType) -> bool:
+        """Whether Python function ``fn`` runs as its specialised version in this run (the
+        decision kept in ``_specs``: the version, or None), recorded for ``explain``."""
+        if current_context() is not self:
+            # a call an inner context's rule makes (jacfwd inside jacrev): the specialised
+            # code's calls through this context would re-enter it under the inner one
+            return False
+        found = self._specs.get(id(fn))
+        if found is not None and found[0] is fn:
+            return found[1] is not None
+        spec = _specialise.specialised(fn)
+        self._specs[id(fn)] = (fn, spec)
+        if spec is not None:  # run by execute, arithmetic expanded in place
+            _routes.ran("reverse-specialised", fn)
+            return True
+        why = _specialise.why_not(fn)
+        if why is not None:
+            _routes.declined("reverse-specialised", why, fn)
+        return False
+
+    def _python_function(self, fn: Any) -> bool:
+        """:meth:`_indirect` for a Python function or bound method given no differentiated
+        value of its own (the function ``grad`` is given, with a tuple of them; a method
+        reading them from its object): its specialised version where there is one."""
+        func = fn if type(fn) is types.FunctionType else fn.__func__
+        if type(func) is not types.FunctionType or self.nested or self.second or \
+                not _routes.enabled("reverse-specialised"):
+            return False
+        return self._specialised(func)
 
     def _by_keyword(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
                     ) -> bool | None:
@@ -310,6 +339,14 @@ class ReverseContext(Context):
                     return self._direct(fn, args, kwargs)
         if self._ref is None:
             return False
+        if type(fn) is types.FunctionType or type(fn) is types.MethodType:
+            # where the core would recurse into it, its specialised version may run instead
+            return self._held(fn, args, kwargs) or self._python_function(fn)
+        return self._held(fn, args, kwargs)
+
+    def _held(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """:meth:`_indirect` for a call that no written array decides: differentiated values
+        held in its arguments (lists, tuples, dicts, iterators)."""
         if fn is operator.getitem or fn is operator.contains:
             return False
         if _rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None:
@@ -378,11 +415,15 @@ class ReverseContext(Context):
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         p: Any  # the local partial derivative on the unary fast path
-        if type(fn) is types.FunctionType:
-            found = self._specs.get(id(fn))
-            if found is not None and found[0] is fn:
+        kind = type(fn)
+        if kind is types.FunctionType or kind is types.MethodType:
+            func = fn if kind is types.FunctionType else fn.__func__
+            found = self._specs.get(id(func))
+            if found is not None and found[0] is func and found[1] is not None:
                 try:
-                    return found[1](self, *args, **kwargs)
+                    if kind is types.FunctionType:
+                        return found[1](self, *args, **kwargs)
+                    return found[1](self, fn.__self__, *args, **kwargs)
                 except TypeError as exc:
                     if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
                         _binding_error(fn, args, kwargs)  # raised by the call: say it as fn

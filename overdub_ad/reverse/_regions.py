@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 
 class _Unsupported(Exception):
-    """The function uses something the compiler does not translate: the core runs it."""
+    """The function uses something the compiler does not translate: the core runs it.  The
+    message says what (``explain`` shows it as the route's reason to decline)."""
 
 
 class _Emitter(Protocol):
@@ -80,7 +81,8 @@ class _Graph:
             self.leaves.append(vertex)
             return vertex
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):
-            raise _Unsupported  # //, %, @, bit operations, not: left to the core
+            # //, %, @, bit operations, not: left to the core
+            raise _Unsupported(f"the operator {type(node.op).__name__}")
         text = self.c.expr(node, self.origin)
         if isinstance(node, ast.Name) and text in self.by_name:
             return self.by_name[text]  # a local read twice is one leaf

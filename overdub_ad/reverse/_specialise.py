@@ -19,13 +19,17 @@ lines by the core's :func:`overdub.compile_variant`), in which
 
 The context uses a specialised version only when nothing encloses it (an enclosing context
 must see the arithmetic) and outside the second-order tapes of :mod:`overdub_ad.hvp` (which
-need each operation's function).  Functions using constructs this compiler does not handle
-(nested functions, comprehensions, ``try``, ``with``, generators, ``global``...) are run by the
-core as before.  The fused entries differentiate the same expressions; products of partial
-derivatives are associated per expression rather than per operation, so gradients agree with
-the operation-by-operation tape to rounding.  An expression's graph and partials are in
-:mod:`._regions`; here: the operator tables, the helpers the generated code calls, which
-functions are specialised, and the statements' translation.
+need each operation's function); it tries one wherever the core would recurse into a Python
+function (the function ``grad`` is given, one given containers of differentiated values, a
+bound method, a property's getter, a class's ``__init__``).  Functions using constructs this
+compiler does not handle (nested functions, ``try``, ``with``, generators, ``global``...) are
+run by the core as before, and the route records why (:func:`why_not`, for ``explain``).  The
+fused entries differentiate the same expressions; products of partial derivatives are
+associated per expression rather than per operation, so gradients agree with the
+operation-by-operation tape to rounding.  An expression's graph and partials are in
+:mod:`._regions`, comprehensions in :mod:`._comprehensions`, the helpers the generated code
+calls in :mod:`._spec_runtime`; here: the operator tables, which functions are specialised,
+and the statements' translation.
 """
 
 from __future__ import annotations
@@ -41,16 +45,18 @@ from typing import Any
 import numpy as np
 
 from overdub import (NoSourceError, Tagged, carries_tags, compile_variant, function_source,
-                     hidden_prefix, is_opaque, overdub, variant_function)
+                     hidden_prefix, is_opaque, variant_function)
 
 from .. import _rules
+from . import _comprehensions
+from ._spec_runtime import (_attr, _bin, _call, _compare, _contains, _iter, _keywords, _PLAIN,
+                            _setattr, _setitem, _star, _sub, _un, _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
 
 _PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 # values an arithmetic region computes with natively: a differentiated float's value, or a
-# plain number
+# plain number (_PLAIN)
 _FLOATS = frozenset({float, np.float64})
-_PLAIN = frozenset({float, int, bool, np.float64})
 _RESULTS = frozenset({float, np.float64})  # a differentiated result must be a real float
 # operator node -> (symbol, function, in-place function)
 _ARITH: dict[type, tuple[str, Any, Any]] = {
@@ -71,109 +77,13 @@ _NO_WRAP = {"range", "iter", "enumerate", "zip", "reversed", "map", "filter", "s
 _STEM = "_odr_"
 # calls that look at their caller's frame: a function making one is left to the core
 _FRAME_SENSITIVE = {"locals", "vars", "dir", "globals", "eval", "exec", "breakpoint", "super"}
-
-
-# -- helpers the generated code calls -------------------------------------------------------------
-
-def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` as the context runs it from rewritten code: its own definition
-    for what it takes as a primitive (the common case, without re-entering ``overdub``), else
-    through the core (a Python function or operator method is recursed into)."""
-    if ctx.is_primitive(fn, *args, **kwargs):
-        return ctx.execute(fn, *args, **kwargs)
-    return overdub(ctx, fn, *args, **kwargs)
-
-
-def _bin(ctx: Any, op: Any, a: Any, b: Any) -> Any:
-    if type(a) in _PLAIN and type(b) in _PLAIN:
-        return op(a, b)
-    if ctx.is_primitive(op, a, b):  # _through, inlined: arrays pass here every operation
-        return ctx.execute(op, a, b)
-    return overdub(ctx, op, a, b)
-
-
-def _un(ctx: Any, op: Any, a: Any) -> Any:
-    if type(a) in _PLAIN:
-        return op(a)
-    if ctx.is_primitive(op, a):
-        return ctx.execute(op, a)
-    return overdub(ctx, op, a)
-
-
-def _compare(ctx: Any, op: Any, a: Any, b: Any) -> Any:
-    if type(a) is not Tagged and type(b) is not Tagged and \
-            (op is operator.is_ or op is operator.is_not or
-             (type(a) in _PLAIN and type(b) in _PLAIN)):
-        return op(a, b)
-    return _through(ctx, op, a, b)
-
-
-def _contains(ctx: Any, container: Any, item: Any) -> Any:
-    return _through(ctx, operator.contains, container, item)
-
-
-def _sub(ctx: Any, obj: Any, index: Any) -> Any:
-    kind = type(obj)
-    if kind is tuple or kind is list:
-        return obj[index]  # what the context does for a native container
-    if kind is Tagged and type(index) is int:
-        return ctx._read(obj, index)
-    return _through(ctx, operator.getitem, obj, index)
-
-
-def _attr(ctx: Any, obj: Any, name: str) -> Any:
-    if type(obj) is types.ModuleType:
-        value = getattr(obj, name)
-        if callable(value):  # np.sin: nothing to look for (as ReverseContext.execute)
-            return value
-    return _through(ctx, getattr, obj, name)
-
-
-def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
-    _through(ctx, operator.setitem, obj, index, value)
-
-
-def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
-    _through(ctx, setattr, obj, name, value)
-
-
-def _iter(ctx: Any, value: Any) -> Any:
-    kind = type(value)
-    if kind is range or kind is tuple or kind is list or kind is str or kind is dict:
-        return iter(value)
-    return _through(ctx, iter, value)
-
-
-def _unpack(ctx: Any, value: Any) -> Any:
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return value
-    return _through(ctx, iter, value)
-
-
-def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    if type(fn) is types.FunctionType:
-        found = ctx._specs.get(id(fn))  # this run's (a function called again and again)
-        if found is not None and found[0] is fn:
-            return found[1](ctx, *args, **kwargs)
-        spec = specialised(fn)
-        if spec is not None:
-            ctx._specs[id(fn)] = (fn, spec)
-            return spec(ctx, *args, **kwargs)
-    elif fn is range and not kwargs and all(type(a) is int for a in args):
-        return range(*args)
-    elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
-        return len(args[0])
-    return _through(ctx, fn, *args, **kwargs)
-
-
 # what the generated code refers to, as @<name> (closure cells, not globals: the user's module
 # is left alone)
 _HELPERS: dict[str, Any] = {
     "T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains, "sub": _sub,
     "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
-    "call": _call, "F": _FLOATS, "P": _PLAIN, "R": _RESULTS, "log": math.log, "slice": slice,
-    "len": len}
+    "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
+    "R": _RESULTS, "log": math.log, "slice": slice, "len": len}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -191,13 +101,14 @@ _SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDiction
 # registered a rule of their own for one of them, the context records operation by operation
 _WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
                          for f in entry[1:])
-# code object -> the specialised code, or None (unsupported)
+# code object -> the specialised code, or why there is none (unsupported)
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def specialised(fn: types.FunctionType) -> Any:
     """``fn``'s specialised version ``spec(ctx, *args, **kwargs)``, or None when the context
-    must not (a rule, an opaque function, overdub's own code) or cannot use one."""
+    must not (a rule, an opaque function, overdub's own code) or cannot use one (see
+    :func:`why_not`)."""
     found = _SPECS.get(fn)
     code = fn.__code__
     if found is not None and found[0] is code and found[1] is fn.__defaults__ and \
@@ -212,9 +123,29 @@ def specialised(fn: types.FunctionType) -> Any:
     return spec
 
 
+def why_not(fn: types.FunctionType) -> str | None:
+    """Why :func:`specialised` gave no version of ``fn`` (what ``explain`` says), or None for a
+    function that is no candidate (opaque, overdub's own, moved by the tag machinery): there
+    is nothing to report about those."""
+    if _not_a_candidate(fn):
+        return None
+    if _rules.vjp_rules(fn) is not None:
+        return "a rule of its own"
+    if _rules.is_nondifferentiable(fn):
+        return "declared nondifferentiable"
+    if _rules.any_overridden(_WRITTEN_OUT):
+        return "a user rule for an arithmetic operator"
+    compiled = _COMPILED.get(fn.__code__)
+    return compiled if isinstance(compiled, str) else "outside the compiled subset"
+
+
+def _not_a_candidate(fn: types.FunctionType) -> bool:
+    return is_opaque(fn) or carries_tags(fn) or \
+        (getattr(fn, "__module__", None) or "").partition(".")[0] in _PACKAGES
+
+
 def _build(fn: types.FunctionType) -> Any:
-    if is_opaque(fn) or carries_tags(fn) or \
-            (getattr(fn, "__module__", None) or "").partition(".")[0] in _PACKAGES:
+    if _not_a_candidate(fn):
         return None
     code = fn.__code__
     compiled = _COMPILED.get(code, False)
@@ -222,10 +153,14 @@ def _build(fn: types.FunctionType) -> Any:
         # (compiled outside any lock: two threads compile alike, and the first one's stays)
         try:
             compiled = _compile(fn)
-        except (_Unsupported, NoSourceError, RecursionError, SystemError):
-            compiled = None  # deeply nested code, or a conversion that went wrong: the core
+        except _Unsupported as why:
+            compiled = str(why) or "outside the compiled subset"
+        except NoSourceError:
+            compiled = "no source"
+        except (RecursionError, SystemError):
+            compiled = "too deeply nested"  # (or a conversion that went wrong: the core runs it)
         compiled = _COMPILED.setdefault(code, compiled)
-    if compiled is None:
+    if isinstance(compiled, str):
         return None
     spec = variant_function(fn, compiled, _HELPERS)
     spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
@@ -236,32 +171,56 @@ def _build(fn: types.FunctionType) -> Any:
 # -- the compiler ----------------------------------------------------------------------------
 
 _SIMPLE_STATEMENTS = (ast.Pass, ast.Break, ast.Continue)
+# what explain says of a statement or an expression the compiler leaves to the core
+_STATEMENTS = {ast.Try: "try", ast.With: "with", ast.Raise: "raise", ast.Global: "global",
+               ast.Nonlocal: "nonlocal", ast.Delete: "del", ast.Match: "match",
+               ast.Import: "import", ast.ImportFrom: "import", ast.FunctionDef: "a nested function",
+               ast.ClassDef: "a nested class"}
+_EXPRESSIONS = {ast.Lambda: "a lambda", ast.JoinedStr: "an f-string", ast.Set: "a set display",
+                ast.ListComp: "a comprehension", ast.SetComp: "a comprehension",
+                ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator expression",
+                ast.Starred: "a starred expression", ast.NamedExpr: "an assignment expression"}
+
+
+# nested scopes the compiler leaves to the core, by what explain calls them
+_NESTED = {ast.FunctionDef: "a nested function", ast.AsyncFunctionDef: "a nested function",
+           ast.Lambda: "a lambda", ast.ClassDef: "a nested class"}
 
 
 def _compile(fn: types.FunctionType) -> types.CodeType:
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                         inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
-        raise _Unsupported
-    if code.co_cellvars:  # variables of nested functions
-        raise _Unsupported
+        raise _Unsupported("a generator or coroutine")
     node = function_source(fn)  # (NoSourceError: the core runs it, as it can)
-    if not isinstance(node, ast.FunctionDef):
-        raise _Unsupported  # a lambda
+    if isinstance(node, ast.Lambda):  # compiled as the def it stands for
+        body: list[ast.stmt] = [ast.copy_location(ast.Return(value=node.body), node.body)]
+    elif isinstance(node, ast.FunctionDef):
+        body = node.body
+    else:
+        raise _Unsupported("an asynchronous function")
     for child in ast.walk(node):
+        if child is not node and type(child) in _NESTED:
+            # (comprehensions are compiled here: the cells they make are the generated code's)
+            raise _Unsupported(_NESTED[type(child)])
         if isinstance(child, ast.Name) and child.id.startswith("__") and \
                 not child.id.endswith("__"):
-            raise _Unsupported  # private names, mangled by a class
+            raise _Unsupported("a private name")  # mangled by a class
         if isinstance(child, ast.Attribute) and child.attr.startswith("__") and \
                 not child.attr.endswith("__"):
-            raise _Unsupported  # (the helpers look attributes up by their names, unmangled)
+            # (the helpers look attributes up by their names, unmangled)
+            raise _Unsupported("a private attribute")
         if isinstance(child, ast.Call) and (
                 (isinstance(child.func, ast.Name) and child.func.id in _FRAME_SENSITIVE)
                 or (isinstance(child.func, ast.Attribute)
                     and child.func.attr in ("_getframe", "currentframe"))):
-            raise _Unsupported  # they would see the generated frame's variables
-    compiler = _Compiler(set(code.co_varnames), hidden_prefix(node, _STEM))
-    compiler.function(node)
+            # they would see the generated frame's variables
+            raise _Unsupported("a call that reads its caller's frame")
+        if isinstance(child, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            raise _Unsupported(f"an expression {type(child).__name__}")
+    compiler = _Compiler(set(code.co_varnames) | set(code.co_cellvars),
+                         hidden_prefix(node, _STEM))
+    compiler.block(body)
     return compiler.finish(fn, node)
 
 
@@ -294,8 +253,10 @@ class _Compiler:
         """The generated name of one of the ``_HELPERS``."""
         return self.hidden + name
 
-    def finish(self, fn: types.FunctionType, node: ast.FunctionDef) -> types.CodeType:
-        """The specialised function's code: ``spec(ctx, *args, **kwargs)``."""
+    def finish(self, fn: types.FunctionType, node: ast.FunctionDef | ast.Lambda
+               ) -> types.CodeType:
+        """The specialised function's code: ``spec(ctx, *args, **kwargs)`` (defaults and
+        annotations stay the function object's)."""
         args = ast.unparse(node.args)
         ctx, p = self.ctx, self.hidden
         signature = f"{ctx}, /, {args}" if args else f"{ctx}, /"
@@ -314,16 +275,12 @@ class _Compiler:
         try:
             return compile_variant(fn, "\n".join(head + self.lines), origins=origins, hidden=p)
         except SyntaxError:  # pragma: no cover - a bug of ours: let the core run it
-            raise _Unsupported from None
+            raise _Unsupported("generated code that does not compile") from None
 
     # -- statements ------------------------------------------------------------------------
-    def function(self, node: ast.FunctionDef) -> None:
-        """The body (defaults and annotations stay the function object's)."""
-        self.block(node.body)
-
     def block(self, body: list[ast.stmt]) -> None:
         if not body:
-            raise _Unsupported
+            raise _Unsupported("an empty block")
         for stmt in body:
             self.statement(stmt)
 
@@ -341,6 +298,11 @@ class _Compiler:
             self.assign(stmt)
         elif isinstance(stmt, ast.AugAssign):
             self.augassign(stmt)
+        elif isinstance(stmt, ast.AnnAssign):  # (a local's annotation is never evaluated)
+            if stmt.value is not None:
+                self.store(stmt.target, self.expr(stmt.value, stmt), stmt.value, stmt)
+            elif not isinstance(stmt.target, ast.Name):
+                raise _Unsupported("an annotation of an attribute or item")
         elif isinstance(stmt, ast.If):
             test = self.expr(stmt.test, stmt)
             self.emit(f"if {test}:", stmt)
@@ -350,7 +312,7 @@ class _Compiler:
                 self.indented(stmt.orelse)
         elif isinstance(stmt, ast.While):
             if stmt.orelse:
-                raise _Unsupported
+                raise _Unsupported("while ... else")
             self.known = {}
             start = len(self.lines)
             self.indent += 1
@@ -371,7 +333,7 @@ class _Compiler:
             message = "" if stmt.msg is None else f", {self.inline(stmt.msg)}"
             self.emit(f"assert {test}{message}", stmt)
         else:
-            raise _Unsupported
+            raise _Unsupported(_STATEMENTS.get(type(stmt), f"a {type(stmt).__name__} statement"))
 
     def indented(self, body: list[ast.stmt]) -> None:
         """A nested block: what was unwrapped before it may be rebound in it, or not run."""
@@ -382,25 +344,36 @@ class _Compiler:
         self.known = {}
 
     def for_loop(self, stmt: ast.For) -> None:
-        target = self.target_names(stmt.target)
         source = stmt.iter
-        value = self.expr(source, stmt)
-        if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Name)
-                and source.func.id in _NO_WRAP):
-            value = f"{self.helper('iter')}({self.ctx}, {value})"
-        self.emit(f"for {target} in {value}:", stmt)
-        self.indented(stmt.body)
+        value = self.iterable(self.expr(source, stmt), source)
+        self.loop_head(stmt.target, value, stmt)
+        self.block(stmt.body)
+        self.indent -= 1
+        self.known = {}
         if stmt.orelse:
             self.emit("else:", stmt)
             self.indented(stmt.orelse)
 
-    def target_names(self, target: ast.expr) -> str:
-        """A loop target: names, or tuples of them (unpacked natively, as the core does)."""
+    def iterable(self, value: str, source: ast.expr) -> str:
+        """What a loop iterates: ``value``, through the context unless a call iterating it
+        itself (``range``, ``zip``...)."""
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and \
+                source.func.id in _NO_WRAP:
+            return value
+        return f"{self.helper('iter')}({self.ctx}, {value})"
+
+    def loop_head(self, target: ast.expr, value: str, stmt: ast.AST) -> None:
+        """``for target in value:``, the body's indentation entered: a name bound by the loop,
+        anything else (``a, b``, ``self.x``) stored from a temporary as an assignment does."""
+        self.known = {}
         if isinstance(target, ast.Name):
-            return target.id
-        if isinstance(target, (ast.Tuple, ast.List)) and target.elts:
-            return "(" + ", ".join(self.target_names(e) for e in target.elts) + ",)"
-        raise _Unsupported
+            self.emit(f"for {target.id} in {value}:", stmt)
+            self.indent += 1
+            return
+        temp = self.fresh("i")
+        self.emit(f"for {temp} in {value}:", stmt)
+        self.indent += 1
+        self.store(target, temp, None, stmt)
 
     def assign(self, stmt: ast.Assign) -> None:
         value = self.expr(stmt.value, stmt)
@@ -411,17 +384,27 @@ class _Compiler:
         for target in stmt.targets:
             self.store(target, value, stmt.value, stmt)
 
-    def store(self, target: ast.expr, value: str, source: ast.expr, stmt: ast.stmt) -> None:
+    def store(self, target: ast.expr, value: str, source: ast.expr | None,
+              stmt: ast.AST) -> None:
         ctx = self.ctx
         if isinstance(target, ast.Name):
             self.emit(f"{target.id} = {value}", stmt)
             self.known.pop(target.id, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            names = self.target_names(target)
+            if not target.elts or any(isinstance(e, ast.Starred) for e in target.elts):
+                raise _Unsupported("a starred or empty assignment target")
             self.known = {}
             if not isinstance(source, (ast.Tuple, ast.List)):
                 value = f"{self.helper('unpack')}({ctx}, {value})"
-            self.emit(f"{names} = {value}", stmt)
+            if all(isinstance(e, ast.Name) for e in target.elts):
+                names = "".join(e.id + ", " for e in target.elts)  # type: ignore[attr-defined]
+                self.emit(f"({names}) = {value}", stmt)
+                return
+            # unpacked (its length checked) first, then stored left to right, as Python does
+            temps = [self.fresh() for _ in target.elts]
+            self.emit(f"({''.join(t + ', ' for t in temps)}) = {value}", stmt)
+            for temp, element in zip(temps, target.elts):
+                self.store(element, temp, None, stmt)
         elif isinstance(target, ast.Subscript):
             obj = self.hold(self.expr(target.value, stmt), stmt)
             index = self.hold(self.index(target.slice, stmt), stmt)
@@ -430,7 +413,7 @@ class _Compiler:
             obj = self.hold(self.expr(target.value, stmt), stmt)
             self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {value})", stmt)
         else:
-            raise _Unsupported
+            raise _Unsupported(f"an assignment to a {type(target).__name__}")
 
     def hold(self, text: str, origin: ast.AST) -> str:
         """``text`` evaluated now, into a temporary (unless it is a name or a constant)."""
@@ -442,7 +425,7 @@ class _Compiler:
 
     def augassign(self, stmt: ast.AugAssign) -> None:
         if type(stmt.op) not in _ARITH:
-            raise _Unsupported
+            raise _Unsupported(f"the operator {type(stmt.op).__name__}=")
         target = stmt.target
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             # x[i] += v: x and i once, the item read, combined in place, stored (Python's order)
@@ -465,8 +448,8 @@ class _Compiler:
                 self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {result})",
                           stmt)
             return
-        if not isinstance(target, ast.Name):
-            raise _Unsupported
+        if not isinstance(target, ast.Name):  # pragma: no cover - (Python allows no other)
+            raise _Unsupported("an augmented assignment to a pattern")
         name = target.id
         combined = ast.BinOp(left=ast.Name(id=name, ctx=ast.Load()), op=stmt.op,
                              right=stmt.value)
@@ -499,20 +482,36 @@ class _Compiler:
         if isinstance(node, ast.Attribute):
             obj = self.hold(self.expr(node.value, origin), origin)
             return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            items = [self.hold(self.expr(e, origin), origin) for e in self._plain_elts(node)]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [self.argument(e, origin) for e in node.elts]
             if isinstance(node, ast.Tuple):
                 return "(" + "".join(i + ", " for i in items) + ")"
+            if isinstance(node, ast.Set):
+                return self.hold("{" + ", ".join(items) + "}", origin)
             return "[" + ", ".join(items) + "]"
         if isinstance(node, ast.Compare):
             return self.hold(self.compare(node, origin, inline=False), origin)
+        if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+            pairs = [f"{self.hold(self.expr(k, origin), origin)}: "  # type: ignore[arg-type]
+                     f"{self.hold(self.expr(v, origin), origin)}"
+                     for k, v in zip(node.keys, node.values)]
+            return "{" + ", ".join(pairs) + "}"
         if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Dict)):
             return self.hold(self.inline(node), origin)
-        raise _Unsupported
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return _comprehensions.compile_comprehension(self, node, origin)
+        raise _Unsupported(_EXPRESSIONS.get(type(node), f"an expression {type(node).__name__}"))
+
+    def argument(self, node: ast.expr, origin: ast.AST) -> str:
+        """An item of a call's arguments or of a display: ``*it`` iterated where it stands."""
+        if isinstance(node, ast.Starred):
+            value = self.expr(node.value, origin)
+            return "*" + self.hold(f"{self.helper('star')}({self.ctx}, {value})", origin)
+        return self.hold(self.expr(node, origin), origin)
 
     def _plain_elts(self, node: ast.Tuple | ast.List) -> list[ast.expr]:
         if any(isinstance(e, ast.Starred) for e in node.elts):
-            raise _Unsupported
+            raise _Unsupported("a starred item inside and/or/if-else")
         return node.elts
 
     def index(self, node: ast.expr, origin: ast.AST) -> str:
@@ -527,21 +526,20 @@ class _Compiler:
     def call(self, node: ast.Call, origin: ast.AST) -> str:
         ctx = self.ctx
         fn = self.hold(self.expr(node.func, origin), origin)
-        args = []
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                raise _Unsupported
-            args.append(self.hold(self.expr(arg, origin), origin))
+        args = [self.argument(arg, origin) for arg in node.args]
         for keyword in node.keywords:
-            if keyword.arg is None:
-                raise _Unsupported
-            args.append(f"{keyword.arg}={self.hold(self.expr(keyword.value, origin), origin)}")
+            value = self.hold(self.expr(keyword.value, origin), origin)
+            if keyword.arg is None:  # **mapping
+                args.append("**" + self.hold(f"{self.helper('keywords')}({ctx}, {value})",
+                                             origin))
+            else:
+                args.append(f"{keyword.arg}={value}")
         return self.hold(f"{self.helper('call')}({ctx}, {fn}{''.join(', ' + a for a in args)})",
                          origin)
 
     def compare(self, node: ast.Compare, origin: ast.AST, inline: bool) -> str:
         if len(node.ops) != 1:
-            raise _Unsupported
+            raise _Unsupported("a chained comparison")
         ctx = self.ctx
         sub = self.inline if inline else (lambda n: self.hold(self.expr(n, origin), origin))
         left, right = sub(node.left), sub(node.comparators[0])
@@ -561,7 +559,7 @@ class _Compiler:
             return node.id
         if isinstance(node, ast.BinOp):
             if type(node.op) not in _ARITH:
-                raise _Unsupported
+                raise _Unsupported(f"the operator {type(node.op).__name__}")
             op = self.helper("op_" + _ARITH[type(node.op)][1].__name__)
             return f"{self.helper('bin')}({ctx}, {op}, {self.inline(node.left)}, " \
                    f"{self.inline(node.right)})"
@@ -569,7 +567,7 @@ class _Compiler:
             if isinstance(node.op, ast.Not):
                 return f"(not {self.inline(node.operand)})"
             if type(node.op) not in _UNARY:
-                raise _Unsupported
+                raise _Unsupported(f"the operator {type(node.op).__name__}")
             op = self.helper("op_" + _UNARY[type(node.op)][1].__name__)
             return f"{self.helper('un')}({ctx}, {op}, {self.inline(node.operand)})"
         if isinstance(node, ast.BoolOp):
@@ -583,7 +581,7 @@ class _Compiler:
         if isinstance(node, ast.Call):
             if any(isinstance(a, ast.Starred) for a in node.args) or \
                     any(k.arg is None for k in node.keywords):
-                raise _Unsupported
+                raise _Unsupported("*args or **kwargs inside and/or/if-else")
             args = [self.inline(a) for a in node.args] + \
                 [f"{k.arg}={self.inline(k.value)}" for k in node.keywords]
             return f"{self.helper('call')}({ctx}, {self.inline(node.func)}" \
@@ -592,7 +590,7 @@ class _Compiler:
             if isinstance(node.slice, ast.Slice) or (
                     isinstance(node.slice, ast.Tuple)
                     and any(isinstance(e, ast.Slice) for e in node.slice.elts)):
-                raise _Unsupported
+                raise _Unsupported("a slice inside and/or/if-else")
             return f"{self.helper('sub')}({ctx}, {self.inline(node.value)}, " \
                    f"{self.inline(node.slice)})"
         if isinstance(node, ast.Attribute):
@@ -604,10 +602,11 @@ class _Compiler:
             return "[" + ", ".join(items) + "]"
         if isinstance(node, ast.Dict):
             if any(k is None for k in node.keys):
-                raise _Unsupported
+                raise _Unsupported("a **mapping in a dict display")
             return "{" + ", ".join(f"{self.inline(k)}: {self.inline(v)}"  # type: ignore[arg-type]
                                    for k, v in zip(node.keys, node.values)) + "}"
-        raise _Unsupported
+        raise _Unsupported(_EXPRESSIONS.get(type(node), f"an expression {type(node).__name__}")
+                           + " inside and/or/if-else")
 
     # -- arithmetic regions --------------------------------------------------------------------
     def region(self, node: ast.expr, origin: ast.AST, inplace: bool = False) -> str:

@@ -1,0 +1,389 @@
+"""The dual route's containers and objects: what this run created, and what it may do with
+them (:mod:`._dual`).
+
+Values with tangents go into containers and objects *boxed* (a :class:`._dual_numbers._Dual`
+of the run's level) and come out unboxed wherever the dual code reads them (items, attributes,
+iteration, unpacking).  Writes -- items, attributes, ``append`` and the other mutating methods
+-- are followed only on lists, dicts and objects that this run created (an identity table of
+them, :func:`_new`, kept for the outermost run, so no identity is reused while it lasts):
+anything that existed before the run is written only by the general mode, which reruns from
+the start, so the route stops *before* such a write.  Objects of plain classes are created
+here (``object.__new__`` and the dual of their ``__init__``), named tuples by the dual of their
+``__new__`` (their tangents a tuple, as a tuple's); attribute reads follow the instance dict,
+slots, named-tuple fields, methods (bound: the call runs the dual of the function) and
+properties (the dual of the getter).  What runs Python code the route cannot see
+(``__getattr__``, ``__setattr__``, descriptors of user classes, metaclasses) is a stop.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from overdub import opaque
+
+from ._dual_numbers import _box, _Deopt, _Dual, _Level, _plain, _unbox, _zero
+
+
+class _Run(threading.local):
+    """Per thread: the objects the running outermost specialised ``jvp`` created, by id
+    (None outside one)."""
+
+    fresh: dict[int, Any] | None = None
+
+
+_RUN = _Run()
+
+#: The dual of a Python function called with values and tangents, ``(f, args, dargs,
+#: kwargs, dkwargs) -> (out, tangent)`` at a level (:mod:`._dual` sets it: the calls are its).
+CALL: list[Callable[..., tuple[Any, Any]]] = []
+
+
+def _fresh(obj: Any) -> bool:
+    fresh = _RUN.fresh
+    return fresh is not None and fresh.get(id(obj)) is obj
+
+
+def _register(obj: Any) -> Any:
+    fresh = _RUN.fresh
+    if fresh is None:
+        raise _Deopt("a container created outside a specialised run")
+    fresh[id(obj)] = obj
+    return obj
+
+
+@opaque
+def _new(obj: Any) -> Any:
+    """A list, dict or set the dual code creates (``obj``, or a new one of the type ``obj``),
+    recorded as this run's."""
+    return _register(obj() if obj.__class__ is type else obj)
+
+
+_MISSING = object()
+_MEMBER = type(type.__dict__["__dict__"])  # getset descriptors...
+_SLOT = types.MemberDescriptorType
+_FIELD = type(collections.namedtuple("_N", "a").__dict__["a"])  # a named tuple's field
+_HEAPTYPE = 1 << 9  # a class defined in Python (builtin types are not)
+
+
+def _static(cls: type, name: str) -> Any:
+    """``name`` looked up in the class dicts of ``cls``'s MRO, running no Python code."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+def _namedtuple(cls: type) -> bool:
+    return tuple in cls.__mro__ and cls is not tuple and isinstance(
+        _static(cls, "_fields"), tuple)
+
+
+def _plain_class(cls: Any) -> bool:
+    """Whether attribute reads and writes of ``cls``'s instances run no Python code of their
+    own (no metaclass, ``__getattribute__``, ``__getattr__`` or ``__setattr__`` of theirs)."""
+    return (type(cls) is type and _static(cls, "__getattribute__") in _GENERIC
+            and _static(cls, "__getattr__") is _MISSING)
+
+
+_GENERIC = (vars(object)["__getattribute__"], vars(tuple)["__getattribute__"])
+
+
+def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
+    """``obj.name`` of an object of a user class (see the module docstring)."""
+    cls = obj.__class__
+    if not _plain_class(cls):
+        raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
+    found = _static(cls, name)
+    kind = type(found)
+    if kind is _FIELD and _namedtuple(cls):
+        value = getattr(obj, name)
+        if dobj.__class__ is tuple:
+            return value, dobj[cls._fields.index(name)]
+        return _unbox(level, value)
+    if not _zero(dobj):
+        raise _Deopt(f"{cls.__name__}.{name}: an attribute of a differentiated object")
+    if kind is property:
+        getter = found.fget
+        if getter.__class__ is not types.FunctionType:
+            raise _Deopt(f"{cls.__name__}.{name}: a property without a Python getter")
+        return CALL[0](level, getter, (obj,), (0.0,), None, None)
+    if kind is _SLOT:
+        return _unbox(level, found.__get__(obj, cls))
+    if found is not _MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
+        raise _Deopt(f"{cls.__name__}.{name}: a data descriptor")
+    own = getattr(obj, "__dict__", None)
+    if own is not None and own.__class__ is dict and name in own:
+        return _unbox(level, own[name])
+    if found is _MISSING:
+        return getattr(obj, name), 0.0  # raises AttributeError, as Python does
+    if kind is types.FunctionType:
+        return types.MethodType(found, obj), 0.0
+    if kind is staticmethod or kind is classmethod:
+        return found.__get__(obj, cls), 0.0
+    if hasattr(kind, "__get__") and kind not in (types.BuiltinFunctionType, _MEMBER):
+        raise _Deopt(f"{cls.__name__}.{name}: a descriptor of a user class")
+    return _unbox(level, getattr(obj, name))
+
+
+@opaque
+def _setattr(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> None:
+    """``obj.name = v`` on an object this run created, ``v`` boxed; a stop before writing
+    anything else."""
+    cls = obj.__class__
+    if not _fresh(obj):
+        raise _Deopt(f"attribute {name!r} written on a {cls.__name__} that existed before the "
+                     f"run")
+    if cls.__setattr__ is not object.__setattr__:
+        raise _Deopt(f"attribute {name!r} written on a {cls.__name__}: its own __setattr__")
+    _write_attribute(level, obj, name, v, dv)
+
+
+def _write_attribute(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> None:
+    """``object.__setattr__(obj, name, v)`` on an object this run created (the generated
+    ``__init__`` of a frozen dataclass writes so)."""
+    cls = obj.__class__
+    found = _static(cls, name) if type(cls) is type else _MISSING
+    if not _fresh(obj) or (found is not _MISSING and type(found) is not _SLOT and (
+            hasattr(type(found), "__set__") or hasattr(type(found), "__delete__"))):
+        raise _Deopt(f"attribute {name!r} written through a descriptor or on an object that "
+                     f"existed before the run")
+    object.__setattr__(obj, name, _stored(level, v, dv))
+
+
+def _stored(level: _Level, v: Any, dv: Any) -> Any:
+    """``v`` as a list, dict, cell or object of this run holds it: boxed where it has a
+    tangent, a float array with its tangent array too (unboxed where it is read)."""
+    if v.__class__ is np.ndarray and dv.__class__ is np.ndarray:
+        return _Dual(level, v, dv)
+    return _box(level, v, dv)
+
+
+def _key_ok(key: Any) -> bool:
+    """A key whose hash and comparison run no Python code and carry no tangent."""
+    kind = key.__class__
+    if kind is tuple:
+        return all(_key_ok(k) for k in key)
+    return kind in _KEYS
+
+
+_KEYS = frozenset((str, int, float, bool, bytes, type(None), complex, np.int64, np.float64))
+
+
+@opaque
+def _setitem(level: _Level, obj: Any, key: Any, v: Any, dv: Any) -> None:
+    """``obj[key] = v`` into a list or dict this run created, ``v`` boxed; a stop before
+    writing into anything else."""
+    kind = obj.__class__
+    if not ((kind is list or kind is dict) and _fresh(obj)):
+        raise _Deopt(f"an item written into a {kind.__name__} that existed before the run"
+                     if kind in (list, dict) else f"an item written into a {kind.__name__}")
+    if key.__class__ is slice and kind is list:
+        if v.__class__ not in (list, tuple):
+            raise _Deopt("a slice of a list assigned from an iterator")
+        obj[key] = [_box(level, e, t) for e, t in zip(*_items(level, v, dv))]
+        return
+    if not _key_ok(key):
+        raise _Deopt("an item written under a key whose hash or comparison runs code")
+    obj[key] = _stored(level, v, dv)
+
+
+def _items(level: _Level, value: Any, dvalue: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The items of a tuple, list, named tuple, range, string or 1-d array with their
+    tangents, as two tuples (items unboxed); a stop for anything whose iteration runs
+    Python code."""
+    kind = value.__class__
+    if dvalue.__class__ is tuple and isinstance(value, (tuple, list)):
+        return tuple(value), dvalue
+    if kind is tuple or kind is list or (isinstance(value, tuple) and _namedtuple(kind)):
+        if dvalue is not None and not _zero(dvalue):
+            raise _Deopt(f"a {kind.__name__} with a tangent of its own")
+        parts = [_unbox(level, e) for e in value]
+        return tuple(p for p, _ in parts), tuple(t for _, t in parts)
+    if kind is np.ndarray and value.ndim == 1:
+        if dvalue.__class__ is np.ndarray:
+            return tuple(value), tuple(dvalue[..., i] for i in range(len(value)))
+        if dvalue is None or _zero(dvalue):
+            return tuple(value), (0.0,) * len(value)
+    if kind in (range, str, bytes) and (dvalue is None or _zero(dvalue)):
+        items = tuple(value)
+        return items, (0.0,) * len(items)
+    raise _Deopt(f"items of a {kind.__name__} taken out")
+
+
+@opaque
+def _star(level: _Level, value: Any, dvalue: Any) -> tuple[Any, Any]:
+    """``*value`` in a call, or the right side of an unpacking assignment: its items and
+    their tangents as tuples."""
+    return _items(level, value, dvalue)
+
+
+# C functions that only move values around: they may take containers holding boxed values
+# (their results hold them as they were); the movers also take tuples and lists with tangents
+# (boxed for them)
+_MOVERS = frozenset(map(id, (zip, enumerate, reversed, list, tuple, dict, sorted, iter)))
+_STRUCTURAL = _MOVERS | frozenset(map(id, (sum, min, max, len)))
+_CONSUMING = frozenset(map(id, (tuple, list, sorted, sum, min, max)))
+_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_ITERATORS = frozenset((zip, enumerate, reversed, type(iter([])), type(iter(())), *_VIEWS))
+
+
+@opaque
+def _consuming(f: Any) -> None:
+    """``f(x for ...)`` runs as ``f([x for ...])`` only where ``f`` consumes the generator
+    whole and in order (checked before the items are computed)."""
+    if id(f) not in _CONSUMING:
+        raise _Deopt(f"a generator expression given to {getattr(f, '__name__', f)!r}")
+
+
+def _holds(x: Any, depth: int = 2) -> bool:
+    """Whether ``x`` is a list, dict, set or iterator that may hold values boxed by the dual
+    (tuples in the dual's locals carry their tangents beside them)."""
+    kind = x.__class__
+    if kind in _ITERATORS:
+        return True
+    if depth and (kind is list or kind is dict or kind is set):
+        items = x.values() if kind is dict else x
+        return any(e.__class__ is _Dual or (e.__class__ is tuple and _holds(list(e), depth - 1))
+                   or _holds(e, depth - 1) for e in items)
+    return False
+
+
+def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+                kwargs: dict[str, Any] | None) -> tuple[Any, Any] | None:
+    """A C call on containers holding values with tangents (boxed, or a tuple's tangents):
+    ``zip``, ``sum``, ``min``, ``list``... run on the boxed values, their result unboxed (a
+    list or dict they make is this run's); None where no argument holds any."""
+    moved = id(f) in _MOVERS
+    if not any((moved and d.__class__ is tuple and not _zero(d)) or _holds(a)
+               for a, d in zip(args, dargs)):
+        return None
+    if id(f) not in _STRUCTURAL or kwargs:
+        raise _Deopt(f"a container holding differentiated values given to "
+                     f"{getattr(f, '__name__', f)!r}")
+    values = tuple(_boxed_argument(level, a, d) for a, d in zip(args, dargs))
+    if f is min or f is max:
+        items = values[0] if len(values) == 1 else values
+        if items.__class__ not in (list, tuple):
+            raise _Deopt("min or max of an iterator of differentiated values")
+        plain = [_plain(e) for e in items]
+        if len(set(plain)) < len(plain):
+            raise _Deopt("min or max with a tie between differentiated values")
+    out = f(*values)
+    if out.__class__ is list or out.__class__ is dict:
+        return _register(out), 0.0
+    return _unbox(level, out)
+
+
+def _boxed_argument(level: _Level, a: Any, d: Any) -> Any:
+    if d is None or _zero(d):
+        return a
+    if a.__class__ is list and d.__class__ is tuple:  # a list argument: its tangents beside it
+        return [_box(level, e, t) for e, t in zip(a, d)]
+    return _box(level, a, d)
+
+
+_LIST_READS = frozenset(("copy",))
+_LIST_WRITES = frozenset(("append", "extend", "insert", "pop", "clear", "reverse"))
+_DICT_READS = frozenset(("get", "keys", "values", "items", "copy"))
+_DICT_WRITES = frozenset(("setdefault", "pop", "clear", "popitem", "update"))
+_KEYED_READS = frozenset(("get", "pop", "setdefault"))
+
+
+def _container_method(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+                      kwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A method of a list or dict: reads on any, writes on those this run created (their
+    arguments boxed); a stop for the rest, before any effect."""
+    obj = f.__self__
+    name = f.__name__
+    kind = obj.__class__
+    reads, writes = (_LIST_READS, _LIST_WRITES) if kind is list else (_DICT_READS, _DICT_WRITES)
+    if kwargs or not (name in reads or (name in writes and _fresh(obj))):
+        raise _Deopt(f"{kind.__name__}.{name} on a {kind.__name__} that existed before the run"
+                     if name in writes else f"the method {kind.__name__}.{name}")
+    if kind is dict and args and not _key_ok(args[0]):
+        raise _Deopt("a dict key whose hash or comparison runs code")
+    if kind is dict and name in _KEYED_READS and dargs and dargs[0] is not None and \
+            not _zero(dargs[0]):
+        raise _Deopt(f"dict.{name} at a differentiated key")  # (see _dual_helpers._plain_key)
+    if name in ("extend", "update"):
+        if args and args[0].__class__ not in (list, tuple, dict):
+            raise _Deopt(f"{kind.__name__}.{name} from an iterator")
+        if args and args[0].__class__ is dict:
+            return _unbox(level, f(args[0]))
+        if args:
+            items, tangents = _items(level, args[0], dargs[0])
+            args = ([_box(level, e, t) for e, t in zip(items, tangents)],)
+            dargs = (None,)
+    values = tuple(a if d is None else _stored(level, a, d) for a, d in zip(args, dargs))
+    out = f(*values)
+    if name == "copy":
+        return _register(out), 0.0
+    return _unbox(level, out)
+
+
+def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any, ...],
+               kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
+               ) -> tuple[Any, Any]:
+    """``cls(*args, **kwargs)`` for a plain class (``object.__new__``, the dual of its
+    ``__init__``; the object is this run's) or a named tuple (the dual of its ``__new__``)."""
+    if type(cls) is not type or _static(cls, "__del__") is not _MISSING:
+        raise _Deopt(f"{cls.__name__}: a metaclass or a __del__")
+    call = CALL[0]
+    new: Any = cls.__new__
+    init = _static(cls, "__init__")
+    if new is object.__new__:
+        obj = _register(object.__new__(cls))
+        if init is _OBJECT_INIT:
+            if args or kwargs:
+                raise _Deopt(f"{cls.__name__}() with arguments and no __init__")
+            return obj, 0.0
+        if init.__class__ is not types.FunctionType:
+            raise _Deopt(f"{cls.__name__}: an __init__ that is not a Python function")
+        out, _ = call(level, init, (obj, *args), (0.0, *dargs), kwargs, dkwargs)
+        if out is not None:
+            raise _Deopt(f"{cls.__name__}.__init__ returned a value")
+        return obj, 0.0
+    if _namedtuple(cls) and new.__class__ is types.FunctionType and init is _OBJECT_INIT:
+        return call(level, new, (cls, *args), (0.0, *dargs), kwargs, dkwargs)
+    raise _Deopt(f"{cls.__name__}: a class with its own __new__ or a builtin base")
+
+
+_OBJECT_INIT = vars(object)["__init__"]
+
+
+def _tuple_new(level: _Level, args: tuple[Any, ...], dargs: tuple[Any, ...]) -> tuple[Any, Any]:
+    """``tuple.__new__(cls, items)``, as a named tuple's ``__new__`` makes itself: the tuple's
+    tangents are the items'."""
+    cls = args[0]
+    if len(args) != 2 or not (isinstance(cls, type) and _namedtuple(cls)):
+        raise _Deopt("tuple.__new__ of a class that is not a named tuple")
+    items, tangents = _items(level, args[1], dargs[1] if dargs[1] is not None else 0.0)
+    return tuple.__new__(cls, items), tangents
+
+
+def special(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+            kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
+            ) -> tuple[Any, Any] | None:
+    """The calls of this module's kind -- a class, a list's or dict's method,
+    ``object.__setattr__``, ``tuple.__new__``, a C function given containers holding
+    differentiated values -- or None for any other call."""
+    kind = f.__class__
+    if kind is type and f.__flags__ & _HEAPTYPE:
+        return _construct(level, f, args, dargs, kwargs, dkwargs)
+    if kind is types.BuiltinMethodType:
+        owner = getattr(f, "__self__", None)
+        if owner.__class__ is list or owner.__class__ is dict:
+            return _container_method(level, f, args, dargs, kwargs)
+        if f is tuple.__new__ or (owner is tuple and f.__name__ == "__new__"):
+            return _tuple_new(level, args, dargs)
+    if f is object.__setattr__ and len(args) == 3 and not kwargs:
+        _write_attribute(level, args[0], args[1], args[2], dargs[2])
+        return None, 0.0
+    return _structural(level, f, args, dargs, kwargs)

@@ -1,0 +1,242 @@
+"""What the reverse scalar compiler's generated code (:mod:`._specialise`) calls at run time.
+
+Each helper does what the context would do with the operation -- natively where the context
+runs it natively (arithmetic on plain numbers, an item of a tuple, a differentiated value an
+object holds as it is), through :meth:`ReverseContext.is_primitive`/``execute`` or the core
+otherwise -- and calls of Python functions, bound methods and classes of Python code go to
+their specialised versions (decided, and recorded for ``explain``, by the context's
+``_specialised``).
+"""
+
+from __future__ import annotations
+
+import collections
+import operator
+import types
+from typing import Any
+
+import numpy as np
+
+from overdub import Tagged, carries_tags, overdub
+
+from .. import _rules
+
+# values an arithmetic region computes with natively: plain numbers
+_PLAIN = frozenset({float, int, bool, np.float64})
+# Python's own attribute lookup (object's, and tuple's for named tuples): what _attr follows
+_GETATTRIBUTE: Any = object.__getattribute__
+_TUPLE_GETATTRIBUTE: Any = tuple.__getattribute__
+_SETATTR: Any = object.__setattr__
+_NEW: Any = object.__new__
+_INIT: Any = object.__init__
+_TUPLE_NEW: Any = tuple.__new__
+_FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
+_MISSING = object()
+
+
+def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as the context runs it from rewritten code: its own definition
+    for what it takes as a primitive (the common case, without re-entering ``overdub``), else
+    through the core (a Python function or operator method is recursed into)."""
+    if ctx.is_primitive(fn, *args, **kwargs):
+        return ctx.execute(fn, *args, **kwargs)
+    return overdub(ctx, fn, *args, **kwargs)
+
+
+def _bin(ctx: Any, op: Any, a: Any, b: Any) -> Any:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return op(a, b)
+    if ctx.is_primitive(op, a, b):  # _through, inlined: arrays pass here every operation
+        return ctx.execute(op, a, b)
+    return overdub(ctx, op, a, b)
+
+
+def _un(ctx: Any, op: Any, a: Any) -> Any:
+    if type(a) in _PLAIN:
+        return op(a)
+    if ctx.is_primitive(op, a):
+        return ctx.execute(op, a)
+    return overdub(ctx, op, a)
+
+
+def _compare(ctx: Any, op: Any, a: Any, b: Any) -> Any:
+    if type(a) is not Tagged and type(b) is not Tagged and \
+            (op is operator.is_ or op is operator.is_not or
+             (type(a) in _PLAIN and type(b) in _PLAIN)):
+        return op(a, b)
+    return _through(ctx, op, a, b)
+
+
+def _contains(ctx: Any, container: Any, item: Any) -> Any:
+    return _through(ctx, operator.contains, container, item)
+
+
+def _sub(ctx: Any, obj: Any, index: Any) -> Any:
+    kind = type(obj)
+    if kind is tuple or kind is list:
+        return obj[index]  # what the context does for a native container
+    if kind is dict and type(index) is not Tagged:
+        return ctx._scalar_read(obj, index)  # (what the context's execute does, unnested)
+    if kind is Tagged and type(index) is int:
+        return ctx._read(obj, index)
+    return _through(ctx, operator.getitem, obj, index)
+
+
+def _attr(ctx: Any, obj: Any, name: str) -> Any:
+    kind = type(obj)
+    if kind is types.ModuleType:
+        value = getattr(obj, name)
+        if callable(value):  # np.sin: nothing to look for (as ReverseContext.execute)
+            return value
+    elif kind is list or kind is dict:
+        return getattr(obj, name)  # (their methods are C: a call of one is the context's)
+    elif kind is not Tagged and (kind.__getattribute__ is _GETATTRIBUTE
+                                 or kind.__getattribute__ is _TUPLE_GETATTRIBUTE):
+        # a user object, read as Python reads it: a property's getter, a method (bound here,
+        # specialised when called), a differentiated value stored in its __dict__ as it is
+        # (see _setattr) or a named tuple's field; anything else (a plain value, whose
+        # metadata the core may keep aside) through the context
+        found = _class_attribute(kind, name)
+        if found is _MISSING:
+            value = getattr(obj, "__dict__", None)
+            if type(value) is dict:
+                value = value.get(name)
+                if type(value) is Tagged and value.owner is ctx._ref:
+                    return value
+        elif type(found) is types.FunctionType:
+            own = getattr(obj, "__dict__", None)
+            if type(own) is dict and name not in own:
+                return types.MethodType(found, obj)
+        elif type(found) is _FIELD:
+            return found.__get__(obj, kind)  # an item of the tuple, as the context reads it
+        elif type(found) is property and type(found.fget) is types.FunctionType and \
+                getattr(kind, "__getattr__", None) is None:  # (AttributeError: __getattr__)
+            return _call(ctx, found.fget, obj)
+    return _through(ctx, getattr, obj, name)
+
+
+def _constructed_here(cls: type) -> bool:
+    """Whether the specialised code may run ``cls(...)`` as ``type.__call__`` does: a class of
+    Python code (its ``__new__`` or ``__init__``, or both) without rules of its own."""
+    held: Any = cls
+    new, init = held.__new__, held.__init__
+    if new is _NEW:
+        python = type(init) is types.FunctionType  # (object's own __new__ refuses arguments)
+    else:
+        python = type(new) is types.FunctionType and \
+            (init is _INIT or type(init) is types.FunctionType)
+    return python and _rules.vjp_rules(cls) is None and not _rules.is_nondifferentiable(cls) \
+        and not carries_tags(cls)
+
+
+def _construct(ctx: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``cls(*args, **kwargs)`` as ``type.__call__`` runs it, its Python ``__new__`` and
+    ``__init__`` specialised."""
+    held: Any = cls
+    new, init = held.__new__, held.__init__
+    obj = _NEW(cls) if new is _NEW else _call(ctx, new, cls, *args, **kwargs)
+    if init is not _INIT and isinstance(obj, cls):
+        out = _call(ctx, init, obj, *args, **kwargs)
+        if out is not None:
+            raise TypeError(f"__init__() should return None, not '{type(out).__name__}'")
+    return obj
+
+
+def _class_attribute(kind: type, name: str) -> Any:
+    """What class ``kind`` (or a base) defines as ``name``, or ``_MISSING``."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
+    _through(ctx, operator.setitem, obj, index, value)
+
+
+def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
+    setter: Any = type(obj).__setattr__
+    if type(value) is not Tagged or setter is not _SETATTR or \
+            not _store_own(ctx, obj, name, value):
+        _through(ctx, setattr, obj, name, value)
+
+
+def _store_own(ctx: Any, obj: Any, name: str, value: Tagged) -> bool:
+    """``obj.name = value`` for a differentiated ``value`` into a user object's ``__dict__``:
+    stored as it is, as the context stores a container of such values (it puts the plain
+    value back when the run ends), so that the specialised code reads it back natively;
+    False (nothing done) for anything else: a data descriptor, an object without a
+    ``__dict__`` or with a ``__getattribute__`` of its own, a class or a module."""
+    kind = type(obj)
+    if value.owner is not ctx._ref or kind is Tagged or isinstance(obj, (type, types.ModuleType)):
+        return False
+    getter: Any = kind.__getattribute__
+    if getter is not _GETATTRIBUTE:
+        return False  # (a __getattribute__ of Python code reads it: the core runs that)
+    found = _class_attribute(kind, name)
+    if found is not _MISSING and (hasattr(type(found), "__set__")
+                                  or hasattr(type(found), "__delete__")):
+        return False
+    if type(getattr(obj, "__dict__", None)) is not dict:
+        return False
+    ctx._setattr(obj, name, value)
+    return True
+
+
+def _iter(ctx: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is range or kind is tuple or kind is list or kind is str or kind is dict:
+        return iter(value)
+    return _through(ctx, iter, value)
+
+
+def _unpack(ctx: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return value
+    return _through(ctx, iter, value)
+
+
+def _star(ctx: Any, value: Any) -> tuple[Any, ...]:
+    """``*value`` in a call or a display: its items now (Python iterates it where it stands)."""
+    if type(value) is tuple:
+        return value
+    return tuple(value if type(value) is list else _through(ctx, iter, value))
+
+
+def _keywords(ctx: Any, value: Any) -> dict[Any, Any]:
+    """``**value`` in a call: a copy of a dict, or a mapping read through the context."""
+    if type(value) is dict:
+        return dict(value)
+    out: dict[Any, Any] = _through(ctx, dict, value)
+    return out
+
+
+def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    kind = type(fn)
+    if kind is types.FunctionType:
+        found = ctx._specs.get(id(fn))  # this run's (a function called again and again)
+        if found is not None and found[0] is fn:
+            if found[1] is not None:
+                return found[1](ctx, *args, **kwargs)
+        elif ctx._specialised(fn):  # (decided, and recorded for explain, by the context)
+            return ctx._specs[id(fn)][1](ctx, *args, **kwargs)
+    elif kind is types.MethodType and type(fn.__func__) is types.FunctionType:
+        func = fn.__func__  # model.step(x): step's specialised version, the object first
+        found = ctx._specs.get(id(func))
+        if found is not None and found[0] is func:
+            if found[1] is not None:
+                return found[1](ctx, fn.__self__, *args, **kwargs)
+        elif ctx._specialised(func):
+            return ctx._specs[id(func)][1](ctx, fn.__self__, *args, **kwargs)
+    elif kind is type and _constructed_here(fn):
+        return _construct(ctx, fn, args, kwargs)
+    elif fn is _TUPLE_NEW and not kwargs and len(args) == 2 and type(args[1]) is tuple and \
+            isinstance(args[0], type) and issubclass(args[0], tuple):
+        return _TUPLE_NEW(*args)  # a named tuple's items, stored as they are (as the context)
+    elif fn is range and not kwargs and all(type(a) is int for a in args):
+        return range(*args)
+    elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
+        return len(args[0])
+    return _through(ctx, fn, *args, **kwargs)
