@@ -206,6 +206,25 @@ def scalar_partials(arity: int) -> dict[int, Any]:
             if n == arity and is_shipped(fn)}
 
 
+# id(fn) -> (fn, first derivative, second derivative), each ``(x, out)``
+_ELEMENTWISE: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def defelementwise(fn: Any, first: Any, second: Any) -> None:
+    """Declare, beside the shipped rules of the elementwise ``fn(x)`` (in ``rules/``), its
+    first and second derivatives ``first(x, out)`` and ``second(x, out)`` on arrays, for the
+    routes that write Hessian-vector products out (the tangent of ``ct * f'(x)`` is
+    ``dct * f'(x) + ct * f''(x) * dx``).  Used only while ``fn``'s rules are the shipped
+    ones (:func:`declared_elementwise`)."""
+    _ELEMENTWISE[id(fn)] = (fn, first, second)
+
+
+def declared_elementwise() -> dict[int, tuple[Any, Any, Any]]:
+    """``id(fn) -> (fn, first, second)``, every :func:`defelementwise` declaration (a route
+    uses one only while ``fn``'s rules are the shipped ones: :func:`is_shipped`)."""
+    return dict(_ELEMENTWISE)
+
+
 def is_shipped(fn: Any) -> bool:
     """Whether ``fn``'s rules (forward, reverse, and its nondifferentiable declaration) are
     the very ones overdub_ad ships: what a formula written out for ``fn`` by a fast route was

@@ -25,7 +25,8 @@ from . import _routes, _rules
 from ._routes import force_route
 
 __all__ = ["isolated_rules", "without_rules", "force_route", "shipped_rules",
-           "declared_partials", "BILINEAR", "ROUTES", "FAST_ROUTES", "REFERENCE"]
+           "declared_partials", "declared_elementwise", "BILINEAR", "ROUTES", "FAST_ROUTES",
+           "REFERENCE"]
 
 #: The reference route's name: ``force_route(REFERENCE)`` turns every fast route off.
 REFERENCE = _routes.REFERENCE
@@ -78,6 +79,13 @@ def declared_partials() -> list[tuple[Any, int, Any]]:
     constants, :data:`BILINEAR`, or ``partials(a, b, out, da, db)``.  A test holds each to its
     rule's derivative."""
     return _rules.declared_partials()
+
+
+def declared_elementwise() -> list[tuple[Any, Any, Any]]:
+    """The first and second derivatives declared beside the rules of elementwise NumPy
+    functions for the routes that write Hessian-vector products out, as ``(function,
+    first(x, out), second(x, out))``.  A test holds each to its rule's derivatives."""
+    return list(_rules.declared_elementwise().values())
 
 
 #: The declared partials of a product ``a * b``: ``(b, a)`` (see :func:`declared_partials`).

@@ -108,10 +108,24 @@ def _scalar(value: Any) -> bool:
 _HELPERS: dict[str, Any] = {"fit": _fit, "grow": _grow, "spread": _spread,
                             "spread_mean": _spread_mean, "owned": _owned, "real": _real,
                             "scalar": _scalar, "declined": DECLINED, "numpy": np,
-                            "zeros_like": np.zeros_like, "cos": np.cos, "sin": np.sin}
+                            "zeros_like": np.zeros_like}
 
-# NumPy functions of the subset: name -> kind
-_UNARY = frozenset({"exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sqrt", "square"})
+# NumPy functions of the subset: the elementwise ones whose derivatives are declared beside
+# their rules (see _elementwise), reductions and products
+
+
+def _elementwise() -> dict[str, tuple[Any, Any, Any]]:
+    """NumPy's name -> (function, f', f'') of the elementwise functions declared with
+    ``_rules.defelementwise``."""
+    found: dict[str, tuple[Any, Any, Any]] = {}
+    for entry in _rules.declared_elementwise().values():
+        name = getattr(entry[0], "__name__", "")
+        if getattr(np, name, None) is entry[0]:
+            found[name] = entry
+    return found
+
+
+
 _REDUCTIONS = frozenset({"sum", "mean"})
 _PRODUCTS = frozenset({"dot", "matmul"})
 _BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/",
@@ -391,7 +405,8 @@ class _Translation:
             raise _Unsupported
         attr = func.attr
         target = getattr(np, attr, None)
-        if attr not in _UNARY | _REDUCTIONS | _PRODUCTS or target is None:
+        if (attr not in _REDUCTIONS and attr not in _PRODUCTS and attr not in _elementwise()) \
+                or target is None:
             raise _Unsupported
         module = func.value.id
         self.guards[f"{module}.{attr}"] = f"{module}.{attr} is not {self.helper('numpy')}.{attr}"
@@ -427,30 +442,13 @@ class _Translation:
         if a.tangent is None:
             return _Value(self.temp(code))
         value = self.temp(code)
-        aux = None
-        if attr in ("exp", "expm1"):
-            aux = value if attr == "exp" else self.temp(f"{value} + 1.0", "s")
-            slope = aux
-        elif attr == "log":
-            slope = f"1.0 / {a.code}"
-        elif attr == "log1p":
-            aux = self.temp(f"1.0 + {a.code}", "s")
-            slope = f"1.0 / {aux}"
-        elif attr == "sin":
-            slope = aux = self.temp(f"{self.helper('cos')}({a.code})", "s")
-        elif attr == "cos":
-            aux = self.temp(f"{self.helper('sin')}({a.code})", "s")
-            slope = f"-{aux}"
-        elif attr == "tanh":
-            slope = aux = self.temp(f"1.0 - {value} * {value}", "s")
-        elif attr == "sqrt":
-            slope = aux = self.temp(f"0.5 / {value}", "s")
-        else:  # square
-            slope = f"2.0 * {a.code}"
+        labels = (f"first_{attr}", f"second_{attr}")  # the derivatives declared beside its rules
+        _, self.rules_used[labels[0]], self.rules_used[labels[1]] = _elementwise()[attr]
+        slope = self.temp(f"{self.helper(labels[0])}({a.code}, {value})", "s")
         tangent = self.fresh("d")
         self.emit(f"{tangent} = {slope} * {a.tangent}")
         out = _Value(value, tangent, self.count)
-        self.steps.append((attr, out, a, aux))
+        self.steps.append((attr, out, a, (slope, self.helper(labels[1]))))
         return out
 
     def reduction_arguments(self, node: ast.Call) -> tuple[ast.expr, int | None]:
@@ -603,35 +601,16 @@ class _Translation:
                 self.give(this, 1, f"{fit}({' + '.join(terms)}, {this.code})"
                           if terms else None)
         else:
-            self.unary(kind, step[2], y, step[3], c, e)
+            self.unary(step[2], y, step[3], c, e)
 
-    def unary(self, kind: str, a: _Value, y: _Value, aux: str | None, c: str,
-              e: str | None) -> None:
+    def unary(self, a: _Value, y: _Value, aux: tuple[str, str], c: str, e: str | None) -> None:
         """Pairs through an elementwise function: ``slope = f'(a)``; the tangent of ``c *
-        slope`` is ``e * slope + c * f''(a) * da``."""
-        da, extra = a.tangent, None
-        if kind in ("exp", "expm1"):
-            slope, extra = aux, f"{c} * {y.tangent}"  # f'' da = f' da = dy
-        elif kind in ("log", "log1p"):
-            base = a.code if kind == "log" else aux
-            q = self.temp(f"{c} / {base}", "q")
-            self.give(a, 0, q)
-            terms = ([e] if e else []) + [f"-{q} * {da}"]
-            self.give(a, 1, f"({' + '.join(terms)}) / {base}")
-            return
-        elif kind == "sin":
-            slope, extra = aux, f"-{c} * {y.code} * {da}"
-        elif kind == "cos":
-            slope, extra = f"(-{aux})", f"-{c} * {y.code} * {da}"
-        elif kind == "tanh":
-            slope, extra = aux, f"-2.0 * {c} * {y.code} * {y.tangent}"
-        elif kind == "sqrt":
-            slope, extra = aux, f"-{c} * {aux} * {y.tangent} / {y.code}"
-        else:  # square
-            slope, extra = f"(2.0 * {a.code})", f"2.0 * {c} * {da}"
+        slope`` is ``e * slope + c * f''(a) * da`` (f'' the second derivative declared
+        beside the function's rules)."""
+        slope, second = aux
         self.give(a, 0, f"{c} * {slope}")
-        terms = ([f"{e} * {slope}"] if e else []) + [extra]
-        self.give(a, 1, " + ".join(terms))
+        curvature = f"{c} * {second}({a.code}, {y.code}) * {a.tangent}"
+        self.give(a, 1, f"{e} * {slope} + {curvature}" if e else curvature)
 
     # -- the generated function ------------------------------------------------------------
     def finish(self, result: str) -> types.CodeType:
@@ -697,7 +676,8 @@ def _generated(fn: Any) -> Callable[[Any, Any], Any] | None:
 _WRITTEN_OUT = frozenset(map(id, [
     operator.add, operator.sub, operator.mul, operator.truediv, operator.matmul, operator.pow,
     operator.neg, operator.pos, operator.getitem, np.transpose,
-    *[getattr(np, name) for name in sorted(_UNARY | _REDUCTIONS | _PRODUCTS)]]))
+    *[getattr(np, name) for name in sorted(_REDUCTIONS | _PRODUCTS)],
+    *[entry[0] for entry in _elementwise().values()]]))
 
 
 def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:

@@ -398,16 +398,16 @@ def _power(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any, primals: 
     return part
 
 
-def _elementwise(derivative: Any) -> Any:
-    """fn(x) elementwise with rule ``ct * g(x, out)``; ``derivative(x, out, dx, d_out)`` is
-    the tangent of ``g``."""
+def _elementwise(curvature: Any) -> Any:
+    """fn(x) elementwise with rule ``ct * f'(x)``; ``curvature(x, out)`` is ``f''(x)``, declared
+    beside the rules (the tangent of ``f'(x)`` is ``f''(x) * dx``)."""
     def second(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any, primals: list[Any],
                dargs: list[Any], kwargs: dict[str, Any]) -> Any:
-        if len(primals) != 1 or kwargs or (dargs[0] is not None and d_out is None):
+        if len(primals) != 1 or kwargs:
             return _GENERIC
         part = None if dct is None else rule(dct, out, *primals)
         if dargs[0] is not None:
-            part = _sum(part, ct * derivative(primals[0], out, dargs[0], d_out))
+            part = _sum(part, ct * (curvature(primals[0], out) * dargs[0]))
         return part
     return second
 
@@ -505,15 +505,8 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
     for fn in (operator.pow, np.power):  # shipped, or the engine's for a constant exponent
         if _rules.is_shipped(fn):
             table[id(fn)] = (fn, (_rules.vjp_rules(fn), _POW_CONSTANT), _power, _t_power)
-    for fn, derivative, second in (
-            (np.tanh, lambda x, out: 1.0 - out * out, lambda x, out, dx, dy: -2.0 * out * dy),
-            (np.exp, lambda x, out: out, lambda x, out, dx, dy: dy),
-            (np.sin, lambda x, out: np.cos(x), lambda x, out, dx, dy: -np.sin(x) * dx),
-            (np.cos, lambda x, out: -np.sin(x), lambda x, out, dx, dy: -np.cos(x) * dx),
-            (np.log, lambda x, out: 1.0 / x, lambda x, out, dx, dy: -dx / (x * x)),
-            (np.sqrt, lambda x, out: 0.5 / out, lambda x, out, dx, dy: -0.5 * dy / (out * out)),
-            (np.square, lambda x, out: 2.0 * x, lambda x, out, dx, dy: 2.0 * dx)):
-        add((fn,), _elementwise(second), _t_elementwise(derivative))
+    for fn, first, second in _rules.declared_elementwise().values():
+        add((fn,), _elementwise(second), _t_elementwise(first))
     return table
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defjvp, defscalar, defvjp, is_carried,
+from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defelementwise, defjvp, defscalar,
+                      defvjp, is_carried,
                       nondifferentiable, same_rules)
 from ._common import fit, lift
 from ._scalar import _sign, nonzero, power_partials, quotient_partials
@@ -37,13 +38,17 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-def _unary(fn: Any, deriv: Any, scalar: Any = None) -> None:
+def _unary(fn: Any, deriv: Any, scalar: Any = None, second: Any = None) -> None:
     """Register the elementwise ``fn(x)`` with ``f'(x) = deriv(x, out)``; ``scalar``: the same
-    derivative on Python floats, declared for the fast routes (``_rules.defscalar``)."""
+    derivative on Python floats, declared for the fast routes (``_rules.defscalar``);
+    ``second``: ``f''(x)`` as ``second(x, out)``, declared for the routes that write
+    Hessian-vector products out (``_rules.defelementwise``)."""
     defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(x, out))
     if scalar is not None:
         defscalar(fn, 1, deriv if scalar is True else scalar)
+    if second is not None:
+        defelementwise(fn, deriv, second)
 
 
 def _contribution(dx: Any, arg: Any, out: Any, factor: Any = None) -> Any:
@@ -84,26 +89,36 @@ def _safe_div(a: Any, b: Any) -> Any:
 
 _unary(np.negative, lambda x, out: -1.0, scalar=True)
 _unary(np.positive, lambda x, out: 1.0)
-_unary(np.exp, lambda x, out: out, scalar=True)
+_unary(np.exp, lambda x, out: out, scalar=True, second=lambda x, out: out)
 _unary(np.exp2, lambda x, out: out * _LN2)
-_unary(np.expm1, lambda x, out: out + 1.0, scalar=True)
-_unary(np.log, lambda x, out: 1.0 / x, scalar=lambda x, out: None if x <= 0 else 1.0 / x)
+_unary(np.expm1, lambda x, out: out + 1.0, scalar=True, second=lambda x, out: out + 1.0)
+_unary(np.log, lambda x, out: 1.0 / x, scalar=lambda x, out: None if x <= 0 else 1.0 / x,
+       second=lambda x, out: -1.0 / (x * x))
 _unary(np.log2, lambda x, out: 1.0 / (x * _LN2))
 _unary(np.log10, lambda x, out: 1.0 / (x * _LN10))
-_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True)
-_unary(np.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out))
+_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True,
+       second=lambda x, out: -1.0 / ((1.0 + x) * (1.0 + x)))
+_unary(np.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out),
+       second=lambda x, out: -0.25 / (out * out * out))
 _unary(np.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
-_unary(np.square, lambda x, out: 2.0 * x, scalar=True)
+_unary(np.square, lambda x, out: 2.0 * x, scalar=True, second=lambda x, out: 2.0)
 _unary(np.reciprocal, lambda x, out: -out * out)
-_unary(np.sin, lambda x, out: np.cos(x), scalar=lambda x, out: math.cos(x))
-_unary(np.cos, lambda x, out: -np.sin(x), scalar=lambda x, out: -math.sin(x))
-_unary(np.tan, lambda x, out: 1.0 + out * out, scalar=True)
+_unary(np.sin, lambda x, out: np.cos(x), scalar=lambda x, out: math.cos(x),
+       second=lambda x, out: -out)
+_unary(np.cos, lambda x, out: -np.sin(x), scalar=lambda x, out: -math.sin(x),
+       second=lambda x, out: -out)
+_unary(np.tan, lambda x, out: 1.0 + out * out, scalar=True,
+       second=lambda x, out: 2.0 * out * (1.0 + out * out))
 _unary(np.arcsin, lambda x, out: 1.0 / np.sqrt(1.0 - x * x))
 _unary(np.arccos, lambda x, out: -1.0 / np.sqrt(1.0 - x * x))
-_unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True)
-_unary(np.sinh, lambda x, out: np.cosh(x), scalar=lambda x, out: math.cosh(x))
-_unary(np.cosh, lambda x, out: np.sinh(x), scalar=lambda x, out: math.sinh(x))
-_unary(np.tanh, lambda x, out: 1.0 - out * out, scalar=True)
+_unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True,
+       second=lambda x, out: -2.0 * x / ((1.0 + x * x) * (1.0 + x * x)))
+_unary(np.sinh, lambda x, out: np.cosh(x), scalar=lambda x, out: math.cosh(x),
+       second=lambda x, out: out)
+_unary(np.cosh, lambda x, out: np.sinh(x), scalar=lambda x, out: math.sinh(x),
+       second=lambda x, out: out)
+_unary(np.tanh, lambda x, out: 1.0 - out * out, scalar=True,
+       second=lambda x, out: -2.0 * out * (1.0 - out * out))
 _unary(np.arcsinh, lambda x, out: 1.0 / np.sqrt(x * x + 1.0))
 _unary(np.arccosh, lambda x, out: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
 _unary(np.arctanh, lambda x, out: 1.0 / (1.0 - x * x))

@@ -2,6 +2,7 @@
 rules' own derivatives: each agrees with the rules (through ``derivative``/``grad`` on the
 reference route) at many points, and the fast route follows a user's rule instead."""
 
+import importlib.util
 import math
 import operator
 
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 
 import overdub_ad as ad
-from overdub_ad.testing import (BILINEAR, declared_partials, force_route, isolated_rules,
-                                shipped_rules)
+from overdub_ad.testing import (BILINEAR, declared_elementwise, declared_partials, force_route,
+                                isolated_rules, shipped_rules)
 
 POINTS = [0.3, 0.7, 1.9, -0.4, 2.5]
 
@@ -86,3 +87,31 @@ def test_a_user_rule_replaces_the_declared_partials(fn):
     with force_route("reference"):
         want = ad.grad(f)(0.5)
     assert ad.grad(f)(0.5) == pytest.approx(want, rel=1e-13) != 600.0  # the shipped rule back
+
+
+@pytest.mark.parametrize("fn,first,second", declared_elementwise(),
+                         ids=[e[0].__name__ for e in declared_elementwise()])
+def test_declared_second_derivatives_are_the_rules_and_every_hvp_route_agrees(
+        fn, first, second, tmp_path):
+    x = np.array([0.3, 0.7, 1.2])
+    out = fn(x)
+    with force_route("reference"):
+        slope = ad.jacfwd(fn)(x).diagonal()
+        curvature = ad.jacfwd(lambda t: ad.jacfwd(fn)(t).diagonal())(x).diagonal()
+    np.testing.assert_allclose(first(x, out), slope, rtol=1e-12)
+    np.testing.assert_allclose(second(x, out), curvature, rtol=1e-10)
+    # a straight-line function of the compiled route's subset, written as a user would
+    path = tmp_path / f"energy_{fn.__name__}.py"
+    path.write_text(f"import numpy as np\n\n\ndef energy(v):\n"
+                    f"    return np.sum(np.{fn.__name__}(v) * v)\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    direction = np.array([0.5, -1.0, 2.0])
+    with force_route("reference"):
+        want = ad.hvp(module.energy, x, direction)
+    for route in ("hvp-compiled", "hvp-tape"):
+        with force_route(route):
+            report = ad.explain(ad.hvp, module.energy, x, direction)
+        assert route in report.ran, str(report)
+        np.testing.assert_allclose(report.result, want, rtol=1e-10)
