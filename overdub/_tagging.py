@@ -1146,6 +1146,8 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
                                     else a for i, a in enumerate(args)], **kwargs)
         args = tuple(t.plain_call(iter, (a,), {}) if i in iterated and type(a) is Tagged
                      and a.owner is not t.owner else a for i, a in enumerate(args))
+    if fn is itertools.zip_longest and kwargs:  # its fillvalue, kept as repeat keeps a value
+        return t.plain_call(fn, args, kwargs)
     return _call_on(t, fn, args, kwargs)
 
 
@@ -1254,6 +1256,13 @@ _ITERTOOLS_MOVERS = tuple(getattr(itertools, name) for name in (
     if hasattr(itertools, name))
 _ALL_ITERATED = (itertools.chain, itertools.zip_longest, itertools.product, itertools.compress)
 _Handler = Callable[[Tagger, Any, _Args, _Kwargs], Any]  # (tagger, fn, args, kwargs)
+
+
+def _stores_as_is(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``itertools.repeat(x, n)``: a C constructor that keeps the value it is given, to hand
+    it back: made with the tagged value itself, which its iteration gives back (stripped, as
+    for other C functions, it would come back plain)."""
+    return t.plain_call(fn, args, kwargs)
 _HANDLERS: dict[int, tuple[Any, _Handler]] = {}
 for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr),
                       # what a frozen dataclass's __init__ and __setattr__ overrides call
@@ -1265,7 +1274,7 @@ for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delat
                       *((consumer, _consume) for consumer in (
                           sum, max, min, sorted, list, tuple, set, frozenset, enumerate, zip,
                           reversed, any, all, map, filter, *_ITERTOOLS_MOVERS)),
-                      (operator.delitem, _delitem)):
+                      (operator.delitem, _delitem), (itertools.repeat, _stores_as_is)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
 # ``|`` and ``|=`` compute with most operands: handled (for dicts) without carrying tags
 _UNIONS = {id(operator.or_): operator.or_, id(operator.ior): operator.ior}

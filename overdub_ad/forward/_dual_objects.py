@@ -273,7 +273,7 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
         if items.__class__ not in (list, tuple):
             raise _Deopt("min or max of an iterator of differentiated values")
         plain = [_plain(e) for e in items]
-        if len(set(plain)) < len(plain):
+        if any(a == b for k, a in enumerate(plain) for b in plain[k + 1:]):
             raise _Deopt("min or max with a tie between differentiated values")
     out = f(*values)
     if out.__class__ is list or out.__class__ is dict:

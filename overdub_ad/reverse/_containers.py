@@ -207,8 +207,15 @@ def _attribute(self: ReverseContext, obj: Any, name: Any, *default: Any) -> Any:
         if method is not None:
             return functools.partial(method, obj)
         value = getattr(plain, name, *default)
-        if callable(value) and not isinstance(value, (type, np.dtype)) and \
-                not name.startswith("__"):
+        if callable(value) and not isinstance(value, (type, np.dtype)):
+            if name.startswith("__"):
+                # a special method called by name (copy.deepcopy calls x.__deepcopy__): its
+                # class's C method with obj bound, so that the call is seen (a rule, or
+                # MissingRuleError), never run on the plain value (a silent zero)
+                unbound = getattr(type(plain), name, None)
+                if unbound is not None and not isinstance(unbound, type):
+                    return functools.partial(unbound, obj)
+                return value
             return _Unsupported(getattr(type(plain), name, value))
         if _arrays.is_foreign_array(plain) and _is_differentiable(value):
             raise _arrays.attribute_error(plain, name, "reverse")

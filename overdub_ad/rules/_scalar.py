@@ -570,8 +570,23 @@ def _extremum_weights(out: Any, xs: Any, carried: list[bool]) -> Any:
     return [h / n if n else 0.0 for h in hits]
 
 
+def _picked(items: list[Any], out: Any) -> int:
+    """The position of the candidate ``max``/``min`` returned (the first one equal to it)."""
+    return next(k for k, x in enumerate(items) if x is out or x == out)
+
+
 def _extremum_rule(i: int, mode: str) -> Carried:
     def rule(carried: Any, d: Any, out: Any, /, *xs: Any, **kw: Any) -> Any:
+        if isinstance(out, (tuple, list)):
+            # candidates compared as sequences (max of (value, label) pairs): the result is
+            # one of them, whole, its derivative that candidate's
+            items = list(xs[0]) if len(xs) == 1 else list(xs)
+            first = _picked(items, out)
+            if len(xs) > 1:
+                return d if i == first else None
+            if mode == "rev":
+                return [d if k == first else None for k in range(len(items))]
+            return list(d)[first]  # (its tangent as it is: a tuple's, None for a constant)
         if len(xs) == 1:  # max(iterable)
             items = list(xs[0])
             if "key" in kw:  # the first item the key picked

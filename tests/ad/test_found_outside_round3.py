@@ -171,3 +171,51 @@ def test_a_plain_item_read_at_a_differentiated_key_raises_on_every_route(read):
             for api in (lambda: derivative(f, 3.0), lambda: grad(f)(3.0)):
                 with pytest.raises(MissingRuleError, match="differentiated key"):
                     api()
+
+
+def max_of_pairs(x):
+    best = max([(x * x, 1), (3.0 * x, 3)])
+    least = min((x * x, 1), (3.0 * x, 3))
+    scores = {"a": x * x, "b": 3.0 * x}
+    top = max(scores.items(), key=lambda kv: kv[1])
+    return best[0] + least[0] * x + top[1] + max([[x, 2.0], [x * x, 1.0]])[1]
+
+
+@pytest.mark.parametrize("x", [0.7, 4.0])
+def test_max_and_min_of_sequences_differentiate_the_one_they_return(x):
+    first = fd(max_of_pairs, x)
+    second = fd(lambda t: fd(max_of_pairs, t, h=1e-4), x, h=1e-4)
+    for _ in range(2):
+        assert derivative(max_of_pairs, x) == pytest.approx(first, rel=1e-6)
+        assert grad(max_of_pairs)(x) == pytest.approx(first, rel=1e-6)
+        assert float(jacfwd(max_of_pairs)(x)) == pytest.approx(first, rel=1e-6)
+        assert float(hessian(max_of_pairs)(x)) == pytest.approx(second, rel=1e-4, abs=1e-6)
+
+
+def repeated(x):
+    import itertools
+    return sum(itertools.repeat(x * x, 3)) + sum(
+        a * b for a, b in itertools.zip_longest([x], [x * x, 3.0], fillvalue=x))
+
+
+def test_values_kept_by_itertools_keep_their_derivative_under_an_enclosing_context():
+    from overdub import overdub
+    from overdub.contexts import CountContext
+    x = 0.7
+    first, second = fd(repeated, x), fd(lambda t: fd(repeated, t, h=1e-4), x, h=1e-4)
+    assert grad(repeated)(x) == pytest.approx(first, rel=1e-6)
+    assert overdub(CountContext(), grad(repeated), x) == pytest.approx(first, rel=1e-6)
+    assert overdub(CountContext(), lambda t: derivative(repeated, t), x) == \
+        pytest.approx(first, rel=1e-6)
+    assert float(hessian(repeated)(x)) == pytest.approx(second, rel=1e-4)
+    assert grad(grad(repeated))(x) == pytest.approx(second, rel=1e-4)
+
+
+def test_a_special_method_of_a_differentiated_array_element_is_seen_not_run_plain():
+    import copy
+
+    from overdub_ad import MissingRuleError
+    for f in (lambda v: copy.deepcopy(v[0]) * 3.0, lambda v: v[0].__deepcopy__({}) * 3.0):
+        for api in (grad, jacfwd):  # (it gave 0 in reverse mode)
+            with pytest.raises(MissingRuleError, match="__deepcopy__"):
+                api(f)(np.array([0.7]))
