@@ -9,6 +9,8 @@ Workloads (issue #2):
 - a call-heavy workload (fib(18) plus 200 colorsys.rgb_to_hsv calls) under CountContext,
   against cProfile on the same workload: target <= 1.5x cProfile's time;
 - the first call of a 50-line function under a new context class (rewriting): target <= 5 ms;
+  and the same in a new process, then in a second one that loads the rewrite the first kept
+  on disk;
 - a new context per call, ``overdub(CountContext(), f, x)`` (Cassette's idiom), against one
   context reused: at most 2 us more per call (issue #16), and the same for a do-nothing
   ``Context`` subclass.
@@ -137,6 +139,39 @@ def rewrite_cost_ms(tmpdir: str) -> float:
     return first * 1e3
 
 
+_CHILD = """
+import importlib.util, sys, time
+from overdub import overdub
+from overdub.contexts import CountContext
+spec = importlib.util.spec_from_file_location("_bench_fifty", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+start = time.perf_counter()
+overdub(CountContext(), module.fifty, 1, 2)
+print((time.perf_counter() - start) * 1e3)
+"""
+
+
+def _first_call_in_a_new_process_ms(tmpdir: str) -> float:
+    """The first call's time in a fresh Python whose rewrite cache is ``tmpdir``'s (the first
+    such process rewrites and keeps the result on disk; the next one loads it)."""
+    import os
+    import pathlib
+    import subprocess
+    path = os.path.join(tmpdir, "_bench_fifty_process.py")
+    if not os.path.exists(path):
+        with open(path, "w") as fh:
+            fh.write(fifty_line_function_source("fifty"))
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, OVERDUB_CACHE_DIR=os.path.join(tmpdir, "cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root),
+                                                        os.environ.get("PYTHONPATH")])))
+    env.pop("OVERDUB_CACHE", None)
+    done = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, capture_output=True,
+                          text=True, check=True, cwd=tmpdir)
+    return float(done.stdout)
+
+
 def main(quick: bool = False) -> Figures:
     import tempfile
     clock = Clock(quick)
@@ -169,6 +204,10 @@ def main(quick: bool = False) -> Figures:
     with tempfile.TemporaryDirectory() as tmp:
         fig.figure("first call of a 50-line function under a new context class (rewriting)",
                    rewrite_cost_ms(tmp), "ms", at_most(5))
+        first, second = (_first_call_in_a_new_process_ms(tmp) for _ in range(2))
+        fig.figure("the same in a new process: rewriting, nothing on disk", first, "ms")
+        fig.figure("the same in a second process: the rewrite loaded from disk", second, "ms",
+                   at_most(5))
     calls = 200 if quick else 2000
     fig.figure("overdub(CountContext(), f, x) per call, minus the same with one context reused",
                entry_cost_us(clock, CountContext, calls), "us", at_most(2))

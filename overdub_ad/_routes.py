@@ -27,7 +27,8 @@ REFERENCE = "reference"
 
 #: The fast routes, each with the APIs it serves and what it does.
 FAST_ROUTES: dict[str, str] = {
-    "forward-dual": "jvp, derivative, jacfwd: scalar Python run as its dual, tangents in "
+    "forward-dual": "jvp, derivative, jacfwd: Python on numbers (in tuples, lists, dicts, "
+                    "objects and arrays) run as its dual, tangents in "
                     "local variables (forward._pass, forward._dual)",
     "reverse-specialised": "grad, vjp, jacrev: scalar Python functions compiled to record one "
                            "tape entry per function instead of one per operator "
