@@ -48,8 +48,9 @@ from .. import _routes, _rules
 from .._pytree import flatten, unflatten
 from . import _dual_objects
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
-                            _MODULE, _pairs, _plain_elements, _plain_key, _PURE_OPERANDS, _SAFE,
-                            _truth, _TRUTHFUL, _unboxed, _unop)
+                            _inert_values, _MODULE, _pairs, _plain_elements, _plain_key,
+                            _PURE_OPERANDS, _SAFE, _safe_tree, _truth, _TRUTHFUL, _unboxed,
+                            _unop)
 from ._dual_numbers import (_at, _box, _Deopt, _Dual, _Level, _named, _numberlike, _plain,
                             _PLAIN_NUMBERS, _sum, _top, _unbox, _WRITTEN_OUT, _zero)
 from ._pass import _PASS
@@ -99,6 +100,11 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         return special
     if kwargs and dkwargs and not all(_zero(t) for t in dkwargs.values()):
         raise _Deopt  # a differentiated keyword: the general mode binds it
+    if not _inert(args, kwargs, f):
+        # C code given a value of a Python class, or a function (sorted(xs, key=k)), would
+        # run Python code -- with its effects -- which the general mode, after a later stop,
+        # would run again
+        raise _Deopt(f"{getattr(f, '__name__', f)} given a value whose class runs Python code")
     if _rules.is_nondifferentiable(f) or _INDIFFERENT.get(id(f)) is f:
         plain = tuple(_plain_tree(a) for a in args)
         if _ANY_ARGUMENTS.get(id(f)) is not f and not all(
@@ -118,6 +124,17 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         return _result(pure(*args, **(kwargs or {})))
     raise _Deopt(f"a call of {getattr(f, '__qualname__', None) or type(f).__name__}, which "
                  f"has no dual or rule the route applies")
+
+
+def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool:
+    """Whether a C function's arguments run no Python code in it: numbers, strings, boxed
+    duals and containers of them, this run's containers (their items are boxed values or
+    plain numbers), arrays; ``type`` and the like look at any value but call nothing (a class
+    made by ``type(name, bases, ns)`` runs ``__init_subclass__``)."""
+    if _ANY_ARGUMENTS.get(id(f)) is f:
+        return f is not type or len(args) == 1
+    values = args if not kwargs else (*args, *kwargs.values())
+    return all(_safe_tree(v) or v.__class__ is np.ndarray for v in values)
 
 
 def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tuple[Any, ...],
@@ -723,6 +740,7 @@ HELPERS.update({
     "binop": _binop, "unop": _unop, "getitem": _getitem, "getattr": _getattr, "call": _call,
     "plain": _plain_elements, "box": _boxed, "unbox": _unboxed, "deopt": _deopt,
     "pairs": _pairs, "compare": _compare, "truth": _truth, "plain_key": _plain_key,
+    "inert": _inert_values,
     "new": _dual_objects._new, "setitem": _dual_objects._setitem,
     "setattr": _dual_objects._setattr, "star": _dual_objects._star,
     "unpackable": _dual_objects._star, "consuming": _dual_objects._consuming,

@@ -112,6 +112,9 @@ def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
     kind = obj.__class__
     if key.__class__ is Tagged or key.__class__ is _Dual:
         raise _Deopt("an item read at a differentiated index")
+    if not (_safe_tree(key) or (key.__class__ is slice and _safe_tree(
+            (key.start, key.stop, key.step)))):
+        raise _Deopt("an index whose class runs Python code (__index__, __hash__)")
     if kind is tuple or kind is list or (kind is not str and _named(obj)):
         value = obj[key]
         if dobj.__class__ is tuple:  # (a list or named tuple argument: a tuple of tangents)
@@ -244,6 +247,15 @@ def _safe_tree(x: Any, depth: int = 3) -> bool:
         return all(_safe_tree(e, depth - 1) for e in itertools.chain.from_iterable(items)) \
             if kind is dict else all(_safe_tree(e, depth - 1) for e in items)
     return False
+
+
+@opaque
+def _inert_values(*values: Any) -> None:
+    """A stop before values are hashed (a set or dict display) or formatted (an f-string)
+    whose class would run Python code doing it (its effects would run again in the general
+    mode after a later stop)."""
+    if not all(map(_safe_tree, values)):
+        raise _Deopt("a value whose class runs Python code, hashed or formatted")
 
 
 @opaque

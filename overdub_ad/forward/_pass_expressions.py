@@ -86,6 +86,7 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
     if isinstance(node, ast.Set):
         vals = [self.expr(e, out) for e in self._elements(node)]
         self.plain(vals, out)
+        out.append(_inert([v.p for v in vals]))
         return self.atom(ast.Call(_helper("new"), [ast.Set([v.p for v in vals])], []), None,
                          out)
     if isinstance(node, ast.List):  # created in this run: values with tangents boxed
@@ -101,6 +102,7 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
             keys.append(self.expr(k, out))
             values.append(self.expr(v, out))
         self.plain(keys, out)
+        out.append(_inert([k.p for k in keys]))
         return self.atom(ast.Call(_helper("new"), [
             ast.Dict([k.p for k in keys], [self.boxed(v) for v in values])], []), None, out)
     if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
@@ -120,9 +122,15 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
                 if part.format_spec is not None:
                     raise _Unsupported("a format specification in an f-string")
                 part.value = self.expr(part.value, out).p
+                out.append(_inert([part.value]))
             parts.append(part)
         return self.atom(ast.JoinedStr(parts), None, out)
     raise _Unsupported(f"a {type(node).__name__} expression")  # generators, await, yield
+
+
+def _inert(values: list[ast.expr]) -> ast.stmt:
+    """A check, before values are hashed or formatted, that doing so runs no Python code."""
+    return ast.Expr(ast.Call(_helper("inert"), values, []))
 
 
 def _elements(self: _Function, node: ast.Tuple | ast.List | ast.Set) -> list[ast.expr]:

@@ -37,8 +37,9 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
             name = next(k for k, v in kwargs.items() if self._carries(v))
             raise _rules.MissingRuleError(
                 f"no reverse-mode derivative rule for {_callbacks.describe(fn)} with "
-                f"respect to its keyword argument {name!r} under {type(self).__name__}; "
-                f"pass it positionally or register a rule with overdub_ad.defvjp")
+                f"respect to its keyword argument {name!r} under {type(self).__name__} (one "
+                f"that cannot be passed positionally); register a rule with "
+                f"overdub_ad.defvjp")
     primals = [self._plain(a) for a in args]
     inputs = [self._inputs(a) for a in args]
     if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
