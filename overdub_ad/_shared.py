@@ -80,6 +80,21 @@ if hasattr(np, "matrix_transpose"):
     _ATTRIBUTES["mT"] = np.matrix_transpose
 
 
+#: What :func:`class_attribute` gives for a name no class defines (None is a value a class
+#: attribute may have: ``__hash__ = None``).
+MISSING: Any = object()
+
+
+def class_attribute(cls: type, name: str) -> Any:
+    """``name`` as a class dict in ``cls``'s MRO holds it, or :data:`MISSING`: the lookup of
+    a special method, running no Python code (no metaclass ``__getattr__``, no descriptor)."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name, MISSING)
+        if found is not MISSING:
+            return found
+    return MISSING
+
+
 def _innermost(x: Any) -> Any:
     while type(x) is Tagged:
         x = x.value

@@ -27,6 +27,7 @@ import numpy as np
 
 from overdub import opaque
 
+from .._shared import MISSING, class_attribute
 from ._dual_numbers import _box, _Deopt, _Dual, _Level, _plain, _unbox, _zero
 
 
@@ -64,32 +65,22 @@ def _new(obj: Any) -> Any:
     return _register(obj() if obj.__class__ is type else obj)
 
 
-_MISSING = object()
 _MEMBER = type(type.__dict__["__dict__"])  # getset descriptors...
 _SLOT = types.MemberDescriptorType
 _FIELD = type(collections.namedtuple("_N", "a").__dict__["a"])  # a named tuple's field
 _HEAPTYPE = 1 << 9  # a class defined in Python (builtin types are not)
 
 
-def _static(cls: type, name: str) -> Any:
-    """``name`` looked up in the class dicts of ``cls``'s MRO, running no Python code."""
-    for klass in cls.__mro__:
-        found = klass.__dict__.get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return _MISSING
-
-
 def _namedtuple(cls: type) -> bool:
     return tuple in cls.__mro__ and cls is not tuple and isinstance(
-        _static(cls, "_fields"), tuple)
+        class_attribute(cls, "_fields"), tuple)
 
 
 def _plain_class(cls: Any) -> bool:
     """Whether attribute reads and writes of ``cls``'s instances run no Python code of their
     own (no metaclass, ``__getattribute__``, ``__getattr__`` or ``__setattr__`` of theirs)."""
-    return (type(cls) is type and _static(cls, "__getattribute__") in _GENERIC
-            and _static(cls, "__getattr__") is _MISSING)
+    return (type(cls) is type and class_attribute(cls, "__getattribute__") in _GENERIC
+            and class_attribute(cls, "__getattr__") is MISSING)
 
 
 _GENERIC = (vars(object)["__getattribute__"], vars(tuple)["__getattribute__"])
@@ -100,7 +91,7 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
     cls = obj.__class__
     if not _plain_class(cls):
         raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
-    found = _static(cls, name)
+    found = class_attribute(cls, name)
     kind = type(found)
     if kind is _FIELD and _namedtuple(cls):
         value = getattr(obj, name)
@@ -116,12 +107,12 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
         return CALL[0](level, getter, (obj,), (0.0,), None, None)
     if kind is _SLOT:
         return _unbox(level, found.__get__(obj, cls))
-    if found is not _MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
+    if found is not MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
         raise _Deopt(f"{cls.__name__}.{name}: a data descriptor")
     own = getattr(obj, "__dict__", None)
     if own is not None and own.__class__ is dict and name in own:
         return _unbox(level, own[name])
-    if found is _MISSING:
+    if found is MISSING:
         return getattr(obj, name), 0.0  # raises AttributeError, as Python does
     if kind is types.FunctionType:
         return types.MethodType(found, obj), 0.0
@@ -149,8 +140,8 @@ def _write_attribute(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> Non
     """``object.__setattr__(obj, name, v)`` on an object this run created (the generated
     ``__init__`` of a frozen dataclass writes so)."""
     cls = obj.__class__
-    found = _static(cls, name) if type(cls) is type else _MISSING
-    if not _fresh(obj) or (found is not _MISSING and type(found) is not _SLOT and (
+    found = class_attribute(cls, name) if type(cls) is type else MISSING
+    if not _fresh(obj) or (found is not MISSING and type(found) is not _SLOT and (
             hasattr(type(found), "__set__") or hasattr(type(found), "__delete__"))):
         raise _Deopt(f"attribute {name!r} written through a descriptor or on an object that "
                      f"existed before the run")
@@ -333,11 +324,11 @@ def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any
                ) -> tuple[Any, Any]:
     """``cls(*args, **kwargs)`` for a plain class (``object.__new__``, the dual of its
     ``__init__``; the object is this run's) or a named tuple (the dual of its ``__new__``)."""
-    if type(cls) is not type or _static(cls, "__del__") is not _MISSING:
+    if type(cls) is not type or class_attribute(cls, "__del__") is not MISSING:
         raise _Deopt(f"{cls.__name__}: a metaclass or a __del__")
     call = CALL[0]
     new: Any = cls.__new__
-    init = _static(cls, "__init__")
+    init = class_attribute(cls, "__init__")
     if new is object.__new__:
         obj = _register(object.__new__(cls))
         if init is _OBJECT_INIT:

@@ -20,6 +20,7 @@ import numpy as np
 from overdub import Tagged, carries_tags, overdub
 
 from .. import _rules
+from .._shared import MISSING, class_attribute
 
 # values an arithmetic region computes with natively: plain numbers
 _PLAIN = frozenset({float, int, bool, np.float64})
@@ -31,7 +32,6 @@ _NEW: Any = object.__new__
 _INIT: Any = object.__init__
 _TUPLE_NEW: Any = tuple.__new__
 _FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
-_MISSING = object()
 
 
 def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -96,8 +96,8 @@ def _attr(ctx: Any, obj: Any, name: str) -> Any:
         # specialised when called), a differentiated value stored in its __dict__ as it is
         # (see _setattr) or a named tuple's field; anything else (a plain value, whose
         # metadata the core may keep aside) through the context
-        found = _class_attribute(kind, name)
-        if found is _MISSING:
+        found = class_attribute(kind, name)
+        if found is MISSING:
             value = getattr(obj, "__dict__", None)
             if type(value) is dict:
                 value = value.get(name)
@@ -142,15 +142,6 @@ def _construct(ctx: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any
     return obj
 
 
-def _class_attribute(kind: type, name: str) -> Any:
-    """What class ``kind`` (or a base) defines as ``name``, or ``_MISSING``."""
-    for klass in kind.__mro__:
-        found = klass.__dict__.get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return _MISSING
-
-
 def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
     _through(ctx, operator.setitem, obj, index, value)
 
@@ -174,8 +165,8 @@ def _store_own(ctx: Any, obj: Any, name: str, value: Tagged) -> bool:
     getter: Any = kind.__getattribute__
     if getter is not _GETATTRIBUTE:
         return False  # (a __getattribute__ of Python code reads it: the core runs that)
-    found = _class_attribute(kind, name)
-    if found is not _MISSING and (hasattr(type(found), "__set__")
+    found = class_attribute(kind, name)
+    if found is not MISSING and (hasattr(type(found), "__set__")
                                   or hasattr(type(found), "__delete__")):
         return False
     if type(getattr(obj, "__dict__", None)) is not dict:
