@@ -181,6 +181,9 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             handled = "handler[1](tagger, fn, args, kwargs)"
         elif tags:  # an operator: native unless an operand is tagged or the heap is involved
             untagged = " and ".join(f"type({name}) is not Tagged" for name in call.split(", "))
+            if call.count(",") == 1:  # (lists and tuples: `+` and `*` carry stored metadata)
+                untagged += "".join(f" and type({name}) not in (list, tuple)"
+                                    for name in call.split(", "))
             leaf = (f"({native} if id(fn) in plain_operators and {untagged} "
                     f"else tag_leaf(fn, {packed_args}, {{}}))")
         else:
@@ -241,6 +244,15 @@ def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...]:
     for a_pass in passes:
         if isinstance(a_pass, _Function):
             prints.append(a_pass)
+            continue
+        if type(a_pass) is functools.partial:  # (its own __dict__ is empty: what it wraps)
+            try:
+                config = (_pass_fingerprint((a_pass.func,)), a_pass.args,
+                          tuple(sorted(a_pass.keywords.items())))
+                hash(config)
+                prints.append((functools.partial, config))
+            except TypeError:
+                prints.append(a_pass)
             continue
         try:
             config = tuple(sorted(vars(a_pass).items()))

@@ -12,6 +12,7 @@ operator natively (the fast, common case).
 
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 import types
@@ -131,7 +132,11 @@ def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
         # NumPy's scalar takes the object as a 0-d object array and applies the operator to
         # the scalar as a Python number, natively: the object's Python method, unseen
         return _binary(od, op, a.item(), b)
-    if b_has and _subtype(tb, ta) and lookup(tb, rname) is not lookup(ta, rname):
+    if b_has and (_subtype(tb, ta) and lookup(tb, rname) is not lookup(ta, rname)
+                  or id(lookup(ta, name)) in _SEQUENCE_SLOTS):
+        # (a subclass's reflected method first; and before a C sequence's concatenation or
+        # repetition, which CPython tries after both operands' numeric methods: [1] + obj
+        # calls obj.__radd__, where list.__add__ would raise)
         out = _call_dunder(od, tb, rname, b, a)
         if out is not NotImplemented:
             return out
@@ -146,6 +151,13 @@ def _binary(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
             return out
     raise TypeError(f"unsupported operand type(s) for {symbol}: "
                     f"'{ta.__name__}' and '{tb.__name__}'")
+
+
+# The concatenation and repetition of C sequences (their sq_concat, sq_repeat and in-place
+# slots): CPython tries both operands' numeric methods before them.
+_SEQUENCE_SLOTS = frozenset(id(getattr(kind, name)) for kind in (
+    list, tuple, str, bytes, bytearray, collections.deque)
+    for name in ("__add__", "__mul__", "__iadd__", "__imul__") if name in vars(kind))
 
 
 def _numpy_scalar(t: type) -> bool:
@@ -166,6 +178,12 @@ def _opaque_to_numpy(t: type) -> bool:
 def _inplace(od: _Fn, op: _Fn, a: Any, b: Any) -> Any:
     name, binary = _INPLACE[op]
     ta = type(a)
+    if id(lookup(ta, name)) in _SEQUENCE_SLOTS and _python(type(b), _BINARY[binary][1]):
+        # a C sequence's in-place concatenation (list +=) comes after the numeric methods:
+        # the other operand's reflected one first, as CPython does
+        out = _call_dunder(od, type(b), _BINARY[binary][1], b, a)
+        if out is not NotImplemented:
+            return out
     if _defines(ta, name):
         out = _call_dunder(od, ta, name, a, b)
         if out is not NotImplemented:

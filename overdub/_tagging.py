@@ -545,6 +545,11 @@ class Tagger:
 
     def unhandled_leaf(self, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         """:meth:`leaf` for a callable without a structural handler."""
+        if self.shadow.sequences and len(args) == 2 and (fn is operator.add or
+                                                         fn is operator.mul):
+            out = _sequence_operation(self, fn, args)
+            if out is not None:
+                return out
         if type(fn) is _BuiltinMethod and fn.__self__ is _operator_module and \
                 Tagged not in map(type, args) and id(fn) not in _INPLACE_OPERATORS:
             return self.plain_call(fn, args, kwargs)  # arithmetic on plain values: the hot path
@@ -1246,8 +1251,30 @@ def _np_append(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     return out
 
 
+def _list_copy(t: Tagger, lst: list[Any], args: _Args) -> Any:
+    """``lst.copy()``: a list of its items with their metadata (natively, plain values)."""
+    if args or not _holds_metadata(t, lst):
+        return t.plain_call(lst.copy, args, {})
+    return list(_sequence_items(t, lst))
+
+
+def _sequence_operation(t: Tagger, fn: Any, args: _Args) -> Any:
+    """``a + b`` and ``a * n`` of lists or tuples holding stored metadata: made of their items
+    with it (natively, the result would hold the plain values); None for other operations."""
+    a, b = t.strip(args[0]), t.strip(args[1])
+    if fn is operator.add and type(a) is type(b) and type(a) in (list, tuple) and (
+            _holds_metadata(t, a) or _holds_metadata(t, b)):
+        return type(a)(list(_sequence_items(t, a)) + list(_sequence_items(t, b)))
+    if fn is operator.mul:
+        sequence, count = (a, b) if type(a) in (list, tuple) else (b, a)
+        if type(sequence) in (list, tuple) and type(count) is int and \
+                _holds_metadata(t, sequence):
+            return type(sequence)(list(_sequence_items(t, sequence)) * count)
+    return None
+
+
 _LIST_METHODS = {"append": _list_append, "insert": _list_insert, "extend": _list_extend,
-                 "pop": _list_pop}
+                 "pop": _list_pop, "copy": _list_copy}
 # itertools functions that iterate what they are given: they move its items (accumulate adds
 # them, through its shim, with its default function made explicit by _consume)
 _ITERTOOLS_MOVERS = tuple(getattr(itertools, name) for name in (

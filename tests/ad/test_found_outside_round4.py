@@ -88,3 +88,33 @@ def test_python_code_that_c_code_calls_runs_once_as_plainly(hook):
     RAN[0] = 0
     report = explain(derivative, f, 3.0)
     assert RAN[0] == plain_runs and "forward-dual" not in report.ran
+
+
+class _Box:
+    def __init__(self, items):
+        self.items = items
+
+
+SEQUENCE_READS = {
+    "list attribute +": lambda x: sum(_Box([x]).items + [0.5 * x]),
+    "list attribute *": lambda x: sum(_Box([x * x]).items * 2),
+    "2 * list attribute": lambda x: sum(2 * _Box([x * x]).items),
+    "list attribute copy": lambda x: sum(_Box([x, x * x]).items.copy()),
+    "tuple attribute +": lambda x: sum(_Box((x,)).items + (x * x,)),
+    "UserList +": lambda x: sum(__import__("collections").UserList([x]) + [x * x]),
+    "UserList *": lambda x: sum(__import__("collections").UserList([x * x]) * 2),
+}
+
+
+@pytest.mark.parametrize("case", list(SEQUENCE_READS))
+def test_a_list_read_from_an_object_and_concatenated_keeps_its_tangents(case):
+    f = SEQUENCE_READS[case]
+    first = fd(f, 1.5)
+    second = fd(lambda t: fd(f, t, h=1e-4), 1.5, h=1e-4)
+    for route in (None, REFERENCE):
+        with force_route(route):
+            for _ in range(2):
+                assert derivative(f, 1.5) == pytest.approx(first, rel=1e-6)
+                assert grad(f)(1.5) == pytest.approx(first, rel=1e-6)
+                assert derivative(lambda t: derivative(f, t), 1.5) == pytest.approx(
+                    second, rel=1e-4, abs=1e-6)

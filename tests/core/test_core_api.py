@@ -951,3 +951,23 @@ def test_count_context_counts_unhashable_callees_by_identity():
     ctx = CountContext()
     assert overdub(ctx, lambda: [find("a"), find("b"), find("a")]) == [1, 2, 1]
     assert ctx.counts[ByIdentity(find)] == 3 and ctx.counts[lookup] == 3
+
+
+def _replace_two(node, new):
+    class Replace(ast.NodeTransformer):
+        def visit_Constant(self, constant):
+            if constant.value == 2:
+                return ast.copy_location(ast.Constant(new), constant)
+            return constant
+    return Replace().visit(node)
+
+
+def _doubled(x):
+    return x * 2
+
+
+def test_passes_made_by_functools_partial_are_told_apart():
+    import functools
+    got = [overdub(Context(passes=[functools.partial(_replace_two, new=n)]), _doubled, 1)
+           for n in (5, 3, 5)]
+    assert got == [5, 3, 5]  # (a partial's own attributes are empty: what it wraps decides)

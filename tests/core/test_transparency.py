@@ -2575,3 +2575,53 @@ def test_a_protocol_method_set_to_none_blocks_the_fallback_as_natively():
     assert want == ["'_NotReversible' object is not reversible"] + \
         ["'_NotIterable' object is not iterable"] * 3
     assert overdub(CountContext(), _blocked_protocols) == want
+
+
+class _Reflected:
+    def __radd__(self, other):
+        return "radd"
+
+    def __rmul__(self, other):
+        return "rmul"
+
+    def __index__(self):
+        return 2
+
+
+class _Declines:
+    def __radd__(self, other):
+        return NotImplemented
+
+    def __rmul__(self, other):
+        return NotImplemented
+
+    def __index__(self):
+        return 2
+
+
+def _sequences_meet_reflected_methods():
+    import collections
+    out = []
+    for make in (lambda: [1] + _Reflected(), lambda: [1] * _Reflected(),
+                 lambda: (1,) + _Reflected(), lambda: "a" + _Reflected(),
+                 lambda: b"a" * _Reflected(), lambda: collections.deque([1]) + _Reflected(),
+                 lambda: [1] * _Declines(), lambda: [1] + _Declines()):
+        try:
+            out.append(make())
+        except TypeError as error:
+            out.append(str(error))
+    a, t, m = [1], (1,), [1]
+    a += _Reflected()
+    t += _Reflected()
+    m *= _Declines()
+    return out + [a, t, m]
+
+
+def test_a_sequence_on_the_left_tries_the_right_operands_reflected_method_first():
+    """CPython tries both operands' numeric methods before a C sequence's concatenation or
+    repetition: ``[1] + obj`` is ``obj.__radd__([1])`` (found by an outside tester: under a
+    context list.__add__ raised first)."""
+    from overdub.contexts import CountContext
+    want = _sequences_meet_reflected_methods()
+    assert want[:6] == ["radd", "rmul", "radd", "radd", "rmul", "radd"]
+    assert overdub(CountContext(), _sequences_meet_reflected_methods) == want
