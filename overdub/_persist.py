@@ -12,7 +12,9 @@ Only rewrites without passes are kept: a pass is arbitrary code whose behaviour 
 ours can capture.
 
 Never fatal: a cache that cannot be read or written (missing, unwritable, corrupt, another
-Python's) is a miss, and the rewrite runs as if there were none.  ``OVERDUB_CACHE=off`` turns
+Python's, an entry under another's name) is a miss, and the rewrite runs as if there were
+none.  Like Python's own ``__pycache__``, an entry is code that will run: the folder must be
+writable by you alone.  ``OVERDUB_CACHE=off`` turns
 it off; ``OVERDUB_CACHE_DIR`` chooses the directory (default ``$XDG_CACHE_HOME/overdub``, or
 ``~/.cache/overdub``).
 """
@@ -41,7 +43,7 @@ def directory() -> str | None:
         return None
     chosen = os.environ.get("OVERDUB_CACHE_DIR")
     if chosen:
-        return chosen
+        return os.path.expanduser(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "overdub")
 
@@ -84,7 +86,9 @@ def load(name: str) -> tuple[types.CodeType, frozenset[str], Any] | None:
         return None
     try:
         with open(os.path.join(folder, name[:2], name), "rb") as fh:
-            compiled, stores, nested = pickle.loads(fh.read())
+            kept_as, compiled, stores, nested = pickle.loads(fh.read())
+        if kept_as != name:  # (a file renamed, or copied over another: not this entry)
+            return None
         code = marshal.loads(compiled)
         if type(code) is not types.CodeType or type(stores) is not frozenset or \
                 type(nested) is not dict:
@@ -100,7 +104,7 @@ def store(name: str, code: types.CodeType, stores: frozenset[str], nested: Any) 
     if folder is None:
         return
     try:
-        data = pickle.dumps((marshal.dumps(code), stores, nested),
+        data = pickle.dumps((name, marshal.dumps(code), stores, nested),
                             protocol=pickle.HIGHEST_PROTOCOL)
         folder = os.path.join(folder, name[:2])
         os.makedirs(folder, exist_ok=True)

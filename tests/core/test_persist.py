@@ -160,3 +160,25 @@ def test_a_second_process_rewrites_nothing(tmp_path, child_env):
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] and outputs[0].strip()
     assert os.listdir(tmp_path / "cache")
+
+
+def test_an_entry_under_another_entrys_name_is_a_miss(tmp_path, cache_dir):
+    module = _module(tmp_path, "swapped_mod")
+    want_work, want_outer = module.work(7), module.outer(3)
+    overdub(_fresh_count(), module.work, 7)
+    overdub(_fresh_count(), module.outer, 3)
+    entries = sorted(_entries(cache_dir))
+    contents = [path.read_bytes() for path in entries]
+    for path, data in zip(entries, contents[1:] + contents[:1]):  # each under the next's name
+        path.write_bytes(data)
+    assert overdub(_fresh_count(), module.work, 7) == want_work
+    assert overdub(_fresh_count(), module.outer, 3) == want_outer
+
+
+def test_the_cache_folder_may_start_with_a_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("OVERDUB_CACHE_DIR", "~/overdub-cache")
+    monkeypatch.delenv("OVERDUB_CACHE", raising=False)
+    module = _module(tmp_path, "tilde_mod")
+    overdub(_fresh_count(), module.work, 3)
+    assert _entries(tmp_path / "overdub-cache")
