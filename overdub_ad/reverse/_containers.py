@@ -67,9 +67,17 @@ def _construct(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dic
     return out
 
 
-def _setattr(self: ReverseContext, obj: Any, name: str, value: Any) -> None:
+def _setattr(self: ReverseContext, obj: Any, name: str, value: Any, raw: bool = False) -> None:
+    """``obj.name = value``, kept as it is and noted to get its plain value back when the run
+    ends; ``raw``: by ``object.__setattr__`` (a frozen dataclass's own way), both times."""
     self.stores[(id(obj), name)] = (obj, name)
-    return setattr(_innermost(obj), name, value)
+    if raw:
+        _OBJECT_SETATTR(_innermost(obj), name, value)
+    else:
+        setattr(_innermost(obj), name, value)
+
+
+_OBJECT_SETATTR: Any = object.__setattr__
 
 
 def _note_store(self: ReverseContext, container: Any) -> None:
@@ -92,7 +100,11 @@ def _release_stores(self: ReverseContext) -> None:
             value = getattr(container, name, None)
             cleaned = self._cleaned(value)
             if cleaned is not value:
-                writes.append((setattr, container, name, cleaned))
+                # (a class whose own __setattr__ refuses, a frozen dataclass: its values were
+                # stored by object.__setattr__, and are put back so)
+                put = setattr if type(container).__setattr__ is _OBJECT_SETATTR else \
+                    _OBJECT_SETATTR
+                writes.append((put, container, name, cleaned))
         elif isinstance(container, _SEQUENCE_STORES):
             write = _base_write(container)
             for i, value in enumerate(list(container)):

@@ -153,12 +153,14 @@ def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
         _through(ctx, setattr, obj, name, value)
 
 
-def _store_own(ctx: Any, obj: Any, name: str, value: Tagged) -> bool:
+def _store_own(ctx: Any, obj: Any, name: str, value: Tagged, raw: bool = False) -> bool:
     """``obj.name = value`` for a differentiated ``value`` into a user object's ``__dict__``:
     stored as it is, as the context stores a container of such values (it puts the plain
     value back when the run ends), so that the specialised code reads it back natively;
     False (nothing done) for anything else: a data descriptor, an object without a
-    ``__dict__`` or with a ``__getattribute__`` of its own, a class or a module."""
+    ``__dict__`` or with a ``__getattribute__`` of its own, a class or a module.  ``raw``:
+    the store is ``object.__setattr__``'s, past the class's own ``__setattr__`` (a frozen
+    dataclass), and so is the putting back."""
     kind = type(obj)
     if value.owner is not ctx._ref or kind is Tagged or isinstance(obj, (type, types.ModuleType)):
         return False
@@ -171,7 +173,7 @@ def _store_own(ctx: Any, obj: Any, name: str, value: Tagged) -> bool:
         return False
     if type(getattr(obj, "__dict__", None)) is not dict:
         return False
-    ctx._setattr(obj, name, value)
+    ctx._setattr(obj, name, value, raw)
     return True
 
 
@@ -230,4 +232,7 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return range(*args)
     elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
         return len(args[0])
+    elif fn is _SETATTR and not kwargs and len(args) == 3 and type(args[2]) is Tagged and \
+            type(args[1]) is str and _store_own(ctx, args[0], args[1], args[2], raw=True):
+        return None  # object.__setattr__(self, name, x): a frozen dataclass's __init__
     return _through(ctx, fn, *args, **kwargs)

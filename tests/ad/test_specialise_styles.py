@@ -11,6 +11,7 @@ reason that names the construct.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -199,3 +200,32 @@ def test_what_the_route_does_not_compile_is_declined_with_its_reason():
     for f in (nested_function, with_try):   # and the reference runs them
         np.testing.assert_allclose(grad(f)((1.5, 2.0)), fd(lambda v: f(tuple(v)), [1.5, 2.0]),
                                    rtol=1e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenPair:
+    a: float
+    b: float
+
+
+_MADE: list = []
+
+
+def _frozen_pair_energy(p):
+    pair = _FrozenPair(p[0], p[1] * p[0])  # object.__setattr__ stores, by the dataclass
+    _MADE.append(pair)  # escapes the run: must hold plain numbers afterwards
+    return pair.a * pair.b + pair.b ** 2
+
+
+def test_a_frozen_dataclass_stores_differentiated_values_and_gets_plain_ones_back():
+    point = (1.5, 2.0)
+    want = np.array([fd(lambda t: _frozen_pair_energy((t, point[1])), point[0]),
+                     fd(lambda t: _frozen_pair_energy((point[0], t)), point[1])])
+    for _ in range(2):
+        _MADE.clear()
+        report = explain(grad, _frozen_pair_energy, point)
+        np.testing.assert_allclose(report.result, want, rtol=1e-6)
+        assert ("reverse-specialised", True, "_FrozenPair.__init__") in report.decisions
+        assert all(type(v) is float for v in (_MADE[0].a, _MADE[0].b))  # put back plainly
+    with force_route("reference"):
+        np.testing.assert_allclose(grad(_frozen_pair_energy)(point), report.result, rtol=1e-12)
