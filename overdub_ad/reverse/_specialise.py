@@ -34,6 +34,7 @@ and the statements' translation.
 
 from __future__ import annotations
 
+import __future__
 import ast
 import inspect
 import math
@@ -162,7 +163,8 @@ def _build(fn: types.FunctionType) -> Any:
         compiled = _COMPILED.setdefault(code, compiled)
     if isinstance(compiled, str):
         return None
-    spec = variant_function(fn, compiled, _HELPERS)
+    spec = variant_function(fn, compiled, {**_HELPERS, "consts": code.co_consts,
+                                           "namespace": fn.__globals__})
     spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
     spec.__kwdefaults__ = fn.__kwdefaults__
     return spec
@@ -199,8 +201,8 @@ def _compile(fn: types.FunctionType) -> types.CodeType:
         body = node.body
     else:
         raise _Unsupported("an asynchronous function")
-    for child in ast.walk(node):
-        if child is not node and type(child) in _NESTED:
+    for child in _outer_nodes(node):
+        if child is not node and type(child) in _NESTED and not _nested_def(child):
             # (comprehensions are compiled here: the cells they make are the generated code's)
             raise _Unsupported(_NESTED[type(child)])
         if isinstance(child, ast.Name) and child.id.startswith("__") and \
@@ -219,9 +221,46 @@ def _compile(fn: types.FunctionType) -> types.CodeType:
         if isinstance(child, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             raise _Unsupported(f"an expression {type(child).__name__}")
     compiler = _Compiler(set(code.co_varnames) | set(code.co_cellvars),
-                         hidden_prefix(node, _STEM))
+                         hidden_prefix(node, _STEM), code)
     compiler.block(body)
     return compiler.finish(fn, node)
+
+
+def _outer_nodes(node: ast.AST) -> Any:
+    """``ast.walk(node)``, not into the bodies of the functions defined inside: they run as
+    the user's own code (see :meth:`_Compiler.nested_def`)."""
+    pending = [node]
+    while pending:
+        child = pending.pop()
+        yield child
+        if child is not node and _nested_def(child):
+            assert isinstance(child, ast.FunctionDef)
+            pending.extend([*child.args.defaults, *[d for d in child.args.kw_defaults if d]])
+        else:
+            pending.extend(ast.iter_child_nodes(child))
+
+
+def _nested_def(node: ast.AST) -> bool:
+    """A ``def`` inside the function that the compiler makes as Python would: no decorator,
+    annotations only where they are not evaluated (``from __future__ import annotations``:
+    checked when the function is made)."""
+    return isinstance(node, ast.FunctionDef) and not node.decorator_list
+
+
+def _made_function(code: types.CodeType, namespace: dict[str, Any], defaults: Any,
+                   kwdefaults: Any, annotations: Any, *cells: Any) -> types.FunctionType:
+    """What a ``def`` statement makes, from its code object (the user's, found among the
+    enclosing function's constants, so that its source is found and it is specialised in
+    turn) and the cells of the generated function for its free variables."""
+    made = types.FunctionType(code, namespace, code.co_name, defaults or None, cells or None)
+    made.__qualname__ = getattr(code, "co_qualname", made.__qualname__)
+    made.__kwdefaults__ = kwdefaults or None
+    made.__annotations__ = dict(annotations)
+    return made
+
+
+_HELPERS["made_function"] = _made_function
+_FUTURE_ANNOTATIONS = __future__.annotations.compiler_flag
 
 
 class _Compiler:
@@ -229,8 +268,10 @@ class _Compiler:
 
     ``hidden`` starts every name the generated code makes (``ctx``: the context parameter)."""
 
-    def __init__(self, local_names: set[str], hidden: str) -> None:
+    def __init__(self, local_names: set[str], hidden: str, code: types.CodeType) -> None:
         self.locals = local_names
+        self.code = code
+        self.cells = frozenset(code.co_cellvars)  # (never kept unwrapped: see nested_def)
         self.hidden = hidden
         self.ctx = hidden + "ctx"
         self.lines: list[str] = []
@@ -303,6 +344,8 @@ class _Compiler:
                 self.store(stmt.target, self.expr(stmt.value, stmt), stmt.value, stmt)
             elif not isinstance(stmt.target, ast.Name):
                 raise _Unsupported("an annotation of an attribute or item")
+        elif isinstance(stmt, ast.FunctionDef) and _nested_def(stmt):
+            self.nested_def(stmt)
         elif isinstance(stmt, ast.If):
             test = self.expr(stmt.test, stmt)
             self.emit(f"if {test}:", stmt)
@@ -334,6 +377,39 @@ class _Compiler:
             self.emit(f"assert {test}{message}", stmt)
         else:
             raise _Unsupported(_STATEMENTS.get(type(stmt), f"a {type(stmt).__name__} statement"))
+
+    def nested_def(self, stmt: ast.FunctionDef) -> None:
+        """``def name(...): ...`` inside the function: the function Python would make, from
+        the user's code object, its defaults evaluated here, its free variables the generated
+        function's cells (``(lambda: v).__closure__[0]`` makes ``v`` one, shared with the
+        code that assigns it, as in the user's function)."""
+        found = [k for k, const in enumerate(self.code.co_consts)
+                 if isinstance(const, types.CodeType) and const.co_name == stmt.name
+                 and const.co_firstlineno == stmt.lineno]
+        if len(found) != 1:
+            raise _Unsupported("a nested function whose code is not found")
+        inner = self.code.co_consts[found[0]]
+        args = stmt.args
+        annotated = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                            args.vararg, args.kwarg) if a and a.annotation]
+        if (annotated or stmt.returns) and not self.code.co_flags & _FUTURE_ANNOTATIONS:
+            raise _Unsupported("a nested function with annotations evaluated when it is made")
+        annotations = {a.arg: ast.unparse(a.annotation)
+                       for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg,
+                                 args.kwarg) if a and a.annotation}
+        if stmt.returns:
+            annotations["return"] = ast.unparse(stmt.returns)
+        defaults = "(" + "".join(f"{self.expr(d, stmt)}, " for d in args.defaults) + ")"
+        kwdefaults = "{" + ", ".join(f"{a.arg!r}: {self.expr(d, stmt)}" for a, d in zip(
+            args.kwonlyargs, args.kw_defaults) if d is not None) + "}"
+        for name in inner.co_freevars:
+            if not name.isidentifier():
+                raise _Unsupported("a nested function with a hidden free variable")
+        cells = "".join(f", (lambda: {name}).__closure__[0]" for name in inner.co_freevars)
+        self.emit(f"{stmt.name} = {self.helper('made_function')}({self.helper('consts')}"
+                  f"[{found[0]}], {self.helper('namespace')}, {defaults}, {kwdefaults}, "
+                  f"{annotations!r}{cells})", stmt)
+        self.known.pop(stmt.name, None)
 
     def indented(self, body: list[ast.stmt]) -> None:
         """A nested block: what was unwrapped before it may be rebound in it, or not run."""
@@ -642,7 +718,7 @@ class _Compiler:
             self.emit(f"    {flag} = True", origin)
             self.emit("else:", origin)
             self.emit(f"    {flag} = False", origin)
-            if leaf.text in self.locals:
+            if leaf.text in self.locals and leaf.text not in self.cells:
                 self.known[leaf.text] = (v, n, flag)
             flags.append(flag)
         self.emit(f"{ok} = {' and '.join(flags)}", origin)

@@ -181,10 +181,10 @@ def test_starred_arguments_run_specialised():
 
 # -- what stays with the core, and why ---------------------------------------------------------
 
-def nested_function(p):
-    def g(t):
-        return t * p[0]
-    return g(p[1])
+def nested_class(p):
+    class Pair:
+        scale = 2.0
+    return Pair.scale * p[0] * p[1]
 
 
 def with_try(p):
@@ -195,9 +195,9 @@ def with_try(p):
 
 
 def test_what_the_route_does_not_compile_is_declined_with_its_reason():
-    assert "nested_function: a nested function" in _declined(nested_function, (1.0, 2.0))
+    assert "nested_class: a nested class" in _declined(nested_class, (1.0, 2.0))
     assert "with_try: try" in _declined(with_try, (1.0, 2.0))
-    for f in (nested_function, with_try):   # and the reference runs them
+    for f in (nested_class, with_try):   # and the reference runs them
         np.testing.assert_allclose(grad(f)((1.5, 2.0)), fd(lambda v: f(tuple(v)), [1.5, 2.0]),
                                    rtol=1e-6)
 
@@ -229,3 +229,49 @@ def test_a_frozen_dataclass_stores_differentiated_values_and_gets_plain_ones_bac
         assert all(type(v) is float for v in (_MADE[0].a, _MADE[0].b))  # put back plainly
     with force_route("reference"):
         np.testing.assert_allclose(grad(_frozen_pair_energy)(point), report.result, rtol=1e-12)
+
+
+def _loop_of_closures(x):
+    makers = []
+    for k in range(3):
+        def term(v, k=k):          # a default evaluated at each def
+            return v * k + offset   # a cell assigned after the def, shared by every term
+        makers.append(term)
+    offset = x * x
+    return sum(m(x) for m in makers)
+
+
+def _recursive_inner(x):
+    def power(v, n):
+        return 1.0 if n == 0 else v * power(v, n - 1)   # its own name: a cell
+    return power(x, 3) + power(x * 0.5, 2)
+
+
+def _returns_its_helper(x):
+    scale = x * 2.0
+
+    def scaled(v):
+        return v * scale
+    return scaled(x) + scaled(1.0)
+
+
+def _default_from_a_differentiated_value(x):
+    def shifted(v, by=x * 3.0):
+        return v + by
+    return shifted(x) * x
+
+
+NESTED = [_loop_of_closures, _recursive_inner, _returns_its_helper,
+          _default_from_a_differentiated_value]
+
+
+@pytest.mark.parametrize("f", NESTED, ids=[f.__name__ for f in NESTED])
+def test_functions_defined_inside_are_made_as_python_makes_them(f):
+    for x in (0.7, 1.9):
+        want = fd(f, x)
+        for _ in range(2):
+            report = explain(grad, f, x)
+            assert report.result == pytest.approx(want, rel=1e-6)
+            assert ("reverse-specialised", True, f.__name__) in report.decisions, str(report)
+        with force_route(REFERENCE):
+            assert grad(f)(x) == pytest.approx(report.result, rel=1e-12)

@@ -253,9 +253,7 @@ STYLES: dict[str, tuple[Any, Any]] = {
 
 #: API -> the styles a fast route covers wholly (see the module's docstring)
 FAST: dict[str, set[str]] = {
-    "grad": {"floats inline", "NumPy array, helpers", "list, helpers", "model object",
-             "dict state", "math calls", "frozen dataclass", "NamedTuple state", "tuple state",
-             "@property", "np.float64 constants", "history list", "parameters dict"},
+    "grad": set(STYLES),
     "jvp": set(STYLES),
     "hvp": set(),
     "jacfwd": set(STYLES),
