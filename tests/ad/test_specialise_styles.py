@@ -217,6 +217,7 @@ def _frozen_pair_energy(p):
     return pair.a * pair.b + pair.b ** 2
 
 
+@pytest.mark.default_routes
 def test_a_frozen_dataclass_stores_differentiated_values_and_gets_plain_ones_back():
     point = (1.5, 2.0)
     want = np.array([fd(lambda t: _frozen_pair_energy((t, point[1])), point[0]),
@@ -266,6 +267,7 @@ NESTED = [_loop_of_closures, _recursive_inner, _returns_its_helper,
 
 
 @pytest.mark.parametrize("f", NESTED, ids=[f.__name__ for f in NESTED])
+@pytest.mark.default_routes
 def test_functions_defined_inside_are_made_as_python_makes_them(f):
     for x in (0.7, 1.9):
         want = fd(f, x)
