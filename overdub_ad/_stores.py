@@ -72,6 +72,17 @@ def spelled_store(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]
     return (fn.__get__(owner) if kind in _DESCRIPTORS else fn), rest
 
 
+def spelled_is_primitive(ctx: Any, spelled: tuple[Any, tuple[Any, ...]],
+                         kwargs: dict[str, Any], carries: Any) -> bool:
+    """A context's ``is_primitive`` for a store spelled as a call of a C method
+    (:func:`spelled_store`): as for the store itself -- an array's write as the context decides
+    it, any other store when a value it stores ``carries`` a derivative."""
+    method, rest = spelled
+    if id(method) in ARRAY_WRITE_IDS:
+        return bool(ctx.is_primitive(method, *rest, **kwargs))
+    return any(map(carries, rest)) or any(map(carries, kwargs.values()))
+
+
 def constructs_container(fn: Any) -> bool:
     """Whether ``fn`` builds a container of :data:`CONTAINERS` from the values it is given, in
     C: ``deque``, ``OrderedDict``, a subclass without a Python ``__init__`` or ``__new__``

@@ -19,7 +19,7 @@ from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import array_like, SEQUENCE_FUNCTIONS, stackable, takes_arrays
 from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
-                       METHOD_KINDS, SEQUENCES, spelled_store)
+                       METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, unflatten
 from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _INDIFFERENT, _innermost, _INPLACE,
@@ -206,7 +206,7 @@ class ForwardContext(Context):
         if type(fn) in METHOD_KINDS and _spelled_kind(fn):
             spelled = spelled_store(fn, args)
             if spelled is not None:
-                return self._spelled_is_ours(spelled, kwargs)
+                return spelled_is_primitive(self, spelled, kwargs, self._carries_within)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
             return self._container_method(fn, args)
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
@@ -252,16 +252,6 @@ class ForwardContext(Context):
         if _is_mover(fn):  # before can_recurse: map's shim would iterate a tagged array whole
             return direct or any(type(a) is list and id(a) in self.lists for a in args)
         return not can_recurse(self, fn, *args, **kwargs)
-
-    def _spelled_is_ours(self, spelled: tuple[Any, tuple[Any, ...]],
-                         kwargs: dict[str, Any]) -> bool:
-        """:meth:`is_primitive` for a store spelled as a call of a C method (see
-        :func:`overdub_ad._stores.spelled_store`): as for the store itself."""
-        method, rest = spelled
-        if id(method) in ARRAY_WRITE_IDS:
-            return self.is_primitive(method, *rest, **kwargs)
-        return any(map(self._carries_within, rest)) or \
-            any(map(self._carries_within, kwargs.values()))
 
     def _spelled(self, spelled: tuple[Any, tuple[Any, ...]], kwargs: dict[str, Any]) -> Any:
         """A store spelled as a call of a C method, made as the store it is: into an array

@@ -379,18 +379,27 @@ class _Function:
 
     def for_loop(self, stmt: ast.For) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        iterable = self.expr(stmt.iter, out)
+        body, loop = self.pair_loop(stmt.iter, stmt.target, out)
+        body.extend(self.block(stmt.body))
+        loop.orelse = self.block(stmt.orelse) if stmt.orelse else []
+        return out
+
+    def pair_loop(self, iterable: ast.expr, target: ast.expr, out: list[ast.stmt]
+                  ) -> tuple[list[ast.stmt], ast.For]:
+        """``for target in iterable`` over its (item, tangent) pairs, appended to ``out`` (a
+        ``for`` statement's, or a comprehension's clause): the loop, and its body, which
+        begins by assigning the target."""
+        source = self.expr(iterable, out)
         item = self.temp()
         pairs = self.temp()
         out.append(ast.Assign([_store(pairs)], ast.Call(_helper("pairs"), [
-            _load(_LEVEL), iterable.p, iterable.d or ast.Constant(None)], [])))
-        loop_body: list[ast.stmt] = []
-        self.assign(stmt.target, _Val(_load(item), _load(_tangent_name(item))), loop_body)
-        loop_body.extend(self.block(stmt.body))
-        target = ast.Tuple([_store(item), _store(_tangent_name(item))], ast.Store())
-        out.append(ast.For(target, _load(pairs), loop_body,
-                           self.block(stmt.orelse) if stmt.orelse else []))
-        return out
+            _load(_LEVEL), source.p, source.d or ast.Constant(None)], [])))
+        body: list[ast.stmt] = []
+        self.assign(target, _Val(_load(item), _load(_tangent_name(item))), body)
+        loop = ast.For(ast.Tuple([_store(item), _store(_tangent_name(item))], ast.Store()),
+                       _load(pairs), body, [])
+        out.append(loop)
+        return body, loop
 
     def defaults(self, args: ast.arguments, out: list[ast.stmt]) -> None:
         """A nested function's defaults, evaluated where the function is defined: values

@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ._pass_common import _helper, _LEVEL, _load, _store, _tangent_name, _Unsupported, _Val
+from ._pass_common import _helper, _load, _store, _Unsupported, _Val
 
 if TYPE_CHECKING:
     from ._pass import _Function
@@ -95,14 +95,7 @@ def _loops(self: _Function, generators: list[ast.comprehension], innermost: Any
            ) -> list[ast.stmt]:
     gen = generators[0]
     out: list[ast.stmt] = []
-    iterable = self.expr(gen.iter, out)
-    item = self.temp()
-    pairs = self.temp()
-    out.append(ast.Assign([_store(pairs)], ast.Call(_helper("pairs"), [
-        _load(_LEVEL), iterable.p, iterable.d or ast.Constant(None)], [])))
-    body: list[ast.stmt] = []
-    self.assign(gen.target, _Val(_load(item), _load(_tangent_name(item))), body)
-    block = body
+    block, _ = self.pair_loop(gen.iter, gen.target, out)
     for cond in gen.ifs:
         test = self.truth(self.expr(cond, block), block)
         inner: list[ast.stmt] = []
@@ -114,6 +107,4 @@ def _loops(self: _Function, generators: list[ast.comprehension], innermost: Any
         innermost(block)
     if not block:
         block.append(ast.Pass())
-    target = ast.Tuple([_store(item), _store(_tangent_name(item))], ast.Store())
-    out.append(ast.For(target, _load(pairs), body, []))
     return out

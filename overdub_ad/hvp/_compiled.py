@@ -673,11 +673,18 @@ def _generated(fn: Any) -> Callable[[Any, Any], Any] | None:
 
 # the functions whose shipped rules the generated code writes out: while the user has
 # registered a rule of their own for one of them, the tape route (which applies it) runs
-_WRITTEN_OUT = frozenset(map(id, [
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.matmul, operator.pow,
-    operator.neg, operator.pos, operator.getitem, np.transpose,
-    *[getattr(np, name) for name in sorted(_REDUCTIONS | _PRODUCTS)],
-    *[entry[0] for entry in _elementwise().values()]]))
+_WRITTEN_OUT: frozenset[int] = frozenset()
+
+
+@_rules.on_change
+def _rebuild_written_out() -> None:
+    """(the elementwise functions as declared now: whatever the order modules were imported)"""
+    global _WRITTEN_OUT
+    _WRITTEN_OUT = frozenset(map(id, [
+        operator.add, operator.sub, operator.mul, operator.truediv, operator.matmul,
+        operator.pow, operator.neg, operator.pos, operator.getitem, np.transpose,
+        *[getattr(np, name) for name in sorted(_REDUCTIONS | _PRODUCTS)],
+        *[entry[0] for entry in _elementwise().values()]]))
 
 
 def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:

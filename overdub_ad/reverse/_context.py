@@ -25,7 +25,7 @@ from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _inner
                        _user_operator)
 from . import _containers, _mutation, _recording, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
-                       SEQUENCES, spelled_store, STORES)
+                       SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
                      _DECISIONS, _dict_storing, _FAST, _FAST1, _FAST2, _INPLACE, _is_iterator,
                      _ITERATORS, _MOVING, _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
@@ -229,7 +229,7 @@ class ReverseContext(Context):
         if type(fn) in METHOD_KINDS:
             spelled = spelled_store(fn, args)
             if spelled is not None:
-                return self._spelled_is_ours(spelled, kwargs)
+                return spelled_is_primitive(self, spelled, kwargs, self._carries)
         if _rules.method_with_rules(fn, _rules.vjp_rules) is not None:
             return True  # model.energy(x), a.dot(y): the method's rules (see execute)
         if _replacement(fn) is not None:
@@ -361,7 +361,7 @@ class ReverseContext(Context):
         if args and type(fn) in METHOD_KINDS:
             spelled = spelled_store(fn, args)
             if spelled is not None:
-                return self._spelled_is_ours(spelled, kwargs)
+                return spelled_is_primitive(self, spelled, kwargs, self._carries)
         if self.tape:
             target = _written_array(fn, args, kwargs)
             if target is not None and self._holds(target):
@@ -659,15 +659,6 @@ class ReverseContext(Context):
             nodes = [self._inputs(v) for v in x]
             return nodes if any(n is not None for n in nodes) else None
         return self._node(x)
-
-    def _spelled_is_ours(self, spelled: tuple[Any, tuple[Any, ...]],
-                         kwargs: dict[str, Any]) -> bool:
-        """:meth:`is_primitive` for a write spelled as a method call (see
-        :func:`overdub_ad._stores.spelled_store`): as for the write itself."""
-        method, rest = spelled
-        if id(method) in ARRAY_WRITE_IDS:
-            return self.is_primitive(method, *rest, **kwargs)
-        return any(map(self._carries, rest)) or any(map(self._carries, kwargs.values()))
 
     def _differentiated_array(self, x: Any) -> bool:
         plain = _innermost(x)
