@@ -310,10 +310,26 @@ def recurse(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     For a callable that cannot be recursed into (see :func:`can_recurse`) this is
     ``ctx.fallback(fn, ...)``.
     """
-    _check(ctx, fn, "recurse")
-    state = _state(ctx)
-    state.follow_class()
-    target = state.resolve(fn, args, kwargs)
+    # (_check, _state, follow_class and, for a function, the cache check of State.rewritten
+    # written out, as the dispatchers write it: a forward-mode derivative recurses once per
+    # call of the function it differentiates)
+    if not isinstance(ctx, Context) or not callable(fn):
+        _check(ctx, fn, "recurse")
+    state = ctx._overdub_state
+    if (state is None or state.ctx is not ctx
+            or state.table.generation != _primitives.current_generation):
+        state = _own_state(ctx, state)
+    if _dispatch._verbs_of(type(ctx)) != state.verbs:
+        state.follow_class()
+    if type(fn) is types.FunctionType:
+        entry = state.functions.get(id(fn))
+        if (entry is not None and entry[0]() is fn and entry[1] is fn.__code__
+                and entry[2] is fn.__defaults__):
+            target = entry[3]
+        else:
+            target = state.rewritten(fn)
+    else:
+        target = state.resolve(fn, args, kwargs)
     out: _R = ctx.fallback(fn, *args, **kwargs) if target is None else target(*args, **kwargs)
     return out
 

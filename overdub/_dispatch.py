@@ -681,10 +681,10 @@ class State:
         ``rewritten`` (default :meth:`rewritten`) gives the body of a Python function, or None
         where it runs natively; :meth:`can_run` passes one that answers even where nothing
         needs rewriting."""
-        rewritten = rewritten or self.rewritten
         t = type(fn)
-        if t is _Function:
-            return rewritten(fn)
+        if t is _Function:  # (the common case first, without binding a method)
+            return self.rewritten(fn) if rewritten is None else rewritten(fn)
+        rewritten = rewritten or self.rewritten
         if t is _Method:
             func = fn.__func__
             if type(func) is _Function:

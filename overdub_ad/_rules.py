@@ -33,10 +33,15 @@ tangents and cotangents.
 
 The user's rules win on every route.  The fast routes write some shipped rules out as formulas
 (the scalar partials of reverse mode, the dual's arithmetic, the second-order kinds of the
-tape ``hvp``, the compiled ``hvp``); :func:`mark_shipped` records the rules overdub_ad ships, and
-such a formula is used only while :func:`is_shipped` says its function still has them: tables
-of formulas are rebuilt through :func:`on_change`, and code that wrote operators out declines
-while :data:`overridden` names one of them.
+tape ``hvp``, the compiled ``hvp``, reverse mode's quick rules); what they write out is declared
+beside the rules in ``rules/`` -- the shape of an operator's partials (:func:`defscalar`,
+:func:`scalar_shape`: the code generators implement shapes, not operators), derivatives of
+elementwise functions (:func:`defelementwise`), faster equivalents of reverse rules
+(:func:`defquick`).  :func:`mark_shipped` records the rules overdub_ad ships, and such a
+declaration is used only while :func:`is_shipped` says its function still has them: tables of
+formulas are rebuilt through :func:`on_change`, generated code is made again when
+:data:`version` moves, and code that wrote operators out declines while :data:`overridden`
+names one of them.
 
 Complex numbers follow autograd and JAX: rules for holomorphic functions are written as for
 reals (``ct * cos(x)``); for a real-valued ``f`` of ``z = x + iy`` the gradient is
@@ -47,6 +52,7 @@ primal output, ``dx`` a tangent, ``ct`` a cotangent.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -164,19 +170,45 @@ def on_change(rebuild: Any) -> Any:
 
 
 class _Shape:
-    """A declared shape of a rule's partial derivatives (see :func:`defscalar`)."""
+    """A declared shape of a rule's partial derivatives on floats (see :func:`defscalar`).
+
+    The fast routes' code generators implement shapes, not operators: each asks
+    :func:`scalar_shape` for an operator's shape and writes the code of that shape, or declines
+    for a shape it does not implement (and for None: the user replaced the rules).  A shape
+    other than :data:`BILINEAR` carries its partials ``partials(a, b, out, da, db) -> (pa, pb)``
+    (None: a point the rules decide), written beside the rules in ``rules/`` and given to it
+    by :func:`defshape`; calling the shape calls them."""
+
+    __slots__ = ("name", "partials")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.partials: Any = None
 
     def __repr__(self) -> str:
         return self.name
 
+    def __call__(self, a: Any, b: Any, out: Any, da: bool, db: bool) -> Any:
+        return self.partials(a, b, out, da, db)
+
 
 #: The partials of a product ``a * b``: ``(b, a)``.
 BILINEAR = _Shape("BILINEAR")
+#: The partials of a quotient ``a / b``: ``(1 / b, -out / b)``; none at ``b == 0``.
+QUOTIENT = _Shape("QUOTIENT")
+#: The partials of a power ``a ** b``: ``(b a^(b-1), out log a)``; ``0`` in ``a`` for
+#: ``b == 0`` and in ``b`` for ``a == 0``; none at ``a == 0`` for ``b < 1`` (in ``a``) nor for
+#: ``a < 0`` (in ``b``).
+POWER = _Shape("POWER")
 # id(fn) -> (fn, number of arguments, declared partials)
 _SCALAR_PARTIALS: dict[int, tuple[Any, int, Any]] = {}
+
+
+def defshape(shape: _Shape, partials: Any) -> None:
+    """Give ``shape`` its partials on floats, ``partials(a, b, out, da, db)`` (written in
+    ``rules/``, where every formula is): what a route that does not write the shape out
+    (reverse mode's recorded float arithmetic, the dual's boxed numbers) computes with."""
+    shape.partials = partials
 
 
 def defscalar(fn: Any, arity: int, partials: Any) -> None:
@@ -184,13 +216,14 @@ def defscalar(fn: Any, arity: int, partials: Any) -> None:
     Python floats, for the fast routes that record float arithmetic without running the rules:
 
     - one argument: ``partials(x, out)``, the derivative;
-    - two: a tuple of constants (a linear rule: ``(1.0, -1.0)`` for ``a - b``),
-      :data:`BILINEAR`, or ``partials(a, b, out, da, db) -> (pa, pb)`` (``da``/``db``: whether
-      that argument is differentiated).
+    - two: a tuple of constants (a linear rule: ``(1.0, -1.0)`` for ``a - b``), a shape
+      (:data:`BILINEAR`, :data:`QUOTIENT`, :data:`POWER`), or ``partials(a, b, out, da, db)
+      -> (pa, pb)`` (``da``/``db``: whether that argument is differentiated).
 
     ``None`` from a partials function hands the point back to the rules (a domain edge where
     the rules decide).  A declaration is used only while ``fn``'s rules are the shipped ones
-    (:func:`scalar_partials`): a rule the user registers wins on the fast routes too."""
+    (:func:`scalar_partials`, :func:`scalar_shape`): a rule the user registers wins on the
+    fast routes too."""
     _SCALAR_PARTIALS[id(fn)] = (fn, arity, partials)
 
 
@@ -201,9 +234,50 @@ def declared_partials() -> list[tuple[Any, int, Any]]:
 
 def scalar_partials(arity: int) -> dict[int, Any]:
     """``id(fn) -> partials`` declared by :func:`defscalar` for ``arity`` arguments, for the
-    functions whose rules are still the shipped ones."""
-    return {key: partials for key, (fn, n, partials) in _SCALAR_PARTIALS.items()
+    functions whose rules are still the shipped ones: a shape's partials function in place of
+    the shape (called per operation, without the shape's indirection), :data:`BILINEAR` and
+    tuples of constants as declared."""
+    return {key: partials.partials if type(partials) is _Shape and partials.partials is not None
+            else partials
+            for key, (fn, n, partials) in _SCALAR_PARTIALS.items()
             if n == arity and is_shipped(fn)}
+
+
+def scalar_shape(fn: Any) -> Any:
+    """The shape of ``fn``'s partials on floats as declared beside its shipped rules (a tuple
+    of constants, :data:`BILINEAR`, :data:`QUOTIENT`, :data:`POWER`, or a partials function),
+    or None: nothing declared, or ``fn``'s rules are not the shipped ones now (the user
+    registered their own), so a route that writes the partials out must decline."""
+    found = _SCALAR_PARTIALS.get(id(fn))
+    if found is None or found[0] is not fn or not is_shipped(fn):
+        return None
+    return found[2]
+
+
+# id(fn) -> (fn, the test of a call, the rules to record instead, second order allowed)
+_QUICK: dict[int, tuple[Any, Any, tuple[Any, ...], bool]] = {}
+
+
+def defquick(fn: Any, applies: Any, vjps: tuple[Any, ...], second_order: bool = False) -> None:
+    """Declare, beside ``fn``'s shipped reverse rules, rules ``vjps`` that give the same
+    numbers with fewer operations for the commonest calls: those ``applies(mask, primals,
+    kwargs)`` accepts (``mask``: bit ``i`` set when argument ``i`` is differentiated).
+    ``second_order``: whether the tapes of ``hvp`` may record them too (their route must then
+    know them: it reads them with :func:`quick`).  Used only while ``fn``'s rules are the
+    shipped ones (:func:`quick_rules`)."""
+    _QUICK[id(fn)] = (fn, applies, vjps, second_order)
+
+
+def quick(fn: Any) -> tuple[Any, tuple[Any, ...], bool] | None:
+    """``(applies, vjps, second_order)`` declared for ``fn`` by :func:`defquick`, or None."""
+    found = _QUICK.get(id(fn))
+    return None if found is None or found[0] is not fn else found[1:]
+
+
+def quick_rules() -> dict[int, tuple[Any, Any, tuple[Any, ...], bool]]:
+    """``id(fn) -> (fn, applies, vjps, second_order)``: the :func:`defquick` declarations of
+    the functions whose rules are still the shipped ones."""
+    return {key: entry for key, entry in _QUICK.items() if is_shipped(entry[0])}
 
 
 # id(fn) -> (fn, first derivative, second derivative), each ``(x, out)``
@@ -221,8 +295,11 @@ def defelementwise(fn: Any, first: Any, second: Any) -> None:
 
 def declared_elementwise() -> dict[int, tuple[Any, Any, Any]]:
     """``id(fn) -> (fn, first, second)``, every :func:`defelementwise` declaration (a route
-    uses one only while ``fn``'s rules are the shipped ones: :func:`is_shipped`)."""
-    return dict(_ELEMENTWISE)
+    uses one only while ``fn``'s rules are the shipped ones: :func:`is_shipped`).  None while
+    the user has replaced any shipped rule: a second derivative restates the derivative of a
+    shipped rule's code, which computes with other shipped functions (``ct * np.cos(x)`` for
+    ``np.sin``), each differentiated by its own rule on the reference route."""
+    return {} if overridden else dict(_ELEMENTWISE)
 
 
 def is_shipped(fn: Any) -> bool:
@@ -247,6 +324,10 @@ def _name(fn: Any) -> str:
     module = {"_operator": "operator", "numpy.core.umath": "numpy", "builtins": ""}.get(module,
                                                                                        module)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if not module:  # a ufunc says no module (scipy.special.sindg): where the user found it
+        module = next((package for package in ("numpy", "scipy.special",
+                                                       "numpy.linalg._umath_linalg")
+                       if getattr(sys.modules.get(package), name, None) is fn), "")
     if type(fn).__name__ == "fortran":  # an f2py routine, named "function dgesdd"
         name = name.rpartition(" ")[2]
     return f"{module}.{name}" if module else name

@@ -293,14 +293,17 @@ def _restated(fn: Any) -> Any:
     return None
 
 
-def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str) -> Any:
+def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str,
+                          ctx: Any) -> Any:
     """``value``, read as ``d[x]`` for a differentiated key ``x``.  A plain float (complex,
     inexact array) there was stored before this derivative -- a memo of earlier results,
     say, read back for an equal key -- and has no derivative with respect to the key: that is
     MissingRuleError, not a silent constant.  Values written during the derivative carry
-    theirs; other values (text, integers, objects) pass."""
-    if type(value) is Tagged or carries(value):
-        return value  # (differentiated here, or by a context this derivative runs in)
+    theirs; other values (text, integers, objects) pass.  A number tagged only by an enclosing
+    derivative (stored by the outer one of a nesting) is as constant here: it raises too.  The
+    key may hold ``x`` inside a tuple (``d[(x, "a")]``)."""
+    if carries(value) or _layer_of(value, ctx):
+        return value  # (differentiated here: tagged by ctx, under an inner derivative's tag too)
     plain = _innermost(value)
     if isinstance(plain, (float, complex, np.inexact)) or (
             isinstance(plain, np.ndarray) and plain.dtype.kind in "fc"):
@@ -310,6 +313,16 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str)
             f"has no derivative with respect to the key; compute it under the derivative, or "
             f"key the cache by something else")
     return value
+
+
+def _layer_of(value: Any, ctx: Any) -> bool:
+    """Whether ``ctx`` tagged ``value`` under the tags of other contexts (an item an inner
+    derivative stored, read through ``ctx`` as its enclosing context)."""
+    while type(value) is Tagged:
+        if value.owner() is ctx:
+            return True
+        value = value.value
+    return False
 
 
 _KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item
@@ -511,6 +524,8 @@ def _implementation(fn: Any) -> Any:
 def check_argnums(api: str, argnums: Any) -> None:
     """``argnums`` is an int or a non-empty tuple of distinct ints (JAX's rule), checked where
     the API is given it; whether they are in range is known at the call."""
+    if type(argnums) is int:  # the common case, at once: grad(f) is often made per call
+        return
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     if not all(isinstance(num, int) and not isinstance(num, bool) for num in nums):
         raise TypeError(f"{api}: argnums must be an int or a tuple of ints, got {argnums!r}")

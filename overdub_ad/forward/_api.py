@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged, opaque, overdub, tag, untag
+from overdub import Tagged, current_context, hide_machinery, opaque, overdub, tag, untag
 
 from .. import _arrays, _routes
 from .._pytree import flatten, reveal_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
-                       _innermost, _numeric, _own_precision, _untag_bindings, _zero)
+                       _innermost, _numeric, _own_precision, _OWN_CODE, _untag_bindings, _zero)
 from . import _dual
+from ._dual_numbers import _Dual
 from ._context import ForwardContext
 
 
@@ -72,13 +73,7 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
 
 def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
          batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
-    return _routes.first(_ROUTES, f, f, primals, tangents, batch, api)
-
-
-def _dual_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
-              batch: tuple[int, ...], api: str) -> tuple[Any, Any]:
-    """:func:`_jvp` by the dual route (scalar code run as its dual), or :class:`Declined`."""
-    return _dual.jvp(f, primals, tangents, batch)  # (Declined, with the reason)
+    return _routes.first(_ROUTES[api], f, f, primals, tangents, batch)
 
 
 def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
@@ -111,8 +106,13 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     return unflatten(otree, values), unflatten(otree, derivs)
 
 
-# jvp's routes, in order (see _routes.first)
-_ROUTES = (("forward-dual", _dual_jvp), (_routes.REFERENCE, _general_jvp))
+# jvp's routes, in order (see _routes.first), for each entry point the reference's errors name:
+# the dual route (scalar code run as its dual) takes the arguments as they are, without a frame
+# of its own (nested derivatives pass here once per level)
+_ROUTES = {api: (("forward-dual", _dual.jvp),
+                 (_routes.REFERENCE, functools.partial(_general_jvp, api=api)))
+           for api in ("jvp", "derivative", "jacfwd")}
+_DERIVATIVE_ROUTES = _ROUTES["derivative"]
 
 
 def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
@@ -124,8 +124,8 @@ def _output_leaf(f: Callable[..., Any], i: int) -> Callable[..., Any]:
 @_dual.nestable
 @opaque
 @_forward_entry
-def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
-        ) -> tuple[Any, Any]:
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), J_f(primals) @ tangents)``: value and directional derivative.
 
     ``primals`` and ``tangents`` are sequences (one entry per argument of ``f``) of pytrees of
@@ -133,6 +133,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     not differentiated).  Forward mode: one pass.  A tangent may carry extra leading batch
     dimensions (several directions at once, as :func:`jacfwd` does).  With complex numbers the
     tangent is the real-linear directional derivative: ``f'(z) * t`` for a holomorphic ``f``.
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and ``jvp`` returns ``(output,
+    tangent, aux)``, ``aux`` not differentiated (JAX's API).
 
     Example::
 
@@ -162,7 +164,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if len(batches) > 1:
         raise ValueError(f"jvp: the tangents' leading batch dimensions differ: "
                          f"{sorted(batches)}")
-    return _jvp(f, tuple(primals), tuple(tangents))
+    out, tangent = _jvp(f, tuple(primals), tuple(tangents))
+    if has_aux:
+        _check_pair(out, "jvp")
+        return out[0], tangent[0], out[1]
+    return out, tangent
+
+
+def _check_pair(out: Any, api: str) -> None:
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data), "
+                        f"got {type(out).__name__}")
 
 
 class _FunctionDerivative:
@@ -182,7 +194,6 @@ class _FunctionDerivative:
 
 @_dual.nestable
 @opaque
-@_forward_entry
 def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
     """``f'(x)`` for a function of one argument; ``derivative(f)`` is the function ``f'``.
 
@@ -198,28 +209,34 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
 
         D(lambda x: x * D(lambda y: x * y, 3.0), 5.0)   # 10.0
     """
-    if not callable(f):
-        raise TypeError(f"derivative: f must be callable, got {f!r}")
-    if x is None:
-        # named as f, inside too: a call with the wrong arguments says "f() takes ..."
-        return _dual.nestable(functools.wraps(f)(opaque(_forward_entry(
-            functools.wraps(f)(lambda x: derivative(f, x))))))
-    if type(x) is float:  # the common case, without the questions arrays need
-        out, tangent = _jvp(f, (x,), (1.0,), api="derivative")
-        if type(out) is not float:
-            _check_output(out, "derivative")
+    try:  # (not _forward_entry's wrapper: one frame less per nested level)
+        if not callable(f):
+            raise TypeError(f"derivative: f must be callable, got {f!r}")
+        if x is None:
+            # named as f, inside too: a call with the wrong arguments says "f() takes ..."
+            return _dual.nestable(functools.wraps(f)(opaque(_forward_entry(
+                functools.wraps(f)(lambda x: derivative(f, x))))))
+        if type(x) is float:  # the common case, without the questions arrays need (nor _jvp's
+            # frame: nested derivatives pass here once per level)
+            out, tangent = _routes.first(_DERIVATIVE_ROUTES, f, f, (x,), (1.0,), ())
+            if out.__class__ is not float and out.__class__ is not _Dual:  # (a nested level's
+                _check_output(out, "derivative")  # dual is a number: nothing to check)
+            return tangent
+        plain = _innermost(x)
+        one: Any
+        if isinstance(plain, np.ndarray):
+            one = np.ones(plain.shape, _own_precision(plain))
+        elif _arrays.is_foreign_array(plain):  # in the array's namespace
+            one = _arrays.one_like(plain if _arrays.kind(plain) in "fc"
+                                   else _arrays.to_float(plain))
+        else:
+            one = 1.0 + 0j if isinstance(plain, complex) else 1.0
+        out, tangent = _jvp(f, (x,), (one,), api="derivative")
+        _check_output(out, "derivative")
         return tangent
-    plain = _innermost(x)
-    one: Any
-    if isinstance(plain, np.ndarray):
-        one = np.ones(plain.shape, _own_precision(plain))
-    elif _arrays.is_foreign_array(plain):  # in the array's namespace
-        one = _arrays.one_like(plain if _arrays.kind(plain) in "fc" else _arrays.to_float(plain))
-    else:
-        one = 1.0 + 0j if isinstance(plain, complex) else 1.0
-    out, tangent = _jvp(f, (x,), (one,), api="derivative")
-    _check_output(out, "derivative")
-    return tangent
+    except BaseException as exc:
+        hide_machinery(exc, _OWN_CODE)
+        raise
 
 
 D = derivative
@@ -228,13 +245,15 @@ D = derivative
 @opaque
 @_entry
 def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
-           chunk: int | None = None) -> Callable[..., Any]:
+           chunk: int | None = None, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
 
     Tangents carry ``chunk`` directions at once (ForwardDiff's chunks; default: all inputs in
     one pass), so an ``n``-input Jacobian costs ``ceil(n / chunk)`` passes.  For an output leaf
     ``y`` and input ``x`` the result has shape ``y.shape + x.shape`` (JAX's convention); a
     pytree output gives the same pytree of Jacobians, a tuple ``argnums`` a tuple of them.
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the Jacobian function returns
+    ``(jacobian, aux)``, ``aux`` not differentiated (JAX's API).
 
     Example::
 
@@ -259,26 +278,31 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                                  f"arguments")
         if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
             raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
-        results = [_jacobian_wrt(f, args, num, chunk) for num in nums]
+        outputs: list[Any] = []  # (the primal output of the first pass)
+        results = [_jacobian_wrt(f, args, num, chunk, outputs) for num in nums]
+        if has_aux:
+            _check_pair(outputs[0], "jacfwd")
+            results = [r[0] for r in results]
         if not multiple:
-            return results[0]
+            return (results[0], outputs[0][1]) if has_aux else results[0]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
         flat = [flatten(r) for r in results]
-        return unflatten(flat[0][1], [tuple(per_arg) for per_arg in
-                                      zip(*[leaves for leaves, _ in flat])])
+        jacobians = unflatten(flat[0][1], [tuple(per_arg) for per_arg in
+                                           zip(*[leaves for leaves, _ in flat])])
+        return (jacobians, outputs[0][1]) if has_aux else jacobians
 
     return jacobian
 
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
-                  chunk: int | None) -> Any:
+                  chunk: int | None, outputs: list[Any] | None = None) -> Any:
     """The Jacobian with respect to ``args[num]``.  For a pytree argument (a tuple, dict,
     named tuple, dataclass...) one Jacobian per leaf, arranged as JAX arranges them: the
     output's structure outside, the argument's inside."""
     leaves, tree = flatten(args[num])
     if len(leaves) == 1 and leaves[0] is args[num]:  # a number or an array
-        return _jacobian_leaf(f, args, num, chunk, leaves[0], lambda seed: seed)
+        return _jacobian_leaf(f, args, num, chunk, leaves[0], lambda seed: seed, outputs)
     per_leaf: list[Any] = []
     for j, leaf in enumerate(leaves):
         if leaf is None:  # an empty pytree, as in JAX: nothing to differentiate, None for it
@@ -287,7 +311,7 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
 
         def place(seed: Any, j: int = j) -> Any:  # the direction on leaf j, none elsewhere
             return unflatten(tree, [seed if i == j else None for i in range(len(leaves))])
-        per_leaf.append(flatten(_jacobian_leaf(f, args, num, chunk, leaf, place)))
+        per_leaf.append(flatten(_jacobian_leaf(f, args, num, chunk, leaf, place, outputs)))
     found = [jac for jac in per_leaf if jac is not None]
     if not found:
         raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
@@ -298,10 +322,12 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
 
 
 def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk: int | None,
-                   leaf: Any, place: Callable[[Any], Any]) -> Any:
+                   leaf: Any, place: Callable[[Any], Any],
+                   outputs: list[Any] | None = None) -> Any:
     """The Jacobian with respect to ``leaf`` of ``args[num]`` (``place`` puts a block of
     directions for it into a tangent of the argument), ``ceil(n / chunk)`` forward passes,
-    each pushing a block of unit directions as one batched tangent."""
+    each pushing a block of unit directions as one batched tangent; the first pass's primal
+    output is appended to ``outputs`` if that is empty."""
     plain = _innermost(leaf)
     if not _numeric(plain):
         raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
@@ -311,7 +337,8 @@ def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk
     k = n if chunk is None else max(1, min(chunk, n))
     foreign = _arrays.is_foreign_array(plain)
     dtype = None if foreign else _own_precision(plain)
-    blocks, tree, ctx = [], None, None
+    blocks: list[list[Any]] = []
+    tree = None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
         tangents: list[Any] = [None] * len(args)
@@ -324,13 +351,14 @@ def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk
         out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
         _check_output(out, "jacfwd")
+        if outputs is not None and not outputs:
+            outputs.append(out)
         leaves, tree = flatten(tangent)
         blocks.append(leaves)
-    ctx = ForwardContext()  # routes the assembly through any enclosing context
     jacobians = [_FunctionJacobian(_output_leaf(f, i), args, num, chunk)
                  if isinstance(blocks[0][i], _FunctionDerivative)
                  else None if blocks[0][i] is None  # an output leaf None (an empty pytree)
-                 else overdub(ctx, _assemble, [b[i] for b in blocks], shape)
+                 else _assembled([b[i] for b in blocks], shape)
                  for i in range(len(blocks[0]))]
     assert tree is not None  # the loop ran at least once
     return unflatten(tree, jacobians)
@@ -350,6 +378,16 @@ class _FunctionJacobian:
         f = self.f
         return _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args, self.num,
                              self.chunk)
+
+
+def _assembled(blocks: list[Any], shape: tuple[int, ...]) -> Any:
+    """:func:`_assemble` through a context of its own where another context is running, so
+    that an enclosing derivative sees it (the tangents may be its differentiated values).  With
+    none running, NumPy arrays have no tangent that anything could see: they are assembled
+    natively (what that context would compute, without its dispatch on every call)."""
+    if current_context() is None and all(type(b) is np.ndarray for b in blocks):
+        return _assemble(blocks, shape)
+    return overdub(ForwardContext(), _assemble, blocks, shape)
 
 
 def _assemble(blocks: list[Any], shape: tuple[int, ...]) -> Any:

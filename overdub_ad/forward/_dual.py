@@ -47,6 +47,7 @@ from overdub import Context, Tagged, can_recurse, current_context, opaque, recur
 from .. import _routes, _rules
 from .._pytree import flatten, unflatten
 from . import _dual_objects
+from ._dual_objects import _RUN
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
                             _inert_values, _MODULE, _pairs, _plain_elements, _plain_key,
                             _PURE_OPERANDS, _SAFE, _safe_tree, _truth, _TRUTHFUL, _unboxed,
@@ -384,8 +385,8 @@ def _shared(f: types.FunctionType) -> types.FunctionType:
     code = f.__code__
     g = _SHARED.get(id(code))
     if g is not None and g.__code__ is code and g.__globals__ is f.__globals__ \
-            and g.__defaults__ is f.__defaults__ and g.__kwdefaults__ is f.__kwdefaults__:
-        return g
+            and g.__defaults__ is f.__defaults__:
+        return g  # (keyword-only defaults do not count: functions with a dual have none)
     _SHARED[id(code)] = f
     return f
 
@@ -451,11 +452,10 @@ def _call_api(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ..
         if d is not None:
             boxed = tuple(a if d is None else _box(level, a, d) for a, d in zip(args, dargs))
             break
-    kw = kwargs or {}
     if dkwargs:
-        kw = {k: v if dkwargs.get(k) is None else _box(level, v, dkwargs[k])
-              for k, v in kw.items()}
-    out = f(*boxed, **kw)
+        kwargs = {k: v if dkwargs.get(k) is None else _box(level, v, dkwargs[k])
+                  for k, v in (kwargs or {}).items()}
+    out = f(*boxed, **kwargs) if kwargs else f(*boxed)
     if callable(out) and not _numberlike(out):
         raise _Deopt  # a derivative function returned: lazy, the general mode's business
     return _unbox(level, out)
@@ -473,11 +473,10 @@ class _Specialising(Context):
 
 
 class _Thread(threading.local):
-    """Per thread: the specialising context and how many specialised ``jvp`` calls are
-    running (nested ones deopt instead of returning None)."""
+    """Per thread: the specialising context (how many specialised ``jvp`` calls are running
+    is ``_dual_objects._RUN.depth``, beside the objects they create)."""
 
     ctx: _Specialising | None = None
-    depth = 0
 
 
 _LOCAL = _Thread()
@@ -518,8 +517,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     a number, a NumPy float array, or a tuple, list, dict or named tuple of them, a context is
     running, or the dual stopped (:class:`_Deopt`).  Inside another specialised ``jvp`` it
     never declines: it raises :class:`_Deopt` for the outermost to handle."""
-    local = _LOCAL
-    depth = local.depth
+    run = _RUN
+    depth = run.depth
     if f.__class__ is not types.FunctionType:
         _declined(depth, f"not a Python function (a {type(f).__name__})")
     if _rules.overridden and _rules.any_overridden(_WRITTEN_OUT):
@@ -553,14 +552,13 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     if not depth and current_context() is not None:
         _declined(depth, "run inside a context")
     level = _Level()
-    single = batch == (1,) and all(map(_squeezable, seeds))
-    if single:  # one direction (jacfwd per leaf of a tuple): numbers, not arrays of one
-        seeds, batch = [_squeezed(t) for t in seeds], ()
+    single = False
+    if batch and batch == (1,) and all(map(_squeezable, seeds)):
+        # one direction (jacfwd per leaf of a tuple): numbers, not arrays of one
+        seeds, batch, single = [_squeezed(t) for t in seeds], (), True
     if count > len(seeds):
         seeds += [0.0] * (count - len(seeds))  # parameters left to their defaults
-    local.depth = depth + 1
-    if not depth:
-        _dual_objects._RUN.fresh = {}
+    run.depth = depth + 1
     try:
         if dual:
             out, dout = f((level, *seeds), *primals)
@@ -586,9 +584,10 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             info.stopped[_stop_key(f, primals)] = reason
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
-        local.depth = depth
+        run.depth = depth
         if not depth:
-            _dual_objects._RUN.fresh = None
+            if run.fresh is not None:
+                run.fresh = None
             if _FILLED:
                 for site in _FILLED:  # the cache keeps no function alive past the call
                     _SITES[site] = _METHODS[site] = None

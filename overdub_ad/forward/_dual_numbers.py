@@ -7,13 +7,15 @@ another level computes with it as with a number (dual arithmetic, the newer leve
 which keeps nested derivatives free of perturbation confusion.
 
 Also here, as every part of the route needs them: :class:`_Deopt`, which stops the route before
-any effect, and the operator rules written out for numbers and duals (``_TANGENTS``; with
-``_WRITTEN_OUT``, the operators whose shipped rules the route writes out: while a user's rule
-replaces one of them, the general mode runs instead).
+any effect, and the arithmetic of numbers and duals (``_TANGENTS`` and ``_Dual``'s operator
+methods), made from the shapes of partials declared beside the operators' rules and remade
+whenever the rules change; ``_WRITTEN_OUT`` names the operators whose shipped rules the pass's
+expanded code writes out (while a user's rule replaces one of them, the general mode runs).
 """
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import numbers
 import operator
@@ -50,8 +52,8 @@ class _Level:
 class _Dual:
     """``v`` with the tangent ``t`` of level ``L``, where it leaves the locals that track it.
 
-    Arithmetic (``+ - * /``, negation, ``abs``, comparisons) is dual arithmetic for the newest
-    level among the operands; any other use of a dual goes through the helpers of the
+    Arithmetic (``+ - * / **``, negation, ``abs``, comparisons) is dual arithmetic for the
+    newest level among the operands; any other use of a dual goes through the helpers of the
     specialised code, which deopt where they cannot follow it."""
 
     __slots__ = ("L", "v", "t")
@@ -62,45 +64,8 @@ class _Dual:
     def __repr__(self) -> str:
         return f"_Dual({self.v!r}, {self.t!r})"
 
-    # With a plain number the expressions of _TANGENTS are written out (the common case of
-    # nested derivatives); anything else goes through _dual2.
-    def __add__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, self.v + other, self.t)
-        return _dual2(operator.add, self, other)
-
-    def __radd__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, other + self.v, self.t)
-        return _dual2(operator.add, other, self)
-
-    def __sub__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, self.v - other, self.t)
-        return _dual2(operator.sub, self, other)
-
-    def __rsub__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, other - self.v, -self.t)
-        return _dual2(operator.sub, other, self)
-
-    def __mul__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, self.v * other, self.t * other)
-        return _dual2(operator.mul, self, other)
-
-    def __rmul__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, other * self.v, self.t * other)
-        return _dual2(operator.mul, other, self)
-
-    def __truediv__(self, other: Any) -> Any:
-        if other.__class__ in _PLAIN_NUMBERS:
-            return _Dual(self.L, self.v / other, self.t * (1.0 / cast(float, other)))
-        return _dual2(operator.truediv, self, other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return _dual2(operator.truediv, other, self)
+    # The arithmetic (+ - * / **, negation, abs) is installed by _install_arithmetic, made
+    # from the shapes declared beside the operators' rules (_rules.scalar_shape).
 
     def __floordiv__(self, other: Any) -> Any:
         return _plain(self) // _plain(other)  # piecewise constant
@@ -108,20 +73,10 @@ class _Dual:
     def __rfloordiv__(self, other: Any) -> Any:
         return _plain(other) // _plain(self)
 
-    def __neg__(self) -> Any:
-        return _Dual(self.L, -self.v, -self.t)
-
-    def __pos__(self) -> Any:
-        return _Dual(self.L, +self.v, +self.t)
-
-    def __abs__(self) -> Any:
-        v = self.v
-        return _Dual(self.L, abs(v), self.t * _sign(v))
-
-    def __pow__(self, other: Any) -> Any:
+    def __matmul__(self, other: Any) -> Any:
         raise _Deopt
 
-    __rpow__ = __mod__ = __rmod__ = __matmul__ = __rmatmul__ = __pow__
+    __rmatmul__ = __mod__ = __rmod__ = __matmul__
 
     def __eq__(self, other: Any) -> Any:
         return _plain(self) == _plain(other)
@@ -164,10 +119,6 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _sign(v: Any) -> Any:
-    return (v > 0) - (v < 0) + 0.0
-
-
 def _top(values: Any) -> _Level | None:
     """The newest level among the duals in ``values`` (one level of tuples looked into)."""
     top = None
@@ -197,46 +148,188 @@ def _sum(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
+# -- the arithmetic, made from the declared shapes ------------------------------------------
+#
+# Dual arithmetic implements the shapes of partials declared beside the operators' shipped
+# rules (_rules.defscalar), not the operators: each operator's code is that of its declared
+# shape (linear with its constants, bilinear, quotient, power), and an operator whose shape is
+# None (the user registered a rule of their own) or another one stops the dual (_Deopt), so
+# the general mode applies the rules.  Rebuilt on every change of the rules
+# (_install_arithmetic).
+
 # The operators' tangents for numbers and duals, (x, dx, y, dy, out) -> tangent (None for an
-# operand without one), made from the partials declared beside their shipped rules
-# (_rules.defscalar): the same expressions as the rules', so the same bits.
+# operand without one): the same expressions as the rules', so the same bits.
 _TANGENTS: dict[Any, Callable[..., Any]] = {}
+_BINARY: tuple[tuple[str, Any], ...] = (
+    ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+    ("truediv", operator.truediv), ("pow", operator.pow))
+_UNARY: tuple[tuple[str, Any], ...] = (
+    ("neg", operator.neg), ("pos", operator.pos), ("abs", builtins.abs))
 
 
-def _tangent_rule(partials: Any) -> Callable[..., Any]:
-    """The tangent ``dx * px + dy * py`` for declared ``partials`` (a unit partial passes the
-    tangent through: no multiplication by 1.0)."""
-    if partials is _rules.BILINEAR:
+def _tangent_rule(shape: Any) -> Callable[..., Any] | None:
+    """The tangent ``dx * px + dy * py`` for a declared ``shape`` (a unit partial passes the
+    tangent through: no multiplication by 1.0), or None for a shape not implemented here."""
+    if shape is _rules.BILINEAR:
         return lambda x, dx, y, dy, out: _sum(None if dx is None else dx * y,
                                               None if dy is None else dy * x)
-    if type(partials) is tuple:
-        px, py = partials
+    if type(shape) is tuple and len(shape) == 2:
+        px, py = shape
 
         def linear(x: Any, dx: Any, y: Any, dy: Any, out: Any) -> Any:
             return _sum(None if dx is None else dx if px == 1.0 else dx * px,
                         None if dy is None else dy if py == 1.0 else
                         -dy if py == -1.0 else dy * py)
         return linear
+    if shape is _rules.QUOTIENT:
+        partials = shape.partials
 
-    def general(x: Any, dx: Any, y: Any, dy: Any, out: Any) -> Any:
-        p = partials(x, y, out, dx is not None, dy is not None)
+        def quotient(x: Any, dx: Any, y: Any, dy: Any, out: Any) -> Any:
+            p = partials(x, y, out, dx is not None, dy is not None)
+            if p is None:
+                raise _Deopt  # a point the rules decide
+            return _sum(None if dx is None else dx * p[0], None if dy is None else dy * p[1])
+        return quotient
+    if shape is _rules.POWER:
+        exponentials = shape.partials
+
+        def power(x: Any, dx: Any, y: Any, dy: Any, out: Any) -> Any:
+            if dx is None and dy is None:
+                return None
+            if x.__class__ not in _REAL_VALUES or y.__class__ not in _REAL_VALUES or \
+                    out.__class__ not in _REAL_VALUES:
+                raise _Deopt  # (the partials are declared for real numbers)
+            p = exponentials(x, y, out, dx is not None, dy is not None)
+            if p is None:
+                raise _Deopt  # a point the rules decide
+            return _sum(None if dx is None else dx * p[0], None if dy is None else dy * p[1])
+        return power
+    return None
+
+
+def _stop(self: _Dual, other: Any = None) -> Any:
+    """The method of an operator the dual does not follow: the general mode runs."""
+    raise _Deopt
+
+
+def _binary_methods(op: Any, shape: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``_Dual``'s methods ``self op other`` and ``other op self`` for ``op`` of the declared
+    ``shape``: with a plain number (the common case of nested derivatives) the shape's tangent
+    written out, anything else through :func:`_dual2`."""
+    if type(shape) is tuple and len(shape) == 2:  # linear: constant partials
+        return _linear_method(op, shape[0], False), _linear_method(op, shape[1], True)
+    if shape is _rules.BILINEAR:
+        def product(self: _Dual, other: Any) -> Any:
+            if other.__class__ in _PLAIN_NUMBERS:
+                return _Dual(self.L, op(self.v, other), self.t * other)
+            return _dual2(op, self, other)
+
+        def reflected_product(self: _Dual, other: Any) -> Any:
+            if other.__class__ in _PLAIN_NUMBERS:
+                return _Dual(self.L, op(other, self.v), self.t * other)
+            return _dual2(op, other, self)
+        return product, reflected_product
+    if shape is _rules.QUOTIENT:  # (1 / b, -out / b)
+        def quotient(self: _Dual, other: Any) -> Any:
+            if other.__class__ in _PLAIN_NUMBERS:
+                return _Dual(self.L, op(self.v, other), self.t * (1.0 / cast(float, other)))
+            return _dual2(op, self, other)
+
+        def reflected_quotient(self: _Dual, other: Any) -> Any:
+            return _dual2(op, other, self)
+        return quotient, reflected_quotient
+    if shape is _rules.POWER:
+        return _power_method(op, shape.partials, False), _power_method(op, shape.partials, True)
+    return _stop, _stop  # a rule of the user's
+
+
+def _power_method(op: Any, partials: Any, reflected: bool) -> Callable[..., Any]:
+    """``self ** other`` (``other ** self``) with a plain number, by the declared partials
+    ``(b a^(b-1), out log a)`` on real numbers; anything else, and the points the partials
+    leave to the rules, stop the dual."""
+    def power(self: _Dual, other: Any) -> Any:
+        v = self.v
+        if other.__class__ in _PLAIN_NUMBERS and v.__class__ in _REAL_VALUES:
+            out = op(other, v) if reflected else op(v, other)
+            if out.__class__ in _REAL_VALUES:
+                p = partials(other, v, out, False, True) if reflected else \
+                    partials(v, other, out, True, False)
+                if p is not None:
+                    return _Dual(self.L, out, self.t * p[1 if reflected else 0])
+        raise _Deopt
+    return power
+
+
+def _linear_method(op: Any, c: float, reflected: bool) -> Callable[..., Any]:
+    """The method for the operand of ``op`` whose constant partial is ``c``."""
+    if c == 1.0:
+        if reflected:
+            def unit_reflected(self: _Dual, other: Any) -> Any:
+                if other.__class__ in _PLAIN_NUMBERS:
+                    return _Dual(self.L, op(other, self.v), self.t)
+                return _dual2(op, other, self)
+            return unit_reflected
+
+        def unit(self: _Dual, other: Any) -> Any:
+            if other.__class__ in _PLAIN_NUMBERS:
+                return _Dual(self.L, op(self.v, other), self.t)
+            return _dual2(op, self, other)
+        return unit
+    if reflected:
+        def scaled_reflected(self: _Dual, other: Any) -> Any:
+            if other.__class__ in _PLAIN_NUMBERS:
+                return _Dual(self.L, op(other, self.v), self.t * c)
+            return _dual2(op, other, self)
+        return scaled_reflected
+
+    def scaled(self: _Dual, other: Any) -> Any:
+        if other.__class__ in _PLAIN_NUMBERS:
+            return _Dual(self.L, op(self.v, other), self.t * c)
+        return _dual2(op, self, other)
+    return scaled
+
+
+def _unary_method(op: Any, partial: Any) -> Callable[..., Any]:
+    """``_Dual``'s method ``op(self)`` from the derivative ``partial(x, out)`` declared beside
+    ``op``'s rules for real numbers.  The unary operators are piecewise linear (``-``, ``+``,
+    ``abs``): their derivative is constant between kinks, so it is read at the plain value
+    (a value that is itself a dual of an older level has no tangent in it)."""
+    if partial is None:  # the user's rule: the general mode applies it
+        return _stop
+
+    def method(self: _Dual) -> Any:
+        v = self.v
+        x = _plain(v)
+        if x.__class__ not in _REAL_VALUES:
+            raise _Deopt  # complex: the partials are declared for real numbers
+        p = partial(x, op(x))
         if p is None:
             raise _Deopt  # a point the rules decide
-        return _sum(None if dx is None else dx * p[0], None if dy is None else dy * p[1])
-    return general
+        return _Dual(self.L, op(v), self.t * p)
+    return method
+
+
+_REAL_VALUES = frozenset((float, int, np.float64))
 
 
 @_rules.on_change
-def _tangent_table() -> None:
-    declared = _rules.scalar_partials(2)
+def _install_arithmetic() -> None:
+    """``_TANGENTS`` and ``_Dual``'s arithmetic for the shapes declared now."""
+    shapes = {op: _rules.scalar_shape(op) for _, op in _BINARY + _UNARY}
+    tangents = {op: rule for _, op in _BINARY if (rule := _tangent_rule(shapes[op])) is not None}
     _TANGENTS.clear()
-    _TANGENTS.update({op: _tangent_rule(declared[id(op)]) for op in
-                      (operator.add, operator.sub, operator.mul, operator.truediv)
-                      if id(op) in declared})
+    _TANGENTS.update(tangents)
+    for name, op in _BINARY:
+        forward, reflected = _binary_methods(op, shapes[op])
+        setattr(_Dual, f"__{name}__", forward)
+        setattr(_Dual, f"__r{name}__", reflected)
+    for name, op in _UNARY:
+        setattr(_Dual, f"__{name}__", _unary_method(op, shapes[op]))
 
 
-# the operators whose shipped rules the dual code and _TANGENTS write out: while the user has
-# registered a rule of their own for one of them, the general mode (which applies it) runs
+# the operators whose shipped rules the dual code (the pass's expanded float arithmetic) writes
+# out: while the user has registered a rule of their own for one of them, the general mode
+# (which applies it) runs
 _WRITTEN_OUT = frozenset(map(id, (
     operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.neg,
     operator.pos, operator.iadd, operator.isub, operator.imul, operator.itruediv,
@@ -247,6 +340,9 @@ def _dual2(op: Any, a: Any, b: Any) -> Any:
     """``op(a, b)`` with at least one dual operand: dual arithmetic at the newest level."""
     if a.__class__ is Tagged or b.__class__ is Tagged:
         raise _Deopt
+    tangent = _TANGENTS.get(op)
+    if tangent is None:
+        raise _Deopt  # no declared shape the dual implements: the general mode runs
     level = _top((a, b))
     assert level is not None
     av, at = _at(a, level)
@@ -254,7 +350,7 @@ def _dual2(op: Any, a: Any, b: Any) -> Any:
     if av.__class__ is tuple or bv.__class__ is tuple:
         raise _Deopt
     out = op(av, bv)
-    return _box(level, out, _TANGENTS[op](av, at, bv, bt, out))
+    return _box(level, out, tangent(av, at, bv, bt, out))
 
 
 def _zero(t: Any) -> bool:

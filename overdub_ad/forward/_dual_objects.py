@@ -32,9 +32,11 @@ from ._dual_numbers import _box, _Deopt, _Dual, _Level, _plain, _unbox, _zero
 
 
 class _Run(threading.local):
-    """Per thread: the objects the running outermost specialised ``jvp`` created, by id
-    (None outside one)."""
+    """Per thread: how many specialised ``jvp`` calls are running (nested ones stop instead of
+    declining), and the objects the outermost one created, by id (None until it creates one:
+    most runs create none, and the outermost ``jvp`` only clears what was made)."""
 
+    depth = 0
     fresh: dict[int, Any] | None = None
 
 
@@ -53,7 +55,9 @@ def _fresh(obj: Any) -> bool:
 def _register(obj: Any) -> Any:
     fresh = _RUN.fresh
     if fresh is None:
-        raise _Deopt("a container created outside a specialised run")
+        if not _RUN.depth:
+            raise _Deopt("a container created outside a specialised run")
+        fresh = _RUN.fresh = {}
     fresh[id(obj)] = obj
     return obj
 
@@ -78,9 +82,11 @@ def _namedtuple(cls: type) -> bool:
 
 def _plain_class(cls: Any) -> bool:
     """Whether attribute reads and writes of ``cls``'s instances run no Python code of their
-    own (no metaclass, ``__getattribute__``, ``__getattr__`` or ``__setattr__`` of theirs)."""
-    return (type(cls) is type and class_attribute(cls, "__getattribute__") in _GENERIC
-            and class_attribute(cls, "__getattr__") is MISSING)
+    own (no metaclass, ``__getattribute__``, ``__getattr__`` or ``__setattr__`` of theirs).
+    Without a metaclass, the class's own attribute lookup (CPython's cached one) finds what
+    its MRO's dicts hold for these names (``type`` defines neither)."""
+    return type(cls) is type and cls.__getattribute__ in _GENERIC and \
+        not hasattr(cls, "__getattr__")
 
 
 _GENERIC = (vars(object)["__getattribute__"], vars(tuple)["__getattribute__"])
@@ -91,7 +97,9 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
     cls = obj.__class__
     if not _plain_class(cls):
         raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
-    found = class_attribute(cls, name)
+    found = getattr(cls, name, MISSING)  # a field read first, by the class's cached lookup
+    if found.__class__ is not _FIELD:  # (a field descriptor gives itself on the class)
+        found = class_attribute(cls, name)
     kind = type(found)
     if kind is _FIELD and _namedtuple(cls):
         value = getattr(obj, name)
@@ -342,11 +350,23 @@ def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any
             raise _Deopt(f"{cls.__name__}.__init__ returned a value")
         return obj, 0.0
     if _namedtuple(cls) and new.__class__ is types.FunctionType and init is _OBJECT_INIT:
+        if not kwargs and len(args) == len(vars(cls)["_fields"]) and _generated_new(new):
+            return _tuple_new(level, (cls, args), (  # what its __new__ does
+                None, tuple(0.0 if d is None else d for d in dargs)))
         return call(level, new, (cls, *args), (0.0, *dargs), kwargs, dkwargs)
     raise _Deopt(f"{cls.__name__}: a class with its own __new__ or a builtin base")
 
 
 _OBJECT_INIT = vars(object)["__init__"]
+
+
+def _generated_new(new: types.FunctionType) -> bool:
+    """Whether ``new`` is the ``__new__`` that ``collections.namedtuple`` (and so
+    ``typing.NamedTuple``) generates, ``lambda _cls, a, b: tuple.__new__(_cls, (a, b))``: given
+    every field by position, it makes the tuple of them."""
+    return new.__code__.co_name == "<lambda>" and \
+        new.__globals__.get("_tuple_new") is tuple.__new__ and \
+        str(new.__globals__.get("__name__", "")).startswith("namedtuple_")
 
 
 def _tuple_new(level: _Level, args: tuple[Any, ...], dargs: tuple[Any, ...]) -> tuple[Any, Any]:

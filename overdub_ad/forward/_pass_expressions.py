@@ -13,6 +13,7 @@ import ast
 import operator
 from typing import TYPE_CHECKING, Any
 
+from .. import _rules
 from ._pass_common import (_helper, _LEVEL, _load, _new_site, _store, _tangent_name,
                            _Unsupported, _Val, _zero)
 
@@ -232,49 +233,49 @@ def _literal_exponent(b: _Val) -> bool:
             and type(b.p.value) is not bool and b.p.value >= 1)
 
 
-def expanded(self: _Function, op: ast.operator, a: _Val, b: _Val, t: str) -> list[ast.stmt]:
-    """``t = a op b`` and its tangent, for floats and ints: the rule tables' expressions
-    (``_TANGENTS``), terms of statically zero tangents left out."""
-    out: list[ast.stmt] = [ast.Assign([_store(t)], ast.BinOp(a.p, op, b.p))]
+def expanded(self: _Function, op: ast.operator, a: _Val, b: _Val,
+             t: str) -> list[ast.stmt] | None:
+    """``t = a op b`` and its tangent, for floats and ints, written out from the shape of the
+    operator's partials declared beside its rules (``_rules.scalar_shape``: constants for ``+``
+    and ``-``, bilinear ``*``, quotient ``/``, power ``**`` by a literal), terms of statically
+    zero tangents left out; None (the helper, which applies the rules) for another shape."""
+    shape = _rules.scalar_shape(_BINOPS[type(op)])
     da, db = a.d, b.d
-    kind = type(op)
-    parts: list[ast.expr] = []
-    if kind is ast.Pow:
-        # d(x**c) = dx * (c * x**(c - 1)), the rule's _pow_dx for a constant c != 0
-        assert isinstance(b.p, ast.Constant) and isinstance(b.p.value, (int, float))
-        c = b.p.value
+    parts: list[tuple[ast.expr, bool]] = []  # (term, subtracted)
+    if type(shape) is tuple:  # linear: d = px da + py db
+        for d, p in ((da, shape[0]), (db, shape[1])):
+            if d is not None:
+                parts.append((d, True) if p == -1.0 else
+                             (d if p == 1.0 else ast.BinOp(d, ast.Mult(), ast.Constant(p)),
+                              False))
+    elif shape is _rules.BILINEAR:  # d = da b + db a
+        parts = [(ast.BinOp(d, ast.Mult(), other), False)
+                 for d, other in ((da, b.p), (db, a.p)) if d is not None]
+    elif shape is _rules.QUOTIENT:  # d = da (1 / b) + db (-t / b)
         if da is not None:
-            parts.append(ast.BinOp(da, ast.Mult(), ast.BinOp(
-                ast.Constant(c), ast.Mult(), ast.BinOp(a.p, ast.Pow(),
-                                                       ast.Constant(c - 1)))))
-    elif kind is ast.Add:
-        parts = [d for d in (da, db) if d is not None]
-    elif kind is ast.Sub:
-        if da is not None:
-            parts.append(da)
+            parts.append((ast.BinOp(da, ast.Mult(), ast.BinOp(ast.Constant(1.0), ast.Div(),
+                                                               b.p)), False))
         if db is not None:
-            parts.append(ast.UnaryOp(ast.USub(), db) if da is None else db)
-    elif kind is ast.Mult:
+            parts.append((ast.BinOp(db, ast.Mult(), ast.BinOp(
+                ast.UnaryOp(ast.USub(), _load(t)), ast.Div(), b.p)), False))
+    elif shape is _rules.POWER and isinstance(b.p, ast.Constant) and \
+            isinstance(b.p.value, (int, float)):
+        c = b.p.value  # d(x ** c) = dx (c x ** (c - 1)), the partial for a constant c >= 1
         if da is not None:
-            parts.append(ast.BinOp(da, ast.Mult(), b.p))
-        if db is not None:
-            parts.append(ast.BinOp(db, ast.Mult(), a.p))
-    else:  # Div
-        if da is not None:
-            parts.append(ast.BinOp(da, ast.Mult(), ast.BinOp(ast.Constant(1.0), ast.Div(),
-                                                             b.p)))
-        if db is not None:
-            parts.append(ast.BinOp(db, ast.Mult(), ast.BinOp(ast.UnaryOp(
-                ast.USub(), _load(t)), ast.Div(), b.p)))
-    if not parts:
-        tangent: ast.expr = _zero()
-    elif len(parts) == 1:
-        tangent = parts[0]
+            parts.append((ast.BinOp(da, ast.Mult(), ast.BinOp(
+                ast.Constant(c), ast.Mult(), ast.BinOp(a.p, ast.Pow(), ast.Constant(c - 1)))),
+                False))
     else:
-        joiner = ast.Sub() if kind is ast.Sub else ast.Add()
-        tangent = ast.BinOp(parts[0], joiner, parts[1])
-    out.append(ast.Assign([_store(_tangent_name(t))], tangent))
-    return out
+        return None
+    tangent: ast.expr
+    if not parts:
+        tangent = _zero()
+    else:
+        tangent = ast.UnaryOp(ast.USub(), parts[0][0]) if parts[0][1] else parts[0][0]
+        for term, subtracted in parts[1:]:
+            tangent = ast.BinOp(tangent, ast.Sub() if subtracted else ast.Add(), term)
+    return [ast.Assign([_store(t)], ast.BinOp(a.p, op, b.p)),
+            ast.Assign([_store(_tangent_name(t))], tangent)]
 
 
 def unop(self: _Function, node: ast.UnaryOp, out: list[ast.stmt]) -> _Val:

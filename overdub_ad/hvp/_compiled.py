@@ -24,6 +24,13 @@ The subset: one positional parameter; assignments to names and a final ``return`
 slices; ``.T``; and, through a name bound to the NumPy module, ``exp expm1 log log1p sin cos
 tanh sqrt square sum mean dot matmul`` (``sum``/``mean`` with a literal ``axis``).
 
+What the generated code writes out comes from the rules: the arithmetic operators as the shape
+of partials declared beside their rules (``_rules.scalar_shape``: linear with its constants,
+bilinear, quotient, power), the elementwise functions' first and second derivatives as
+declared (``_rules.defelementwise``), the products' cotangents by their rules.  Only shipped
+rules are written out (a function with a rule of the user's is outside the subset: the tape
+route applies it), and a translation is made again whenever the rules change.
+
 Names resolve as in ``f``: the generated function, compiled by the core's
 :func:`overdub.compile_variant` at ``f``'s lines, shares its globals and closure cells.  Before
 any work it checks what the translation assumed -- the names used as NumPy are still the NumPy
@@ -128,8 +135,23 @@ def _elementwise() -> dict[str, tuple[Any, Any, Any]]:
 
 _REDUCTIONS = frozenset({"sum", "mean"})
 _PRODUCTS = frozenset({"dot", "matmul"})
-_BINARY: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/",
-                            ast.MatMult: "@"}
+# ast operator -> (its symbol, the function the reference route records for it)
+_BINARY: dict[type, tuple[str, Any]] = {
+    ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
+    ast.Div: ("/", operator.truediv), ast.MatMult: ("@", operator.matmul)}
+
+
+def _scaled(text: str, c: float) -> tuple[bool, str]:
+    """``text`` times the constant ``c``, as a term ``(negated, text)`` of a sum."""
+    return (False, text) if c == 1.0 else (True, text) if c == -1.0 else \
+        (False, f"{c!r} * {text}")
+
+
+def _sum_of(terms: list[tuple[bool, str]]) -> str:
+    """The sum of ``(negated, text)`` terms (at least one)."""
+    (negated, first), rest = terms[0], terms[1:]
+    return ("-" if negated else "") + first + \
+        "".join((" - " if n else " + ") + t for n, t in rest)
 
 
 # -- compiling ---------------------------------------------------------------------------------
@@ -270,6 +292,7 @@ class _Translation:
                 return _Value(f"({sign}{operand.code})", literal=value)
             if operand.tangent is None:
                 return _Value(self.temp(f"{sign}{operand.code}"))
+            self.written_out(operator.neg if sign == "-" else operator.pos)
             out = self.active(f"{sign}{operand.code}", f"{sign}{operand.tangent}")
             self.steps.append(("sign", out, operand, sign))
             return out
@@ -283,6 +306,7 @@ class _Translation:
                 raise _Unsupported
             if operand.tangent is None:
                 return _Value(self.temp(f"{operand.code}.T"))
+            self.written_out(np.transpose)  # (what the reference records for .T)
             out = self.active(f"{operand.code}.T", f"{operand.tangent}.T")
             self.steps.append(("T", out, operand))
             return out
@@ -314,44 +338,54 @@ class _Translation:
         self.guards[name] = f"not {self.helper('real')}({name})"
         return _Value(name)
 
+    def written_out(self, fn: Any) -> None:
+        """The generated code writes ``fn``'s derivatives out: only while its rules are the
+        shipped ones (a rule of the user's: the tape route, which applies it, runs)."""
+        if not _rules.is_shipped(fn):
+            raise _Unsupported
+
     def binary(self, node: ast.BinOp) -> _Value:
+        """``a op b``: the code of the shape of ``op``'s partials declared beside its rules
+        (``_rules.scalar_shape``; linear with its constants, bilinear, quotient, power), not
+        of its symbol; ``@`` through its rules."""
         left, right = self.expr(node.left), self.expr(node.right)
         if left is _MODULE or right is _MODULE:
             raise _Unsupported
         if isinstance(node.op, ast.Pow):
             return self.power(left, right)
-        symbol = _BINARY.get(type(node.op))
-        if symbol is None:
+        found = _BINARY.get(type(node.op))
+        if found is None:
             raise _Unsupported
+        symbol, fn = found
         code = f"{left.code} {symbol} {right.code}"
         if left.tangent is None and right.tangent is None:
             return _Value(self.temp(code))
-        if symbol == "@":
+        if fn is operator.matmul:
             return self.product(code, "{} @ {}", left, right, operator.matmul)
+        shape = _rules.scalar_shape(fn)  # (None: the user's rule)
         a, b, da, db = left.code, right.code, left.tangent, right.tangent
         value = self.temp(code)
-        if symbol in "+-":
-            grow = self.helper("grow")
-            if da is None:
-                tangent = f"{grow}({symbol}{db}, {value})" if symbol == "-" else \
-                    f"{grow}({db}, {value})"
-            elif db is None:
-                tangent = f"{grow}({da}, {value})"
-            else:
-                tangent = f"{da} {symbol} {db}"
-        elif symbol == "*":
+        if type(shape) is tuple and len(shape) == 2:  # linear: constant partials
+            terms = ([_scaled(da, shape[0])] if da else []) + \
+                ([_scaled(db, shape[1])] if db else [])
+            tangent = _sum_of(terms) if len(terms) == 2 else \
+                f"{self.helper('grow')}({_sum_of(terms)}, {value})"
+        elif shape is _rules.BILINEAR:
             tangent = " + ".join(([f"{da} * {b}"] if da else []) +
                                  ([f"{a} * {db}"] if db else []))
-        else:  # a / b
+        elif shape is _rules.QUOTIENT:  # (1 / b, -out / b)
             tangent = f"{da} / {b}" if db is None else \
                 f"({da or '0.0'} - {value} * {db}) / {b}"
+        else:
+            raise _Unsupported  # a rule of the user's, or a shape not written here
         name = self.fresh("d")
         self.emit(f"{name} = {tangent}")
         out = _Value(value, name, self.count)
-        self.steps.append((symbol, out, left, right))
+        self.steps.append((shape, out, left, right))
         return out
 
     def power(self, base: _Value, exponent: _Value) -> _Value:
+        """``a ** p`` for an integer literal ``p``, of the declared shape :data:`POWER`."""
         p = exponent.literal
         if exponent.tangent is not None or p is None or p != int(p):
             raise _Unsupported  # an integer literal power: others are left to the tape
@@ -359,13 +393,13 @@ class _Translation:
         code = f"{base.code} ** {exponent.code}"
         if base.tangent is None:
             return _Value(self.temp(code))
-        if p == 0:
+        if p == 0 or _rules.scalar_shape(operator.pow) is not _rules.POWER:
             raise _Unsupported
         slope = "1.0" if p == 1 else f"{p}.0 * {base.code}" if p == 2 else \
             f"{p}.0 * {base.code} ** {p - 1}"
         slope_name = self.temp(slope, "s")
         out = self.active(code, f"{slope_name} * {base.tangent}")
-        self.steps.append(("**", out, base, p, slope_name))
+        self.steps.append((_rules.POWER, out, base, p, slope_name))
         return out
 
     def subscript(self, node: ast.Subscript) -> _Value:
@@ -376,6 +410,7 @@ class _Translation:
         code = f"{array.code}[{index}]"
         if array.tangent is None:
             return _Value(self.temp(code))
+        self.written_out(operator.getitem)
         out = self.active(code, f"{array.tangent}[{index}]")
         self.steps.append(("[]", out, array, index))
         return out
@@ -419,6 +454,7 @@ class _Translation:
             code = f"{called}({operand.code}, axis={axis!r})"
             if operand.tangent is None:
                 return _Value(self.temp(code))
+            self.written_out(target)
             out = self.active(code, f"{called}({operand.tangent}, axis={axis!r})")
             self.steps.append((attr, out, operand, axis))
             return out
@@ -441,6 +477,7 @@ class _Translation:
         code = f"{called}({a.code})"
         if a.tangent is None:
             return _Value(self.temp(code))
+        self.written_out(target)
         value = self.temp(code)
         labels = (f"first_{attr}", f"second_{attr}")  # the derivatives declared beside its rules
         _, self.rules_used[labels[0]], self.rules_used[labels[1]] = _elementwise()[attr]
@@ -470,6 +507,7 @@ class _Translation:
         return args[0], axis
 
     def product(self, code: str, form: str, left: _Value, right: _Value, fn: Any) -> _Value:
+        self.written_out(fn)  # (its tangent is written out; its cotangents are its rules)
         rules = _rules.vjp_rules(fn)
         if rules is None or len(rules) != 2 or not all(callable(r) for r in rules):
             raise _Unsupported
@@ -542,16 +580,14 @@ class _Translation:
         elif kind == "[]":
             self.scatter(step[2], 0, c, step[3])
             self.scatter(step[2], 1, e, step[3])
-        elif kind in "+-":
-            a, b = step[2], step[3]
-            if a.tangent:
-                self.give(a, 0, f"{fit}({c}, {a.code})")
-                self.give(a, 1, e and f"{fit}({e}, {a.code})")
-            if b.tangent:
-                sign = "-" if kind == "-" else ""
-                self.give(b, 0, f"{fit}({sign}{c}, {b.code})")
-                self.give(b, 1, e and f"{fit}({sign}{e}, {b.code})")
-        elif kind == "*":
+        elif type(kind) is tuple:  # linear: constant partials
+            for operand, partial in zip(step[2:4], kind):
+                if operand.tangent:
+                    self.give(operand, 0, f"{fit}({_sum_of([_scaled(c, partial)])}, "
+                                          f"{operand.code})")
+                    self.give(operand, 1, e and f"{fit}({_sum_of([_scaled(e, partial)])}, "
+                                                f"{operand.code})")
+        elif kind is _rules.BILINEAR:
             a, b = step[2], step[3]
             for this, other in ((a, b), (b, a)):
                 if this.tangent:
@@ -560,7 +596,7 @@ class _Translation:
                         ([f"{c} * {other.tangent}"] if other.tangent else [])
                     self.give(this, 1, f"{fit}({' + '.join(terms)}, {this.code})"
                               if terms else None)
-        elif kind == "/":
+        elif kind is _rules.QUOTIENT:
             a, b = step[2], step[3]
             q = self.temp(f"{c} / {b.code}", "q")  # the cotangent of a, before fitting
             dq_terms = ([e] if e else []) + ([f"-{q} * {b.tangent}"] if b.tangent else [])
@@ -572,7 +608,7 @@ class _Translation:
                 self.give(b, 0, f"{fit}(-{q} * {y.code}, {b.code})")
                 terms = ([f"{dq} * {y.code}"] if dq else []) + [f"{q} * {y.tangent}"]
                 self.give(b, 1, f"{fit}(-({' + '.join(terms)}), {b.code})")
-        elif kind == "**":
+        elif kind is _rules.POWER:  # an integer power p: (p a^(p-1)), its derivative p(p-1)a^(p-2)
             a, p, slope = step[2], step[3], step[4]
             self.give(a, 0, f"{c} * {slope}")
             curvature = None if p == 1 else f"{p * (p - 1)}.0" if p == 2 else \
@@ -629,10 +665,14 @@ class _Translation:
         return compile_variant(self.fn, source, origins=origins, hidden=p)
 
 
-# code object -> (the generated code, the rules it calls by name) or None (outside the subset)
-_COMPILED: weakref.WeakKeyDictionary[types.CodeType, Any] = weakref.WeakKeyDictionary()
-# function -> (its code, the generated function) for the function as it is now
-_BUILT: weakref.WeakKeyDictionary[Any, tuple[types.CodeType, Any]] = \
+# code object -> (the rules' version it was translated at, the generated code and the rules it
+# calls by name, or None: outside the subset).  The translation writes out the formulas of the
+# shipped rules in force then (_Translation.written_out): any change of the rules (a user's
+# registration, isolated_rules ending, force_route) makes it stale, and it is made again.
+_COMPILED: weakref.WeakKeyDictionary[types.CodeType, tuple[int, Any]] = \
+    weakref.WeakKeyDictionary()
+# function -> (its code, the rules' version, the generated function) for the function as it is
+_BUILT: weakref.WeakKeyDictionary[Any, tuple[types.CodeType, int, Any]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -652,45 +692,29 @@ def _generated(fn: Any) -> Callable[[Any, Any], Any] | None:
     if type(fn) is not types.FunctionType:
         return None
     code = fn.__code__
+    version = _rules.version  # (read first: a change during the translation makes it stale)
     built = _BUILT.get(fn)
-    if built is not None and built[0] is code:
-        return built[1]  # type: ignore[no-any-return]
-    compiled = _COMPILED.get(code, False)
-    if compiled is False:
-        # (compiled outside any lock: two threads compile alike, and the first one's stays)
+    if built is not None and built[0] is code and built[1] == version:
+        return built[2]  # type: ignore[no-any-return]
+    found = _COMPILED.get(code)
+    if found is None or found[0] != version:
+        # (compiled outside any lock: two threads compile alike)
+        compiled: Any
         try:
             compiled = _compile(fn)
         except (_Unsupported, NoSourceError, RecursionError, SyntaxError, SystemError):
             compiled = None
-        compiled = _COMPILED.setdefault(code, compiled)
+        found = _COMPILED[code] = (version, compiled)
     target = None
-    if compiled is not None:
-        generated, rules = compiled
+    if found[1] is not None:
+        generated, rules = found[1]
         target = variant_function(fn, generated, {**_HELPERS, **rules})
-    _BUILT[fn] = (code, target)
+    _BUILT[fn] = (code, version, target)
     return target
-
-
-# the functions whose shipped rules the generated code writes out: while the user has
-# registered a rule of their own for one of them, the tape route (which applies it) runs
-_WRITTEN_OUT: frozenset[int] = frozenset()
-
-
-@_rules.on_change
-def _rebuild_written_out() -> None:
-    """(the elementwise functions as declared now: whatever the order modules were imported)"""
-    global _WRITTEN_OUT
-    _WRITTEN_OUT = frozenset(map(id, [
-        operator.add, operator.sub, operator.mul, operator.truediv, operator.matmul,
-        operator.pow, operator.neg, operator.pos, operator.getitem, np.transpose,
-        *[getattr(np, name) for name in sorted(_REDUCTIONS | _PRODUCTS)],
-        *[entry[0] for entry in _elementwise().values()]]))
 
 
 def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:
     """``H(x) @ v`` of ``fn`` by its generated code, or ``DECLINED``."""
-    if _rules.any_overridden(_WRITTEN_OUT):
-        return DECLINED
     target = _generated(fn)
     if target is None:
         return DECLINED

@@ -35,10 +35,10 @@ from .. import _routes, _rules
 from .._pytree import flatten, unflatten
 from .._shared import _innermost, _reverse_rules_only
 from ..forward._api import jvp
-from ..reverse._plans import _NP_UNSTACK, _POW_CONSTANT
+from ..reverse._plans import _NP_UNSTACK
 from ..reverse._sweep import _forward
-from ..reverse._tape import (_cast, _read_as_array, _unbroadcast, _vjps, _write, _WRITE_VJPS,
-                             _zeros_like)
+from ..reverse._tape import (_cast, _Linearised, _read_as_array, _ScalarRead, _unbroadcast,
+                             _vjps, _write, _WRITE_VJPS, _zeros_like)
 
 
 class _Unsupported(Exception):
@@ -94,15 +94,15 @@ def _tangent_of(node: Any, tangents: dict[Any, Any]) -> Any:
 
 def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[Any]]) -> None:
     """The output tangent of ``entry`` (and, in ``entry_dargs``, its arguments' tangents)."""
-    if type(entry) is tuple:
-        if len(entry) != 4:
-            raise _Unsupported  # local partials: not recorded in this mode
-        node, array_node, index, _ = entry  # x[i], a scalar read
+    if type(entry) is tuple:  # a record, headed by its kind (see reverse._tape)
+        if entry[0] is not _ScalarRead:
+            raise _Unsupported  # local partials (_Partials): never recorded for this pass
+        _, node, array_node, index, _ = entry  # x[i]
         d = tangents.get(array_node)
         if d is not None:
             tangents[node] = d[index]
         return
-    if entry.joint is not None:
+    if type(entry) is _Linearised or entry.joint is not None:
         raise _Unsupported
     dargs = [_tangent_of(n, tangents) for n in entry.inputs]
     if all(d is None for d in dargs):
@@ -249,11 +249,11 @@ def _fitted(part: Any, x: Any) -> Any:
 
 def _pull(entry: Any, pairs: dict[Any, list[Any]], tangents: dict[Any, Any],
           entry_dargs: dict[int, list[Any]]) -> None:
-    if type(entry) is tuple:  # x[i], a scalar read: its cotangent scattered into x's
-        pair = pairs.pop(entry[0], None)
+    if type(entry) is tuple:  # x[i] (a _ScalarRead: _tangent let no other record through)
+        pair = pairs.pop(entry[1], None)
         if pair is None:
             return
-        node, array_node, index, x = entry
+        _, _, array_node, index, x = entry
         ct, dct = pair
         dtype = np.result_type(x.dtype, float)
         part = np.zeros(x.shape, dtype)
@@ -415,20 +415,27 @@ def _elementwise(curvature: Any) -> Any:
 # -- tangents, written out ---------------------------------------------------------------------
 # tangent(fn, primals, kwargs, out, dargs): the output tangent, or _GENERIC
 
-def _t_sum(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
-           dargs: list[Any]) -> Any:
-    """x + y, x - y."""
-    if len(dargs) != 2 or kwargs:
-        return _GENERIC
-    dx, dy = dargs
-    minus = fn is operator.sub or fn is np.subtract
-    if dy is None:
-        d = dx
-    elif dx is None:
-        d = -dy if minus else dy
-    else:
-        d = dx - dy if minus else dx + dy
-    return d if np.shape(d) == np.shape(out) else np.broadcast_to(d, np.shape(out))
+def _t_linear(partials: tuple[float, float]) -> Any:
+    """The tangent of a function linear in its two arguments with the declared constant
+    ``partials`` (x + y: (1, 1); x - y: (1, -1)), a unit partial passing the tangent through."""
+    px, py = partials
+
+    def term(d: Any, p: float) -> Any:
+        return d if p == 1.0 else -d if p == -1.0 else d * p
+
+    def tangent(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+                dargs: list[Any]) -> Any:
+        if len(dargs) != 2 or kwargs:
+            return _GENERIC
+        dx, dy = dargs
+        if dy is None:
+            d = term(dx, px)
+        elif dx is None:
+            d = term(dy, py)
+        else:
+            d = term(dx, px) + term(dy, py)
+        return d if np.shape(d) == np.shape(out) else np.broadcast_to(d, np.shape(out))
+    return tangent
 
 
 def _t_first(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
@@ -493,18 +500,27 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
                 if found is not None:
                     table[id(fn)] = (fn, (found,), how, tangent)
 
-    add((operator.add, np.add, operator.sub, np.subtract), _linear, _t_sum)
+    # the arithmetic operators, by the shape of their partials declared beside their rules
+    for fn in (operator.add, np.add, operator.sub, np.subtract, operator.mul, np.multiply,
+               operator.truediv, np.true_divide):
+        shape = _rules.scalar_shape(fn)
+        if type(shape) is tuple:
+            add((fn,), _linear, _t_linear(shape))
+        elif shape is _rules.BILINEAR:
+            add((fn,), _bilinear, _t_product)
+        elif shape is _rules.QUOTIENT:
+            add((fn,), _quotient, _t_quotient)
     add((operator.neg, np.negative, operator.pos, np.positive, operator.getitem, np.sum,
          np.mean, np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
          np.broadcast_to, np.swapaxes, np.moveaxis, np.cumsum, np.real, _NP_UNSTACK),
         _linear, _t_first)
     add((np.concatenate, np.stack), _linear, None)
     add((_write,), _linear, None, _WRITE_VJPS)
-    add((operator.mul, np.multiply, operator.matmul, np.matmul), _bilinear, _t_product)
-    add((operator.truediv, np.true_divide), _quotient, _t_quotient)
-    for fn in (operator.pow, np.power):  # shipped, or the engine's for a constant exponent
-        if _rules.is_shipped(fn):
-            table[id(fn)] = (fn, (_rules.vjp_rules(fn), _POW_CONSTANT), _power, _t_power)
+    add((operator.matmul, np.matmul), _bilinear, _t_product)
+    for fn in (operator.pow, np.power):  # shipped, or its quick rule for a constant exponent
+        quick = _rules.quick(fn)
+        if _rules.scalar_shape(fn) is _rules.POWER and quick is not None:
+            table[id(fn)] = (fn, (_rules.vjp_rules(fn), quick[1]), _power, _t_power)
     for fn, first, second in _rules.declared_elementwise().values():
         add((fn,), _elementwise(second), _t_elementwise(first))
     return table

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Context, Tagged, opaque, overdub
+from overdub import Context, Tagged, hide_machinery, opaque, overdub
 
 from .. import _arrays
 from .._custom import custom_vjp
 from .._pytree import flatten, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _innermost,
-                       _normalize_argnums, _not_a_number)
+                       _normalize_argnums, _not_a_number, _OWN_CODE)
 from ._calls import _REAL_TYPES
 from ._sweep import _enclosed, _forward, _pull, _rebuild, _release, _sweep, _tree_leaves
 from ._tape import _check_ct
@@ -77,9 +77,15 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     if not callable(f):
         raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
     check_argnums("value_and_grad", argnums)
+    return opaque(_entry(_value_and_grad(f, argnums, has_aux, holomorphic)))
 
-    @opaque
-    @_entry
+
+def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
+                    holomorphic: bool) -> Callable[..., tuple[Any, ...]]:
+    """:func:`value_and_grad`'s function, its arguments checked, bare: ``grad`` calls it from
+    its own entry point (one entry point per call, not two: ``grad(f)`` is often made per
+    call, as in a training loop, and each costs a ``functools.wraps``)."""
+
     def value_and_gradient(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         nums = _normalize_argnums(argnums, len(args))
         enclosed = _enclosed()
@@ -95,7 +101,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         value = out
         inner = _innermost(value)
         seed: Any = 1.0
-        if type(inner) is not float and _not_a_number(inner):
+        if type(inner) not in _REAL_TYPES and _not_a_number(inner):
             _release(tape)
             _check_output(inner, "grad")  # None, a str: raises
         if type(inner) is not float and value_nodes and value_nodes[0] is None and \
@@ -171,12 +177,17 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: boo
     if not callable(f):
         raise TypeError(f"grad: f must be callable, got {f!r}")
     check_argnums("grad", argnums)
-    value_and_gradient = value_and_grad(f, argnums, has_aux, holomorphic)
+    value_and_gradient = _value_and_grad(f, argnums, has_aux, holomorphic)
 
     @opaque
-    @_entry
     def gradient(*args: Any, **kwargs: Any) -> Any:
-        out = value_and_gradient(*args, **kwargs)
+        # _entry's work written out: grad(f) is often made per call (a training loop), and
+        # _entry's functools.wraps costs more than a small gradient's own recording
+        try:
+            out = value_and_gradient(*args, **kwargs)
+        except BaseException as exc:
+            hide_machinery(exc, _OWN_CODE)
+            raise
         return (out[1], out[0][1]) if has_aux else out[1]
 
     return gradient

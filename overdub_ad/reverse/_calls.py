@@ -101,13 +101,6 @@ def _fast_tables() -> None:
     _FAST.update({**_FAST1, **_FAST2})
 
 
-# A tape for _hvp (ReverseContext.second) on which a custom_jvp rule ran: its tangent map was
-# recorded with primals that tape holds as constants, so _hvp's passes, which differentiate the
-# tape, would miss how the map depends on them.  This entry (not one they take) makes them
-# decline; the nested route differentiates the rule instead.
-_LINEARISED = ("custom_jvp",)
-
-
 def _cell_values(fn: types.FunctionType) -> list[Any]:
     """The values in ``fn``'s closure cells (an empty one, a name not assigned yet, has none)."""
     values = []
@@ -239,8 +232,9 @@ def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
 
 _DECISIONS: dict[int, tuple[Any, bool]] = {}
 # Python functions known not to be primitives (the core recurses into them): fn -> (its code,
-# the context class that found out)
-_RECURSIVE: weakref.WeakKeyDictionary[Any, tuple[Any, type]] = weakref.WeakKeyDictionary()
+# the context class that found out, the rules' version when no rule, stand-in or other test
+# of ReverseContext._direct applied to it)
+_RECURSIVE: weakref.WeakKeyDictionary[Any, tuple[Any, type, int]] = weakref.WeakKeyDictionary()
 
 
 def _reads_table() -> dict[int, tuple[Any, ...]]:

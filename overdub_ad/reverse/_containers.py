@@ -27,6 +27,11 @@ from ._tape import _is_differentiable
 if TYPE_CHECKING:
     from ._context import ReverseContext
 
+# An array's data attributes that no derivative flows through (numbers, tuples, a dtype):
+# ``x.ndim`` of a NumPy array, read at every call of many functions, is read at once
+_ARRAY_DATA = frozenset({"ndim", "shape", "size", "dtype", "itemsize", "nbytes", "strides"}) \
+    - {"flat", *_ATTRIBUTES, *_METHODS, *ARRAY_WRITES}
+
 
 # -- containers ----------------------------------------------------------------------------
 def _store(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -113,6 +118,12 @@ def _release_stores(self: ReverseContext) -> None:
                     writes.append((write, container, i, cleaned))
         elif isinstance(container, dict):
             write = _base_write(container)
+            if any(self._cleaned(key) is not key for key in container):
+                items = list(container.items())  # differentiated keys: the dict rebuilt
+                dict.clear(container)
+                writes.extend((write, container, self._cleaned(key), self._cleaned(value))
+                              for key, value in items)
+                continue
             for key, value in list(container.items()):
                 cleaned = self._cleaned(value)
                 if cleaned is not value:
@@ -204,6 +215,10 @@ def _elements(self: ReverseContext, x: Any) -> list[Any]:
 
 # -- attributes ----------------------------------------------------------------------------
 def _attribute(self: ReverseContext, obj: Any, name: Any, *default: Any) -> Any:
+    if name in _ARRAY_DATA:
+        plain = _innermost(obj)
+        if type(plain) is np.ndarray:
+            return getattr(plain, name)  # (what the tests below come to for it)
     if name == "flat":
         return _Flat(obj)
     if name in _ATTRIBUTES:

@@ -13,30 +13,61 @@ from typing import Any
 import numpy as np
 
 from overdub import (Context, Tagged, can_recurse, carries_tags, current_context,
-                     keeps_heap_metadata, overdub, recurse, tag)
+                     overdub, recurse, tag)
 
 from .. import _arrays, _callbacks, _routes, _rules
-from .._rules import BILINEAR as _BILINEAR
 from .._array_methods import _replacement
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost,
-                       iterate_through, keyed_read, _public, python_iterable, _sourceless,
-                       _user_operator)
-from . import _containers, _mutation, _recording, _specialise
+                       iterate_through, _KEYED_READS, keyed_read, _public, python_iterable,
+                       _sourceless, _user_operator)
+from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
-                     _DECISIONS, _dict_storing, _FAST, _FAST1, _FAST2, _INPLACE, _is_iterator,
+                     _DECISIONS, _dict_storing, _FAST, _INPLACE, _is_iterator,
                      _ITERATORS, _MOVING, _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
-from ._tape import _element_index, _Entry, _Node, _placeholder, _root
+from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
+                    _ScalarRead)
 
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
 _NATIVE_STORES = frozenset({list, dict, np.flatiter})  # (their writes are this context's)
+# Arguments that can neither be nor hold a differentiated value, nor be written into, nor call
+# back, nor be iterated by Python code (a class whose metaclass is ``type``: an Enum's is not):
+# a call given only these (positionally, or by keywords other than ``out``), by a C function
+# that is not a method of an object, is this context's only for a stand-in (every other test
+# of _held is about what its arguments are or hold, or about the object a method is bound to),
+# and Python code is left to _indirect's own tests (its specialised version).  Most calls of a
+# function's bookkeeping are of this kind.
+_INERT = frozenset({int, float, bool, complex, str, type(None), np.float64, type})
+# Library functions that _general sends to _call (np.sin, np.sum, np.zeros): id -> (fn, the
+# rules' version then, its public function, whether its callable arguments are guarded).
+# Every test _general makes before that is of the function alone, given the rules, but for
+# the ones about the call's arguments, which are made again (a callback, an iterator,
+# ``out=``); the functions whose tests look at the arguments otherwise (operators a class may
+# define, the consumers of iterables, in-place operators, methods bound to an object) are
+# never kept.  Long-lived functions only: the entry keeps its function alive, so that its id
+# stays its own.
+_ROUTED: dict[int, tuple[Any, int, Any, bool]] = {}
+_LIBRARY_KINDS = frozenset({np.ufunc, type(np.sum)})
 
 # -- the context --------------------------------------------------------------------------------
+
+def _remember_route(fn: Any, public: Any) -> None:
+    """Note in ``_ROUTED`` that ``_general`` took ``fn`` (a library function: a ufunc, a NumPy
+    dispatcher, a module's builtin) to ``_call`` of ``public``, unless the tests for ``fn``
+    depend on its arguments (an operator, a consumer of iterables, an in-place operator)."""
+    kind = type(fn)
+    if (kind in _LIBRARY_KINDS or (kind is _BuiltinMethod and
+                                   type(fn.__self__) is types.ModuleType)) and \
+            id(fn) not in _BINARY_OPERATIONS and id(fn) not in CONSUMERS and \
+            fn not in _INPLACE and len(_ROUTED) < 10_000:
+        _ROUTED[id(fn)] = (fn, _rules.version, public,
+                           _callbacks.c_callee(fn) and _rules.vjp_rules(fn) is None)
+
 
 class ReverseContext(Context):
     """The reverse-mode context: one instance (and one tape) per ``vjp`` call.
@@ -219,6 +250,13 @@ class ReverseContext(Context):
         decision = _DECISIONS.get(id(fn))
         if decision is not None and decision[0] is fn:  # never a replacement nor an alias
             return decision[1]
+        if type(fn) is types.FunctionType:
+            seen = _RECURSIVE.get(fn)
+            if seen is not None and seen[2] == _rules.version and seen[0] is fn.__code__ and \
+                    seen[1] is type(self):
+                return self._python_decision(fn, False)  # (see below: found before)
+        if fn is getattr:  # x.ndim: ours (see _attribute), whatever the tests below would say
+            return True
         if fn is operator.setitem or fn is operator.delitem:  # (never a kept decision)
             container = _innermost(args[0])
             if isinstance(container, np.ndarray) or type(container) in _NATIVE_STORES \
@@ -238,7 +276,7 @@ class ReverseContext(Context):
         decision = _DECISIONS.get(id(fn))
         if decision is not None and decision[0] is fn:
             return decision[1]
-        if fn is getattr or fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
+        if fn is dict or isinstance(fn, custom_vjp) or id(fn) in _ITERATORS \
                 or (type(fn) is custom_jvp and fn.jvp is not None) \
                 or id(fn) in _MOVING:
             return True
@@ -254,21 +292,17 @@ class ReverseContext(Context):
             _remember(fn, False)
             return False  # the tag machinery moves it (heap), or looks at the plain value
         if type(fn) is types.FunctionType:
-            # the decision is kept for this run (a strong reference, so the id stays the
-            # function's), and across runs whether the core can recurse into it (the same
-            # each time)
+            # kept across runs: whether the core can recurse into it (the same each time), and
+            # with it the rules' version at which none of the tests above applied (each is of
+            # the function alone, given the rules: the next run goes straight here)
             seen = _RECURSIVE.get(fn)
             if seen is not None and seen[0] is fn.__code__ and seen[1] is type(self):
                 decided = False
             else:
                 decided = _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
-                if not decided:
-                    _RECURSIVE[fn] = (fn.__code__, type(self))
-            if not decided and not self.nested and not self.second and \
-                    _routes.enabled("reverse-specialised"):
-                decided = self._specialised(fn)
-            self._functions[id(fn)] = (fn, decided, _rules.version)
-            return decided
+            if not decided:
+                _RECURSIVE[fn] = (fn.__code__, type(self), _rules.version)
+            return self._python_decision(fn, decided)
         if type(fn) is types.MethodType and type(fn.__func__) is types.FunctionType and \
                 not self.nested and not self.second and _routes.enabled("reverse-specialised"):
             if _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs):
@@ -279,6 +313,17 @@ class ReverseContext(Context):
         if python:
             return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
         return not can_recurse(self, fn, *args, **kwargs)
+
+    def _python_decision(self, fn: types.FunctionType, decided: bool) -> bool:
+        """:meth:`_direct`'s answer for Python function ``fn``, given whether the core sees a
+        primitive in it (no source, and it cannot recurse into it): else its specialised
+        version, where one runs.  Kept for this run (a strong reference, so the id stays the
+        function's)."""
+        if not decided and not self.nested and not self.second and \
+                _routes.enabled("reverse-specialised"):
+            decided = self._specialised(fn)
+        self._functions[id(fn)] = (fn, decided, _rules.version)
+        return decided
 
     def _specialised(self, fn: types.FunctionType) -> bool:
         """Whether Python function ``fn`` runs as its specialised version in this run (the
@@ -320,14 +365,39 @@ class ReverseContext(Context):
                     (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
                 return self._direct(fn, args, kwargs)
         out = kwargs.get("out")
-        if out is not None and (self.versions or any(map(self._carries, args))
-                                or any(map(self._holds, _outs(out)))):
-            return True
+        if out is not None and not isinstance(fn, _PYTHON_CODE) and (
+                self.versions or any(map(self._carries, args))
+                or any(map(self._holds, _outs(out)))):
+            return True  # (NumPy's out=; a Python function's out= is a keyword like any)
         return None
+
+    def _keyed_here(self, key: Any) -> bool:
+        """Whether the dict key ``key`` is differentiated here: itself, or a member of a tuple
+        key (``memo[(x, "a")]``), whose item must pass ``by_differentiated_key``."""
+        if type(key) is Tagged:
+            return key.owner is self._ref
+        return type(key) is tuple and any(self._keyed_here(k) for k in key)
 
     def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call without a differentiated argument of its own: written arrays, containers of
         differentiated values, keywords, ``out=`` buffers."""
+        if type(fn) is types.FunctionType:
+            decision = _DECISIONS.get(id(fn))  # (overdub_ad's own: a run's first step, given
+            if decision is not None and decision[0] is fn:  # no differentiated value, or a
+                return decision[1]  # pytree of them, is decided as one that is)
+        for a in args:
+            if type(a) not in _INERT:
+                break
+        else:  # (np.zeros(3), n != 1, np.ones(2, dtype=float)): see _INERT
+            if not kwargs or ("out" not in kwargs and
+                              all(type(v) in _INERT for v in kwargs.values())):
+                kind = type(fn)
+                if kind is not types.FunctionType and kind is not types.MethodType and (
+                        kind not in METHOD_KINDS or (kind is _BuiltinMethod and type(
+                            fn.__self__) is types.ModuleType)):
+                    return self._ref is not None and fn is not operator.getitem and \
+                        fn is not operator.contains and bool(_rules._STANDINS) and \
+                        _rules.standin(fn, _rules.vjp_rules) is not None
         if kwargs:
             decided = self._by_keyword(fn, args, kwargs)
             if decided is not None:
@@ -348,7 +418,13 @@ class ReverseContext(Context):
         """:meth:`_indirect` for a call that no written array decides: differentiated values
         held in its arguments (lists, tuples, dicts, iterators)."""
         if fn is operator.getitem or fn is operator.contains:
-            return False
+            # d[(x, "a")]: a key holding a differentiated value (see execute)
+            return fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) \
+                and type(args[1]) is tuple and self._keyed_here(args[1])
+        if type(fn) in METHOD_KINDS and any(type(a) is tuple for a in args[:2]):
+            keyed = keyed_read(fn, args)  # memo.get((1, x)): see execute
+            if keyed is not None and self._keyed_here(keyed[1]):
+                return True
         if _rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
@@ -403,7 +479,9 @@ class ReverseContext(Context):
     def _writes(self, container: Any, index: Any, value: Any) -> bool:
         """Whether ``container[index] = value`` is this context's: a differentiated value
         stored, or a write into an array that is differentiated or written before."""
-        if type(container) in (list, dict) or _dict_storing(container):
+        if type(container) is dict:  # d[x] = v: a key read back by iterating d has its node
+            return self._carries(value) or self._carries(index)
+        if type(container) is list or _dict_storing(container):
             return self._carries(value)
         if isinstance(container, np.ndarray):
             return self._carries(value) or self._holds(container)
@@ -414,7 +492,6 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        p: Any  # the local partial derivative on the unary fast path
         kind = type(fn)
         if kind is types.FunctionType or kind is types.MethodType:
             func = fn if kind is types.FunctionType else fn.__func__
@@ -429,47 +506,24 @@ class ReverseContext(Context):
                         _binding_error(fn, args, kwargs)  # raised by the call: say it as fn
                     raise
         if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
-                type(args[1]) is Tagged and args[1].owner is self._ref:
-            return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse")
-        keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
-        if keyed is not None and type(keyed[1]) is Tagged and keyed[1].owner is self._ref:
-            return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
-                                         "reverse")
+                self._keyed_here(args[1]):
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse",
+                                         self)
         if not self.nested and not kwargs and not (
                 args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
                 and fn is not operator.getitem):  # (array code: none of these paths is its)
-            if fn is getattr and type(args[0]) is types.ModuleType:
-                value = getattr(*args)
-                if callable(value):  # np.sin: no metadata to look for
-                    return value
-                return self.fallback(fn, *args)
-            if fn is iter and args and type(args[0]) in _NATIVE_CONTAINERS:
-                return fn(*args)
-            if len(args) == 2:
-                partials = _FAST2.get(id(fn))
-                if partials is not None:
-                    out = self._arithmetic(fn, partials, *args)
-                    if out is not _NOT_SIMPLE:
-                        return out
-            elif len(args) == 1:
-                partial = _FAST1.get(id(fn))
-                if partial is not None:
-                    a = args[0]
-                    if type(a) in _REAL_TYPES:
-                        return fn(a)
-                    if type(a) is Tagged and a.owner is self._ref and \
-                            type(a.value) in _REAL_TYPES:
-                        va = a.value
-                        out = fn(va)
-                        p = partial(va, out) if type(out) in _REAL_TYPES else None
-                        if p is not None and not self.second:
-                            node = len(self.tape)
-                            self.tape.append((node, a.meta, p))
-                            return Tagged(out, node, self._ref, self._label)
-            if fn is operator.getitem:
-                out = self._scalar_read(*args)
-                if out is not _NOT_SIMPLE:
-                    return out
+            out = self._scalar_step(fn, args)
+            if out is not _NOT_SIMPLE:
+                return out
+        # (a dict's method, d.get(k): after the paths above, none of which is a method's;
+        # keyed_read's own test of the name first, for the operators, all method kinds)
+        keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS and \
+            fn.__name__ in _KEYED_READS else None
+        if keyed is not None and self._keyed_here(keyed[1]):
+            return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
+                                         "reverse", self)
+        if fn is getattr:  # x.ndim: _general's answer at once (no plan, never a callback's)
+            return self._attribute(*args)
         if not self.nested and not self.versions:
             plan = _PLANS.get(id(fn))
             if plan is None or plan.fn is not fn or plan.version != _rules.version:
@@ -480,61 +534,15 @@ class ReverseContext(Context):
                     return out
         return self._general(fn, args, kwargs)
 
-    def _scalar_read(self, container: Any, index: Any) -> Any:
-        """``x[i]`` with no enclosing context: an item of a Python container, or a float read
-        from a differentiated array in a loop (one tape tuple); else ``_NOT_SIMPLE``."""
-        if type(container) in _NATIVE_CONTAINERS:
-            if type(container) is dict and keeps_heap_metadata(self):
-                return self.fallback(operator.getitem, container, index)  # (vars(obj)[name])
-            return container[index]
-        if type(container) is Tagged and container.owner is self._ref and \
-                (type(index) is int or (type(index) is tuple and
-                                        all(type(i) is int for i in index))):
-            array = container.value
-            if type(array) is np.ndarray:
-                out = array[index]
-                if type(out) is np.float64:  # x[i] of a float array, in a loop
-                    node = len(self.tape)
-                    self.tape.append((node, self._node(container), index,
-                                      _placeholder(array)))
-                    return Tagged(out, node, self._ref, self._label)
-        return _NOT_SIMPLE
-
-    def _arithmetic(self, fn: Any, partials: Any, a: Any, b: Any) -> Any:
-        """Float arithmetic with no enclosing context: the local partials recorded (one tape
-        tuple), or ``_NOT_SIMPLE`` (the general path)."""
-        p: Any  # the local partial derivatives: a pair
-        ref = self._ref
-        if type(a) is Tagged and a.owner is ref:
-            na, va = a.meta, a.value
-        else:
-            na, va = None, a
-        if type(b) is Tagged and b.owner is ref:
-            nb, vb = b.meta, b.value
-        else:
-            nb, vb = None, b
-        if type(va) in _REAL_TYPES and type(vb) in _REAL_TYPES:
-            if na is None and nb is None:
-                return fn(va, vb)
-            if partials is _BILINEAR:
-                out, p = fn(va, vb), (vb, va)
-            elif type(partials) is tuple:  # linear: constant partials
-                out, p = fn(va, vb), partials
-            else:
-                try:
-                    out = fn(va, vb)
-                except ZeroDivisionError:
-                    out = None
-                p = None if out is None or type(out) not in _REAL_TYPES else \
-                    partials(va, vb, out, na is not None, nb is not None)
-            if p is not None and not self.second:
-                node = len(self.tape)
-                self.tape.append((node, na, p[0], nb, p[1]))
-                return Tagged(out, node, ref, self._label)
-        return _NOT_SIMPLE
-
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""
+        if fn is operator.setitem or fn is operator.delitem:  # (never given a callback to
+            return self._setitem(fn, *args)  # call: the operator module is never guarded)
+        known = _ROUTED.get(id(fn))
+        if known is not None and known[0] is fn and known[1] == _rules.version:
+            out = self._routed(fn, known, args, kwargs)
+            if out is not _NOT_SIMPLE:
+                return out
         if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
                 _rules.vjp_rules(fn) is None and not any(map(self._carries, args)):
             return _callbacks.call_guarded(self, fn, args, kwargs, self._carries, "reverse",
@@ -544,10 +552,6 @@ class ReverseContext(Context):
                 out = recurse(self, method, *operands)
                 if out is not NotImplemented:
                     return out
-        if fn is getattr:
-            return self._attribute(*args)
-        if fn is operator.setitem or fn is operator.delitem:
-            return self._setitem(fn, *args)
         method = _rules.method_with_rules(fn, _rules.vjp_rules)
         if method is not None:  # a.dot(y) is np.ndarray.dot(a, y), as Python runs it
             return self.execute(method[0], method[1], *args, **kwargs)
@@ -582,11 +586,25 @@ class ReverseContext(Context):
             return self._copyto(*args, **kwargs)
         if kwargs.get("out") is not None:
             return self._write_out(fn, args, kwargs)
-        fn = _public(fn)
-        implementation = _implementation(fn)
+        public = _public(fn)
+        implementation = _implementation(public)
         if implementation is not None:
             return recurse(self, implementation, *args, **kwargs)
-        return self._call(fn, args, kwargs)
+        _remember_route(fn, public)
+        return self._call(public, args, kwargs)
+
+    def _routed(self, fn: Any, known: tuple[Any, ...], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+        """A library function ``_general`` found ``_call`` for before (``known``, its
+        ``_ROUTED`` entry): the tests about its arguments made again (the callback test only
+        where ``fn`` may call back: guarded), else ``_NOT_SIMPLE``."""
+        if known[3] and _callbacks.has_callback(args, kwargs) and \
+                not any(map(self._carries, args)):
+            return _callbacks.call_guarded(self, fn, args, kwargs, self._carries, "reverse",
+                                           self._run)
+        if kwargs.get("out") is None and not any(map(_is_iterator, args)):
+            return self._call(known[2], args, kwargs)
+        return _NOT_SIMPLE
 
     def _method_store(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A C method that stores into a container (``d.setdefault(k, x)``), or a store spelled
@@ -627,7 +645,8 @@ class ReverseContext(Context):
             out = array[index]
             if type(out) is np.float64:
                 node = len(self.tape)
-                self.tape.append((node, self._node(container), index, _placeholder(array)))
+                self.tape.append((_ScalarRead, node, self._node(container), index,
+                                  _placeholder(array)))
                 return Tagged(out, node, self._ref, self._label)
         if self.is_primitive(operator.getitem, container, index):
             return self.execute(operator.getitem, container, index)
@@ -689,6 +708,9 @@ class ReverseContext(Context):
 
     # values stored into containers and objects, and iteration: see _containers
     _store = _containers._store
+    _scalar_step = _scalars._scalar_step
+    _scalar_read = _scalars._scalar_read
+    _arithmetic = _scalars._arithmetic
     _construct = _containers._construct
     _setattr = _containers._setattr
     _note_store = _containers._note_store

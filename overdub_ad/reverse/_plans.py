@@ -1,6 +1,6 @@
-"""Cached per-function plans for NumPy calls on plain arrays, and the quick rules that give
-the same numbers as the shipped ones for the commonest shapes (2-D ``@``, whole-array ``sum``,
-constant powers)."""
+"""Cached per-function plans for NumPy calls on plain arrays, and the table of quick rules
+declared beside the shipped ones (``_rules.defquick``: the same numbers for the commonest
+shapes -- 2-D ``@``, whole-array ``sum``, constant powers -- with fewer operations)."""
 
 from __future__ import annotations
 
@@ -91,77 +91,21 @@ _NP_UNSTACK = getattr(np, "unstack", None)
 _READS = _reads_table()
 
 
-def _pow_constant_vjp(ct: Any, out: Any, /, x: Any, y: Any, *m: Any) -> Any:
-    """The cotangent of ``x`` in ``x ** y`` for a constant number ``y != 0``: what the shipped
-    rules compute, ``ct * (y * x ** (y - 1))`` (their guard for ``x == y == 0`` never applies),
-    without their masks; ``x ** 1`` is ``x`` exactly.  Below 1 the slope at ``x == 0`` is
-    infinite, as the shipped rules give it (without NumPy's warning)."""
-    if y < 1:
-        with np.errstate(divide="ignore"):
-            return ct * (y * np.power(x, y - 1))
-    return ct * (y * (x if y == 2 else np.power(x, y - 1)))
+# np.power's quick rules for a constant exponent: hvp's tapes know them (they record them too)
+_POW_CONSTANT: tuple[Any, ...] = (_rules.quick(np.power) or (None, ()))[1]
+# id(fn) -> (fn, its shipped reverse rules, the test of a call (mask of differentiated
+# arguments, primal arguments, keywords), the rules to record instead, whether second-order
+# tapes may record them too): faster equivalents of shipped reverse rules for their commonest
+# calls (x ** 2, a @ b, np.sum(a)), declared beside the rules (_rules.defquick)
+_QUICK: dict[int, tuple[Any, ...]] = {}
 
 
-def _matmul_matrices_vjp_x(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
-    """The cotangent of the matrix ``x`` in ``x @ y`` for a matrix ``y``: the shipped rule's
-    ``np.matmul(ct, np.swapaxes(y, -1, -2))``, without its cases for vectors and stacks."""
-    return np.matmul(ct, y.T)
-
-
-def _matmul_matrices_vjp_y(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
-    return np.matmul(x.T, ct)
-
-
-def _sum_all_vjp(ct: Any, out: Any, /, x: Any) -> Any:
-    """The cotangent of the array ``x`` in ``np.sum(x)``: the shipped rule's read-only
-    broadcast of ``ct`` to ``x``'s shape, made directly (``np.broadcast_to`` and the rule's
-    handling of axes and masks cost several times the gradient of a small array)."""
-    ct = np.asarray(ct)
-    view = np.ndarray(x.shape, ct.dtype, ct, 0, (0,) * x.ndim)
-    view.flags.writeable = False
-    return view
-
-
-_POW_CONSTANT = (_pow_constant_vjp, _rules.ZERO)
-_CONSTANT_POWERS = frozenset({int, float})
-
-
-def _constant_power(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
-    """``x ** y`` for a constant number ``y != 0``, only ``x`` differentiated."""
-    return mask == 1 and len(primals) == 2 and not kwargs and \
-        type(primals[1]) in _CONSTANT_POWERS and primals[1] != 0
-
-
-def _matrices(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
-    """Two NumPy matrices, nothing else."""
-    return not kwargs and len(primals) == 2 and \
-        type(primals[0]) is np.ndarray and primals[0].ndim == 2 and \
-        type(primals[1]) is np.ndarray and primals[1].ndim == 2
-
-
-def _whole_array(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
-    """One NumPy array, nothing else (the reduction of all of it)."""
-    return not kwargs and len(primals) == 1 and type(primals[0]) is np.ndarray
-
-
-def _quick_table() -> dict[int, tuple[Any, ...]]:
-    """Faster equivalents of shipped reverse rules, for their commonest calls: the same
-    numbers, fewer operations.  ``id(fn) -> (fn, its shipped rules, the test of a call
-    (mask of differentiated arguments, primal arguments, keywords), the rules to record
-    instead, whether second-order tapes may record them too)`` -- :mod:`._hvp` knows
-    :data:`_POW_CONSTANT`, not the others.  A rule the user registered later is not in it (its
-    identity differs)."""
-    table = {}
-    for fns, test, quick, second in (
-            ((operator.pow, np.power), _constant_power, _POW_CONSTANT, True),
-            ((operator.matmul, np.matmul), _matrices,
-             (_matmul_matrices_vjp_x, _matmul_matrices_vjp_y), False),
-            ((np.sum,), _whole_array, (_sum_all_vjp,), False)):
-        for fn in fns:
-            rules = _rules.vjp_rules(fn)
-            if rules is not None:
-                table[id(fn)] = (fn, rules, test, quick, second)
-    return table
-
-
-_QUICK = _quick_table()
+@_rules.on_change
+def _quick_table() -> None:
+    """The quick rules of the functions whose rules are still the shipped ones (a rule the
+    user registers wins: its function leaves the table, and a plan made before the change,
+    whose version is stale, is made again)."""
+    table = {key: (fn, _rules.vjp_rules(fn), applies, vjps, second)
+             for key, (fn, applies, vjps, second) in _rules.quick_rules().items()}
+    _QUICK.clear()
+    _QUICK.update(table)

@@ -17,11 +17,11 @@ from .._arraylike import array_like, stackable, takes_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten, unflatten
 from .._shared import _innermost, _no_derivative_lost, _zero
-from ._calls import (_arrays_within, _LINEARISED, _NOT_SIMPLE, _plain_tuple, _positional,
-                     _SIMPLE_ARGS, _SIMPLE_VALUES)
+from ._calls import (_arrays_within, _NOT_SIMPLE, _plain_tuple, _positional, _SIMPLE_ARGS,
+                     _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
-from ._tape import (_carries_int, _Entry, _is_differentiable, _Joint, _Node, _placeholder,
-                    _root)
+from ._tape import (_carries_int, _Entry, _is_differentiable, _Joint, _LINEARISED, _Node,
+                    _placeholder, _root)
 
 if TYPE_CHECKING:
     from ._context import ReverseContext

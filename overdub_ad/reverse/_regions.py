@@ -5,7 +5,11 @@ An expression of ``+ - * / **`` and unary ``-``/``+`` becomes vertices (operatio
 constants); the compiler evaluates its leaves in Python's order, then emits, from the graph,
 the value computed natively, the partial derivative of the value in each leaf (reverse
 accumulation over the expression, the adjoints written as text), or the general path, each
-operation through the context.  Text helpers for the generated code sit at the end.
+operation through the context.  The adjoints are those of each operation's shape of partials
+as declared beside its rules (``_rules.scalar_shape``: linear with its constants, bilinear,
+quotient, power), not of its symbol; an operation without one (the user registered a rule of
+their own) sends the expression to the general path, which applies the rules.  Text helpers
+for the generated code sit at the end.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+from .. import _rules
 
 
 class _Unsupported(Exception):
@@ -35,10 +41,11 @@ class _Emitter(Protocol):
 class _Vertex:
     """A node of an arithmetic expression: an operation, a leaf, or a constant."""
 
-    __slots__ = ("kind", "op", "args", "value", "node", "text", "adjoint")
+    __slots__ = ("kind", "op", "args", "shape", "value", "node", "text", "adjoint")
 
     def __init__(self, kind: str, op: Any = None, args: tuple[Any, ...] = ()) -> None:
         self.kind, self.op, self.args = kind, op, args
+        self.shape: Any = None  # an operation's declared shape of partials (_rules.scalar_shape)
         self.value = ""   # the text of its value in the fast block
         self.node = ""    # a leaf's tape node variable
         self.text = ""    # a leaf's raw value (what the general path computes with)
@@ -67,11 +74,15 @@ class _Graph:
             left = self.build(node.left)
             right = self.build(node.right)
             vertex = _Vertex("op", type(node.op), (left, right))
+            _, fn, in_place = self.arith[type(node.op)]
+            shape = _rules.scalar_shape(fn)  # (in place: the same shape, or the user's rule)
+            vertex.shape = shape if _rules.scalar_shape(in_place) is shape else None
             self.ops.append(vertex)
             return vertex
         if isinstance(node, ast.UnaryOp) and type(node.op) in self.unary:
             operand = self.build(node.operand)
             vertex = _Vertex("op", type(node.op), (operand,))
+            vertex.shape = _rules.scalar_shape(self.unary[type(node.op)][1])
             self.ops.append(vertex)
             return vertex
         if isinstance(node, ast.Constant) and type(node.value) in (int, float) and \
@@ -132,28 +143,32 @@ class _Graph:
             if adjoint is None:
                 continue
             if vertex.op in self.unary:
+                # + and - of one operand: linear, their partials +1 and -1, written out while
+                # their rules are the shipped ones
+                if vertex.shape is None:
+                    emit(f"{ok} = False", origin)
                 arg = vertex.args[0]
                 arg.adjoint.append(adjoint if vertex.op is ast.UAdd else _neg(adjoint))
                 continue
             a, b = vertex.args
-            if vertex.op is ast.Add:
-                a.adjoint.append(adjoint)
-                b.adjoint.append(adjoint)
-            elif vertex.op is ast.Sub:
-                a.adjoint.append(adjoint)
-                b.adjoint.append(_neg(adjoint))
-            elif vertex.op is ast.Mult:
+            shape = vertex.shape
+            if type(shape) is tuple and len(shape) == 2:  # linear: constant partials
+                a.adjoint.append(_scaled(adjoint, shape[0]))
+                b.adjoint.append(_scaled(adjoint, shape[1]))
+            elif shape is _rules.BILINEAR:
                 a.adjoint.append(_times(adjoint, b.value))
                 b.adjoint.append(_times(adjoint, a.value))
-            elif vertex.op is ast.Div:
+            elif shape is _rules.QUOTIENT:  # (1 / b, -out / b)
                 if b.kind != "const" or float(b.value) == 0:
                     emit(f"if {b.value} == 0:", origin)
                     emit(f"    {ok} = False", origin)
                 a.adjoint.append(f"{adjoint} / {b.value}" if adjoint != "1"
                                  else f"1.0 / {b.value}")
                 b.adjoint.append(_times(_neg(adjoint), f"({vertex.value} / {b.value})"))
-            else:  # a ** b
+            elif shape is _rules.POWER:
                 self._power(vertex, adjoint, ok)
+            else:  # a rule of the user's (or a shape not written here): the general path
+                emit(f"{ok} = False", origin)
         partials = []
         for leaf in self.leaves:
             if leaf.kind != "leaf":
@@ -242,6 +257,11 @@ def _neg(text: str) -> str:
     if text == "1":
         return "-1.0"
     return f"-{text}" if _is_name(text) else f"-({text})"
+
+
+def _scaled(adjoint: str, c: float) -> str:
+    """``adjoint`` times the constant partial ``c``."""
+    return adjoint if c == 1.0 else _neg(adjoint) if c == -1.0 else _times(adjoint, repr(c))
 
 
 def _times(adjoint: str, factor: str) -> str:

@@ -75,8 +75,9 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
     kind = type(obj)
     if kind is tuple or kind is list:
         return obj[index]  # what the context does for a native container
-    if kind is dict and type(index) is not Tagged:
-        return ctx._scalar_read(obj, index)  # (what the context's execute does, unnested)
+    if kind is dict and type(index) is not Tagged and type(index) is not tuple:
+        return ctx._scalar_read(obj, index)  # (what the context's execute does, unnested;
+        # a tuple key may hold a differentiated value: see ReverseContext._keyed_here)
     if kind is Tagged and type(index) is int:
         return ctx._read(obj, index)
     return _through(ctx, operator.getitem, obj, index)

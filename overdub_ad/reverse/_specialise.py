@@ -10,7 +10,8 @@ lines by the core's :func:`overdub.compile_variant`), in which
   (names, constants, calls, subscripts...) are evaluated in Python's order; if all of them are
   plain numbers or this context's differentiated floats, the value is computed natively, with
   the local partial derivative of the value in each leaf (source-to-source differentiation of
-  the expression), and the tape gets one entry for the whole expression;
+  the expression), and the tape gets one entry for the whole expression (a ``_Partials``
+  record, a pair per leaf);
 - everything else -- and an expression whose leaves are arrays, other contexts' values, objects
   with operator methods, or hit a point the partials do not cover (``0 ** 0.5``) -- goes through
   the context as the core would send it (``overdub(ctx, operator.mul, a, b)``...): tagging,
@@ -53,6 +54,7 @@ from . import _comprehensions
 from ._spec_runtime import (_attr, _bin, _call, _compare, _contains, _iter, _keywords, _PLAIN,
                             _setattr, _setitem, _star, _sub, _un, _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
+from ._tape import _Partials
 
 _PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 # values an arithmetic region computes with natively: a differentiated float's value, or a
@@ -84,7 +86,7 @@ _HELPERS: dict[str, Any] = {
     "T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains, "sub": _sub,
     "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
     "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
-    "R": _RESULTS, "log": math.log, "slice": slice, "len": len}
+    "R": _RESULTS, "E": _Partials, "log": math.log, "slice": slice, "len": len}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -110,17 +112,16 @@ def specialised(fn: types.FunctionType) -> Any:
     """``fn``'s specialised version ``spec(ctx, *args, **kwargs)``, or None when the context
     must not (a rule, an opaque function, overdub's own code) or cannot use one (see
     :func:`why_not`)."""
+    if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
+            or _rules.any_overridden(_WRITTEN_OUT):
+        return None  # (asked before compiling: code compiled under a user's rule is not kept)
     found = _SPECS.get(fn)
     code = fn.__code__
     if found is not None and found[0] is code and found[1] is fn.__defaults__ and \
             found[2] is fn.__kwdefaults__:
-        spec = found[3]
-    else:
-        spec = _build(fn)
-        _SPECS[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
-    if spec is None or _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
-            or _rules.any_overridden(_WRITTEN_OUT):
-        return None
+        return found[3]
+    spec = _build(fn)
+    _SPECS[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
     return spec
 
 
@@ -736,7 +737,7 @@ class _Compiler:
         self.emit(f"    {entry} = {self.helper('len')}({self.hidden}tape)  # the entry's position",
                   origin)
         pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
-        self.emit(f"    {self.hidden}app(({entry}{pairs}))", origin)
+        self.emit(f"    {self.hidden}app(({self.helper('E')}, {entry}{pairs}))", origin)
         self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, {self.hidden}lbl)",
                   origin)
         self.emit("else:", origin)

@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Context, Tagged, current_context, opaque, overdub, tags_values, untag
+from overdub import (Context, Tagged, current_context, opaque, overdub, recurse, tags_values,
+                     untag)
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
 from .._shared import _innermost, _untag_bindings
 from ._calls import _DECISIONS, _NOT_FUNCTIONS, _REAL_TYPES
 from ._context import ReverseContext
-from ._tape import (_basic, _cast, _Entry, _Node, _read_as_array, _summed, _unbroadcast, _vjps,
-                    _zero_like, _zeros_like)
+from ._tape import (_basic, _cast, _Entry, _Node, _Partials, _read_as_array, _summed,
+                    _unbroadcast, _vjps, _zero_like, _zeros_like)
 
 
 class _Forwarding(Context):
@@ -86,20 +87,22 @@ class _NestedSweep:
     def run(self, tape: list[Any]) -> dict[Any, Any]:
         cts = self.cts
         for entry in reversed(tape):
-            if type(entry) is tuple:
-                ct = cts.pop(entry[0], None)
+            if type(entry) is tuple:  # a record, headed by its kind (see _tape)
+                ct = cts.pop(entry[1], None)
                 if ct is None:
                     continue
-                if len(entry) == 4:  # x[i], a scalar read
-                    _, node, index, x = entry
+                kind = entry[0]
+                if kind is _Partials:
+                    items = iter(entry)
+                    next(items)
+                    next(items)
+                    for node, p in zip(items, items):  # (node, partial) pairs
+                        if node is not None:
+                            self.add(node, self.compute(operator.mul, ct, p))
+                else:  # _ScalarRead, x[i]
+                    _, _, node, index, x = entry
                     self.send(node, self.compute(_vjps(operator.getitem)[0], ct, None, x, index),
                               x)
-                    continue
-                items = iter(entry)
-                next(items)
-                for node, p in zip(items, items):  # (node, partial) pairs
-                    if node is not None:
-                        self.add(node, self.compute(operator.mul, ct, p))
                 continue
             outputs = entry.outputs
             if type(outputs) is tuple:
@@ -221,19 +224,21 @@ class _Sweep:
         zero, carried = _rules.ZERO, _rules.Carried
         scalars = self.scalars
         send, ndarray, node_type = self.send, np.ndarray, _Node
+        partials = _Partials
         owned = self.owned
         entries = tape if consume else list(tape)
         take = entries.pop
         while entries:
             entry = take()
-            if type(entry) is tuple:
-                ct = scalars[entry[0]]
+            if type(entry) is tuple:  # a record, headed by its kind (see _tape)
+                ct = scalars[entry[1]]
                 if ct is None:
                     continue
-                if len(entry) == 4:  # x[i], a scalar read
-                    self.scatter(entry[1], ct, entry[3], entry[2])
+                if entry[0] is not partials:  # _ScalarRead, x[i]
+                    self.scatter(entry[2], ct, entry[4], entry[3])
                     continue
                 items = iter(entry)
+                next(items)
                 next(items)
                 for node, p in zip(items, items):  # (node, partial) pairs
                     if node is None:
@@ -390,7 +395,12 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
         inputs[num] = unflatten(tree, tagged)
         nodes[num] = (leaves, tree, seeds)
     try:
-        out = overdub(ctx, _call_and_reveal, ctx, f, *inputs, **kwargs)
+        if ctx.nested:
+            out = overdub(ctx, _call_and_reveal, ctx, f, *inputs, **kwargs)
+        else:
+            ctx._specs[id(_reveal_run)] = _REVEAL_RUN  # (a primitive: see _reveal_run)
+            run: Callable[..., Any] = _reveal_run  # (given ctx by execute)
+            out = overdub(ctx, run, f, *inputs, **kwargs)
     finally:
         ctx.roots.clear()
         _untag_bindings(ctx, f)
@@ -432,6 +442,28 @@ def _call_and_reveal(ctx: ReverseContext, f: Callable[..., Any], /, *args: Any,
 
 # Not a primitive, and opaque: it runs natively, at once (no rule lookup at every gradient).
 _DECISIONS[id(_call_and_reveal)] = (_call_and_reveal, False)
+
+
+@opaque
+def _reveal_run(ctx: ReverseContext, f: Callable[..., Any], /, *args: Any, **kwargs: Any
+                ) -> Any:
+    """:func:`_call_and_reveal` for a run with no enclosing context (none to show the call
+    to), as a primitive of ``ctx``: ``execute`` runs it at once, as it runs a specialised
+    function (its entry in ``ctx._specs``, made by :func:`_forward`), without the dispatcher's
+    steps for an opaque function's call.  The call of ``f`` is the step ``ctx.overdub`` takes
+    (:class:`ReverseContext` has no hooks), without looking them up."""
+    if ctx.is_primitive(f, *args, **kwargs):
+        out = ctx.execute(f, *args, **kwargs)
+    else:
+        out = recurse(ctx, f, *args, **kwargs)
+    out = reveal(out, ctx.overdub)
+    if ctx.keeps:
+        ctx._save_all()
+    return out
+
+
+_DECISIONS[id(_reveal_run)] = (_reveal_run, True)
+_REVEAL_RUN = (_reveal_run, _reveal_run)
 
 
 # Idle reverse contexts of this thread.  A context's first run builds its dispatchers and

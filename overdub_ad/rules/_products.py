@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp, same_rules
+from .._rules import ZERO, defjvp, defquick, defstandin, defvjp, same_rules
 from ._common import bshape, fit, indexed, lift, map_batch, nbatch, neg_axis
 from ._linalg import _lift_to, _T
 
@@ -78,6 +78,29 @@ for _fn in (np.matmul, operator.matmul, operator.imatmul, getattr(np.linalg, "ma
     if _fn is not None:
         defjvp(_fn, _matmul_jvp(0), _matmul_jvp(1))
         defvjp(_fn, _matmul_vjp_x, _matmul_vjp_y)
+
+
+def _matmul_matrices_vjp_x(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
+    """The cotangent of the matrix ``x`` in ``x @ y`` for a matrix ``y``: the shipped rule's
+    ``np.matmul(ct, np.swapaxes(y, -1, -2))``, without its cases for vectors and stacks."""
+    return np.matmul(ct, y.T)
+
+
+def _matmul_matrices_vjp_y(ct: Any, out: Any, /, x: Any, y: Any) -> Any:
+    return np.matmul(x.T, ct)
+
+
+def _matrices(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Two NumPy matrices, nothing else."""
+    return not kwargs and len(primals) == 2 and \
+        type(primals[0]) is np.ndarray and primals[0].ndim == 2 and \
+        type(primals[1]) is np.ndarray and primals[1].ndim == 2
+
+
+# a @ b of two matrices, the commonest product: reverse mode's quick rules
+_MATMUL_MATRICES = (_matmul_matrices_vjp_x, _matmul_matrices_vjp_y)
+for _fn in (operator.matmul, np.matmul):
+    defquick(_fn, _matrices, _MATMUL_MATRICES)
 
 
 # -- einsum and the products written with it --------------------------------------------------
@@ -342,6 +365,18 @@ def _convolve_vjp(pos: int) -> Callable[..., Any]:
 
 defjvp(np.convolve, _convolve_jvp(0), _convolve_jvp(1), ZERO)
 defvjp(np.convolve, _convolve_vjp(0), _convolve_vjp(1), ZERO)
+
+
+def _correlate(a: Any, v: Any, mode: Any = "valid") -> Any:
+    """``np.correlate`` restated as the convolution it is, as NumPy computes it (the same
+    bits): ``sum_n a[n + k] conj(v[n])``, the arguments swapped (and the output reversed) when
+    ``v`` is the longer."""
+    if np.size(a) >= np.size(v):
+        return np.convolve(a, np.conj(v)[::-1], mode)
+    return np.convolve(np.conj(v), a[::-1], mode)[::-1]
+
+
+defstandin(np.correlate, _correlate)
 
 
 # outer(x, y) = ravel(x)[:, None] * ravel(y)[None, :]

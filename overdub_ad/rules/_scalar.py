@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defjvp, defscalar, defstandin, defvjp,
-                      is_carried, nondifferentiable)
+from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defjvp, defscalar,
+                      defshape, defstandin, defvjp, is_carried, nondifferentiable)
 from ._common import cts, fill, fit, indexed, lift
 
 _LN2 = math.log(2.0)
@@ -88,6 +88,10 @@ def power_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, .
         else:
             return None
     return pa, pb
+
+
+defshape(QUOTIENT, quotient_partials)
+defshape(POWER, power_partials)
 
 
 def digamma(x: float) -> float:
@@ -477,16 +481,15 @@ for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
     for _fn in _fns:
         defjvp(_fn, *_jvps)
         defvjp(_fn, *_vjps)
-# ... and their partials on floats, declared for the fast routes
+# ... and the shapes of their partials on floats, declared for the fast routes (the code they
+# generate for an operator is the code of its shape: _rules.scalar_shape)
 _DECLARED: tuple[tuple[tuple[Any, ...], Any], ...] = (
     ((operator.add, operator.iadd), (1.0, 1.0)), ((operator.sub, operator.isub), (1.0, -1.0)),
-    ((operator.mul, operator.imul), BILINEAR),
-    ((operator.truediv, operator.itruediv), quotient_partials),
-    ((operator.pow, operator.ipow, builtins.pow, math.pow), power_partials))
+    ((operator.mul, operator.imul), BILINEAR), ((operator.truediv, operator.itruediv), QUOTIENT),
+    ((operator.pow, operator.ipow, builtins.pow, math.pow), POWER))
 for _operators, _partials in _DECLARED:
     for _fn in _operators:
         defscalar(_fn, 2, _partials)
-
 
 
 def _dunder_standin(kind: type, name: str, op: Callable[..., Any], reflected: bool,

@@ -23,16 +23,16 @@ Conventions:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._rules import (BILINEAR, LINEAR, ZERO, Carried, defelementwise, defjvp, defscalar,
-                      defvjp, is_carried,
-                      nondifferentiable, same_rules)
-from ._common import fit, lift
-from ._scalar import _sign, nonzero, power_partials, quotient_partials
+from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
+                      defquick, defscalar, defvjp, is_carried, nondifferentiable, same_rules)
+from ._common import fit, lift, near_zero
+from ._scalar import _sign, nonzero
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -128,8 +128,13 @@ for _fn in (np.deg2rad, np.radians):
 for _fn in (np.rad2deg, np.degrees):
     _unary(_fn, lambda x, out: 180.0 / np.pi)
 _unary(np.fabs, lambda x, out: np.sign(x))
-# sinc(x) = sin(pi x) / (pi x); sinc'(x) = (cos(pi x) - sinc(x)) / x, 0 at 0
-_unary(np.sinc, lambda x, out: _safe_div(np.cos(np.pi * x) - out, x))
+# sinc(x) = sin(pi x) / (pi x); sinc'(x) = (cos(pi x) - sinc(x)) / x, near 0 its series
+# sum_k (-1)^k pi^2k 2k x^(2k-1) / (2k+1)! (so that sinc''(0) = -pi^2 / 3, not 0)
+_SINC_SLOPE = [0.0] * 15
+for _k in range(1, 8):
+    _SINC_SLOPE[2 * _k - 1] = (-1) ** _k * math.pi ** (2 * _k) * 2 * _k / math.factorial(2 * _k + 1)
+_unary(np.sinc, lambda x, out: near_zero(
+    x, _SINC_SLOPE, lambda x: (np.cos(np.pi * x) - np.sinc(x)) / x, 0.1))
 # nan_to_num: the identity on finite entries, flat on the replaced ones
 _unary(np.nan_to_num, lambda x, out: np.isfinite(x) * 1.0)
 
@@ -236,8 +241,36 @@ for _fn in (np.power, np.float_power):
     _binary(_fn, _pow_dx, _pow_dy)
 # their partials on floats, declared for the fast routes (as the operators')
 for _fn, _partials in ((np.add, (1.0, 1.0)), (np.subtract, (1.0, -1.0)), (np.multiply, BILINEAR),
-                       (np.true_divide, quotient_partials), (np.power, power_partials)):
+                       (np.true_divide, QUOTIENT), (np.power, POWER)):
     defscalar(_fn, 2, _partials)
+
+
+def _pow_constant_vjp(ct: Any, out: Any, /, x: Any, y: Any, *m: Any) -> Any:
+    """The cotangent of ``x`` in ``x ** y`` for a constant number ``y != 0``: what the shipped
+    rules compute, ``ct * (y * x ** (y - 1))`` (their guard for ``x == y == 0`` never applies),
+    without their masks; ``x ** 1`` is ``x`` exactly.  Below 1 the slope at ``x == 0`` is
+    infinite, as the shipped rules give it (without NumPy's warning)."""
+    if y < 1:
+        with np.errstate(divide="ignore"):
+            return ct * (y * np.power(x, y - 1))
+    return ct * (y * (x if y == 2 else np.power(x, y - 1)))
+
+
+_CONSTANT_POWERS = frozenset({int, float})
+
+
+def _constant_power(mask: int, primals: list[Any], kwargs: dict[str, Any]) -> bool:
+    """``x ** y`` for a constant number ``y != 0``, only ``x`` differentiated."""
+    return mask == 1 and len(primals) == 2 and not kwargs and \
+        type(primals[1]) in _CONSTANT_POWERS and primals[1] != 0
+
+
+# x ** c, the commonest power, by fewer operations than the rules' masks (reverse mode's quick
+# rules; the tapes of hvp know them, so second-order tapes record them too).  operator.pow's
+# rules are _scalar's, for numbers and arrays alike; the quick rules serve both.
+_POW_CONSTANT = (_pow_constant_vjp, ZERO)
+for _fn in (operator.pow, np.power):
+    defquick(_fn, _constant_power, _POW_CONSTANT, second_order=True)
 _binary(np.arctan2, lambda x, y, out: _safe_div(y, x * x + y * y),
         lambda x, y, out: _safe_div(-x, x * x + y * y))
 _binary(np.hypot, lambda x, y, out: _safe_div(x, out), lambda x, y, out: _safe_div(y, out))
