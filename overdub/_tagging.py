@@ -479,7 +479,9 @@ class Tagger:
                 if value is _MISSING:
                     continue
                 plain = self.scrub(untag(value, ctx))  # scrub moves tags to the shadow...
-                if plain is not value:
+                if type(plain) is Tagged:  # an enclosing context's tag: stored as it stores
+                    self.plain_call(operator.setitem, (namespace, name, plain), {})
+                elif plain is not value:
                     namespace[name] = plain
         self.shadow.clear()  # ...which goes
 
@@ -769,8 +771,8 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if missing is not _MISSING:
             return missing
     value = t.plain_call(fn, (container, key), kwargs)
-    if not t.shadow:
-        return value
+    if not t.shadow or (type(value) is Tagged and value.owner is t.owner):
+        return value  # (tagged here already: a global a function stored natively)
     if _is_array(container):
         meta = t.shadow.array_meta(container, key)
         return value if meta is _MISSING else t.wrap(value, meta)

@@ -194,6 +194,10 @@ def _replacement(fn: Any) -> Any:
     # modules; a rule registered for fn wins)
     if standin is not None:
         return standin
+    if type(fn) is types.MethodDescriptorType and fn.__name__ in _METHODS and \
+            issubclass(fn.__objclass__, (np.ndarray, np.generic)) and \
+            _rules.vjp_rules(fn) is None:  # (rules registered for the method win)
+        return _METHODS[fn.__name__]  # np.ndarray.tolist(x): a method spelled through its class
     if type(fn) is types.BuiltinMethodType:
         owner = fn.__self__
         if isinstance(owner, np.ufunc) and fn.__name__ == "at":

@@ -66,6 +66,9 @@ def _read_or_iterated(x: Any) -> bool:
     return _sequence_or_iterator(x) or isinstance(x, _READ)
 
 
+_SET_STORES = frozenset({"add", "update", "__ior__", "symmetric_difference_update"})
+
+
 def _stored_as_is(container: Any) -> bool:
     """A container of :data:`CONTAINERS` other than a list or dict itself (a subclass, a
     deque) whose item assignment is C code: the core keeps no metadata of what it holds for
@@ -183,7 +186,7 @@ class ForwardContext(Context):
         if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
                 and self._carries(args[1]):
             return True  # a differentiated default, which the core would strip
-        if args and self._carries(args[0]) and keyed_read(fn, args) is not None:
+        if args and self._carries_within(args[0]) and keyed_read(fn, args) is not None:
             return True  # memo.get(x): see by_differentiated_key
         # the core keeps the metadata of list and dict members; a copy is ours to make
         return fn.__name__ == "copy" and id(receiver) in self.lists
@@ -197,7 +200,7 @@ class ForwardContext(Context):
             return True  # a.shape = s reshapes the array in place: its tangent too
         if fn is operator.getitem:
             return bool(args) and (self._carries(args[0]) or (
-                len(args) == 2 and isinstance(args[0], dict) and self._carries(args[1])))
+                len(args) == 2 and isinstance(args[0], dict) and self._carries_within(args[1])))
         if fn is operator.setitem:
             return self._writes(args)
         if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
@@ -209,6 +212,9 @@ class ForwardContext(Context):
                 return spelled_is_primitive(self, spelled, kwargs, self._carries_within)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
             return self._container_method(fn, args)
+        if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is set and \
+                fn.__name__ in _SET_STORES and any(map(self._carries_within, args)):
+            return True  # s.add((x, 1)): noted, to be given plain values back (see _move)
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
@@ -274,7 +280,9 @@ class ForwardContext(Context):
         array given to ``extend`` as its rows, each with its tangent."""
         name = method.__name__
         if args and name in KEYED:
-            key = untag(args[0], self)
+            # (a dict's key as it is: its tangent is given back by iterating the dict, and
+            # the key made plain as the run ends; a list's or deque's index plain)
+            key = args[0] if isinstance(method.__self__, dict) else untag(args[0], self)
             if type(key) is slice and len(args) == 2 and self._differentiated_array(args[1]):
                 args = (key, self._rows(args[1]))
             else:
@@ -293,6 +301,20 @@ class ForwardContext(Context):
         stores, self.stores = self.stores, {}
         for container in stores.values():
             write = _base_write(container)
+            if type(container) is set:
+                items = [self._plain_tree(v) for v in container]
+                container.clear()
+                for item in items:
+                    self.fallback(container.add, item)
+                continue
+            if isinstance(container, dict) and any(self._plain_tree(k) is not k
+                                                   for k in container):
+                items = list(container.items())  # differentiated keys: the dict rebuilt
+                dict.clear(container)
+                for key, value in items:
+                    self.fallback(write, container, self._plain_tree(key),
+                                  self._plain_tree(value))
+                continue
             items = list(container.items()) if isinstance(container, dict) else \
                 list(enumerate(container))
             for key, value in items:
@@ -339,6 +361,8 @@ class ForwardContext(Context):
         if type(target) is list and self._carries_within(value):
             self.lists.add(id(target))
             return type(args[1]) is slice and self._differentiated_array(value)
+        if type(target) is dict and self._carries_within(args[1]):
+            return True  # d[x] = v: the key keeps its tangent (see _write)
         return _stored_as_is(target) and self._carries_within(value)
 
     def _differentiated_array(self, x: Any) -> bool:
@@ -356,14 +380,16 @@ class ForwardContext(Context):
             spelled = spelled_store(fn, args)
             if spelled is not None:  # list.append(l, x), d.__setitem__(k, x), a.__iadd__(b)
                 return self._spelled(spelled, kwargs)
-        if fn is operator.getitem and isinstance(args[0], dict) and self._carries(args[1]):
-            return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward")
+        if fn is operator.getitem and isinstance(args[0], dict) and \
+                self._carries_within(args[1]):  # (x itself, or x in a tuple key)
+            return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward",
+                                         self)
         keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
-        if keyed is not None and self._carries(keyed[1]):
+        if keyed is not None and self._carries_within(keyed[1]):
             at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
             plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed
             return by_differentiated_key(self.fallback(fn, *plain, **kwargs), self._carries,
-                                         "forward")
+                                         "forward", self)
         if fn is operator.getitem and type(args[0]) is not Tagged:
             return self._read(*args)
         if type(fn) is custom_jvp:
@@ -642,7 +668,8 @@ class ForwardContext(Context):
         if type(container) is list:  # lst[i:j] = a: the array's differentiated rows
             self.overdub(operator.setitem, container, key, self._rows(value))
             return
-        if _stored_as_is(container):  # od[k] = x, a deque's, a list subclass's
+        if _stored_as_is(container) or type(container) is dict:  # od[k] = x, a deque's, a
+            # list subclass's; d[x] = v, whose key, read back by iterating d, keeps its tangent
             self._store_as_is(type(container).__setitem__.__get__(container), (key, value), {})
             return
         target = untag(container, self)
@@ -695,6 +722,9 @@ class ForwardContext(Context):
             out = self.fallback(fn, *args, **kwargs)
         if type(out) not in (list, dict) and isinstance(out, CONTAINERS):
             self.stores[id(out)] = out  # (deque([x]), OrderedDict(a=x), L([x]))
+        elif type(fn) is _BUILTIN_METHOD and type(fn.__self__) is set and \
+                fn.__name__ in _SET_STORES:
+            self.stores[id(fn.__self__)] = fn.__self__  # s.add(x): x as it is, until the end
         return out
 
     def _rows(self, x: Any) -> list[Any]:

@@ -22,10 +22,13 @@ from ._tape import tape_hvp
 
 @opaque
 @_entry
-def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
-    """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``)."""
+def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+            has_aux: bool = False) -> Callable[..., Any]:
+    """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``).  With
+    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the Hessian function returns
+    ``(hessian, aux)`` (JAX's API)."""
     check_argnums("hessian", argnums)
-    return jacfwd(grad(f, argnums), argnums)
+    return jacfwd(grad(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
 
 
 @opaque

@@ -205,9 +205,12 @@ def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: 
         self._note_store(target)
         if type(index) is slice and value and self._differentiated_array(value[0]):
             value = (self._elements(value[0]),)  # lst[i:j] = a: a's elements, each
-        key = self._plain(index)
-        if type(key) is Tagged and self.nested:  # a key an enclosing context tagged: it
-            # stores the key plain (and the value as it is), as it does for its stores
+        # a dict's key as it is (its derivative is read back by iterating the dict; the
+        # key is made plain when f returns), a list's index plain
+        key = index if type(target) is dict and self._carries(index) else self._plain(index)
+        if type(key) is Tagged and key.owner is not self._ref and self.nested:
+            # a key an enclosing context tagged: it stores the key plain (and the value as
+            # it is), as it does for its stores
             return self.fallback(fn, target, key, *value)
         return fn(target, key, *value)
     if type(target) is np.flatiter:  # a.flat[i] = v

@@ -23,17 +23,18 @@
 - ``_scipy_solvers``: SciPy's ``quad``, ``odeint``, ``solve_ivp``, root finders and ``minimize``
   (stand-ins whose primitives differentiate the callback at the solution; ``_ode_adjoint``, the
   adjoint system reverse mode solves backwards for ``odeint``/``solve_ivp``);
-- ``_evaluation``: stand-ins for ``eval`` and ``exec`` of source text, run as functions.
+- ``_evaluation``: stand-ins for ``eval`` and ``exec`` of source text, run as functions;
+- ``_quantiles``: stand-ins for ``np.quantile`` and ``np.percentile`` (sorted, then NumPy's
+  interpolation).
 
 Each module states its conventions in its docstring; the shared ones (batch dimensions of
 tangents, container arguments, several outputs) are in ``_common``.  The engine reads the tables
 through ``overdub_ad._rules`` and never imports a family module itself.
 """
 
-from . import (_evaluation, _fft, _indexing, _linalg, _products, _random, _reductions,  # noqa
-               _scalar, _scipy_linalg, _scipy_solvers,
-               _scipy_stats, _shape, _special, _statistics, _strided, _threads,
-               _ufunc_methods, _ufuncs)
+from . import (_evaluation, _fft, _indexing, _linalg, _products, _quantiles, _random,  # noqa
+               _reductions, _scalar, _scipy_linalg, _scipy_solvers, _scipy_stats, _shape,
+               _special, _statistics, _strided, _threads, _ufunc_methods, _ufuncs)
 from .._rules import mark_shipped
 
 mark_shipped()

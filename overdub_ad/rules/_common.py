@@ -94,6 +94,24 @@ def expand(ct: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     return np.expand_dims(ct, tuple(sorted(axes)))
 
 
+def near_zero(x: Any, series: Sequence[float], formula: Callable[[Any], Any],
+              radius: float) -> Any:
+    """A derivative with a removable singularity at 0 (``sinc``'s, ``exprel``'s): its Taylor
+    polynomial ``sum(series[k] * x**k)`` where ``|x| < radius``, ``formula(x)`` elsewhere.
+
+    A rule is differentiated again for higher derivatives, so a constant put at the point (0
+    for ``(cos(pi x) - sinc(x)) / x`` at 0) makes every next derivative there 0 -- silently
+    wrong.  The polynomial has the right derivatives of every order; ``formula`` is given a
+    value moved away from 0 where the polynomial is used, so that its derivatives there are
+    finite and masked, never ``0 * nan``.  ``radius`` is chosen so that the first terms left
+    out are below rounding."""
+    small = np.less(np.abs(x), radius)
+    total: Any = series[-1]
+    for c in reversed(series[:-1]):
+        total = total * x + c
+    return np.where(small, total, formula(np.where(small, radius, x)))
+
+
 def zero_like(x: Any) -> Any:
     """A zero of the type and shape of ``x`` (a float, complex or array)."""
     if isinstance(x, (bool, int, float)):

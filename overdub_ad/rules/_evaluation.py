@@ -7,12 +7,15 @@ see ``_rules.defstandin``) compile the text as the body of a function -- through
 whose shim remembers the text, so the context rewrites that function like any other -- and call
 it.  Its names resolve as the text's would:
 
-- ``eval``: the expression is returned by a function whose globals are the given globals (with
-  the given locals laid over them, in a copy);
+- every name the text (or a scope nested in it) uses that the namespaces hold is given its
+  value first, read by a subscript of the namespace (the locals first), which the context
+  sees: a value stored there by ``ns["y"] = y`` keeps its derivative, which a native name
+  lookup would miss;
+- ``eval``: the expression is returned by a function whose globals are the given globals;
 - ``exec`` with one namespace (or the same dict twice): the names the text binds at its top
   level are declared ``global``, so they are stored in that namespace, as by ``exec``;
-- ``exec`` with separate locals: the names the text uses that the locals hold are bound from
-  them first, and the names it binds are written back into them afterwards.
+- ``exec`` with separate locals: the names the text binds are written back into the locals
+  afterwards.
 
 What cannot be restated so -- a code object, an ``exec`` without namespaces, text whose meaning
 would change inside a function (``from m import *``, a multi-line string, which the function
@@ -97,40 +100,76 @@ def _eval(source: Any, globals_: Any = None, locals_: Any = None, /) -> Any:
         return _native(eval, source, globals_, locals_)
     text = text.lstrip(" \t")  # as eval does
     compile(text, "<string>", "eval")  # its SyntaxError, as eval's
-    names = [s.get_name() for s in symtable.symtable(text, "<string>", "eval").get_symbols()]
-    header = _bindings(names, [], globals_, locals_)
-    wrapper = "\n".join([f"def {_FUNCTION}({_LOCALS}, {_GLOBALS}):", *header,
-                         f" return (\n{text}\n )", ""])
+    used = _names(symtable.symtable(text, "<string>", "eval"))
+    header, globals_used = _bindings(used, [], globals_, locals_)
     try:
-        function = _function(wrapper, globals_)
+        function = _function(_wrapped([f"return (\n{text}\n)"], header, [], globals_used),
+                             globals_)
     except SyntaxError:  # (text that is an expression alone only: `yield` in it...)
         return _native(eval, source, globals_, locals_)
     return function(locals_, globals_)
 
 
-def _bindings(used: list[str], bound: list[str], globals_: Any, locals_: Any) -> list[str]:
-    """Lines binding the function's locals as the text's names would be found: with separate
-    locals, a name used that they hold is read from them (and one bound by the text that only
-    the globals hold, from those: it is a local of the function)."""
-    if locals_ is None or locals_ is globals_:
-        return []
-    lines = []
+def _bindings(used: list[str], bound: list[str], globals_: Any,
+              locals_: Any) -> tuple[list[str], list[str]]:
+    """Lines giving the text's names their values first, and the names it finds in the
+    globals.  Each value is read by a subscript of its namespace, which the context sees: a
+    value stored there by ``ns["y"] = y`` has its derivative kept beside the dict, where a name
+    looked up natively would miss it (a silent zero).  A name separate locals hold, or one the
+    text binds as a local (exec with separate locals), becomes a local; a name of the globals
+    is declared ``global`` and given the value read, so that scopes nested in the text see it
+    too (stored back through the context afterwards: see :func:`_wrapped`)."""
+    separate = locals_ is not None and locals_ is not globals_
+    lines, refreshed = [], []
     for name in used:
-        if name in locals_:
-            lines.append(f" {name} = {_LOCALS}[{name!r}]")
-        elif name in bound and name in globals_:
-            lines.append(f" {name} = {_GLOBALS}[{name!r}]")
-    return lines
+        if separate and name in locals_:
+            lines.append(f"{name} = {_LOCALS}[{name!r}]")
+        elif name in globals_ and not (name.startswith("__") and name.endswith("__")):
+            if separate and name in bound:
+                lines.append(f"{name} = {_GLOBALS}[{name!r}]")
+            else:
+                refreshed.append(name)
+    if refreshed:
+        lines[:0] = [f"global {', '.join(refreshed)}",
+                     *(f"{name} = {_GLOBALS}[{name!r}]" for name in refreshed)]
+    return lines, refreshed
+
+
+def _wrapped(body: list[str], header: list[str], trailer: list[str],
+             stored: list[str]) -> str:
+    """The function running ``body`` (the text's lines) after ``header``, then ``trailer``;
+    whatever happens, the globals named in ``stored`` are stored back into the globals
+    through the context (``d[k] = v``, which keeps a derivative beside the dict): stored by
+    the function natively, a value carrying one would stay in the dict after the
+    derivative, under an enclosing one too."""
+    lines = [f"def {_FUNCTION}({_LOCALS}, {_GLOBALS}):", *(" " + line for line in header),
+             " try:", *("  " + line if line.strip() else line for line in body), "  pass",
+             *("  " + line for line in trailer), " finally:", "  pass"]
+    for name in stored:
+        lines += ["  try:", f"   {_GLOBALS}[{name!r}] = {name}", "  except NameError:",
+                  "   pass"]
+    return "\n".join([*lines, ""])
+
+
+def _names(table: symtable.SymbolTable) -> list[str]:
+    """The names ``table``'s code and the scopes nested in it use (once each, in order)."""
+    found = {symbol.get_name(): None for symbol in table.get_symbols()
+             if symbol.is_referenced() or symbol.is_assigned()}
+    for child in table.get_children():
+        found.update(dict.fromkeys(_names(child)))
+    return list(found)
 
 
 def _top_level(text: str) -> tuple[list[str], list[str]]:
-    """The names ``text`` binds at its top level, and all the names it uses there (but those
-    it declares ``global``: the function's own ``global`` statement finds them)."""
-    symbols = [s for s in symtable.symtable(text, "<string>", "exec").get_symbols()
-               if not s.is_declared_global()]
+    """The names ``text`` binds at its top level, and all the names it and its nested scopes
+    use (but those it declares ``global`` at its top level: the function's own ``global``
+    statement finds them)."""
+    table = symtable.symtable(text, "<string>", "exec")
+    symbols = [s for s in table.get_symbols() if not s.is_declared_global()]
+    declared = {s.get_name() for s in table.get_symbols() if s.is_declared_global()}
     bound = [s.get_name() for s in symbols
              if s.is_assigned() or s.is_imported() or s.is_namespace()]
-    return bound, [s.get_name() for s in symbols]
+    return bound, [name for name in _names(table) if name not in declared]
 
 
 def _indentable(text: str) -> bool:
@@ -145,29 +184,23 @@ def _indentable(text: str) -> bool:
     return all(t.start[0] == t.end[0] for t in tokens if t.type not in layout)
 
 
-def _wrapped(text: str, header: list[str], trailer: list[str]) -> str:
-    lines = [" " + line if line.strip() else line for line in text.splitlines()]
-    return "\n".join([f"def {_FUNCTION}({_LOCALS}, {_GLOBALS}):", *header, *lines, " pass",
-                      *trailer, ""])
-
-
 def _exec(source: Any, globals_: Any = None, locals_: Any = None, /, **kwargs: Any) -> Any:
     text = _text(source)
     if text is None or globals_ is None or kwargs or not _indentable(text):
         return _native(exec, source, globals_, locals_, **kwargs)
     compile(text, "<string>", "exec")  # its SyntaxError, as exec's
     bound, used = _top_level(text)
-    header = _bindings(used, bound, globals_, locals_)
+    header, stored = _bindings(used, bound, globals_, locals_)
     trailer: list[str] = []
     if locals_ is None or locals_ is globals_:
         if bound:  # stored into the one namespace, as exec's top level stores them
-            header.append(f" global {', '.join(bound)}")
+            header.insert(0, f"global {', '.join(bound)}")
+            stored = list(dict.fromkeys([*bound, *stored]))
     else:  # stored into the locals afterwards
         for name in bound:
-            trailer += [" try:", f"  {_LOCALS}[{name!r}] = {name}",
-                        " except NameError:", "  pass"]
+            trailer += ["try:", f" {_LOCALS}[{name!r}] = {name}", "except NameError:", " pass"]
     try:
-        function = _function(_wrapped(text, header, trailer), globals_)
+        function = _function(_wrapped(text.splitlines(), header, trailer, stored), globals_)
     except SyntaxError:  # (from m import *, a global declared after use...)
         return _native(exec, source, globals_, locals_)
     function(locals_, globals_)

@@ -1,5 +1,5 @@
-"""Rules for ``np.fft``: fft, ifft, rfft, irfft, hfft, ihfft and their 2-d and n-d forms,
-fftshift, ifftshift.
+"""Rules for ``np.fft`` (and ``scipy.fft``'s same functions): fft, ifft, rfft, irfft, hfft,
+ihfft and their 2-d and n-d forms, fftshift, ifftshift.
 
 Abbreviations: ``x`` the transformed array, ``out`` the primal output, ``dx`` a tangent with
 leading batch dimensions, ``ct`` a cotangent, ``axes``/``sizes`` the transformed axes and the
@@ -122,9 +122,9 @@ def _register(fn: Any, kind: Any, one_d: Any, inverse: Any = False,
     def vjp(ct: Any, out: Any, /, x: Any, *args: Any, **kwargs: Any) -> Any:
         s, axes, norm = split(args, kwargs)
         ax, sizes = _resolve(x, s, axes, kind, one_d)
-        if fn in (np.fft.hfft,):  # hfft(a) = irfft(conj(a), norm swapped)
+        if fn.__name__ == "hfft":  # hfft(a) = irfft(conj(a), norm swapped)
             return np.conj(_c2r_vjp(ct, x, ax, sizes, _SWAP[norm]))
-        if fn in (np.fft.ihfft,):  # ihfft(a) = conj(rfft(a, norm swapped))
+        if fn.__name__ == "ihfft":  # ihfft(a) = conj(rfft(a, norm swapped))
             return _r2c_vjp(np.conj(ct), x, ax, sizes, _SWAP[norm])
         if kind == "c":
             return _c2c_vjp(ct, x, ax, sizes, norm, inverse)
@@ -135,28 +135,39 @@ def _register(fn: Any, kind: Any, one_d: Any, inverse: Any = False,
     defvjp(fn, vjp)
 
 
-_register(np.fft.fft, "c", True)
-_register(np.fft.ifft, "c", True, inverse=True)
-_register(np.fft.rfft, "r", True)
-_register(np.fft.irfft, "i", True)
-_register(np.fft.hfft, "i", True)
-_register(np.fft.ihfft, "r", True)
-_register(np.fft.fft2, "c", False, default_axes=(-2, -1))
-_register(np.fft.ifft2, "c", False, inverse=True, default_axes=(-2, -1))
-_register(np.fft.rfft2, "r", False, default_axes=(-2, -1))
-_register(np.fft.irfft2, "i", False, default_axes=(-2, -1))
-_register(np.fft.fftn, "c", False)
-_register(np.fft.ifftn, "c", False, inverse=True)
-_register(np.fft.rfftn, "r", False)
-_register(np.fft.irfftn, "i", False)
+# name -> (kind, one-dimensional, inverse, default axes)
+_TRANSFORMS = {
+    "fft": ("c", True, False, None), "ifft": ("c", True, True, None),
+    "rfft": ("r", True, False, None), "irfft": ("i", True, False, None),
+    "hfft": ("i", True, False, None), "ihfft": ("r", True, False, None),
+    "fft2": ("c", False, False, (-2, -1)), "ifft2": ("c", False, True, (-2, -1)),
+    "rfft2": ("r", False, False, (-2, -1)), "irfft2": ("i", False, False, (-2, -1)),
+    "fftn": ("c", False, False, None), "ifftn": ("c", False, True, None),
+    "rfftn": ("r", False, False, None), "irfftn": ("i", False, False, None)}
 
 
 def _shift_axes(x: Any, axes: Any) -> Any:
     return neg_axes(axes, np.ndim(x))
 
 
-defjvp(np.fft.fftshift, lambda dx, out, /, x, axes=None: np.fft.fftshift(dx, _shift_axes(x, axes)))
-defvjp(np.fft.fftshift, lambda ct, out, /, x, axes=None: np.fft.ifftshift(ct, axes))
-defjvp(np.fft.ifftshift, lambda dx, out, /, x, axes=None:
-       np.fft.ifftshift(dx, _shift_axes(x, axes)))
-defvjp(np.fft.ifftshift, lambda ct, out, /, x, axes=None: np.fft.fftshift(ct, axes))
+def _register_module(module: Any) -> None:
+    """The transforms and shifts of ``module`` (``np.fft``; ``scipy.fft``, the same transforms
+    by its own implementation, whose further arguments -- ``overwrite_x``, ``workers`` --
+    do not change the numbers)."""
+    for name, (kind, one_d, inverse, default_axes) in _TRANSFORMS.items():
+        _register(getattr(module, name), kind, one_d, inverse, default_axes)
+    defjvp(module.fftshift, lambda dx, out, /, x, axes=None:
+           np.fft.fftshift(dx, _shift_axes(x, axes)))
+    defvjp(module.fftshift, lambda ct, out, /, x, axes=None: np.fft.ifftshift(ct, axes))
+    defjvp(module.ifftshift, lambda dx, out, /, x, axes=None:
+           np.fft.ifftshift(dx, _shift_axes(x, axes)))
+    defvjp(module.ifftshift, lambda ct, out, /, x, axes=None: np.fft.fftshift(ct, axes))
+
+
+_register_module(np.fft)
+try:
+    import scipy.fft as _scipy_fft
+except ImportError:  # pragma: no cover - overdub_ad works without SciPy
+    _scipy_fft = None
+if _scipy_fft is not None:
+    _register_module(_scipy_fft)

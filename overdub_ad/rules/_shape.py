@@ -523,7 +523,8 @@ defvjp(np.vander, lambda ct, out, /, x, N=None, increasing=False: like_argument(
 
 nondifferentiable(*(getattr(np, name) for name in (
     "argwhere", "nonzero", "flatnonzero", "count_nonzero", "argmax", "argmin", "nanargmax",
-    "nanargmin", "digitize", "unravel_index", "ravel_multi_index", "all", "any", "isin")
+    "nanargmin", "digitize", "unravel_index", "ravel_multi_index", "all", "any", "isin",
+    "may_share_memory", "shares_memory")  # (answers about memory: booleans)
     if hasattr(np, name)))
 
 

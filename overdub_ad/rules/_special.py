@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, defjvp, defvjp, nondifferentiable
-from ._common import expand, fit, lift, neg_axes
+from ._common import expand, fit, lift, near_zero, neg_axes
 from ._special_params import (beta_density, betainc_da, betainc_db, gamma_density, gammainc_da,
                               ive_dv, jv_dv, kve_dv, yv_dv)
 
@@ -42,6 +42,9 @@ except ImportError:  # pragma: no cover - overdub_ad works without SciPy
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
+_DEGREE = math.pi / 180.0
+# exprel(x) = (e^x - 1) / x = sum_k x^k / (k+1)!; its slope near 0 by the series
+_EXPREL_SLOPE = [(k + 1) / math.factorial(k + 2) for k in range(14)]
 
 
 def _get(name: Any) -> Any:
@@ -124,7 +127,13 @@ if sc is not None:
     _elementwise("expm1", lambda x, out: out + 1.0)
     _elementwise("log1p", lambda x, out: 1.0 / (1.0 + x))
     _elementwise("cosm1", lambda x, out: -np.sin(x))
-    _elementwise("exprel", lambda x, out: _safe_div(np.exp(x) - out, x) + 0.5 * np.equal(x, 0))
+    # trigonometric functions of degrees
+    _elementwise("sindg", lambda x, out: _DEGREE * sc.cosdg(x))
+    _elementwise("cosdg", lambda x, out: -_DEGREE * sc.sindg(x))
+    _elementwise("tandg", lambda x, out: _DEGREE * (1.0 + out * out))
+    _elementwise("cotdg", lambda x, out: -_DEGREE * (1.0 + out * out))
+    _elementwise("exprel", lambda x, out: near_zero(
+        x, _EXPREL_SLOPE, lambda x: (np.exp(x) - sc.exprel(x)) / x, 0.1))
     _elementwise("expi", lambda x, out: np.exp(x) / x)
     _elementwise("exp1", lambda x, out: -np.exp(-x) / x)
     _elementwise("expn", ZERO, lambda n, x, out: -sc.expn(np.subtract(n, 1), x))
@@ -136,6 +145,10 @@ if sc is not None:
     _elementwise("y0", lambda x, out: -sc.y1(x))
     _elementwise("y1", lambda x, out: 0.5 * (sc.y0(x) - sc.yv(2, x)))
     _elementwise("i0", lambda x, out: sc.i1(x))
+    # numpy.i0 as scipy.special.i0: traced, its code's np.abs(x) would make i0''(0) = 0
+    # (abs'(0) = 0), not 1/2
+    defjvp(np.i0, _rule(lambda x, out: sc.i1(x), 0, 1, "fwd"))
+    defvjp(np.i0, _rule(lambda x, out: sc.i1(x), 0, 1, "rev"))
     _elementwise("i1", lambda x, out: 0.5 * (sc.i0(x) + sc.iv(2, x)))
     _elementwise("k0", lambda x, out: -sc.k1(x))
     _elementwise("k1", lambda x, out: -0.5 * (sc.k0(x) + sc.kv(2, x)))

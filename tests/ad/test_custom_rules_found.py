@@ -3,9 +3,13 @@ from outside: a rule is used (not the body differentiated) for arguments that ar
 and dicts; it sees primal-shaped tangents under ``jacfwd``; it is given the defaults; ``jacrev``
 of a real-to-complex function raises instead of dropping the imaginary part."""
 
+import functools
+import math
+
 import numpy as np
 import pytest
 
+import overdub_ad as ad
 from overdub_ad import custom_jvp, grad, hessian, jacfwd, jacrev, jvp
 from tests.conftest import fd
 
@@ -209,3 +213,71 @@ def test_jacrev_of_complex_inputs_is_still_holomorphic():
     np.testing.assert_allclose(jacrev(lambda z: z * z)(z), np.diag(2 * z))
     np.testing.assert_allclose(jacrev(lambda z: z * z, holomorphic=True)(z),
                                jacfwd(lambda z: z * z)(z))
+
+
+# -- nondiff_argnums (JAX's API) ------------------------------------------------------------------
+
+
+
+@functools.partial(ad.custom_jvp, nondiff_argnums=(0, 2))
+def _apply_scaled(f, x, scale):
+    return f(x) * scale
+
+
+@_apply_scaled.defjvp
+def _apply_scaled_jvp(f, scale, primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return f(x) * scale, dx * ad.derivative(f, x) * scale * 10.0  # marked: 10x
+
+
+@pytest.mark.parametrize("api", ["derivative", "grad", "hessian-ish"])
+def test_custom_jvp_nondiff_argnums(api):
+    """The rule gets the non-differentiated arguments first, then the others' primals and
+    tangents; reverse mode uses the same rule (its transpose), first and repeated calls."""
+    for _ in range(2):
+        if api == "derivative":
+            got = ad.derivative(lambda x: _apply_scaled(math.sin, x, 2.0), 0.3)
+        elif api == "grad":
+            got = ad.grad(lambda x: _apply_scaled(math.sin, x, 2.0))(0.3)
+        else:
+            got = ad.derivative(lambda y: ad.grad(lambda x: _apply_scaled(math.sin, x, y))(0.3),
+                                2.0)
+            assert got == pytest.approx(10.0 * math.cos(0.3))
+            continue
+        assert got == pytest.approx(20.0 * math.cos(0.3))
+
+
+@functools.partial(ad.custom_vjp, nondiff_argnums=(1,))
+def _power(x, n):
+    return x ** n
+
+
+def _power_fwd(x, n):
+    return x ** n, x
+
+
+def _power_bwd(n, x, ct):
+    return (ct * n * x ** (n - 1) * 10.0,)  # marked: 10x
+
+
+_power.defvjp(_power_fwd, _power_bwd)
+
+
+def test_custom_vjp_nondiff_argnums():
+    x = np.array([1.0, 2.0, -0.5])
+    for _ in range(2):
+        assert ad.grad(lambda x: _power(x, 3))(2.0) == pytest.approx(120.0)
+        np.testing.assert_allclose(ad.grad(lambda x: np.sum(_power(x, 2)))(x), 20.0 * x)
+        np.testing.assert_allclose(ad.jacrev(lambda x: _power(x, 2))(x), np.diag(20.0 * x))
+        assert ad.derivative(lambda x: _power(x, 3), 2.0) == pytest.approx(12.0)  # fn itself
+
+
+def test_nondiff_argnums_is_checked():
+    with pytest.raises(TypeError, match="nondiff_argnums must be a tuple"):
+        ad.custom_jvp(lambda x: x, nondiff_argnums=(-1,))
+    with pytest.raises(TypeError, match="nondiff_argnums must be a tuple"):
+        ad.custom_vjp(lambda x: x, nondiff_argnums=(0, 0))
+    f = ad.custom_vjp(lambda x: x, nondiff_argnums=(3,))
+    f.defvjp(lambda x: (x, None), lambda n, r, ct: (ct,))
+    with pytest.raises(TypeError, match="names argument 3"):
+        ad.grad(f)(1.0)

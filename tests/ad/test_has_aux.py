@@ -56,3 +56,54 @@ def test_has_aux_needs_a_pair(api):
             ad.jacrev(lambda x: x * 2.0, has_aux=True)(x)
         else:
             ad.vjp(lambda x: x * 2.0, x, has_aux=True)
+
+
+def test_jvp_and_jacfwd_with_aux():
+    """Forward mode takes ``has_aux`` too (it raised TypeError): ``jvp`` returns ``(output,
+    tangent, aux)``, ``jacfwd`` ``(jacobian, aux)``; aux as computed, not differentiated, and
+    ``f`` runs once per forward pass (one pass here)."""
+    x, v = np.array([0.3, -0.2, 0.5]), np.array([1.0, 0.5, -2.0])
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return f(x)
+    for _ in range(2):
+        calls.clear()
+        out, tangent, aux = ad.jvp(counted, (x,), (v,), has_aux=True)
+        assert len(calls) == 1
+        np.testing.assert_allclose(out, f(x)[0], rtol=1e-15)
+        np.testing.assert_allclose(tangent, ad.jacrev(lambda x: f(x)[0])(x) @ v, rtol=1e-12)
+        assert aux["steps"] == 3 and type(aux["hidden"]) is np.ndarray
+        np.testing.assert_allclose(aux["hidden"], f(x)[1]["hidden"], rtol=1e-15)
+        calls.clear()
+        jac, aux = ad.jacfwd(counted, has_aux=True)(x)
+        assert len(calls) == 1
+        np.testing.assert_allclose(jac, ad.jacrev(lambda x: f(x)[0])(x), rtol=1e-12)
+        np.testing.assert_allclose(aux["norm"], f(x)[1]["norm"], rtol=1e-15)
+
+
+def test_jacfwd_and_hessian_with_aux_several_arguments():
+    def g(x, y):
+        return np.sum(x ** 2 * y), ("label", x * y)
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    (jx, jy), aux = ad.jacfwd(g, argnums=(0, 1), has_aux=True)(x, y)
+    np.testing.assert_allclose(jx, 2 * x * y)
+    np.testing.assert_allclose(jy, x ** 2)
+    assert aux[0] == "label"
+    np.testing.assert_allclose(aux[1], x * y)
+    h, aux = ad.hessian(g, has_aux=True)(x, y)
+    np.testing.assert_allclose(h, np.diag(2 * y))
+    np.testing.assert_allclose(aux[1], x * y)
+    # nested: the outer derivative differentiates through the inner jvp's tangent, not its aux
+    grad_of_tangent = ad.grad(lambda x: ad.jvp(lambda x: g(x, y), (x,), (y,), has_aux=True)[1])
+    np.testing.assert_allclose(grad_of_tangent(x), 2 * y * y)
+
+
+@pytest.mark.parametrize("api", ["jvp", "jacfwd", "hessian"])
+def test_forward_aux_needs_a_pair(api):
+    call = {"jvp": lambda: ad.jvp(np.sin, (1.0,), (1.0,), has_aux=True),
+            "jacfwd": lambda: ad.jacfwd(np.sin, has_aux=True)(1.0),
+            "hessian": lambda: ad.hessian(np.sin, has_aux=True)(1.0)}[api]
+    with pytest.raises(TypeError, match=r"has_aux=True\)?: f must return a pair"):
+        call()

@@ -616,6 +616,8 @@ IMPLEMENTATION_CASES = {
     "r_": (lambda x: np.r_[x, 2 * x], V4),
     "real_if_close": (lambda x: np.real_if_close(x + 0j), V4),
     "insert": (lambda x: np.insert(x, 1, 5.0), V4),  # (through _array_converter's stand-in)
+    "correlate": (lambda x: np.correlate(x, [1.0, 2.0]), V4),  # (stand-in: a convolution)
+    "quantile": (lambda x: np.quantile(x, [0.3, 0.5], axis=0), A),  # (stand-in: sorted)
 }
 
 
@@ -627,7 +629,7 @@ def test_numpy_through_its_implementation(name):
 
 MISSING = {
     "fromiter": lambda x: np.fromiter((a for a in x), float),
-    "correlate": lambda x: np.correlate(x, [1.0, 2.0]),
+    "reduceat": lambda x: np.add.reduceat(x, [0, 2]),
     "vectorize": lambda x: np.vectorize(lambda t: t * t)(x),
 }
 

@@ -494,8 +494,22 @@ if sc is not None:
         case(sc.logsumexp, X), case(sc.logsumexp, X, 1, _P),
         case(sc.logsumexp, X, axis=0, keepdims=True),
         case(sc.logsumexp, X, None, _P - 0.5, False, True),
+        *[case(f, 100 * X - 50) for f in (sc.sindg, sc.cosdg, sc.tandg)], case(sc.cotdg, 60 * X),
+        case(np.i0, X - 0.5), case(np.i0, np.array([0.0, 1.5, -2.0])),  # (its rule needs SciPy)
     ]
     CASES += _scipy_cases()
+    import scipy.fft as _sfft  # the same transforms as np.fft, the same rules
+    CASES += [
+        case(_sfft.fft, Cx(2, 6)), case(_sfft.fft, R(6, 3), 4, 0, "ortho"),
+        case(_sfft.ifft, Cx(5, 2), 7, 0, norm="forward"), case(_sfft.rfft, R(7, 2), n=5, axis=0),
+        case(_sfft.irfft, Cx(4, 2), 7, 0), case(_sfft.hfft, Cx(4)), case(_sfft.ihfft, R(2, 7), n=5),
+        case(_sfft.fft2, Cx(3, 4)), case(_sfft.ifft2, Cx(2, 3, 4), s=(4, 2)),
+        case(_sfft.fftn, R(2, 3, 4), axes=(0, 2), s=(3, 5)), case(_sfft.ifftn, Cx(2, 3, 4)),
+        case(_sfft.rfft2, R(3, 4)), case(_sfft.rfftn, R(2, 3, 5), s=(4, 6), axes=(1, 2)),
+        case(_sfft.irfft2, Cx(3, 4)), case(_sfft.irfftn, Cx(2, 3, 4), s=(2, 5), axes=(0, 1)),
+        case(_sfft.fftshift, R(3, 5), axes=1), case(_sfft.ifftshift, Cx(5, 4), axes=(0,)),
+        case(_sfft.fft, R(8), workers=2, overwrite_x=False),
+    ]
 
 
 class _Rewind:
@@ -557,7 +571,8 @@ NONDIFF_CALLS.update({  # the exemptions as methods of a number: x.is_integer(),
 
 _BINARY_NONDIFF = {operator.floordiv, operator.ifloordiv, operator.lt, operator.le, operator.eq,
                    operator.ne, operator.ge, operator.gt, operator.is_, operator.is_not,
-                   np.isclose, np.allclose, np.array_equal, np.array_equiv}
+                   np.isclose, np.allclose, np.array_equal, np.array_equiv, np.may_share_memory,
+                   np.shares_memory}
 _INT_BINARY = {operator.and_, operator.or_, operator.xor, operator.iand, operator.ior,
                operator.ixor, operator.lshift, operator.rshift, operator.ilshift,
                operator.irshift}
