@@ -78,10 +78,12 @@ HIDDEN_CONSTANTS: dict[str, object] = {"@" + fn.__name__: fn for fn in (
 # Values passes put into rewritten code with embed(), by hidden name: the closure cell holding
 # each (kept alive: few, long-lived).
 EMBEDDED: dict[str, types.CellType] = {}
-_embedded_names: dict[int, str] = {}
+_embedded_names: dict[tuple[int, bool], str] = {}
+# The embedded names a call of which is made directly, not through the context (see embed)
+DIRECT: set[str] = set()
 
 
-def embed(value: Any) -> ast.Name:
+def embed(value: Any, *, direct: bool = False) -> ast.Name:
     """An expression node, for a pass, that evaluates to ``value`` itself.
 
     A pass that needs an object in the code it produces (a helper function, a module, an array
@@ -97,13 +99,21 @@ def embed(value: Any) -> ast.Name:
                 if node.id == "print" and isinstance(node.ctx, ast.Load):
                     return ast.copy_location(embed(log), node)
                 return node
+
+    A call of the value goes through the context like any call (its hooks see it).  With
+    ``direct=True`` it is made directly: for the pass's own machinery (a helper that does the
+    pass's bookkeeping), which the context would only run as a leaf, at the price of a
+    dispatch per call.
     """
-    name = _embedded_names.get(id(value))
+    key = (id(value), direct)
+    name = _embedded_names.get(key)
     if name is None or EMBEDDED[name].cell_contents is not value:
         label = getattr(value, "__name__", type(value).__name__)
         name = f"@embed{len(EMBEDDED) + 1}:{label}"
         EMBEDDED[name] = types.CellType(value)
-        _embedded_names[id(value)] = name
+        _embedded_names[key] = name
+        if direct:
+            DIRECT.add(name)
     return ast.Name(id=name, ctx=ast.Load())
 
 
@@ -827,8 +837,8 @@ class Overdubber(ast.NodeTransformer):
                 return _place(call, node)
             return node
         node.func = self.visit(func)
-        if CALL not in self.categories:
-            return node
+        if CALL not in self.categories or (type(func) is ast.Name and func.id in DIRECT):
+            return node  # (a pass's own helper, embedded to be called directly)
         if any(k.arg is None for k in node.keywords) or (
                 len(node.args) == 1 and isinstance(node.args[0], ast.Starred)):
             # f(**k), f(*a): unpacking errors name the callee -> @spread(@od, f)(**k)

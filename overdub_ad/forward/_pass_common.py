@@ -47,8 +47,9 @@ HELPERS: dict[str, Any] = {"operator": operator, "sites": _SITES, "methods": _ME
 
 def _helper(name: str) -> ast.Name:
     """The helper ``name`` as an expression of the dual code (``overdub.embed``: bound in the
-    rewritten function's closure under a name no user variable can shadow)."""
-    return embed(HELPERS[name])
+    rewritten function's closure under a name no user variable can shadow; called directly,
+    not through the specialising context, which would only run it as a leaf)."""
+    return embed(HELPERS[name], direct=True)
 
 
 def _load(name: str) -> ast.Name:

@@ -623,6 +623,43 @@ def test_embed_binds_a_value_no_user_name_can_shadow():
     assert embed(_capture).id.startswith("@")
 
 
+class _HelperForEveryCall(ast.NodeTransformer):
+    """Wraps each call ``f(a)`` as ``helper(f(a))``, the helper embedded ``direct`` or not."""
+
+    def __init__(self, direct):
+        self.direct = direct
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(ast.Call(embed(_noted, direct=self.direct), [node], []), node)
+
+
+_notes = []
+
+
+@opaque
+def _noted(value):
+    _notes.append(value)
+    return value
+
+
+def _abs_of_neg(x):
+    return abs(-x)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_embed_direct_calls_bypass_the_context(direct):
+    """A pass's helper embedded with ``direct=True`` is called directly: the context's hooks do
+    not see it (they see it without), and it runs the same."""
+    _notes.clear()
+    ctx = CountContext(passes=[_HelperForEveryCall(direct)])
+    assert overdub(ctx, _abs_of_neg, 3.0) == 3.0
+    assert _notes == [3.0]
+    assert (ctx.counts[_noted] == 0) is direct
+    assert ctx.counts[abs] == 1
+    assert embed(_noted, direct=True).id != embed(_noted).id
+
+
 def logged(x):
     y = math.sin(x) * 2 + 1
     return y - x
