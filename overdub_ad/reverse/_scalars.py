@@ -63,9 +63,12 @@ def _scalar_read(self: ReverseContext, container: Any, index: Any) -> Any:
     """``x[i]`` with no enclosing context: an item of a Python container, or a float read
     from a differentiated array in a loop (one ``_ScalarRead`` record); else ``_NOT_SIMPLE``."""
     if type(container) in _NATIVE_CONTAINERS:
-        if type(container) is dict and keeps_heap_metadata(self):
-            return self.fallback(operator.getitem, container, index)  # (vars(obj)[name])
-        return container[index]
+        item = container[index]
+        if type(container) is dict and type(item) is not Tagged and keeps_heap_metadata(self):
+            # a plain item may have metadata in the core's shadow (vars(obj)[name]); a tagged
+            # one was stored as it is, as this context stores differentiated values
+            return self.fallback(operator.getitem, container, index)
+        return item
     if type(container) is Tagged and container.owner is self._ref and \
             (type(index) is int or (type(index) is tuple and
                                     all(type(i) is int for i in index))):

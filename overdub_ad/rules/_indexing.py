@@ -233,10 +233,22 @@ defvjp(np.bincount, ZERO, lambda ct, out, /, x, weights=None, minlength=0: ct[x]
 
 
 # interp(x, xp, fp): piecewise linear in x (flat outside [xp[0], xp[-1]] unless left/right
-# are given, which are flat too), linear in fp
-def _interp_parts(x: Any, xp: Any, left: Any, right: Any, period: Any) -> Any:
-    if period is not None:
-        raise NotImplementedError("no derivative rule for np.interp(..., period=...)")
+# are given, which are flat too), linear in fp.  With a period, NumPy reduces it to that case
+# (_periodic): the rules differentiate the same reduction, each extended knot's derivative
+# going to the knot it came from.
+def _periodic(x: Any, xp: Any, fp: Any, period: Any) -> tuple[Any, ...]:
+    """np.interp's reduction of a periodic interpolation: ``x`` and the knots modulo the
+    period, the knots sorted and extended by one period on each side (left/right ignored);
+    and, per extended knot, the index of the knot it is."""
+    p = np.abs(period)
+    xm = np.mod(np.asarray(xp), p)
+    order = np.argsort(xm)
+    source = np.concatenate((order[-1:], order, order[:1]))
+    xp = np.concatenate((xm[order][-1:] - p, xm[order], xm[order][:1] + p))
+    return np.mod(x, p), xp, np.asarray(fp)[source], source
+
+
+def _interp_parts(x: Any, xp: Any, left: Any, right: Any) -> Any:
     xp = np.asarray(xp)
     i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
     t = (x - xp[i]) / (xp[i + 1] - xp[i])
@@ -245,74 +257,84 @@ def _interp_parts(x: Any, xp: Any, left: Any, right: Any, period: Any) -> Any:
 
 
 def _interp_x(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
-    i, t, below, above = _interp_parts(x, xp, left, right, period)
+    if period is not None:
+        x, xp, fp, _ = _periodic(x, xp, fp, period)
+        left = right = None
+    i, t, below, above = _interp_parts(x, xp, left, right)
     fp = np.asarray(fp)
     slope = (fp[i + 1] - fp[i]) / (np.asarray(xp)[i + 1] - np.asarray(xp)[i])
     return np.where(below | above, 0.0, slope)
 
 
 def _interp_fp_weights(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
-    """(lower index, weight of fp[i], weight of fp[i + 1]) of each x."""
-    i, t, below, above = _interp_parts(x, xp, left, right, period)
+    """(index of the lower knot, of the upper one, weight of each) for each x."""
+    source = None
+    if period is not None:
+        x, xp, fp, source = _periodic(x, xp, fp, period)
+        left = right = None
+    i, t, below, above = _interp_parts(x, xp, left, right)
     w_lo = np.where(below, left is None, np.where(above, 0.0, 1.0 - t))
     w_hi = np.where(above, right is None, np.where(below, 0.0, t))
     # below the range fp[0] is used (index 0 = i), above it fp[-1] (index i + 1)
-    return i, w_lo * 1.0, w_hi * 1.0
+    lo, hi = (i, i + 1) if source is None else (source[i], source[i + 1])
+    return lo, hi, w_lo * 1.0, w_hi * 1.0
 
 
-def _knot_jvp(dk: Any, knots: Any, i: Any, w_lo: Any, w_hi: Any) -> Any:
+def _knot_jvp(dk: Any, knots: Any, lo: Any, hi: Any, w_lo: Any, w_hi: Any) -> Any:
     dk = as_array_tangent(dk, knots)
     batch = np.shape(dk)[:-1]
-    lo = np.take(dk, i, axis=-1) * w_lo
-    hi = np.take(dk, i + 1, axis=-1) * w_hi
-    return np.reshape(lo + hi, batch + np.shape(i))
+    return np.reshape(np.take(dk, lo, axis=-1) * w_lo + np.take(dk, hi, axis=-1) * w_hi,
+                      batch + np.shape(lo))
 
 
-def _knot_vjp(ct: Any, knots: Any, i: Any, w_lo: Any, w_hi: Any) -> Any:
+def _knot_vjp(ct: Any, knots: Any, lo: Any, hi: Any, w_lo: Any, w_hi: Any) -> Any:
     n = len(knots)
     g = scatter(np.concatenate([np.ravel(ct * w_lo), np.ravel(ct * w_hi)]), np.zeros(n),
-                np.concatenate([np.ravel(i), np.ravel(i) + 1]))
+                np.concatenate([np.ravel(lo), np.ravel(hi)]))
     return like_argument(g, knots)
 
 
 def _interp_fp_jvp(dfp: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
                    right: Any = None, period: Any = None) -> Any:
-    i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
-    return _knot_jvp(dfp, fp, i, w_lo, w_hi)
+    return _knot_jvp(dfp, fp, *_interp_fp_weights(x, xp, fp, left, right, period))
 
 
 def _interp_fp_vjp(ct: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
                    right: Any = None, period: Any = None) -> Any:
-    i, w_lo, w_hi = _interp_fp_weights(x, xp, fp, left, right, period)
-    return _knot_vjp(ct, fp, i, w_lo, w_hi)
+    return _knot_vjp(ct, fp, *_interp_fp_weights(x, xp, fp, left, right, period))
 
 
 def _interp_xp_weights(x: Any, xp: Any, fp: Any, left: Any, right: Any, period: Any) -> Any:
     """out = fp[i] + t (fp[i+1] - fp[i]) with t = (x - xp[i]) / (xp[i+1] - xp[i]): moving the
-    knots moves t, d out = -slope ((1 - t) dxp[i] + t dxp[i+1]) inside the range, 0 outside."""
-    i, t, below, above = _interp_parts(x, xp, left, right, period)
-    slope = -_interp_x(x, xp, fp, left, right, period)
-    return i, slope * (1.0 - t), slope * t
+    knots moves t, d out = -slope ((1 - t) dxp[i] + t dxp[i+1]) inside the range, 0 outside
+    (with a period, the extended knots move with the knots they are)."""
+    source = None
+    if period is not None:
+        x, xp, fp, source = _periodic(x, xp, fp, period)
+        left = right = None
+    i, t, below, above = _interp_parts(x, xp, left, right)
+    slope = -_interp_x(x, xp, fp, left, right, None)
+    lo, hi = (i, i + 1) if source is None else (source[i], source[i + 1])
+    return lo, hi, slope * (1.0 - t), slope * t
 
 
 def _interp_xp_jvp(dxp: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
                    right: Any = None, period: Any = None) -> Any:
-    i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
-    return _knot_jvp(dxp, xp, i, w_lo, w_hi)
+    return _knot_jvp(dxp, xp, *_interp_xp_weights(x, xp, fp, left, right, period))
 
 
 def _interp_xp_vjp(ct: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
                    right: Any = None, period: Any = None) -> Any:
-    i, w_lo, w_hi = _interp_xp_weights(x, xp, fp, left, right, period)
-    return _knot_vjp(ct, xp, i, w_lo, w_hi)
+    return _knot_vjp(ct, xp, *_interp_xp_weights(x, xp, fp, left, right, period))
 
 
 def _interp_side(which: Any, mode: Any) -> Callable[..., Any]:
-    """Rules for ``left``/``right``: the value taken below/above the knots."""
+    """Rules for ``left``/``right``: the value taken below/above the knots (never with a
+    period, which NumPy gives them no use)."""
     def rule(d: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
              period: Any = None) -> Any:
-        _, _, below, above = _interp_parts(x, xp, left, right, period)
-        mask = (below if which == "left" else above) * 1.0
+        _, _, below, above = _interp_parts(x, xp, left, right)
+        mask = (below if which == "left" else above) * (period is None) * 1.0
         if mode == "rev":
             return d * mask
         return lift(d, (left, right)[which == "right"], out) * mask

@@ -429,3 +429,21 @@ def test_a_python_function_taking_out_by_keyword():
         np.testing.assert_array_equal(buf, [1.0, 1.0])
         assert jvp(lambda x: f({"a": x}, out=np.zeros(2)), (1.5,), (1.0,))[1] == \
             pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("wrt", ["x", "xp", "fp"])
+def test_interp_with_a_period(wrt):
+    """np.interp(..., period=) differentiated as NumPy computes it (the knots reduced modulo the
+    period, sorted and extended): in x, in the knots and in the values, both modes (it raised
+    NotImplementedError)."""
+    xp = np.array([350.0, 10.0, 190.0, 90.0, 270.0])
+    fp = np.array([1.0, 2.0, -1.0, 0.5, 3.0])
+    x = np.array([-165.0, -5.0, 5.0, 100.0, 355.0, 725.0, 260.0])
+    args = {"x": x, "xp": xp, "fp": fp}
+
+    def f(v):
+        return np.interp(**{**args, wrt: v}, period=360.0)
+    want = fd(f, args[wrt])
+    np.testing.assert_allclose(jacrev(f)(args[wrt]), want, atol=1e-8)
+    np.testing.assert_allclose(jacfwd(f)(args[wrt]), jacrev(f)(args[wrt]), atol=1e-14)
+    assert np.array_equal(jvp(f, (args[wrt],), (args[wrt],))[0], f(args[wrt]))
