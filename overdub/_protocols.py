@@ -66,10 +66,14 @@ static_types: set[type] = {int, float, complex, bool, str, bytes, list, tuple, d
 
 
 def is_static(t: type) -> bool:
-    """True for C types (cheap check, cached); their operators are always native."""
+    """True for C types (cheap check, cached); their operators are always native.
+
+    ``super`` is the exception: a C type whose attribute read runs the Python descriptor it
+    finds in the classes after the one named (``super().energy``, a property): natively, its
+    getter would run behind the context's back (see :func:`_super_get`)."""
     if t in static_types:
         return True
-    if t.__flags__ & _HEAPTYPE:
+    if t.__flags__ & _HEAPTYPE or t is super:
         return False
     static_types.add(t)
     return True
@@ -242,6 +246,12 @@ def _getattr(od: _Fn, op: _Fn, obj: Any, name: str, *default: Any) -> Any:
 
 def _attribute_get(od: _Fn, obj: Any, name: str) -> Any:
     t = type(obj)
+    if t is super:
+        found = _super_get(obj, name)
+        if found is None:
+            return getattr(obj, name)
+        get, descriptor, bound, start = found
+        return get(od, descriptor, bound, start)
     if _python(t, "__getattribute__"):
         try:
             return _call_dunder(od, t, "__getattribute__", obj, name)
@@ -264,6 +274,34 @@ def _attribute_get(od: _Fn, obj: Any, name: str) -> Any:
         if _python(t, "__getattr__"):
             return _call_dunder(od, t, "__getattr__", obj, name)
         raise
+
+
+def _super_get(su: Any, name: str) -> tuple[_Fn, Any, Any, type] | None:
+    """How to run ``su.name`` through the context where CPython's ``super.__getattribute__``
+    would run Python code: (:func:`_python_get`'s getter, the class attribute found in the
+    first class after ``__thisclass__`` in the MRO of the type ``su`` is bound to, the object
+    its ``__get__`` gets (None when ``su`` is bound to that type itself), that type).  None
+    where the read runs no Python code: ``su``'s own attributes (``__class__``, an unbound
+    ``super``, a name no class after ``__thisclass__`` defines), an attribute whose
+    ``__get__`` is C (a method, a classmethod), a property read through the class (the
+    property itself).  Whatever it finds, a descriptor's ``__get__`` runs, data descriptor or
+    not: ``super`` never looks in the instance's ``__dict__``."""
+    start = su.__self_class__
+    if start is None or name == "__class__":
+        return None
+    mro = start.__mro__
+    if su.__thisclass__ not in mro:
+        return None
+    for klass in mro[mro.index(su.__thisclass__) + 1:]:
+        namespace = _namespace(klass)
+        if name in namespace:
+            attr, bound = namespace[name], su.__self__
+            bound = None if bound is start else bound
+            getter = _python_get(attr)
+            if getter is None or (bound is None and isinstance(attr, property)):
+                return None
+            return getter, attr, bound, start
+    return None
 
 
 def _python_get(attr: Any) -> _Fn | None:
@@ -352,6 +390,8 @@ def _needs_attribute(op: _Fn, args: tuple[Any, ...]) -> bool:
     t = type(obj)
     if not isinstance(name, str):
         return False
+    if t is super:  # (super() stores nothing: setattr and delattr act on the super object)
+        return op is getattr and _super_get(obj, name) is not None
     if op is getattr:
         getattribute, attr, hook = _attribute_hooks(t, name)
         if isinstance(getattribute, _Function):
