@@ -771,7 +771,7 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if missing is not _MISSING:
             return missing
     value = t.plain_call(fn, (container, key), kwargs)
-    if not t.shadow or (type(value) is Tagged and value.owner is t.owner):
+    if not t.shadow or (type(value) is Tagged and _carries_layer(value, t.owner)):
         return value  # (tagged here already: a global a function stored natively)
     if _is_array(container):
         meta = t.shadow.array_meta(container, key)
@@ -791,6 +791,16 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if meta is not _MISSING:
             return t.wrap(value, meta)
     return value
+
+
+def _carries_layer(value: Tagged, owner: Any) -> bool:
+    """Whether ``value`` has a layer of the context ``owner``, under other contexts' too (a
+    value an inner context's function stored natively, read through the enclosing one)."""
+    while type(value) is Tagged:
+        if value.owner is owner:
+            return True
+        value = value.value
+    return False
 
 
 def _missing(t: Tagger, container: dict[Any, Any], key: Any) -> Any:

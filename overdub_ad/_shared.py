@@ -315,6 +315,31 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str,
     return value
 
 
+def plain_key(key: Any) -> Any:
+    """``key`` as a dict hashes it: without any context's tags (in a tuple key too)."""
+    if type(key) is Tagged:
+        return _innermost(key)
+    if type(key) is tuple:
+        return tuple(plain_key(k) for k in key)
+    return key
+
+
+def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
+    """Whether the item ``d[key]`` (``key`` differentiated) was written during this derivative
+    (``written``: the ``(id(dict), plain key)`` of its stores under differentiated keys), or is
+    made by the read itself (a ``defaultdict``'s default, ``setdefault``'s: noted as written):
+    an accumulator, read as usual, not a cache of earlier results (see
+    :func:`by_differentiated_key`)."""
+    k = plain_key(key)
+    try:
+        if k not in d:
+            written.add((id(d), k))
+            return True
+    except TypeError:  # (unhashable: the read raises it)
+        return False
+    return (id(d), k) in written
+
+
 def _layer_of(value: Any, ctx: Any) -> bool:
     """Whether ``ctx`` tagged ``value`` under the tags of other contexts (an item an inner
     derivative stored, read through ``ctx`` as its enclosing context)."""

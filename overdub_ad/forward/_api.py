@@ -59,7 +59,11 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
     that are arrays written in place, read while the run lasts too, so that an enclosing
     derivative sees those reads.  Called inside ``ctx``'s run: the call of ``f`` is one more
     step of it (``ctx.overdub``), not a new run."""
-    out = ctx.overdub(f, *args)
+    try:
+        out = ctx.overdub(f, *args)
+    except BaseException:
+        ctx._release_stores()  # (f raised: containers get plain values back all the same)
+        raise
     if callable(out) and not _numeric(out):
         ctx._release_stores()  # containers from outside get plain values back
         return out, {}

@@ -22,6 +22,7 @@ from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTEND
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, unflatten
 from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
+                       made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _INDIFFERENT, _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
@@ -93,6 +94,8 @@ class ForwardContext(Context):
         # Containers holding this context's tagged values as they are (see _store_as_is):
         # id -> container, given plain values back when the run ends (_release_stores)
         self.stores: dict[int, Any] = {}
+        # (id(dict), plain key) of the items stored under a differentiated key (see made_here)
+        self.keys_written: set[tuple[int, Any]] = set()
 
     def metadata_type(self, value_type: type) -> Any:
         if _arrays.is_numeric_type(value_type):
@@ -186,8 +189,10 @@ class ForwardContext(Context):
         if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
                 and self._carries(args[1]):
             return True  # a differentiated default, which the core would strip
-        if args and self._carries_within(args[0]) and keyed_read(fn, args) is not None:
-            return True  # memo.get(x): see by_differentiated_key
+        if args and self._carries_within(args[0]) and (
+                keyed_read(fn, args) is not None
+                or (type(receiver) is dict and fn.__name__ == "setdefault")):
+            return True  # memo.get(x): see by_differentiated_key; d.setdefault(x, v) stores
         # the core keeps the metadata of list and dict members; a copy is ours to make
         return fn.__name__ == "copy" and id(receiver) in self.lists
 
@@ -219,8 +224,12 @@ class ForwardContext(Context):
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
         if not direct:
-            if id(fn) in CONSUMERS and any(map(python_iterable, args)):
-                return True  # math.fsum(bag): the bag is iterated through the context
+            if id(fn) in CONSUMERS and (any(map(python_iterable, args)) or
+                                        any(map(_hides_arrays, args))):
+                # math.fsum(bag): the bag is iterated through the context; math.fsum(s) of a
+                # set (a C iterable other than a list or tuple): its items, each with its
+                # tangent, given as a list (natively, fsum would add plain values)
+                return True
             if fn is sum and self.arrays and args and _hides_arrays(args[0]):
                 return True  # sum(d.values()): a plain array written in place among them
             if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
@@ -283,6 +292,8 @@ class ForwardContext(Context):
             # (a dict's key as it is: its tangent is given back by iterating the dict, and
             # the key made plain as the run ends; a list's or deque's index plain)
             key = args[0] if isinstance(method.__self__, dict) else untag(args[0], self)
+            if isinstance(method.__self__, dict):  # (an accumulator's item: see made_here)
+                self.keys_written.add((id(method.__self__), plain_key(key)))
             if type(key) is slice and len(args) == 2 and self._differentiated_array(args[1]):
                 args = (key, self._rows(args[1]))
             else:
@@ -299,6 +310,7 @@ class ForwardContext(Context):
         the writes (and keeps its own tags), with the base class's item assignment (a Python
         ``__setitem__`` would transform the values again)."""
         stores, self.stores = self.stores, {}
+        self.keys_written.clear()
         for container in stores.values():
             write = _base_write(container)
             if type(container) is set:
@@ -310,7 +322,7 @@ class ForwardContext(Context):
             if isinstance(container, dict) and any(self._plain_tree(k) is not k
                                                    for k in container):
                 items = list(container.items())  # differentiated keys: the dict rebuilt
-                dict.clear(container)
+                type(container).clear(container)  # (an OrderedDict: its own order too)
                 for key, value in items:
                     self.fallback(write, container, self._plain_tree(key),
                                   self._plain_tree(value))
@@ -361,7 +373,8 @@ class ForwardContext(Context):
         if type(target) is list and self._carries_within(value):
             self.lists.add(id(target))
             return type(args[1]) is slice and self._differentiated_array(value)
-        if type(target) is dict and self._carries_within(args[1]):
+        if isinstance(target, dict) and self._carries_within(args[1]) and \
+                (type(target) is dict or _stored_as_is(target)):
             return True  # d[x] = v: the key keeps its tangent (see _write)
         return _stored_as_is(target) and self._carries_within(value)
 
@@ -382,12 +395,16 @@ class ForwardContext(Context):
                 return self._spelled(spelled, kwargs)
         if fn is operator.getitem and isinstance(args[0], dict) and \
                 self._carries_within(args[1]):  # (x itself, or x in a tuple key)
+            if made_here(self.keys_written, args[0], args[1]):
+                return self.fallback(fn, *args)
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward",
                                          self)
         keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
         if keyed is not None and self._carries_within(keyed[1]):
             at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
             plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed
+            if made_here(self.keys_written, keyed[0], keyed[1]):
+                return self.fallback(fn, *plain, **kwargs)
             return by_differentiated_key(self.fallback(fn, *plain, **kwargs), self._carries,
                                          "forward", self)
         if fn is operator.getitem and type(args[0]) is not Tagged:
@@ -412,6 +429,8 @@ class ForwardContext(Context):
                 return self.overdub(fn, self._rows(args[0]))
             return self._reveal(fn.__self__)  # lst.copy()
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is dict:  # d.get(key, default)
+            if fn.__name__ == "setdefault":  # d.setdefault(x, v): stored with x's tangent
+                return self._store_as_is(fn, args, kwargs)
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
@@ -450,8 +469,8 @@ class ForwardContext(Context):
                 # Python code, differentiated through (as reverse mode does)
                 return recurse(self, implementation, *args, **kwargs)
         if id(fn) in CONSUMERS:
-            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
-                         for a in args)
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else
+                         list(a) if _hides_arrays(a) else a for a in args)
         elif fn is sum and args and _hides_arrays(args[0]):
             args = (list(args[0]), *args[1:])  # its items, each with its tangent
         if any(map(_is_iterator, args)):

@@ -350,7 +350,8 @@ def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any
             raise _Deopt(f"{cls.__name__}.__init__ returned a value")
         return obj, 0.0
     if _namedtuple(cls) and new.__class__ is types.FunctionType and init is _OBJECT_INIT:
-        if not kwargs and len(args) == len(vars(cls)["_fields"]) and _generated_new(new):
+        if not kwargs and len(args) == len(class_attribute(cls, "_fields")) and \
+                _generated_new(new):
             return _tuple_new(level, (cls, args), (  # what its __new__ does
                 None, tuple(0.0 if d is None else d for d in dargs)))
         return call(level, new, (cls, *args), (0.0, *dargs), kwargs, dkwargs)

@@ -10,7 +10,7 @@ import numpy as np
 
 from overdub import opaque
 
-from .. import _routes
+from .. import _routes, _rules
 from .._pytree import flatten
 from .._shared import check_argnums, _entry
 from ..forward._api import jacfwd, jvp
@@ -71,6 +71,10 @@ def _compiled(f: Callable[..., Any], x: Any, v: Any) -> Any:
 
 def _on_the_tape(f: Callable[..., Any], x: Any, v: Any) -> Any:
     _outermost()
+    if _rules.overridden:
+        # the reference differentiates the sweep and the shipped rules' own code with the
+        # user's rules (a rule for `+` applies to the sum of two cotangents, too)
+        raise _routes.Declined("a shipped rule is replaced by the user's")
     return tape_hvp(f, x, v)
 
 

@@ -340,8 +340,10 @@ class _Translation:
 
     def written_out(self, fn: Any) -> None:
         """The generated code writes ``fn``'s derivatives out: only while its rules are the
-        shipped ones (a rule of the user's: the tape route, which applies it, runs)."""
-        if not _rules.is_shipped(fn):
+        shipped ones, and no shipped rule is replaced (a second derivative written out restates
+        the derivative of a shipped rule's code, which computes with other shipped functions,
+        ``*`` inside ``**``'s: the reference route differentiates it with the user's rule)."""
+        if _rules.overridden or not _rules.is_shipped(fn):
             raise _Unsupported
 
     def binary(self, node: ast.BinOp) -> _Value:

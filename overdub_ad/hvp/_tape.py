@@ -26,6 +26,7 @@ route (which runs ``f`` again).
 
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import Any
 
@@ -175,6 +176,8 @@ def _zero(x: Any) -> Any:
         return np.zeros(x.shape, np.result_type(x, float))
     if type(x) in (list, tuple):
         return type(x)([_zero(item) for item in x])
+    if not isinstance(x, (numbers.Number, np.generic)):
+        return None  # (a label held beside the numbers: no direction for it)
     return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
 
 

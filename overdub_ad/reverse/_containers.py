@@ -18,7 +18,8 @@ from overdub import Context, Tagged, can_recurse, overdub, recurse, untag
 
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
-from .._shared import _innermost, _method_of
+from .._shared import (_hides_arrays, _innermost, iterate_through, _method_of, plain_key,
+                       python_iterable)
 from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
 from ._calls import _BuiltinMethod, _is_iterator, _put_back
 from ._plans import _NP_UNSTACK
@@ -42,6 +43,11 @@ def _store(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[st
     if name in STORES:
         self._note_store(container)
         if args and name in KEYED and isinstance(container, _KEYED_BY_VALUE):
+            if isinstance(container, dict) and self._carries(args[0]):
+                # d.setdefault(x, v): the key as it is (see ReverseContext._writes), its item
+                # an accumulator's (see made_here)
+                self.keys_written.add((id(container), plain_key(args[0])))
+                return fn(*args, **kwargs)
             key = self._plain(args[0])  # (a key is hashed, an index read: stored plain)
             if type(key) is Tagged and self.nested:  # a key an enclosing context tagged: it
                 # stores the key plain (and the value as it is), as it does for its stores
@@ -118,9 +124,11 @@ def _release_stores(self: ReverseContext) -> None:
                     writes.append((write, container, i, cleaned))
         elif isinstance(container, dict):
             write = _base_write(container)
-            if any(self._cleaned(key) is not key for key in container):
-                items = list(container.items())  # differentiated keys: the dict rebuilt
-                dict.clear(container)
+            # (read as a dict: an OrderedDict's own iteration would hash a tagged key,
+            # which it can no longer do, this context's run being over)
+            if any(self._cleaned(key) is not key for key in dict.keys(container)):
+                items = list(dict.items(container))  # differentiated keys: the dict rebuilt
+                type(container).clear(container)  # (an OrderedDict: its own order too)
                 writes.extend((write, container, self._cleaned(key), self._cleaned(value))
                               for key, value in items)
                 continue
@@ -173,16 +181,49 @@ def _base_write(container: Any) -> Any:
     return operator.setitem
 
 
+def _consumes_with_rules(fn: Any) -> bool:
+    """Whether ``fn`` is a builtin or ``math`` function whose rules take the items of the
+    iterable it consumes (``max``, ``min``, ``math.fsum``): given an iterator or a C iterable
+    other than a list or tuple (:func:`_read_natively`), the call is this context's, made on
+    the list of its items (see :func:`_consume`).  Else the function would read the items
+    natively: ``math.fsum(d.values())`` adding plain values; ``max`` and ``min``, which the
+    tag machinery moves tagged values through, made under an enclosing context through that
+    context, which would read this context's items as constants (the winner of
+    ``max(x * x for ...)`` without its outer derivative)."""
+    return _rules.vjp_rules(fn) is not None and \
+        getattr(fn, "__module__", None) in ("builtins", "math", "cmath")
+
+
+def _read_natively(x: Any) -> bool:
+    """Whether a C function given ``x`` iterates it out of the context's sight: an iterator,
+    or a C iterable that is not a list, tuple, dict or deque (whose items the context reads
+    as a container's): ``d.values()``, a set."""
+    return _is_iterator(x) or (_hides_arrays(x) and not isinstance(x, (dict, collections.deque)))
+
+
+def _consumed(self: ReverseContext, fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether the call ``fn(*args)`` is :func:`_consume`'s: an iterator argument (whose
+    items may be differentiated), or a C iterable the function would read natively that a
+    consumer with rules takes the items of (``max(d.values())``) or that holds a
+    differentiated value (``np.fromiter(d.values(), float)``)."""
+    return any(_is_iterator(a) or (_read_natively(a) and (
+        _consumes_with_rules(fn) or any(map(self._carries, a)))) for a in args)
+
+
 def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Iterator arguments of a C function: a list for a rule of a builtin or ``math``
-    function that consumes them (``math.fsum``, ``sum``, ``max``); for any other function an
-    iterator that raises :class:`MissingRuleError` at the first differentiated item."""
-    if _rules.vjp_rules(fn) is not None and \
-            getattr(fn, "__module__", None) in ("builtins", "math", "cmath"):
-        args = tuple([list(a) if _is_iterator(a) else a for a in args])
+    """Iterable arguments of a C function: a list for a rule of a builtin or ``math``
+    function that consumes them (``math.fsum``, ``max``); for any other function an iterator
+    that raises :class:`MissingRuleError` at the first differentiated item, given for an
+    iterator or a C iterable holding differentiated values (``d.values()``).  An iterator
+    whose ``__next__`` is Python is run through the context (natively, its code would compute
+    with this context's tagged values behind its back)."""
+    args = tuple([iterate_through(self, a) if _is_iterator(a) and python_iterable(a) else a
+                  for a in args])
+    if _consumes_with_rules(fn):
+        args = tuple([list(a) if _read_natively(a) else a for a in args])
         return self._call(fn, args, kwargs)
-    return self._run(fn, *[self._guard(fn, a) if _is_iterator(a) else a for a in args],
-                     **kwargs)
+    return self._run(fn, *[self._guard(fn, a) if _is_iterator(a) or (
+        _read_natively(a) and any(map(self._carries, a))) else a for a in args], **kwargs)
 
 
 def _guard(self: ReverseContext, fn: Any, iterator: Any) -> Any:

@@ -19,21 +19,24 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
-from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost,
+from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost, made_here,
                        iterate_through, _KEYED_READS, keyed_read, _public, python_iterable,
                        _sourceless, _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
-                     _DECISIONS, _dict_storing, _FAST, _INPLACE, _is_iterator,
-                     _ITERATORS, _MOVING, _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
+                     _DECISIONS, _dict_storing, _FAST, _INPLACE, _ITERATORS, _MOVING,
+                     _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
                     _ScalarRead)
 
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
+# Builtins with rules that iterate their first argument: given a dict, they see its keys (the
+# rules' containers are read as their values otherwise)
+_KEYS_ITERATED = frozenset(map(id, (sum, min, max, sorted, *CONSUMERS.values())))
 _NATIVE_STORES = frozenset({list, dict, np.flatiter})  # (their writes are this context's)
 # Arguments that can neither be nor hold a differentiated value, nor be written into, nor call
 # back, nor be iterated by Python code (a class whose metaclass is ``type``: an Enum's is not):
@@ -98,6 +101,8 @@ class ReverseContext(Context):
         self.second = False
         # Containers holding this context's tagged values natively: id -> (container, name)
         self.stores: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # (id(dict), plain key) of the items stored under a differentiated key (see made_here)
+        self.keys_written: set[tuple[int, Any]] = set()
         self._store_limit = 256
         # id -> (Python function, is it a primitive, the rules' version then)
         self._functions: dict[int, tuple[Any, bool, int]] = {}
@@ -446,9 +451,15 @@ class ReverseContext(Context):
         if id(fn) in CONSUMERS and any(map(python_iterable, args)):
             return True  # math.fsum(bag): the bag is iterated through the context
         if not containers:
-            # an iterator consumed by a C function (math.fsum(x * k for k in ks)): its items
-            # may be differentiated values, which the function would read natively
-            return any(map(_is_iterator, args)) and not carries_tags(fn) and \
+            # an iterator or a dict's view consumed by a C function (math.fsum(x * k for k
+            # in ks), np.fromiter(d.values())): its items may be differentiated values, which
+            # the function would read natively; a function whose rules take them is ours even
+            # where the tag machinery moves values through it (max(x * x for ...): see
+            # _containers._consumes_with_rules)
+            if _containers._consumes_with_rules(fn):
+                return any(map(_containers._read_natively, args)) and \
+                    not can_recurse(self, fn, *args, **kwargs)
+            return self._consumed(fn, args) and not carries_tags(fn) and \
                 id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
                 not can_recurse(self, fn, *args, **kwargs)
         if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS):
@@ -479,7 +490,8 @@ class ReverseContext(Context):
     def _writes(self, container: Any, index: Any, value: Any) -> bool:
         """Whether ``container[index] = value`` is this context's: a differentiated value
         stored, or a write into an array that is differentiated or written before."""
-        if type(container) is dict:  # d[x] = v: a key read back by iterating d has its node
+        if type(container) is dict or (isinstance(container, dict) and _dict_storing(container)):
+            # d[x] = v: a key read back by iterating d has its node (an OrderedDict's too)
             return self._carries(value) or self._carries(index)
         if type(container) is list or _dict_storing(container):
             return self._carries(value)
@@ -507,6 +519,8 @@ class ReverseContext(Context):
                     raise
         if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
                 self._keyed_here(args[1]):
+            if made_here(self.keys_written, args[0], args[1]):
+                return self.fallback(fn, *args)
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "reverse",
                                          self)
         if not self.nested and not kwargs and not (
@@ -520,6 +534,8 @@ class ReverseContext(Context):
         keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS and \
             fn.__name__ in _KEYED_READS else None
         if keyed is not None and self._keyed_here(keyed[1]):
+            if made_here(self.keys_written, keyed[0], keyed[1]):
+                return self.fallback(fn, *args, **kwargs)
             return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
                                          "reverse", self)
         if fn is getattr:  # x.ndim: _general's answer at once (no plan, never a callback's)
@@ -573,10 +589,12 @@ class ReverseContext(Context):
             return fn(*args, **kwargs)
         if fn is dict or constructs_container(fn):  # dict(a=v), deque([v]): the values
             return self._construct(fn, args, kwargs)  # stored as they are
+        if args and isinstance(args[0], dict) and id(fn) in _KEYS_ITERATED:
+            args = (list(dict.keys(args[0])), *args[1:])  # sum(d): its keys, as Python's
         if id(fn) in CONSUMERS:
             args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
                          for a in args)
-        if any(map(_is_iterator, args)):
+        if self._consumed(fn, args):
             return self._consume(_public(fn), args, kwargs)
         if fn in _INPLACE:
             out = self._inplace(fn, args)
@@ -602,7 +620,7 @@ class ReverseContext(Context):
                 not any(map(self._carries, args)):
             return _callbacks.call_guarded(self, fn, args, kwargs, self._carries, "reverse",
                                            self._run)
-        if kwargs.get("out") is None and not any(map(_is_iterator, args)):
+        if kwargs.get("out") is None and not self._consumed(fn, args):
             return self._call(known[2], args, kwargs)
         return _NOT_SIMPLE
 
@@ -716,6 +734,7 @@ class ReverseContext(Context):
     _note_store = _containers._note_store
     _release_stores = _containers._release_stores
     _cleaned = _containers._cleaned
+    _consumed = _containers._consumed
     _consume = _containers._consume
     _guard = _containers._guard
     _iterate = _containers._iterate

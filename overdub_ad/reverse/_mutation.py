@@ -13,7 +13,7 @@ import numpy as np
 from overdub import Tagged, untag
 
 from .. import _arrays, _rules
-from .._shared import _innermost
+from .._shared import _innermost, plain_key
 from ._calls import _dict_storing, _INPLACE, _READS_TARGET, _replace, _stored
 from ._tape import (_element_index, _Entry, _Joint, _Node, _placeholder, _root, _write,
                     _ZERO_IDS)
@@ -207,7 +207,10 @@ def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: 
             value = (self._elements(value[0]),)  # lst[i:j] = a: a's elements, each
         # a dict's key as it is (its derivative is read back by iterating the dict; the
         # key is made plain when f returns), a list's index plain
-        key = index if type(target) is dict and self._carries(index) else self._plain(index)
+        key = index if isinstance(target, dict) and self._carries(index) else \
+            self._plain(index)
+        if key is index and isinstance(target, dict):  # (an accumulator's item: made_here)
+            self.keys_written.add((id(target), plain_key(key)))
         if type(key) is Tagged and key.owner is not self._ref and self.nested:
             # a key an enclosing context tagged: it stores the key plain (and the value as
             # it is), as it does for its stores

@@ -401,8 +401,13 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
             ctx._specs[id(_reveal_run)] = _REVEAL_RUN  # (a primitive: see _reveal_run)
             run: Callable[..., Any] = _reveal_run  # (given ctx by execute)
             out = overdub(ctx, run, f, *inputs, **kwargs)
+    except BaseException:
+        if ctx.stores:  # (f raised: what it stored is given plain values back all the same)
+            ctx._release_stores()
+        raise
     finally:
         ctx.roots.clear()
+        ctx.keys_written.clear()  # (the context is used again: see made_here)
         _untag_bindings(ctx, f)
     leaves, tree = flatten(out)
     out_nodes: list[Any] = []

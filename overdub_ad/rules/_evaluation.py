@@ -101,24 +101,23 @@ def _eval(source: Any, globals_: Any = None, locals_: Any = None, /) -> Any:
     text = text.lstrip(" \t")  # as eval does
     compile(text, "<string>", "eval")  # its SyntaxError, as eval's
     used = _names(symtable.symtable(text, "<string>", "eval"))
-    header, globals_used = _bindings(used, [], globals_, locals_)
+    header = _bindings(used, [], globals_, locals_)
     try:
-        function = _function(_wrapped([f"return (\n{text}\n)"], header, [], globals_used),
-                             globals_)
+        function = _function(_wrapped([f"return (\n{text}\n)"], header, []), globals_)
     except SyntaxError:  # (text that is an expression alone only: `yield` in it...)
         return _native(eval, source, globals_, locals_)
     return function(locals_, globals_)
 
 
-def _bindings(used: list[str], bound: list[str], globals_: Any,
-              locals_: Any) -> tuple[list[str], list[str]]:
-    """Lines giving the text's names their values first, and the names it finds in the
-    globals.  Each value is read by a subscript of its namespace, which the context sees: a
-    value stored there by ``ns["y"] = y`` has its derivative kept beside the dict, where a name
-    looked up natively would miss it (a silent zero).  A name separate locals hold, or one the
-    text binds as a local (exec with separate locals), becomes a local; a name of the globals
-    is declared ``global`` and given the value read, so that scopes nested in the text see it
-    too (stored back through the context afterwards: see :func:`_wrapped`)."""
+def _bindings(used: list[str], bound: list[str], globals_: Any, locals_: Any) -> list[str]:
+    """Lines giving the text's names their values first, each read by a subscript of its
+    namespace, which the context sees: a value stored there by ``ns["y"] = y`` has its
+    derivative kept beside the dict, where a name looked up natively would miss it (a silent
+    zero).  A name separate locals hold, or one the text binds as a local (exec with separate
+    locals), becomes a local; a name of the globals is declared ``global`` and given the value
+    read, so that scopes nested in the text see it too, functions it defines included, when
+    called later in the derivative (the core gives the globals a run assigns plain values
+    when the run ends)."""
     separate = locals_ is not None and locals_ is not globals_
     lines, refreshed = [], []
     for name in used:
@@ -132,23 +131,15 @@ def _bindings(used: list[str], bound: list[str], globals_: Any,
     if refreshed:
         lines[:0] = [f"global {', '.join(refreshed)}",
                      *(f"{name} = {_GLOBALS}[{name!r}]" for name in refreshed)]
-    return lines, refreshed
+    return lines
 
 
-def _wrapped(body: list[str], header: list[str], trailer: list[str],
-             stored: list[str]) -> str:
-    """The function running ``body`` (the text's lines) after ``header``, then ``trailer``;
-    whatever happens, the globals named in ``stored`` are stored back into the globals
-    through the context (``d[k] = v``, which keeps a derivative beside the dict): stored by
-    the function natively, a value carrying one would stay in the dict after the
-    derivative, under an enclosing one too."""
-    lines = [f"def {_FUNCTION}({_LOCALS}, {_GLOBALS}):", *(" " + line for line in header),
-             " try:", *("  " + line if line.strip() else line for line in body), "  pass",
-             *("  " + line for line in trailer), " finally:", "  pass"]
-    for name in stored:
-        lines += ["  try:", f"   {_GLOBALS}[{name!r}] = {name}", "  except NameError:",
-                  "   pass"]
-    return "\n".join([*lines, ""])
+def _wrapped(body: list[str], header: list[str], trailer: list[str]) -> str:
+    """The function running ``body`` (the text's lines) after ``header``, then ``trailer``."""
+    return "\n".join([f"def {_FUNCTION}({_LOCALS}, {_GLOBALS}):",
+                      *(" " + line for line in header),
+                      *(" " + line if line.strip() else line for line in body), " pass",
+                      *(" " + line for line in trailer), ""])
 
 
 def _names(table: symtable.SymbolTable) -> list[str]:
@@ -190,17 +181,16 @@ def _exec(source: Any, globals_: Any = None, locals_: Any = None, /, **kwargs: A
         return _native(exec, source, globals_, locals_, **kwargs)
     compile(text, "<string>", "exec")  # its SyntaxError, as exec's
     bound, used = _top_level(text)
-    header, stored = _bindings(used, bound, globals_, locals_)
+    header = _bindings(used, bound, globals_, locals_)
     trailer: list[str] = []
     if locals_ is None or locals_ is globals_:
         if bound:  # stored into the one namespace, as exec's top level stores them
             header.insert(0, f"global {', '.join(bound)}")
-            stored = list(dict.fromkeys([*bound, *stored]))
     else:  # stored into the locals afterwards
         for name in bound:
             trailer += ["try:", f" {_LOCALS}[{name!r}] = {name}", "except NameError:", " pass"]
     try:
-        function = _function(_wrapped(text.splitlines(), header, trailer, stored), globals_)
+        function = _function(_wrapped(text.splitlines(), header, trailer), globals_)
     except SyntaxError:  # (from m import *, a global declared after use...)
         return _native(exec, source, globals_, locals_)
     function(locals_, globals_)
