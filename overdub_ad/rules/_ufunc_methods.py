@@ -1,10 +1,13 @@
-"""Stand-ins for the methods of NumPy's binary ufuncs: ``outer``, ``reduce``, ``accumulate``.
+"""Stand-ins for the methods of NumPy's binary ufuncs: ``outer``, ``reduce``, ``accumulate``,
+``reduceat``.
 
 ``np.multiply.outer(x, y)`` or ``np.maximum.reduce(x)`` is a C method of the ufunc object, with
 no rule of its own.  Each is restated here with what has rules (see ``_rules.defstandin``; the
 stand-in of the method descriptor ``np.ufunc.outer`` serves every ufunc's bound method):
 
 - ``outer``: the ufunc itself on ``x`` reshaped to broadcast against ``y``;
+- ``reduceat`` of ``np.add``: NumPy's own, with rules (a linear map: each output the sum of a
+  slice); other ufuncs' raise ``MissingRuleError``;
 - ``reduce``/``accumulate``: the reduction NumPy ships for the ufunc (``add.reduce`` is
   ``np.sum``, ``maximum.reduce`` is ``np.max``, with its rule's tie convention; ``add.accumulate``
   is ``np.cumsum``), and for any other binary ufunc (``hypot``, ``subtract``, ``fmax``...) the
@@ -53,7 +56,7 @@ def _guard(name: str) -> Any:
     return guarded
 
 
-_NATIVE = {name: _guard(name) for name in ("outer", "reduce", "accumulate")}
+_NATIVE = {name: _guard(name) for name in ("outer", "reduce", "accumulate", "reduceat")}
 
 
 def _outer(ufunc: Any, a: Any, b: Any, /, **kwargs: Any) -> Any:
@@ -120,6 +123,45 @@ def _accumulate(ufunc: Any, array: Any, axis: int = 0, dtype: Any = None,
     return np.moveaxis(np.stack(partial), 0, axis)
 
 
+@opaque
+def _add_reduceat(array: Any, indices: Any, axis: int) -> Any:
+    """``np.add.reduceat(array, indices, axis)`` itself (NumPy's numbers), with rules."""
+    return np.add.reduceat(array, indices, axis=axis)
+
+
+def _reduceat_matrix(indices: Any, n: int) -> Any:
+    """Which elements along the axis (columns) each output sums (rows): ``a[i:j]`` for
+    ``indices[k] = i < j = indices[k + 1]`` (the last one to the end), ``a[i]`` alone
+    otherwise, as NumPy's ``reduceat`` does."""
+    starts = np.asarray(indices, dtype=np.intp)
+    stops = np.append(starts[1:], n)
+    stops = np.where(stops > starts, stops, starts + 1)
+    positions = np.arange(n)
+    return (positions >= starts[:, None]) & (positions < stops[:, None])
+
+
+def _reduceat_vjp(ct: Any, out: Any, /, array: Any, indices: Any, axis: int) -> Any:
+    m = _reduceat_matrix(indices, np.shape(array)[axis]) * 1.0
+    back = np.tensordot(m.T, np.moveaxis(ct, axis, 0), axes=1)
+    return np.moveaxis(back, 0, axis)
+
+
+defjvp(_add_reduceat, lambda d, out, /, array, indices, axis: np.add.reduceat(
+    d, indices, axis=axis - np.ndim(array)), ZERO, ZERO)
+defvjp(_add_reduceat, _reduceat_vjp, ZERO, ZERO)
+
+
+def _reduceat(ufunc: Any, array: Any, indices: Any, axis: int = 0, dtype: Any = None,
+              out: Any = None) -> Any:
+    """``np.add.reduceat`` (a linear map: NumPy computes it, its rules above); another
+    ufunc's, or a call with ``dtype=``/``out=``, runs natively, guarded."""
+    if ufunc is not np.add or dtype is not None or out is not None:
+        return _NATIVE["reduceat"](ufunc, (array, indices, axis, dtype, out), {})
+    array = np.asarray(array)
+    return _add_reduceat(array, indices, axis % max(np.ndim(array), 1))
+
+
 defstandin(np.ufunc.outer, _outer)
 defstandin(np.ufunc.reduce, _reduce)
 defstandin(np.ufunc.accumulate, _accumulate)
+defstandin(np.ufunc.reduceat, _reduceat)

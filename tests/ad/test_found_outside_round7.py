@@ -447,3 +447,20 @@ def test_interp_with_a_period(wrt):
     np.testing.assert_allclose(jacrev(f)(args[wrt]), want, atol=1e-8)
     np.testing.assert_allclose(jacfwd(f)(args[wrt]), jacrev(f)(args[wrt]), atol=1e-14)
     assert np.array_equal(jvp(f, (args[wrt],), (args[wrt],))[0], f(args[wrt]))
+
+
+@pytest.mark.parametrize("shape, indices, axis", [((7,), [0, 2, 5], 0), ((7,), [3, 1, 4, 4], 0),
+                                                  ((4, 6), [0, 2, 3], 1), ((5, 3), [0, 0, 4], -2)])
+def test_add_reduceat(shape, indices, axis):
+    """np.add.reduceat (NumPy's numbers, with rules: each output the sum of a slice, or one
+    element where the indices do not increase), both modes, second order; it raised."""
+    a = np.random.default_rng(len(indices)).standard_normal(shape)
+
+    def f(a):
+        return np.add.reduceat(a, indices, axis=axis) ** 2
+    np.testing.assert_allclose(jacrev(f)(a), fd(f, a), atol=1e-7)
+    np.testing.assert_allclose(jacfwd(f)(a), jacrev(f)(a), atol=1e-14)
+    assert np.array_equal(jvp(lambda a: np.add.reduceat(a, indices, axis=axis), (a,), (a,))[0],
+                          np.add.reduceat(a, indices, axis=axis))
+    h = hessian(lambda a: np.sum(f(a)))(a)
+    np.testing.assert_allclose(h, fd(grad(lambda a: np.sum(f(a))), a), atol=1e-6)

@@ -25,7 +25,7 @@ from overdub_ad import defjvp, defvjp, jvp
 from overdub_ad._check import RuleCheckError, check_rule
 from overdub_ad.rules._evaluation import _GUARDED
 from overdub_ad.rules._scalar import NUMBER_EXEMPTIONS
-from overdub_ad.rules._ufunc_methods import _NATIVE
+from overdub_ad.rules._ufunc_methods import _add_reduceat, _NATIVE
 from overdub_ad.testing import isolated_rules, shipped_rules
 from tests.conftest import fd
 
@@ -110,6 +110,10 @@ CASES = [
     case(_NATIVE["reduce"], np.add, (R(3),), {"where": np.array([True, False, True])},
          _check={"wrt": ()}),
     case(_NATIVE["accumulate"], np.subtract, (R(3),), {}, _check={"wrt": ()}),
+    case(_NATIVE["reduceat"], np.maximum, (R(4), [0, 2]), {}, _check={"wrt": ()}),
+    # -- np.add.reduceat: NumPy's own, with rules (a sum over slices) ----------------------------
+    case(_add_reduceat, R(7), [0, 2, 5], 0, _check={"wrt": (0,)}),
+    case(_add_reduceat, R(4, 6), [3, 1, 4, 4], 1, _check={"wrt": (0,)}),
     # -- cmath ------------------------------------------------------------------------------------
     *[case(f, 0.6 + 0.8j) for f in (cmath.sin, cmath.cos, cmath.tan, cmath.asin, cmath.acos,
                                      cmath.atan, cmath.sinh, cmath.cosh, cmath.tanh, cmath.asinh,
