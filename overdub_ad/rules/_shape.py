@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from overdub import opaque
+
 from .._rules import (LINEAR, ZERO, MissingRuleError, defjvp, defstandin, defvjp,
                       nondifferentiable, same_rules)
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
@@ -314,17 +316,37 @@ _index_rules(np.diag, lambda x, k=0: _padded_positions(x, lambda p: np.diag(p, k
 _index_rules(np.diagflat, lambda x, k=0: _padded_positions(x, lambda p: np.diagflat(p, k)))
 
 
+# np.pad: the modes that copy elements (constant, edge, reflect, symmetric, wrap) are index
+# maps, with rules; the others (mean, maximum, minimum, median, linear_ramp, odd reflection, a
+# function) are NumPy's own code, differentiated through (statistics of edge slices written
+# into the padded array)
+_COPYING = ("constant", "edge", "reflect", "symmetric", "wrap")
+_PAD_CODE = getattr(np.pad, "_implementation", None)
+
+
+@opaque
+def _pad_copying(x: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    """``np.pad`` itself, for a mode that copies elements."""
+    return np.pad(x, pad_width, mode=mode, **kwargs)
+
+
 def _pad_map(x: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
-    if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
-        raise NotImplementedError(f"no derivative rule for np.pad(mode={mode!r})")
-    if kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError("no derivative rule for np.pad(reflect_type='odd')")
     if mode == "constant":
         return np.pad(positions(x), pad_width, mode="constant", constant_values=-1)
     return np.pad(positions(x), pad_width, mode=mode)
 
 
-_index_rules(np.pad, _pad_map, ZERO)
+_index_rules(_pad_copying, _pad_map, ZERO, ZERO)
+
+
+def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    if (isinstance(mode, str) and mode in _COPYING
+            and kwargs.get("reflect_type", "even") == "even") or _PAD_CODE is None:
+        return _pad_copying(array, pad_width, mode, **kwargs)
+    return _PAD_CODE(array, pad_width, mode, **kwargs)
+
+
+defstandin(np.pad, _pad)
 
 
 def _roll_jvp(dx: Any, out: Any, /, x: Any, shift: Any, axis: Any = None) -> Any:

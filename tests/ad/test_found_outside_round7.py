@@ -464,3 +464,20 @@ def test_add_reduceat(shape, indices, axis):
                           np.add.reduceat(a, indices, axis=axis))
     h = hessian(lambda a: np.sum(f(a)))(a)
     np.testing.assert_allclose(h, fd(grad(lambda a: np.sum(f(a))), a), atol=1e-6)
+
+
+@pytest.mark.parametrize("mode, options", [
+    ("mean", {}), ("mean", {"stat_length": 2}), ("maximum", {}), ("minimum", {}),
+    ("median", {}), ("linear_ramp", {"end_values": 0.5}), ("reflect", {"reflect_type": "odd"}),
+    ("constant", {}), ("edge", {})])
+def test_pad_in_every_mode(mode, options):
+    """np.pad's statistic and ramp modes (NumPy's own code differentiated through; the copying
+    modes by their rules), both modes, NumPy's values; they raised NotImplementedError."""
+    x = np.array([[1.0, 2.0, 3.5], [4.0, 5.0, 7.0]])
+
+    def f(x):
+        return np.pad(x, ((1, 2), (2, 1)), mode=mode, **options) ** 2
+    assert np.array_equal(jvp(lambda x: np.pad(x, ((1, 2), (2, 1)), mode=mode, **options),
+                              (x,), (x,))[0], np.pad(x, ((1, 2), (2, 1)), mode=mode, **options))
+    np.testing.assert_allclose(jacrev(f)(x), fd(f, x), atol=1e-7)
+    np.testing.assert_allclose(jacfwd(f)(x), jacrev(f)(x), atol=1e-12)

@@ -25,6 +25,7 @@ from overdub_ad import defjvp, defvjp, jvp
 from overdub_ad._check import RuleCheckError, check_rule
 from overdub_ad.rules._evaluation import _GUARDED
 from overdub_ad.rules._scalar import NUMBER_EXEMPTIONS
+from overdub_ad.rules._shape import _pad_copying
 from overdub_ad.rules._ufunc_methods import _add_reduceat, _NATIVE
 from overdub_ad.testing import isolated_rules, shipped_rules
 from tests.conftest import fd
@@ -205,9 +206,10 @@ CASES = [
     case(np.vsplit, M, [1]), case(np.dsplit, T234, 2),
     case(np.repeat, M, 2), case(np.repeat, M, [1, 0, 2], 0), case(np.tile, V5, (2, 2)),
     case(np.tile, M, 2), case(np.diag, V5), case(np.diag, V5, -2), case(np.diag, M, 1),
-    case(np.diagflat, M), case(np.pad, M, 2), case(np.pad, M, ((1, 2), (0, 3)), mode="reflect"),
-    case(np.pad, M, 2, mode="wrap"), case(np.pad, M, 3, mode="edge"),
-    case(np.pad, M, 1, mode="symmetric"), case(np.pad, M, 1, constant_values=2.0),
+    case(np.diagflat, M), case(_pad_copying, M, 2),
+    case(_pad_copying, M, ((1, 2), (0, 3)), mode="reflect"),
+    case(_pad_copying, M, 2, mode="wrap"), case(_pad_copying, M, 3, mode="edge"),
+    case(_pad_copying, M, 1, mode="symmetric"), case(_pad_copying, M, 1, constant_values=2.0),
     case(np.roll, T234, 2), case(np.roll, T234, (1, -1), (0, 2)), case(np.roll, T234, 1, 1),
     case(np.flip, T234), case(np.flip, T234, 1), case(np.flipud, M), case(np.fliplr, M),
     case(np.rot90, T234, 3, (2, 1)), case(np.rot90, M),
