@@ -139,9 +139,35 @@ def _trace_solve(a: Any, da: Any) -> Any:
     return np.trace(np.linalg.solve(a, da), axis1=-2, axis2=-1)
 
 
-defjvp(np.linalg.det, lambda da, out, /, a: out * _trace_solve(a, da))
-defvjp(np.linalg.det, lambda ct, out, /, a:
-       np.reshape(ct * out, np.shape(out) + (1, 1)) * _T(np.linalg.inv(a)))
+def _adjugate(a: Any) -> Any:
+    """adj(a), for any square matrices (singular ones too, where det(a) inv(a) does not exist):
+    by the SVD a = U S V^H, adj(a) = det(U) det(V^H) V adj(S) U^H, adj(S) = diag(the product
+    of the other singular values)."""
+    u, s, vh = np.linalg.svd(a)
+    n = np.shape(s)[-1]
+    others = np.stack([np.prod(s[..., [j for j in range(n) if j != i]], axis=-1)
+                       for i in range(n)], axis=-1)
+    scale = np.linalg.det(u) * np.linalg.det(vh)
+    adj = (np.conj(_T(vh)) * np.expand_dims(others, -2)) @ np.conj(_T(u))
+    return np.reshape(scale, np.shape(scale) + (1, 1)) * adj
+
+
+def _det_jvp(da: Any, out: Any, /, a: Any) -> Any:
+    try:
+        return out * _trace_solve(a, da)
+    except np.linalg.LinAlgError:  # a singular matrix: d det = tr(adj(a) da)
+        return np.trace(_adjugate(a) @ da, axis1=-2, axis2=-1)
+
+
+def _det_vjp(ct: Any, out: Any, /, a: Any) -> Any:
+    try:
+        return np.reshape(ct * out, np.shape(out) + (1, 1)) * _T(np.linalg.inv(a))
+    except np.linalg.LinAlgError:  # a singular matrix: the cofactors, adj(a)^T
+        return np.reshape(ct, np.shape(ct) + (1, 1)) * _T(_adjugate(a))
+
+
+defjvp(np.linalg.det, _det_jvp)
+defvjp(np.linalg.det, _det_vjp)
 
 
 def _slogdet_jvp(da: Any, out: Any, /, a: Any) -> Any:

@@ -481,3 +481,19 @@ def test_pad_in_every_mode(mode, options):
                               (x,), (x,))[0], np.pad(x, ((1, 2), (2, 1)), mode=mode, **options))
     np.testing.assert_allclose(jacrev(f)(x), fd(f, x), atol=1e-7)
     np.testing.assert_allclose(jacfwd(f)(x), jacrev(f)(x), atol=1e-12)
+
+
+@pytest.mark.parametrize("a", [np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),
+                               np.array([[1.0, 2.0], [2.0, 4.0]]), np.zeros((3, 3)),
+                               np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [0.5, 3.0]]])])
+def test_det_of_singular_matrices(a):
+    """The derivative of det at a singular matrix is the cofactor matrix (it raised
+    LinAlgError: the rule used the inverse), both modes; second order at a 2x2 one."""
+    def total(a):
+        return np.sum(np.linalg.det(a))
+    want = fd(total, a)
+    np.testing.assert_allclose(grad(total)(a), want, atol=1e-8)
+    np.testing.assert_allclose(jacfwd(total)(a), want, atol=1e-8)
+    if a.shape == (2, 2):
+        np.testing.assert_allclose(hessian(np.linalg.det)(a),
+                                   fd(grad(np.linalg.det), a), atol=1e-7)
