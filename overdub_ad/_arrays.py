@@ -117,10 +117,11 @@ def zeros(x: Any, batch: tuple[int, ...] = ()) -> Any:
 
 def directions(x: Any, start: int, stop: int) -> Any:
     """Unit directions ``start`` to ``stop`` (in C order) over the elements of the foreign
-    array ``x``, shaped ``(stop - start,) + x.shape``, in its namespace (``jacfwd``'s seeds)."""
+    array ``x``, shaped ``(stop - start,) + x.shape``, in its namespace (``jacfwd``'s seeds);
+    a direction outside ``0 .. x.size`` (another leaf's, in a pytree) is zero."""
     xp = namespace(x)
     n = math.prod(x.shape)
-    return xp.reshape(xp.eye(n, dtype=_inexact(x, xp))[start:stop, :],
+    return xp.reshape(xp.eye(stop - start, n, k=start, dtype=_inexact(x, xp)),
                       (stop - start,) + tuple(x.shape))
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from overdub import Tagged, current_context, hide_machinery, opaque, overdub, tag, untag
 
-from .. import _arrays, _routes
+from .. import _arrays, _routes, _rules
 from .._pytree import flatten, reveal_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
                        _innermost, _numeric, _own_precision, _OWN_CODE, _untag_bindings, _zero)
@@ -217,9 +217,16 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
         if not callable(f):
             raise TypeError(f"derivative: f must be callable, got {f!r}")
         if x is None:
-            # named as f, inside too: a call with the wrong arguments says "f() takes ..."
+            def of(*xs: Any) -> Any:
+                if len(xs) != 1:
+                    raise TypeError(
+                        f"derivative({_rules._name(f)}) is the derivative of a function of one "
+                        f"argument, called with {len(xs)}: for several use jvp(f, primals, "
+                        f"tangents), or grad/jacfwd with argnums")
+                return derivative(f, xs[0])
+            # named as f, inside too
             return _dual.nestable(functools.wraps(f)(opaque(_forward_entry(
-                functools.wraps(f)(lambda x: derivative(f, x))))))
+                functools.wraps(f)(of)))))
         if type(x) is float:  # the common case, without the questions arrays need (nor _jvp's
             # frame: nested derivatives pass here once per level)
             out, tangent = _routes.first(_DERIVATIVE_ROUTES, f, f, (x,), (1.0,), ())
@@ -284,88 +291,95 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
         outputs: list[Any] = []  # (the primal output of the first pass)
         results = [_jacobian_wrt(f, args, num, chunk, outputs) for num in nums]
-        if has_aux:
+        out_tree, _ = results[0]
+        if has_aux:  # (f's output is the pair: the Jacobians of its first half)
             _check_pair(outputs[0], "jacfwd")
-            results = [r[0] for r in results]
-        if not multiple:
-            return (results[0], outputs[0][1]) if has_aux else results[0]
+            out_tree = flatten(outputs[0][0])[1]
+            results = [(out_tree, blocks[:len(flatten(outputs[0][0])[0])])
+                       for _, blocks in results]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
-        flat = [flatten(r) for r in results]
-        jacobians = unflatten(flat[0][1], [tuple(per_arg) for per_arg in
-                                           zip(*[leaves for leaves, _ in flat])])
+        per_output = [tuple(blocks[i] for _, blocks in results) if multiple else
+                      results[0][1][i] for i in range(len(results[0][1]))]
+        jacobians = unflatten(out_tree, per_output)
         return (jacobians, outputs[0][1]) if has_aux else jacobians
 
     return jacobian
 
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
-                  chunk: int | None, outputs: list[Any] | None = None) -> Any:
-    """The Jacobian with respect to ``args[num]``.  For a pytree argument (a tuple, dict,
-    named tuple, dataclass...) one Jacobian per leaf, arranged as JAX arranges them: the
-    output's structure outside, the argument's inside."""
+                  chunk: int | None, outputs: list[Any] | None = None) -> tuple[Any, list[Any]]:
+    """The Jacobian with respect to ``args[num]``, as ``(output tree, one block per output
+    leaf)``.  For a pytree argument (a tuple, dict, named tuple, dataclass...) each block is the
+    argument's structure of one Jacobian per leaf (JAX's arrangement: the output's structure
+    outside, the argument's inside).  The directions of all its leaves are pushed together,
+    ``ceil(n / chunk)`` forward passes of batched unit directions over the ``n`` numbers of
+    the argument: one pass by default, so a function with state (a random generator, a
+    counter) gives every column from the same call; the first pass's primal output is
+    appended to ``outputs`` if that is empty."""
     leaves, tree = flatten(args[num])
-    if len(leaves) == 1 and leaves[0] is args[num]:  # a number or an array
-        return _jacobian_leaf(f, args, num, chunk, leaves[0], lambda seed: seed, outputs)
-    per_leaf: list[Any] = []
-    for j, leaf in enumerate(leaves):
-        if leaf is None:  # an empty pytree, as in JAX: nothing to differentiate, None for it
-            per_leaf.append(None)
-            continue
-
-        def place(seed: Any, j: int = j) -> Any:  # the direction on leaf j, none elsewhere
-            return unflatten(tree, [seed if i == j else None for i in range(len(leaves))])
-        per_leaf.append(flatten(_jacobian_leaf(f, args, num, chunk, leaf, place, outputs)))
-    found = [jac for jac in per_leaf if jac is not None]
-    if not found:
+    single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
+    plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
+    for plain in plains:
+        if plain is not None and not _numeric(plain):
+            raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
+                            f"expected a float, complex number or array")
+    if all(plain is None for plain in plains):
+        # an empty pytree, as in JAX: nothing to differentiate
         raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
-    outputs, out_tree = found[0]
-    per_leaf = [([None] * len(outputs), out_tree) if jac is None else jac for jac in per_leaf]
-    return unflatten(out_tree, [unflatten(tree, [jac[0][i] for jac in per_leaf])
-                                for i in range(len(outputs))])
-
-
-def _jacobian_leaf(f: Callable[..., Any], args: tuple[Any, ...], num: int, chunk: int | None,
-                   leaf: Any, place: Callable[[Any], Any],
-                   outputs: list[Any] | None = None) -> Any:
-    """The Jacobian with respect to ``leaf`` of ``args[num]`` (``place`` puts a block of
-    directions for it into a tangent of the argument), ``ceil(n / chunk)`` forward passes,
-    each pushing a block of unit directions as one batched tangent; the first pass's primal
-    output is appended to ``outputs`` if that is empty."""
-    plain = _innermost(leaf)
-    if not _numeric(plain):
-        raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
-                        f"expected a float, complex number or array")
-    shape = np.shape(plain)
-    n = int(np.prod(shape, dtype=int))
+    shapes = [() if plain is None else np.shape(plain) for plain in plains]
+    sizes = [0 if plain is None else int(np.prod(shape, dtype=int))
+             for plain, shape in zip(plains, shapes)]
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(int)
+    n = int(offsets[-1])
     k = n if chunk is None else max(1, min(chunk, n))
-    foreign = _arrays.is_foreign_array(plain)
-    dtype = None if foreign else _own_precision(plain)
     blocks: list[list[Any]] = []
-    tree = None
+    out_tree = None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
-        tangents: list[Any] = [None] * len(args)
-        if foreign:  # the directions live in the argument's namespace
-            tangents[num] = place(_arrays.directions(plain, start, stop))
-        else:
-            seed = np.zeros((stop - start, n), dtype)
-            seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
-            tangents[num] = place(seed.reshape((stop - start,) + shape))
+        seeds = [None if plain is None else _directions(plain, shape, start, stop, lo, size)
+                 for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
+        tangents: list[Any] = [_no_tangent(a) for a in args]
+        tangents[num] = seeds[0] if single else unflatten(tree, seeds)
         out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
         _check_output(out, "jacfwd")
         if outputs is not None and not outputs:
             outputs.append(out)
-        leaves, tree = flatten(tangent)
-        blocks.append(leaves)
-    jacobians = [_FunctionJacobian(_output_leaf(f, i), args, num, chunk)
-                 if isinstance(blocks[0][i], _FunctionDerivative)
-                 else None if blocks[0][i] is None  # an output leaf None (an empty pytree)
-                 else _assembled([b[i] for b in blocks], shape)
-                 for i in range(len(blocks[0]))]
-    assert tree is not None  # the loop ran at least once
-    return unflatten(tree, jacobians)
+        out_leaves, out_tree = flatten(tangent)
+        blocks.append(out_leaves)
+    assert out_tree is not None  # the loop ran at least once
+
+    def block(i: int) -> Any:
+        if isinstance(blocks[0][i], _FunctionDerivative):
+            return _FunctionJacobian(_output_leaf(f, i), args, num, chunk)
+        if blocks[0][i] is None:  # an output leaf None (an empty pytree): None per leaf
+            return None if single else unflatten(tree, [None] * len(leaves))
+        per_leaf = [None if plain is None else
+                    _assembled([b[i] for b in blocks], shape, lo, lo + size)
+                    for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
+        return per_leaf[0] if single else unflatten(tree, per_leaf)
+    return out_tree, [block(i) for i in range(len(blocks[0]))]
+
+
+def _directions(plain: Any, shape: tuple[int, ...], start: int, stop: int, lo: int,
+                size: int) -> Any:
+    """The tangent of the leaf holding the numbers ``lo .. lo + size`` of its argument, for
+    the unit directions ``start .. stop`` of all of them: ``(stop - start,) + shape``."""
+    if _arrays.is_foreign_array(plain):  # the directions live in the argument's namespace
+        return _arrays.directions(plain, start - lo, stop - lo)
+    seed = np.zeros((stop - start, size), _own_precision(plain))
+    first, last = max(start, lo), min(stop, lo + size)
+    if first < last:
+        seed[np.arange(first - start, last - start), np.arange(first - lo, last - lo)] = 1.0
+    return seed.reshape((stop - start,) + shape)
+
+
+def _no_tangent(x: Any) -> Any:
+    """The tangent of an argument held fixed: None for each of its leaves (labels given as a
+    list, ``[0, 1]``, are two leaves)."""
+    leaves, tree = flatten(x)
+    return None if len(leaves) == 1 and leaves[0] is x else unflatten(tree, [None] * len(leaves))
 
 
 class _FunctionJacobian:
@@ -380,24 +394,27 @@ class _FunctionJacobian:
     @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f = self.f
-        return _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args, self.num,
-                             self.chunk)
+        out_tree, blocks = _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args,
+                                         self.num, self.chunk)
+        return unflatten(out_tree, blocks)
 
 
-def _assembled(blocks: list[Any], shape: tuple[int, ...]) -> Any:
+def _assembled(blocks: list[Any], shape: tuple[int, ...], lo: int, hi: int) -> Any:
     """:func:`_assemble` through a context of its own where another context is running, so
     that an enclosing derivative sees it (the tangents may be its differentiated values).  With
     none running, NumPy arrays have no tangent that anything could see: they are assembled
     natively (what that context would compute, without its dispatch on every call)."""
     if current_context() is None and all(type(b) is np.ndarray for b in blocks):
-        return _assemble(blocks, shape)
-    return overdub(ForwardContext(), _assemble, blocks, shape)
+        return _assemble(blocks, shape, lo, hi)
+    return overdub(ForwardContext(), _assemble, blocks, shape, lo, hi)
 
 
-def _assemble(blocks: list[Any], shape: tuple[int, ...]) -> Any:
-    """Columns ``(k, *out.shape)`` of several passes as a Jacobian ``out.shape + x.shape``.
-    Run under a context so that an enclosing derivative sees it (the tangents may be its
-    differentiated values)."""
+def _assemble(blocks: list[Any], shape: tuple[int, ...], lo: int, hi: int) -> Any:
+    """Columns ``(k, *out.shape)`` of several passes, the directions ``lo .. hi`` of them (one
+    leaf's), as a Jacobian ``out.shape + x.shape``.  Run under a context so that an enclosing
+    derivative sees it (the tangents may be its differentiated values)."""
     block = np.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    if lo != 0 or hi != np.shape(block)[0]:
+        block = block[lo:hi]
     block = np.moveaxis(block, 0, -1)
     return np.reshape(block, np.shape(block)[:-1] + shape)

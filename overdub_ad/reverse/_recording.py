@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from ._context import ReverseContext
 
 
+def _item_nodes(self: ReverseContext, d: dict[Any, Any]) -> dict[Any, Any] | None:
+    """The nodes of the items of the dict ``d`` (nested dicts, lists and tuples too), or None
+    where none is differentiated."""
+    nodes = {k: _item_nodes(self, v) if type(v) is dict else self._inputs(v)
+             for k, v in d.items()}
+    return nodes if any(n is not None for n in nodes.values()) else None
+
+
 def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A primitive call: run on plain values, record an entry with the argument nodes."""
     if type(fn) is custom_jvp:
@@ -57,6 +65,10 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
                 f"custom_vjp function {_rules._name(fn.fn)} reads a differentiated value "
                 f"from its closure or defaults, which its vjp rule gives no cotangent for: "
                 f"pass that value as an argument")
+        # a dict argument (a model's parameters) has its items' nodes, as a list's
+        inputs = [_item_nodes(self, a) if type(a) is dict else n for a, n in zip(args, inputs)]
+        primals = [{k: self._plain(v) for k, v in a.items()} if type(a) is dict and
+                   n is not None else p for a, n, p in zip(args, inputs, primals)]
         out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
         assert fn.bwd is not None  # defvjp sets fwd and bwd together
         wanted = tuple([i for i, n in enumerate(inputs) if n is not None]) \

@@ -70,6 +70,10 @@ class _NestedSweep:
     def send(self, node: Any, part: Any, x: Any) -> None:
         if node is None or part is None:
             return
+        if type(node) is dict:  # a dict argument of a custom_vjp (checkpoint): its items'
+            for key, n in node.items():
+                self.send(n, self.compute(operator.getitem, part, key), x[key])
+            return
         if type(node) is list:
             if _read_as_array(part, x):
                 part = _unbroadcast(part, x, self.compute)
@@ -172,6 +176,10 @@ class _Sweep:
 
     def send(self, node: Any, part: Any, x: Any) -> None:
         if node is None or part is None:
+            return
+        if type(node) is dict:  # a dict argument of a custom_vjp (checkpoint): its items'
+            for key, n in node.items():
+                self.send(n, part[key], x[key])
             return
         if type(node) is list:
             if _read_as_array(part, x):

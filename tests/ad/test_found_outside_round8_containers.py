@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from overdub import Tagged
-from overdub_ad import (D, MissingRuleError, defjvp, defvjp, derivative, grad, hessian, hvp,
-                        jacfwd, jvp)
+from overdub_ad import (D, MissingRuleError, checkpoint, defjvp, defvjp, derivative, grad,
+                        hessian, hvp, jacfwd, jacrev, jvp)
 from overdub_ad.testing import force_route, isolated_rules
 
 _FIRST_ORDER = {"derivative": lambda f, x: derivative(f, x), "grad": lambda f, x: grad(f)(x),
@@ -238,3 +238,112 @@ def test_hvp_through_tuples_holding_labels(f):
     jvp cannot differentiate with respect to a str)."""
     _both_routes(lambda: _check(hvp(f, 0.7, 1.0), 2.0))
     _check(hessian(f)(0.7), 2.0)
+
+
+# -- checkpoint (a custom_vjp) given a dict of parameters, called in a chain ---------------------
+
+_W = np.array([[0.5, -0.2], [0.1, 0.3]])
+
+
+def _cell(h, p):
+    return np.tanh(h @ p["W"] + p["b"])
+
+
+@pytest.mark.parametrize("steps, h0", [(2, 0.0), (2, 1.0), (5, 0.5)])
+def test_checkpoint_with_a_dict_of_parameters(steps, h0):
+    """A dict argument of a checkpointed (custom_vjp) function had no nodes: its cotangent was
+    never asked for, and a chain of calls gave zeros (both routes)."""
+    def checkpointed(p):
+        h = np.full(2, h0)
+        for _ in range(steps):
+            h = checkpoint(_cell)(h, p)
+        return np.sum(h ** 2)
+
+    def plain(p):
+        h = np.full(2, h0)
+        for _ in range(steps):
+            h = _cell(h, p)
+        return np.sum(h ** 2)
+    p = {"W": _W, "b": np.array([1.0, -0.5])}
+    want = grad(plain)(p)
+
+    def check():
+        got = grad(checkpointed)(p)
+        for key in p:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=1e-15)
+    _both_routes(check)
+    flat = np.concatenate([_W.ravel(), [1.0, -0.5]])
+
+    def unpacked(v):
+        return checkpointed({"W": v[:4].reshape(2, 2), "b": v[4:]})
+    np.testing.assert_allclose(grad(unpacked)(flat), np.concatenate(
+        [want["W"].ravel(), want["b"]]), rtol=1e-12)
+    np.testing.assert_allclose(hvp(unpacked, flat, np.ones(6)),
+                               hvp(lambda v: plain({"W": v[:4].reshape(2, 2), "b": v[4:]}),
+                                   flat, np.ones(6)), rtol=1e-10, atol=1e-12)
+
+
+# -- jacfwd and hessian over pytrees: one pass for all the leaves; fixed list arguments ----------
+
+def test_jacfwd_of_a_pytree_takes_every_column_from_one_call():
+    """jacfwd (and hessian) pushed the directions of each leaf of a dict in a pass of its own,
+    so a function with state gave each column from a different call (a wrong Jacobian against
+    jacrev's); all the leaves' directions now go in one pass."""
+    rng = np.random.default_rng(0)
+    xs = np.linspace(-1, 1, 6)
+    calls = []
+
+    def loss(p):
+        calls.append(1)
+        z = rng.normal(size=6)
+        return np.sum((p["w"] * xs + 0.1 * z) ** 2) + np.sum(p["b"] ** 2 * z[:2])
+    p = {"w": 0.5, "b": np.array([0.1, -0.2])}
+    state = rng.bit_generator.state
+    want = jacrev(loss)(p)
+    rng.bit_generator.state = state
+    calls.clear()
+    got = jacfwd(loss)(p)
+    assert len(calls) == 1
+    np.testing.assert_allclose(got["w"], want["w"], rtol=1e-12)
+    np.testing.assert_allclose(got["b"], want["b"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 2])
+def test_jacfwd_of_a_pytree_in_chunks(chunk):
+    def f(p):
+        return {"y": p["a"] * p["b"], "z": p["a"] ** 2 + p["c"][0]}
+    p = {"a": np.array([1.0, 2.0]), "b": 3.0, "c": [np.array([0.5, 1.5])]}
+    got = jacfwd(f, chunk=chunk)(p)
+    want = jacrev(f)(p)
+    for out in ("y", "z"):
+        for key in ("a", "b"):
+            np.testing.assert_allclose(got[out][key], want[out][key], rtol=1e-12)
+        np.testing.assert_allclose(got[out]["c"][0], want[out]["c"][0], rtol=1e-12)
+
+
+def test_fixed_list_arguments_and_pytree_argnums():
+    """A list argument held fixed (labels) broke jacfwd and hessian (a tangent structure
+    mismatch), and a tuple of argnums over a pytree argument paired the wrong Jacobians (a
+    derivative lost)."""
+    def loss(w, labels):
+        return np.sum(w ** 2) * len(labels)
+    np.testing.assert_allclose(hessian(loss)(np.ones(2), [0, 1]), 4 * np.eye(2))
+    np.testing.assert_allclose(jacfwd(loss)(np.ones(2), [0, 1, 1]), [6.0, 6.0])
+
+    def f(a, b):
+        return np.sum(a ** 2 * b[0]) + np.sum(b[1] ** 2)
+    a, b = np.array([1.0, 2.0]), [np.array([1.0, 2.0]), np.array([0.5])]
+    h = hessian(f, argnums=(0, 1))(a, b)
+    want = jacrev(grad(f, argnums=(0, 1)), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(h[0][0], want[0][0])
+    np.testing.assert_allclose(h[0][1][0], want[0][1][0])
+    np.testing.assert_allclose(h[1][1][1][1], want[1][1][1][1])
+    assert float(np.squeeze(h[1][1][1][1])) == 2.0
+
+
+def test_derivative_of_a_function_of_several_arguments_says_so():
+    def unrolled(lr, w0, steps):
+        return lr * w0 * steps
+    with pytest.raises(TypeError, match=r"derivative\(.*unrolled\) is the derivative of a "
+                                        r"function of one argument, called with 2"):
+        derivative(unrolled)(0.1, 2.0)
