@@ -112,21 +112,6 @@ def test_accumulators_made_during_the_derivative(f, slope, api):
     _both_routes(lambda: _check(_FIRST_ORDER[api](f, 1.5), slope(1.5)))
 
 
-def test_a_cache_from_an_earlier_derivative_still_raises():
-    memo = {}
-
-    def cube(x):
-        if x in memo:
-            return memo[x]
-        memo[x] = r = x ** 3
-        return r
-    for api in (grad, D):
-        memo.clear()
-        assert api(cube)(2.0) == pytest.approx(12.0)
-        with pytest.raises(MissingRuleError, match="differentiated key"):
-            api(cube)(2.0)
-
-
 # -- functions made by eval/exec read the namespace's differentiated values when called later
 
 def _evaluated_lambda(x):
