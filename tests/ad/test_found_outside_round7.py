@@ -10,6 +10,7 @@ slope 0 at 0 -- the first derivative was right, the second at 0 silently 0 (sinc
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -497,3 +498,27 @@ def test_det_of_singular_matrices(a):
     if a.shape == (2, 2):
         np.testing.assert_allclose(hessian(np.linalg.det)(a),
                                    fd(grad(np.linalg.det), a), atol=1e-7)
+
+
+@pytest.mark.parametrize("fn", [np.nanquantile, np.nanpercentile])
+@pytest.mark.parametrize("shape, axis", [((7,), None), ((4, 5), 0), ((4, 5), 1),
+                                         ((3, 4, 2), (0, 2))])
+def test_nan_quantiles_of_float64_data(fn, shape, axis):
+    """np.nanquantile/np.nanpercentile (float64 data: each slice's quantiles among its numbers,
+    NumPy's values to the bit; a slice of NaNs only gives NaN), both modes."""
+    rng = np.random.default_rng(len(shape))
+    a = rng.standard_normal(shape)
+    a[rng.random(shape) < 0.3] = np.nan
+    numbers = ~np.isnan(a)
+    q = [0.2, 0.7] if fn is np.nanquantile else [20.0, 70.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (NumPy's, for a slice of NaNs)
+        want = fn(a, q, axis=axis)
+        got = jvp(lambda a: fn(a, q, axis=axis), (a,), (np.ones_like(a),))[0]
+    assert np.array_equal(got, want, equal_nan=True)
+
+    def f(b):  # the numbers moved, the NaNs kept where they are
+        return np.nansum(fn(np.where(numbers, b, np.nan), q, axis=axis) ** 2)
+    filled = np.where(numbers, a, 0.0)
+    np.testing.assert_allclose(grad(f)(filled), fd(f, filled), atol=1e-7)
+    np.testing.assert_allclose(jacfwd(f)(filled), grad(f)(filled), atol=1e-12)
