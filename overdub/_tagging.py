@@ -264,7 +264,12 @@ def _context_fields(ctx: Any, verb: str) -> dict[str, Any]:
 
 
 def _layer(x: Any, ctx: Any, verb: str = "metadata") -> Tagged | None:
-    owner = _context_fields(ctx, verb).get("_overdub_ref")
+    return _owned_layer(x, _context_fields(ctx, verb).get("_overdub_ref"))
+
+
+def _owned_layer(x: Any, owner: Any) -> Tagged | None:
+    """The layer of ``x`` that the context ``owner`` refers to added, under other contexts'
+    layers too, or None."""
     while type(x) is Tagged:
         if x.owner is owner:
             return x
@@ -771,7 +776,7 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if missing is not _MISSING:
             return missing
     value = t.plain_call(fn, (container, key), kwargs)
-    if not t.shadow or (type(value) is Tagged and _carries_layer(value, t.owner)):
+    if not t.shadow or (type(value) is Tagged and _owned_layer(value, t.owner) is not None):
         return value  # (tagged here already: a global a function stored natively)
     if _is_array(container):
         meta = t.shadow.array_meta(container, key)
@@ -791,16 +796,6 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if meta is not _MISSING:
             return t.wrap(value, meta)
     return value
-
-
-def _carries_layer(value: Tagged, owner: Any) -> bool:
-    """Whether ``value`` has a layer of the context ``owner``, under other contexts' too (a
-    value an inner context's function stored natively, read through the enclosing one)."""
-    while type(value) is Tagged:
-        if value.owner is owner:
-            return True
-        value = value.value
-    return False
 
 
 def _missing(t: Tagger, container: dict[Any, Any], key: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from overdub import Context, Tagged, hide_machinery, is_opaque, untag
+from overdub import Context, has_metadata, hide_machinery, is_opaque, Tagged, untag
 
 from . import _arrays, _callbacks, _rules
 from ._array_methods import _METHODS, _ufunc_at
@@ -302,7 +302,7 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str,
     theirs; other values (text, integers, objects) pass.  A number tagged only by an enclosing
     derivative (stored by the outer one of a nesting) is as constant here: it raises too.  The
     key may hold ``x`` inside a tuple (``d[(x, "a")]``)."""
-    if carries(value) or _layer_of(value, ctx):
+    if carries(value) or has_metadata(value, ctx):
         return value  # (differentiated here: tagged by ctx, under an inner derivative's tag too)
     plain = _innermost(value)
     if isinstance(plain, (float, complex, np.inexact)) or (
@@ -338,16 +338,6 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
     except TypeError:  # (unhashable: the read raises it)
         return False
     return (id(d), k) in written
-
-
-def _layer_of(value: Any, ctx: Any) -> bool:
-    """Whether ``ctx`` tagged ``value`` under the tags of other contexts (an item an inner
-    derivative stored, read through ``ctx`` as its enclosing context)."""
-    while type(value) is Tagged:
-        if value.owner() is ctx:
-            return True
-        value = value.value
-    return False
 
 
 _KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item
