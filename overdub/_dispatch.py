@@ -35,7 +35,7 @@ from . import _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
-from ._shims import register_numpy_shims, shim_for
+from ._shims import NESTED, register_numpy_shims, shim_for
 
 _Function = types.FunctionType
 _Method = types.MethodType
@@ -236,6 +236,14 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), f"{DISPATCHER_FILE} {flags}>", "exec"), namespace)
     return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
+
+
+def _nested(od: Callable[..., Any], parent: Callable[..., Any] | None) -> None:
+    """Tell the shims whether ``od`` runs inside an enclosing context (see _shims.NESTED)."""
+    if parent is None:
+        NESTED.discard(od)
+    else:
+        NESTED.add(od)
 
 
 def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -446,6 +454,7 @@ class State:
             _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive)
         self._bind(ctx)
         set_parent(self.parent)
+        _nested(self.od, self.parent)
         self._set_parent = set_parent
         self._slow = (slow1, slow2, slow3)
         if "overdub" in overridden:  # the user's step handles operators too
@@ -570,6 +579,7 @@ class State:
         """Make ``parent`` (an enclosing context's ``od``) run what this context executes."""
         old: Callable[..., Any] | None = self._set_parent(parent)
         self.parent = parent
+        _nested(self.od, parent)
         flat = self.cells.get("@flat")
         if flat is not None:
             flat.cell_contents = parent is None

@@ -24,6 +24,7 @@ import sys
 import types
 import typing
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -58,11 +59,18 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 
 def _iter(od: _Fn, iterable: Any) -> Iterator[Any]:
     """``iter(iterable)``, through the context for an object of a Python class, whose
-    ``__iter__`` (or ``__getitem__``) the context then sees, as a ``for`` loop's."""
+    ``__iter__`` (or ``__getitem__``) the context then sees, as a ``for`` loop's; and for a
+    list or tuple inside an enclosing context, which may keep metadata for its items."""
     kind = type(iterable)
-    if kind.__flags__ & _HEAPTYPE and kind is not Tagged:
+    if (kind.__flags__ & _HEAPTYPE and kind is not Tagged) or \
+            ((kind is list or kind is tuple) and od in NESTED):
         return od(iter, iterable)  # type: ignore[no-any-return]
     return iter(iterable)
+
+
+#: The steps ``od`` of contexts running inside another (see ``_dispatch.State.set_parent``):
+#: what they iterate natively, the enclosing context would see without its metadata.
+NESTED: weakref.WeakSet[_Fn] = weakref.WeakSet()
 
 
 def _map(od: _Fn, func: Any, *iterables: Iterable[Any]) -> Iterator[Any]:
@@ -157,7 +165,7 @@ def _groupby(od: _Fn, iterable: Iterable[Any], key: Any = None
 
 def _sorted(od: _Fn, iterable: Iterable[Any], /, *, key: Any = None,
             reverse: bool = False) -> list[Any]:
-    items = list(iterable)
+    items = list(_iter(od, iterable))
     keys = [od(key, item) for item in items]
     return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)]
 
@@ -170,7 +178,7 @@ def _extreme(builtin: _Fn) -> _Fn:
     better = operator.gt if builtin is max else operator.lt
 
     def shim(od: _Fn, *args: Any, key: Any, default: Any = _MISSING) -> Any:
-        items = list(args[0] if len(args) == 1 else args)
+        items = list(_iter(od, args[0]) if len(args) == 1 else args)
         if not items:  # the builtin's own result or error message
             return builtin([], key=key) if default is _MISSING else default
         best, best_key = items[0], od(key, items[0])
@@ -213,7 +221,7 @@ def _sum(od: _Fn, iterable: Iterable[Any], /, start: Any = 0) -> Any:
     # written in place).
     total = start
     run: list[Any] = []
-    for item in iterable:
+    for item in _iter(od, iterable):
         if _c_number(item) and _c_number(total):
             run.append(item)
             continue

@@ -9,6 +9,7 @@ each reason names the bug, and the test turns into a failure (XPASS strict) once
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import math
 import operator
@@ -887,6 +888,92 @@ def test_leaving_the_inner_context_leaves_outer_metadata_intact():
     outer = Plain()
     got = run(outer, outer_keeps, tag(1.0, outer, "o"), outer)
     assert got == ("o", "o", False, "o", False, "o")
+
+
+class Taint(Context):
+    """Metadata is a set of labels; ``+``, ``*`` and comparisons propagate their union."""
+
+    def metadata_type(self, value_type: type) -> Any:
+        return frozenset
+
+
+def _union_of_labels(fn: Any) -> Any:
+    def impl(ctx: Taint, *args: Any) -> Any:
+        labels = frozenset().union(*[metadata(a, ctx) for a in args if has_metadata(a, ctx)])
+        out = fn(*[untag(a, ctx) for a in args])
+        return tag(out, ctx, labels) if labels else out
+    return impl
+
+
+for _op in (operator.add, operator.mul, operator.lt, operator.gt):
+    Taint.primitive(_op)(_union_of_labels(_op))
+
+
+def appended_then_summed(a):
+    items = []
+    items.append(a)
+    return sum(items)
+
+
+def appended_then_sorted(a):
+    items = []
+    items.append(a)
+    items.append(a * 2.0)
+    return sorted(items, key=lambda t: -t)[0]
+
+
+def appended_then_max(a):
+    items = []
+    items.append(a)
+    items.append(1.0)
+    return max(items, key=lambda t: t)
+
+
+def appended_then_reduced(a):
+    items = []
+    items.append(a)
+    return functools.reduce(operator.add, items, 0.0)
+
+
+def appended_then_mapped(a):
+    items = []
+    items.append(a)
+    return list(map(lambda t: t * 3.0, items))[0]
+
+
+def written_then_summed(a):
+    items = [0.0]
+    items[0] = a
+    return sum(items)
+
+
+def appended_to_an_attribute_then_summed(a):
+    holder = Box()
+    holder.items = []
+    holder.items.append(a)
+    holder.items.append(1.0)
+    return sum(holder.items)
+
+
+@pytest.mark.parametrize("inner_tags_too", [False, True])
+@pytest.mark.parametrize("fn", [appended_then_summed, appended_then_sorted, appended_then_max,
+                                appended_then_reduced, appended_then_mapped,
+                                written_then_summed, appended_to_an_attribute_then_summed])
+def test_an_inner_context_consuming_a_list_keeps_the_outer_metadata(fn, inner_tags_too):
+    # the list is built inside the inner run; its items' outer metadata lives with the outer
+    # context, which must see sum/sorted/max/reduce/map read them (found from outside: sum
+    # gave the value without the outer label)
+    outer, inner = Taint(), Taint()
+
+    def in_the_inner_context(q):
+        if inner_tags_too:
+            tag(1.0, inner, frozenset({"inner"}))
+        return fn(q)
+
+    got = run(outer, lambda q: run(inner, in_the_inner_context, q),
+              tag(3.0, outer, frozenset({"outer"})))
+    assert has_metadata(got, outer) and metadata(got, outer) == frozenset({"outer"})
+    assert untag(got, outer) == fn(3.0)
 
 
 def confusion(x):
