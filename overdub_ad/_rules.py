@@ -557,6 +557,13 @@ def missing(fn: Any, argument: int | str, mode: str, context: str) -> MissingRul
             f"so its derivative cannot be followed; call {short}.__wrapped__(...) in the "
             f"function you differentiate, remove the cache there, or register a rule with "
             f"overdub_ad.{register}({name}, ...)")
+    if isinstance(fn, type) and issubclass(fn, BaseException):
+        # an exception holding a differentiated value: raise and except are not followed
+        return MissingRuleError(
+            f"{name}({where.replace('argument ', 'a differentiated argument ')}) under "
+            f"{context}: an exception cannot carry a derivative (raise and except are not "
+            f"followed); keep the differentiated value in a variable that the code after "
+            f"the except clause reads")
     why = why_no_source(fn)  # Python code run natively: say why, the user may act on it
     return MissingRuleError(
         f"no {mode}-mode derivative rule for {name} ({where}) under "

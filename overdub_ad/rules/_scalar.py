@@ -467,10 +467,12 @@ _DIV_T = (lambda ct, out, /, x, y: ct / y, lambda ct, out, /, x, y: -ct * out / 
 _MOD = (lambda dx, out, /, x, y: _pass(dx, x, out),
         lambda dy, out, /, x, y: _scaled(dy, y, out, -_quot(x, y, out)))
 _MOD_T = (lambda ct, out, /, x, y: ct * 1.0, lambda ct, out, /, x, y: -ct * _quot(x, y, out))
-_POW = (lambda dx, out, /, x, y, *m: _scaled(dx, x, out, _pow_dx_any(x, y)),
-        lambda dy, out, /, x, y, *m: _scaled(dy, y, out, _pow_dy_any(x, y, out)))
-_POW_T = (lambda ct, out, /, x, y, *m: ct * _pow_dx_any(x, y),
-          lambda ct, out, /, x, y, *m: ct * _pow_dy_any(x, y, out))
+# (builtins.pow's parameter names: pow(a, exp=2.0) passes one by keyword)
+_POW = (lambda dx, out, /, base, exp, mod=None: _scaled(dx, base, out, _pow_dx_any(base, exp)),
+        lambda dy, out, /, base, exp, mod=None: _scaled(dy, exp, out,
+                                                        _pow_dy_any(base, exp, out)))
+_POW_T = (lambda ct, out, /, base, exp, mod=None: ct * _pow_dx_any(base, exp),
+          lambda ct, out, /, base, exp, mod=None: ct * _pow_dy_any(base, exp, out))
 
 for _fns, _jvps, _vjps in (((operator.add, operator.iadd), _ADD, _ADD_T),
                            ((operator.sub, operator.isub), _SUB, _SUB_T),

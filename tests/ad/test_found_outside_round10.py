@@ -1,0 +1,68 @@
+"""Errors on valid code found by the tenth round of outside testers, kept fixed.
+
+``pow(a, exp=2.0)`` -- ``builtins.pow`` with an argument passed by keyword, as
+``functools.partial(pow, exp=b)`` does -- raised a TypeError naming an internal lambda in every
+API and on every route: the rules of ``pow`` took their arguments by position only.  An
+exception built with a differentiated value (``raise Stop(x)``) raised a MissingRuleError
+that told the user to register a derivative rule for the exception class; it now says what
+cannot be followed and what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from overdub_ad import (MissingRuleError, derivative, grad, hessian, hvp, jacfwd, jacrev, jvp)
+from overdub_ad.testing import force_route
+from tests.conftest import fd
+
+X = 1.3
+
+# f, f', f'' (closed forms)
+_POW_CASES = {
+    "pow(a, exp=3.0)": (lambda a: pow(a, exp=3.0), lambda a: 3 * a ** 2, lambda a: 6 * a),
+    "pow(base=a, exp=3.0)": (lambda a: pow(base=a, exp=3.0), lambda a: 3 * a ** 2,
+                             lambda a: 6 * a),
+    "pow(2.0, exp=a)": (lambda a: pow(2.0, exp=a), lambda a: 2.0 ** a * 0.6931471805599453,
+                        lambda a: 2.0 ** a * 0.6931471805599453 ** 2),
+    "partial(pow, exp=2.0)": (lambda a: functools.partial(pow, exp=2.0)(a) * a,
+                              lambda a: 3 * a ** 2, lambda a: 6 * a),
+    "pow(a, exp=a)": (lambda a: pow(a, exp=a), None, None),
+}
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+@pytest.mark.parametrize("name", sorted(_POW_CASES))
+def test_pow_with_keyword_arguments(name, route):
+    f, d1, d2 = _POW_CASES[name]
+    want1 = d1(X) if d1 is not None else fd(f, X)
+    want2 = d2(X) if d2 is not None else fd(lambda a: grad(f)(a), X)
+    with force_route(route):
+        for _ in range(2):  # first and repeated calls
+            firsts = [derivative(f, X), grad(f)(X), jvp(f, (X,), (1.0,))[1], jacfwd(f)(X),
+                      jacrev(f)(X)]
+            for got in firsts:
+                assert got == pytest.approx(want1, rel=1e-9)
+            for got in (hessian(f)(X), hvp(f, X, 1.0), derivative(lambda a: derivative(f, a), X)):
+                assert got == pytest.approx(want2, rel=1e-6)
+
+
+class Stop(Exception):
+    pass
+
+
+def _raised_and_caught(x):
+    try:
+        raise Stop(x * 2.0)
+    except Stop as error:
+        return error.args[0] ** 2
+
+
+@pytest.mark.parametrize("api", [lambda f: grad(f)(X), lambda f: derivative(f, X),
+                                 lambda f: jacfwd(f)(X), lambda f: jacrev(f)(X)])
+def test_an_exception_carrying_a_derivative_says_so(api):
+    with pytest.raises(MissingRuleError, match=r"Stop\(a differentiated argument 0\).*"
+                                               r"an exception cannot carry a derivative"):
+        api(_raised_and_caught)
