@@ -705,6 +705,11 @@ def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     value = t.plain_call(fn, (obj, *args[1:]), kwargs)
     if type(value) is _MethodWrapper:
         return _unbound_slot(value)
+    if t.shadow and isinstance(obj, tuple) and id(obj) in t.shadow.sequences and \
+            isinstance(args[1], str):
+        index = _field_position(type(obj), args[1])  # a named tuple's field: its position
+        if index is not None:
+            return _rewrap(t, obj, index, value)
     if t.shadow and isinstance(args[1], str):
         meta = t.shadow.get(obj, "attr", args[1], value)
         if meta is _MISSING and t.shadow.places:
@@ -716,6 +721,27 @@ def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if meta is not _MISSING:
             return t.wrap(value, meta)
     return value
+
+
+def _field_position(kind: type, name: str) -> int | None:
+    """The position that reading the attribute ``name`` of a ``kind`` tuple reads, if it is a
+    named tuple's field (``collections.namedtuple``'s C getter, or its Python fallback, a
+    property of an ``itemgetter``); else None."""
+    for klass in kind.__mro__:
+        attribute = klass.__dict__.get(name, _MISSING)
+        if attribute is _MISSING:
+            continue
+        if type(attribute) is _TUPLE_GETTER:
+            index = attribute.__reduce__()[1][0]
+            return index if type(index) is int else None
+        if type(attribute) is property and type(attribute.fget) is operator.itemgetter:
+            index = attribute.fget.__reduce__()[1]
+            return index[0] if len(index) == 1 and type(index[0]) is int else None
+        return None
+    return None
+
+
+_TUPLE_GETTER = type(collections.namedtuple("_Pair", "a").__dict__["a"])
 
 
 def _class_attribute_meta(t: Tagger, obj: Any, name: str, value: Any) -> Any:

@@ -976,6 +976,34 @@ def test_an_inner_context_consuming_a_list_keeps_the_outer_metadata(fn, inner_ta
     assert untag(got, outer) == fn(3.0)
 
 
+Fields = namedtuple("Fields", "u v")
+
+
+class FieldsWithMethods(Fields):
+    def total(self):
+        return self.u + self.v
+
+
+def named_tuple_fields_read_back(a):
+    # stored into a list, a dict and an object, then read by field name: the tuple is kept
+    # without the tags, its positions' metadata in the shadow
+    made = []
+    made.append(Fields(a, 2.0))
+    slots = {"k": FieldsWithMethods(1.0, a)}
+    holder = Box()
+    holder.p = Fields(a, a)
+    return (made[0].u, slots["k"].v, slots["k"].total(), holder.p.v, made[-1].v,
+            operator.attrgetter("u")(made[0]), getattr(holder.p, "u"), made[0]._asdict()["u"])
+
+
+def test_named_tuple_fields_keep_stored_metadata():
+    ctx = Taint()
+    got = run(ctx, named_tuple_fields_read_back, tag(3.0, ctx, frozenset({"x"})))
+    tagged = [has_metadata(value, ctx) for value in got]
+    assert tagged == [True, True, True, True, False, True, True, True]
+    assert [untag(value, ctx) for value in got] == list(named_tuple_fields_read_back(3.0))
+
+
 def confusion(x):
     def inner(y):
         return x + y
