@@ -12,8 +12,9 @@ boxed duals) are :mod:`._dual_numbers`', the helpers its inline guards fall back
 
 - Calls apply the same rule tables as the general mode (``math``, ``cmath``, operators,
   builtins, NumPy on numbers) and call the duals of Python functions (a per-site cache lets a
-  call site skip the helper while it sees the same function); the helpers iterate, index and
-  compare tuples, ranges, lists and strings.
+  call site skip the helper while it sees the same function, named tuple class, C function of
+  a float, or class of object it reads an attribute of: see ``_pass_common``); the helpers
+  iterate, index and compare tuples, ranges, lists and strings.
 - What the dual code does not handle -- arrays, lists or dicts receiving differentiated
   values, attribute or item writes, ``try``/``with``, generators, comprehensions, C functions
   without a rule, objects of user classes -- makes it stop with :class:`_Deopt`, *before*
@@ -52,10 +53,12 @@ from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _geta
                             _inert_values, _MODULE, _pairs, _plain_elements, _plain_key,
                             _PURE_OPERANDS, _SAFE, _safe_tree, _truth, _TRUTHFUL, _unboxed,
                             _unop)
-from ._dual_numbers import (_at, _box, _Deopt, _Dual, _Level, _named, _numberlike, _plain,
-                            _PLAIN_NUMBERS, _sum, _top, _unbox, _WRITTEN_OUT, _zero)
+from ._dual_numbers import (_AS_THEY_ARE, _at, _box, _Deopt, _Dual, _Level, _named,
+                            _numberlike, _plain, _PLAIN_NUMBERS, _sum, _top, _unbox,
+                            _WRITTEN_OUT, _zero)
 from ._pass import _PASS
-from ._pass_common import _FILLED, _METHODS, _NATIVE_SITES, _SITES, HELPERS
+from ._pass_common import (_DUALS, _empty_sites, _FILLED, _METHODS, _NATIVE_SITES, _SITES,
+                           _UNARY, _UNARY_RULE, HELPERS)
 
 
 # -- calls the specialised code makes (values and tangents as in _dual_helpers) ---------------
@@ -96,7 +99,7 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     for a in args:
         if a.__class__ is Tagged:
             raise _Deopt("a value of another context")
-    special = _dual_objects.special(level, f, args, dargs, kwargs, dkwargs)
+    special = _dual_objects.special(level, site, f, args, dargs, kwargs, dkwargs)
     if special is not None:
         return special
     if kwargs and dkwargs and not all(_zero(t) for t in dkwargs.values()):
@@ -119,12 +122,44 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         if kwargs and any(_dual_function(v) for v in kwargs.values()) or \
                 any(_dual_function(a) for a in args):
             raise _Deopt  # min(xs, key=lambda v: ...): a dual, which C code cannot call
-        return _call_rules(level, f, rules, args, dargs, kwargs or {})
+        out = _call_rules(level, f, rules, args, dargs, kwargs or {})
+        if site is not None and len(args) == 1 and not kwargs and _unary(f, rules, args[0],
+                                                                          dargs[0], out[0]):
+            _UNARY[site], _UNARY_RULE[site] = f, rules[0]  # (see _apply_unary)
+            _FILLED.append(site)
+        return out
     pure: Any = _PURE_CALLS.get(id(f))
     if pure is f and all(map(_zero, dargs)) and not any(callable(a) for a in args):
         return _result(pure(*args, **(kwargs or {})))
     raise _Deopt(f"a call of {getattr(f, '__qualname__', None) or type(f).__name__}, which "
                  f"has no dual or rule the route applies")
+
+
+def _unary(f: Any, rules: tuple[Any, ...], x: Any, dx: Any, out: Any) -> bool:
+    """Whether the call ``f(x)``, a C function of a float with a float tangent that gave a
+    float, is what :func:`_apply_unary` computes for floats at its site: its rule for ``x`` is
+    a function of ``(dx, out, x)`` (not a zero, linear or tie-carrying mark)."""
+    rule = rules[0] if rules else None
+    return (x.__class__ is float and dx.__class__ is float and out.__class__ is float
+            and f.__class__ is not types.FunctionType and rule is not None
+            and rule is not _rules.ZERO and rule is not _rules.LINEAR
+            and type(rule) is not _rules.Carried)
+
+
+@opaque
+def _apply_unary(f: Any, rule: Any, x: float, dx: float) -> tuple[Any, Any]:
+    """``f(x)`` and its tangent by ``f``'s rule, as :func:`_call_rules` computes them for a
+    float ``x`` with a float tangent ``dx`` (its site calls it directly, with the rule it
+    recorded: see :func:`_unary`)."""
+    out = f(x)
+    return out, rule(dx, out, x)
+
+
+@opaque
+def _apply(f: Any, tangents: tuple[Any, ...], *args: Any) -> tuple[Any, Any]:
+    """``f(tangents, *args)``: a dual defined in the dual code, called as it is by a site of
+    a rewritten function (whose own calls the specialising context would dispatch)."""
+    return f(tangents, *args)  # type: ignore[no-any-return]
 
 
 def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool:
@@ -423,6 +458,9 @@ def _call_python(level: _Level, site: int | None, f: types.FunctionType, count: 
     elif site is not None and len(args) == count and _NATIVE_SITES[site] is dual:
         _SITES[site] = f  # the next call at this site goes straight to f's dual
         _FILLED.append(site)
+    elif site is not None and len(args) == count and dual:
+        _DUALS[site] = f  # (a rewritten function's site: called through _apply)
+        _FILLED.append(site)
     result: tuple[Any, Any]
     if dual:
         result = f((level, *tangents), *args, **(kwargs or {}))
@@ -589,9 +627,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             if run.fresh is not None:
                 run.fresh = None
             if _FILLED:
-                for site in _FILLED:  # the cache keeps no function alive past the call
-                    _SITES[site] = _METHODS[site] = None
-                _FILLED.clear()
+                _empty_sites()
 
 
 def _squeezable(t: Any) -> bool:
@@ -741,11 +777,15 @@ HELPERS.update({
     "pairs": _pairs, "compare": _compare, "truth": _truth, "plain_key": _plain_key,
     "inert": _inert_values,
     "new": _dual_objects._new, "setitem": _dual_objects._setitem,
+    "fresh": _dual_objects._fresh,
     "setattr": _dual_objects._setattr, "star": _dual_objects._star,
     "unpackable": _dual_objects._star, "consuming": _dual_objects._consuming,
     "safe": _SAFE, "truthful": _TRUTHFUL, "Dual": _Dual, "Module": _MODULE,
+    "flat": _AS_THEY_ARE,
     "Method": types.MethodType,
     # the guards' types and the containers made, under names no user variable can shadow
-    "float": float, "int": int, "tuple": tuple, "float64": np.float64,
+    "float": float, "int": int, "str": str, "tuple": tuple, "float64": np.float64,
+    "append": list.append, "add": set.add, "tuple_new": tuple.__new__, "apply": _apply,
+    "apply_unary": _apply_unary,
     "list": list, "dict": dict, "set": set,
 })

@@ -110,6 +110,12 @@ def _plain_key(dkey: Any) -> None:
 def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
     """``obj[key]`` and its tangent, where ``obj`` is not a tuple with tracked tangents."""
     kind = obj.__class__
+    if kind is np.ndarray and key.__class__ is int and obj.ndim == 1:
+        # (the common case of _element first: p[0] of a vector of parameters)
+        if dobj.__class__ is np.ndarray:
+            return obj[key], dobj[..., key]
+        if dobj is None or _zero(dobj):
+            return obj[key], 0.0
     if key.__class__ is Tagged or key.__class__ is _Dual:
         raise _Deopt("an item read at a differentiated index")
     if not (_safe_tree(key) or (key.__class__ is slice and _safe_tree(
@@ -155,8 +161,8 @@ _MODULE = types.ModuleType
 
 
 @opaque
-def _getattr(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
-    """``obj.name`` where ``obj`` is not a module."""
+def _getattr(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
+    """``obj.name`` where ``obj`` is not a module (nor of a class the ``site`` recorded)."""
     kind = obj.__class__
     if kind is _Dual and obj.L is level:
         obj, dobj = obj.v, obj.t
@@ -176,7 +182,7 @@ def _getattr(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
     if kind is np.ndarray and name in ("shape", "ndim", "size", "dtype"):
         return getattr(obj, name), 0.0
     if kind.__flags__ & _dual_objects._HEAPTYPE and kind is not _Dual:
-        return _dual_objects._attribute(level, obj, dobj, name)
+        return _dual_objects._attribute(level, site, obj, dobj, name)
     raise _Deopt(f"attribute {name!r} of a {kind.__name__}")  # a number's method...
 
 
@@ -218,6 +224,8 @@ def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
     kind = iterable.__class__
     if tangents.__class__ is tuple and (kind is tuple or kind is list or _named(iterable)):
         return zip(iterable, tangents)  # (a list or named tuple argument: a tuple of them)
+    if tangents.__class__ is _dual_objects._Zipped:
+        return _dual_objects._zipped_items(level, iterable, tangents)
     if tangents is None or _zero(tangents):
         if kind is tuple or kind in _BOXING or _named(iterable):  # items may be boxed
             return (_unbox(level, item) for item in iterable)

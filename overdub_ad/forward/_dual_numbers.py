@@ -19,6 +19,7 @@ import builtins
 import itertools
 import numbers
 import operator
+import types
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -390,6 +391,8 @@ def _unbox(level: _Level, x: Any) -> tuple[Any, Any]:
         if x.v.__class__ is np.ndarray:  # (an object of another level's run holds an array)
             raise _Deopt("an array with a tangent of another derivative")
         return x, 0.0
+    if kind in _AS_THEY_ARE:
+        return x, 0.0
     if kind is tuple:
         parts = [_unbox(level, e) for e in x]
         if all(t.__class__ is float and t == 0 for _, t in parts):
@@ -403,6 +406,14 @@ def _unbox(level: _Level, x: Any) -> tuple[Any, Any]:
             return x, 0.0
         return tuple.__new__(kind, [p for p, _ in parts]), tuple(t for _, t in parts)
     return x, 0.0
+
+
+# Values that are never boxed nor hold boxed values where unboxing looks (a list, dict or
+# set made in the run holds its items boxed, unboxed where they are read): unboxed as they are,
+# with a zero tangent
+_AS_THEY_ARE = frozenset((float, int, bool, complex, str, bytes, type(None), np.float64,
+                          np.ndarray, list, dict, set, range, types.MethodType,
+                          types.FunctionType, types.BuiltinFunctionType))
 
 
 def _named(x: Any) -> bool:

@@ -11,13 +11,17 @@ the start, so the route stops *before* such a write.  Objects of plain classes a
 here (``object.__new__`` and the dual of their ``__init__``), named tuples by the dual of their
 ``__new__`` (their tangents a tuple, as a tuple's); attribute reads follow the instance dict,
 slots, named-tuple fields, methods (bound: the call runs the dual of the function) and
-properties (the dual of the getter).  What runs Python code the route cannot see
-(``__getattr__``, ``__setattr__``, descriptors of user classes, metaclasses) is a stop.
+properties (the dual of the getter), and record at the reading site how the class's objects
+read that name, for the site to read it so itself until the outermost call ends.  What runs
+Python code the route cannot see (``__getattr__``, ``__setattr__``, descriptors of user
+classes, metaclasses) is a stop.  ``zip`` and ``enumerate`` of tuples and lists with their
+tangents beside them keep the tangents beside the iterator too (:class:`_Zipped`), in step.
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import types
 from collections.abc import Callable
@@ -29,6 +33,8 @@ from overdub import opaque
 
 from .._shared import MISSING, class_attribute
 from ._dual_numbers import _box, _Deopt, _Dual, _Level, _plain, _unbox, _zero
+from ._pass_common import (_ATTR_FIELD, _ATTR_GETTER, _ATTR_GETTER_CLASS, _ATTR_INDEX,
+                           _ATTR_NATIVE, _FILLED, _NATIVE_SITES, _TUPLES)
 
 
 class _Run(threading.local):
@@ -47,7 +53,9 @@ _RUN = _Run()
 CALL: list[Callable[..., tuple[Any, Any]]] = []
 
 
+@opaque
 def _fresh(obj: Any) -> bool:
+    """Whether this run created ``obj`` (a list, dict, set or object it may write)."""
     fresh = _RUN.fresh
     return fresh is not None and fresh.get(id(obj)) is obj
 
@@ -92,8 +100,10 @@ def _plain_class(cls: Any) -> bool:
 _GENERIC = (vars(object)["__getattribute__"], vars(tuple)["__getattribute__"])
 
 
-def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
-    """``obj.name`` of an object of a user class (see the module docstring)."""
+def _attribute(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
+    """``obj.name`` of an object of a user class (see the module docstring); the ``site``
+    records how to read the name from the class's objects next time, where that runs no
+    Python code the route does not see (see ``_pass_common``)."""
     cls = obj.__class__
     if not _plain_class(cls):
         raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
@@ -103,8 +113,10 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
     kind = type(found)
     if kind is _FIELD and _namedtuple(cls):
         value = getattr(obj, name)
+        index = cls._fields.index(name)
+        _record(site, _ATTR_FIELD, cls, _ATTR_INDEX, index)
         if dobj.__class__ is tuple:
-            return value, dobj[cls._fields.index(name)]
+            return value, dobj[index]
         return _unbox(level, value)
     if not _zero(dobj):
         raise _Deopt(f"{cls.__name__}.{name}: an attribute of a differentiated object")
@@ -112,16 +124,29 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
         getter = found.fget
         if getter.__class__ is not types.FunctionType:
             raise _Deopt(f"{cls.__name__}.{name}: a property without a Python getter")
-        return CALL[0](level, getter, (obj,), (0.0,), None, None)
+        out = CALL[0](level, getter, (obj,), (0.0,), None, None)
+        if not _NATIVE_SITES[site] and getter.__code__.co_argcount == 1:
+            # (a native site would call the getter, not its dual; the site gives the getter
+            # the tangent of its one parameter)
+            _record(site, _ATTR_GETTER_CLASS, cls, _ATTR_GETTER, getter)
+        return out
     if kind is _SLOT:
+        _record(site, _ATTR_NATIVE, cls)
         return _unbox(level, found.__get__(obj, cls))
     if found is not MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
         raise _Deopt(f"{cls.__name__}.{name}: a data descriptor")
+    native = found is MISSING or kind in _NATIVE_READS or (
+        kind is classmethod and found.__func__.__class__ is types.FunctionType) or not (
+        hasattr(kind, "__get__"))
     own = getattr(obj, "__dict__", None)
     if own is not None and own.__class__ is dict and name in own:
+        if native:
+            _record(site, _ATTR_NATIVE, cls)
         return _unbox(level, own[name])
     if found is MISSING:
         return getattr(obj, name), 0.0  # raises AttributeError, as Python does
+    if native:
+        _record(site, _ATTR_NATIVE, cls)
     if kind is types.FunctionType:
         return types.MethodType(found, obj), 0.0
     if kind is staticmethod or kind is classmethod:
@@ -129,6 +154,21 @@ def _attribute(level: _Level, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]
     if hasattr(kind, "__get__") and kind not in (types.BuiltinFunctionType, _MEMBER):
         raise _Deopt(f"{cls.__name__}.{name}: a descriptor of a user class")
     return _unbox(level, getattr(obj, name))
+
+
+# Kinds of class attributes whose read from an instance runs no Python code (a function's
+# ``__get__`` binds it, a static method's gives the function)
+_NATIVE_READS = frozenset((types.FunctionType, staticmethod, types.BuiltinFunctionType))
+
+
+def _record(site: int, table: list[Any], cls: type, extra: list[Any] | None = None,
+            value: Any = None) -> None:
+    """Record at ``site`` of the dual code that objects of ``cls`` are read as ``table``
+    says (and ``extra``'s value for it), until the outermost call ends."""
+    table[site] = cls
+    if extra is not None:
+        extra[site] = value
+    _FILLED.append(site)
 
 
 @opaque
@@ -254,11 +294,86 @@ def _holds(x: Any, depth: int = 2) -> bool:
     return False
 
 
+class _Zipped:
+    """The tangent of a ``zip`` or ``enumerate`` of tuples and lists whose items' tangents the
+    dual tracks (a tuple of them beside the value): the tangents of the items it yields, in
+    step with it -- a tuple per item, None where the item's value holds its own (boxed in a
+    list this run made: unboxed when it comes).  Only iteration in step follows it (a ``for``
+    loop, a call that moves the items: :func:`_zipped_items`); any other use stops, as for a
+    tangent on a value that is not a number.  Iterating the value's items stays lazy and
+    reads the containers themselves, so a loop that changes a list it zips sees the change,
+    as Python's ``zip`` does."""
+
+    __slots__ = ("tangents", "whole")
+
+    def __init__(self, tangents: Any, whole: bool) -> None:
+        self.tangents, self.whole = tangents, whole
+
+
+_INERT_ITERABLES = frozenset((tuple, list, range, str, bytes, dict))
+
+
+def _zipped(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...]
+            ) -> tuple[Any, Any] | None:
+    """``zip(*args)`` or ``enumerate(*args)`` with a :class:`_Zipped` tangent, where an
+    argument is a tuple or list with its tangents beside it and the others are containers
+    whose iteration runs no Python code (None: the caller boxes them instead)."""
+    start = ()
+    if f is enumerate:
+        if len(args) == 2 and args[1].__class__ is int and _zero(dargs[1]):
+            args, dargs, start = args[:1], dargs[:1], args[1:]
+        elif len(args) != 1:
+            return None  # (a start that is not an int: its __index__ is Python's)
+    parts: list[Any] = []
+    tracked = False
+    for a, d in zip(args, dargs):
+        kind = a.__class__
+        if d.__class__ is tuple and (kind is tuple or kind is list or _namedtuple(kind)) \
+                and len(d) == len(a):
+            parts.append(d)
+            tracked = True
+        elif (d is None or _zero(d)) and (kind in _INERT_ITERABLES or _namedtuple(kind)):
+            parts.append(None)
+        else:
+            return None
+    if not tracked:
+        return None
+    if f is enumerate:
+        return enumerate(*args, *start), _Zipped(zip(itertools.repeat(0.0), parts[0]), True)
+    whole = all(p is not None for p in parts)
+    return zip(*args), _Zipped(zip(*[itertools.repeat(None) if p is None else p
+                                      for p in parts]), whole)
+
+
+def _zipped_items(level: _Level, iterable: Any, tangents: _Zipped) -> Any:
+    """``(items, their tangents)`` for each item of a zip or enumerate with a
+    :class:`_Zipped` tangent, in step."""
+    if tangents.whole:
+        return zip(iterable, tangents.tangents)
+    return _unboxing(level, zip(iterable, tangents.tangents))
+
+
+def _unboxing(level: _Level, pairs: Any) -> Any:
+    for items, tangents in pairs:
+        values = []
+        ts = []
+        for v, t in zip(items, tangents):
+            if t is None:
+                v, t = _unbox(level, v)
+            values.append(v)
+            ts.append(t)
+        yield tuple(values), tuple(ts)
+
+
 def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
                 kwargs: dict[str, Any] | None) -> tuple[Any, Any] | None:
     """A C call on containers holding values with tangents (boxed, or a tuple's tangents):
     ``zip``, ``sum``, ``min``, ``list``... run on the boxed values, their result unboxed (a
     list or dict they make is this run's); None where no argument holds any."""
+    if (f is zip or f is enumerate) and not kwargs:
+        zipped = _zipped(level, f, args, dargs)
+        if zipped is not None:
+            return zipped
     moved = id(f) in _MOVERS
     if not any((moved and d.__class__ is tuple and not _zero(d)) or _holds(a)
                for a, d in zip(args, dargs)):
@@ -281,6 +396,9 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
 
 
 def _boxed_argument(level: _Level, a: Any, d: Any) -> Any:
+    if d.__class__ is _Zipped:  # its items, as tuples of boxed values (in step, lazily)
+        return (tuple(map(_box, itertools.repeat(level), values, tangents))
+                for values, tangents in _zipped_items(level, a, d))
     if d is None or _zero(d):
         return a
     if a.__class__ is list and d.__class__ is tuple:  # a list argument: its tangents beside it
@@ -327,11 +445,13 @@ def _container_method(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple
     return _unbox(level, out)
 
 
-def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any, ...],
-               kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
-               ) -> tuple[Any, Any]:
+def _construct(level: _Level, site: int | None, cls: type, args: tuple[Any, ...],
+               dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+               dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
     """``cls(*args, **kwargs)`` for a plain class (``object.__new__``, the dual of its
-    ``__init__``; the object is this run's) or a named tuple (the dual of its ``__new__``)."""
+    ``__init__``; the object is this run's) or a named tuple (the dual of its ``__new__``;
+    the ``site`` records a named tuple whose generated ``__new__`` it made here, to make the
+    next one so itself)."""
     if type(cls) is not type or class_attribute(cls, "__del__") is not MISSING:
         raise _Deopt(f"{cls.__name__}: a metaclass or a __del__")
     call = CALL[0]
@@ -352,6 +472,8 @@ def _construct(level: _Level, cls: type, args: tuple[Any, ...], dargs: tuple[Any
     if _namedtuple(cls) and new.__class__ is types.FunctionType and init is _OBJECT_INIT:
         if not kwargs and len(args) == len(class_attribute(cls, "_fields")) and \
                 _generated_new(new):
+            if site is not None:
+                _record(site, _TUPLES, cls)
             return _tuple_new(level, (cls, args), (  # what its __new__ does
                 None, tuple(0.0 if d is None else d for d in dargs)))
         return call(level, new, (cls, *args), (0.0, *dargs), kwargs, dkwargs)
@@ -380,15 +502,15 @@ def _tuple_new(level: _Level, args: tuple[Any, ...], dargs: tuple[Any, ...]) -> 
     return tuple.__new__(cls, items), tangents
 
 
-def special(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
-            kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None
-            ) -> tuple[Any, Any] | None:
+def special(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
+            dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+            dkwargs: dict[str, Any] | None) -> tuple[Any, Any] | None:
     """The calls of this module's kind -- a class, a list's or dict's method,
     ``object.__setattr__``, ``tuple.__new__``, a C function given containers holding
     differentiated values -- or None for any other call."""
     kind = f.__class__
     if kind is type and f.__flags__ & _HEAPTYPE:
-        return _construct(level, f, args, dargs, kwargs, dkwargs)
+        return _construct(level, site, f, args, dargs, kwargs, dkwargs)
     if kind is types.BuiltinMethodType:
         owner = getattr(f, "__self__", None)
         if owner.__class__ is list or owner.__class__ is dict:

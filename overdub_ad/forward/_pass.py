@@ -308,9 +308,26 @@ class _Function:
 
     def write_item(self, obj: _Val, key: ast.expr, val: _Val, out: list[ast.stmt]) -> None:
         """``obj[key] = val``: into a list or dict this run created (its values boxed), or
-        a stop before the write."""
-        out.append(ast.Expr(ast.Call(_helper("setitem"), [
-            _load(_LEVEL), obj.p, key, val.p, self.tangent(val)], [])))
+        a stop before the write.  Directly where the key is a str or an int and the value a
+        float (or without tangent); anything else through the helper."""
+        slow: list[ast.stmt] = [ast.Expr(ast.Call(_helper("setitem"), [
+            _load(_LEVEL), obj.p, key, val.p, self.tangent(val)], []))]
+        cls = ast.Attribute(obj.p, "__class__", ast.Load())
+        tests: list[ast.expr | None] = [
+            ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
+                                  for kind in ("list", "dict")]),
+            _pass_expressions._plain_key_test(key)]
+        stored = val.p
+        if val.d is not None:
+            tests += [ast.Compare(ast.Attribute(e, "__class__", ast.Load()), [ast.Is()],
+                                  [_helper("float")]) for e in (val.p, val.d)]
+            stored = ast.IfExp(val.d, ast.Call(_helper("Dual"), [_load(_LEVEL), val.p, val.d],
+                                               []), val.p)
+        tests.append(ast.Call(_helper("fresh"), [obj.p], []))
+        test = _pass_expressions._and_all(tests)
+        assert test is not None
+        out.append(ast.If(test, [ast.Assign([ast.Subscript(obj.p, key, ast.Store())], stored)],
+                          slow))
 
     def write_attribute(self, obj: _Val, name: str, val: _Val, out: list[ast.stmt]) -> None:
         """``obj.name = val``: on an object this run created (the value boxed), or a stop
@@ -435,6 +452,8 @@ class _Function:
     arguments = _pass_expressions.arguments
     item = _pass_expressions.item
     boxed = _pass_expressions.boxed
+    append = _pass_expressions.append
+    made_call = _pass_expressions.made_call
     comprehension = _pass_comprehensions.comprehension
 
 

@@ -19,14 +19,36 @@ from overdub import embed
 # -- the per-site cache of direct calls ----------------------------------------------------------
 
 # A call site in the specialised code first calls through _call; once it has called a Python
-# function it remembers it and calls it directly while the same function comes.  Sites in a
+# function it remembers it and calls it directly while the same function comes (and so for a
+# function defined in the dual code, a named tuple class, a C function of one float with a
+# rule: what the call does is known from the callable, for as long as the rules and classes
+# stay as they are, which they do while the outermost call runs).  Sites in a
 # rewritten function's own body call through the context's dispatcher (which gives the dual of
 # an ordinary function); sites in the functions defined inside it run natively and call duals
 # (closures made by specialised code) as they are.
+#
+# Attribute reads (``obj.name``) have sites too: the first read of a class's attribute asks the
+# helper (``_dual_objects._attribute``), which records, for classes whose read of that name runs
+# no Python code of theirs, how the site may read it next time: natively (an instance's
+# attribute, a method, a slot, a class constant), as a named tuple's field (its tangent the
+# tuple tangent's item), or through a property's getter (its dual, called directly).  What a
+# class's attributes are cannot change while the outermost call runs (the dual code writes only
+# attributes of objects it created), and every site filled is emptied when it ends.
 _SITES: list[Any] = []  # site -> the function the site calls directly, or None
 _METHODS: list[Any] = []  # site -> the function whose bound methods the site calls directly
 _NATIVE_SITES: list[bool] = []  # site -> whether it runs natively (calls duals) or dispatched
+_ATTR_NATIVE: list[Any] = []  # site -> a class whose attribute of the site's name reads natively
+_ATTR_FIELD: list[Any] = []  # site -> a named tuple class whose field the site reads
+_ATTR_INDEX: list[Any] = []  # site -> that field's index
+_ATTR_GETTER_CLASS: list[Any] = []  # site -> a class whose property the site reads
+_ATTR_GETTER: list[Any] = []  # site -> that property's getter
+_DUALS: list[Any] = []  # site -> a function defined in dual code, called as it is
+_TUPLES: list[Any] = []  # site -> a named tuple class, made as its generated __new__ makes it
+_UNARY: list[Any] = []  # site -> a C function of one float with a rule
+_UNARY_RULE: list[Any] = []  # site -> that rule
 _FILLED: list[int] = []  # sites filled during the current outermost call
+_SITE_TABLES = (_SITES, _METHODS, _ATTR_NATIVE, _ATTR_FIELD, _ATTR_INDEX, _ATTR_GETTER_CLASS,
+                _ATTR_GETTER, _DUALS, _TUPLES, _UNARY, _UNARY_RULE)  # (emptied when filled)
 _SITE_NUMBERS = itertools.count()
 _SITES_LOCK = threading.Lock()
 
@@ -34,15 +56,28 @@ _SITES_LOCK = threading.Lock()
 def _new_site(native: bool) -> int:
     with _SITES_LOCK:
         site = next(_SITE_NUMBERS)
-        _SITES.append(None)
-        _METHODS.append(None)
+        for table in _SITE_TABLES:
+            table.append(None)
         _NATIVE_SITES.append(native)
     return site
 
 
+def _empty_sites() -> None:
+    """Empty the sites filled during the outermost call that ends (the cache keeps no function
+    or class alive past the call, and answers for no later state of a class)."""
+    for site in _FILLED:
+        for table in _SITE_TABLES:
+            table[site] = None
+    _FILLED.clear()
+
+
 # What the dual code calls and compares with, by name: ``_dual`` registers its helpers
 # (and the types of the guards) here when it is imported, before any function is rewritten.
-HELPERS: dict[str, Any] = {"operator": operator, "sites": _SITES, "methods": _METHODS}
+HELPERS: dict[str, Any] = {
+    "operator": operator, "sites": _SITES, "methods": _METHODS, "attr_native": _ATTR_NATIVE,
+    "attr_field": _ATTR_FIELD, "attr_index": _ATTR_INDEX, "attr_getter_class": _ATTR_GETTER_CLASS,
+    "attr_getter": _ATTR_GETTER, "duals": _DUALS, "tuples": _TUPLES, "unary": _UNARY,
+    "unary_rule": _UNARY_RULE}
 
 
 def _helper(name: str) -> ast.Name:

@@ -83,9 +83,10 @@ def comprehension(self: _Function, node: Any, out: list[ast.stmt]) -> _Val:
         value = self.expr(node.elt, block)
         if kind == "set":
             self.plain([value], block)
+        # (the new list's or set's own method, called directly: ``list.append(result, v)``)
         method = "add" if kind == "set" else "append"
-        block.append(ast.Expr(ast.Call(ast.Attribute(_load(result), method, ast.Load()),
-                                       [self.boxed(value)], [])))
+        block.append(ast.Expr(ast.Call(_helper(method), [_load(result), self.boxed(value)],
+                                       [])))
 
     out.extend(_loops(self, node.generators, innermost))
     return _Val(_load(result), None)

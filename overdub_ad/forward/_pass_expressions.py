@@ -103,7 +103,9 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
             keys.append(self.expr(k, out))
             values.append(self.expr(v, out))
         self.plain(keys, out)
-        out.append(_inert([k.p for k in keys]))
+        dynamic = [k.p for k in keys if not _inert_constant(k.p)]
+        if dynamic:
+            out.append(_inert(dynamic))
         return self.atom(ast.Call(_helper("new"), [
             ast.Dict([k.p for k in keys], [self.boxed(v) for v in values])], []), None, out)
     if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
@@ -129,6 +131,12 @@ def expr(self: _Function, node: ast.expr, out: list[ast.stmt]) -> _Val:
     raise _Unsupported(f"a {type(node).__name__} expression")  # generators, await, yield
 
 
+def _inert_constant(value: ast.expr) -> bool:
+    """A constant: of builtin types only (numbers, strings, None, tuples of them), whose hash
+    and text run no Python code."""
+    return isinstance(value, ast.Constant)
+
+
 def _inert(values: list[ast.expr]) -> ast.stmt:
     """A check, before values are hashed or formatted, that doing so runs no Python code."""
     return ast.Expr(ast.Call(_helper("inert"), values, []))
@@ -141,18 +149,29 @@ def _elements(self: _Function, node: ast.Tuple | ast.List | ast.Set) -> list[ast
 
 
 def boxed(self: _Function, val: _Val) -> ast.expr:
-    """``val`` as a container created in this run holds it: boxed where it has a tangent."""
+    """``val`` as a container created in this run holds it: boxed where it has a tangent (a
+    float with a float tangent in place, as the helper would box it)."""
     if val.d is None:
         return val.p
-    return ast.Call(_helper("box"), [_load(_LEVEL), val.p, val.d], [])
+    floats = ast.BoolOp(ast.And(), [
+        ast.Compare(ast.Attribute(e, "__class__", ast.Load()), [ast.Is()], [_helper("float")])
+        for e in (val.p, val.d)])
+    return ast.IfExp(floats,
+                     ast.IfExp(val.d, ast.Call(_helper("Dual"), [_load(_LEVEL), val.p, val.d],
+                                               []), val.p),
+                     ast.Call(_helper("box"), [_load(_LEVEL), val.p, val.d], []))
 
 
 def plain(self: _Function, vals: list[_Val], out: list[ast.stmt]) -> None:
     """Values going into a list, set or dict must carry no tangent (checked at run time
     where not known statically)."""
-    dynamic = [v.d for v in vals if v.d is not None]
-    if dynamic:
-        out.append(ast.Expr(ast.Call(_helper("plain"), dynamic, [])))
+    dynamic = [v.d for v in vals if v.d is not None and not isinstance(v.d, ast.Constant)]
+    if dynamic:  # (zero floats pass here; anything else the helper decides)
+        out.append(ast.If(ast.BoolOp(ast.Or(), [
+            test for d in dynamic for test in (
+                ast.Compare(ast.Attribute(d, "__class__", ast.Load()), [ast.IsNot()],
+                            [_helper("float")]), d)]),
+            [ast.Expr(ast.Call(_helper("plain"), dynamic, []))], []))
 
 
 def name(self: _Function, node: ast.Name, out: list[ast.stmt]) -> _Val:
@@ -401,20 +420,48 @@ def subscript(self: _Function, node: ast.Subscript, out: list[ast.stmt]) -> _Val
 
 
 def item(self: _Function, obj: _Val, key: ast.expr, out: list[ast.stmt]) -> _Val:
-    """``obj[key]`` and its tangent (``key`` an atom)."""
+    """``obj[key]`` and its tangent (``key`` an atom): natively from a tuple with tracked
+    tangents, or from a list or dict without (this run's, which hold values boxed) at a key
+    whose hash and comparison run no Python code; anything else through the helper."""
     t = self.temp()
     dt = _tangent_name(t)
-    slow = ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())], ast.Call(
-        _helper("getitem"), [_load(_LEVEL), obj.p, obj.d or ast.Constant(None), key], []))
+    slow: list[ast.stmt] = [ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())],
+                                       ast.Call(_helper("getitem"), [
+        _load(_LEVEL), obj.p, obj.d or ast.Constant(None), key], []))]
+    cls = ast.Attribute(obj.p, "__class__", ast.Load())
+    container = _and(ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
+                                           for kind in ("list", "dict")]),
+                     _and_all([_plain_key_test(key), _zero_test(obj.d)]))
+    read = [ast.Assign([_store(t)], ast.Subscript(obj.p, key, ast.Load())), *_unboxed(t)]
+    otherwise: list[ast.stmt] = [ast.If(container, read, slow)]
     if obj.d is None:
-        out.append(slow)
+        out.extend(otherwise)
     else:
         fast: list[ast.stmt] = [
             ast.Assign([_store(t)], ast.Subscript(obj.p, key, ast.Load())),
             ast.Assign([_store(dt)], ast.Subscript(obj.d, key, ast.Load()))]
         out.append(ast.If(ast.Compare(ast.Attribute(obj.d, "__class__", ast.Load()),
-                                      [ast.Is()], [_helper("tuple")]), fast, [slow]))
+                                      [ast.Is()], [_helper("tuple")]), fast, otherwise))
     return _Val(_load(t), _load(dt))
+
+
+def _plain_key_test(key: ast.expr) -> ast.expr | None:
+    """``key`` is a str or an int (its hash, comparison and use as an index run no Python
+    code); None where it is such a constant."""
+    if isinstance(key, ast.Constant):
+        if type(key.value) in (str, int):
+            return None
+        return ast.Constant(False)
+    cls = ast.Attribute(key, "__class__", ast.Load())
+    return ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
+                                 for kind in ("str", "int")])
+
+
+def _and_all(tests: list[ast.expr | None]) -> ast.expr | None:
+    present = [t for t in tests if t is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else ast.BoolOp(ast.And(), present)
 
 
 def index(self: _Function, node: ast.expr, out: list[ast.stmt]) -> ast.expr:
@@ -427,25 +474,98 @@ def index(self: _Function, node: ast.expr, out: list[ast.stmt]) -> ast.expr:
         return ast.Tuple([self.index(e, out) for e in node.elts], ast.Load())
     key = self.expr(node, out)
     if key.d is not None and not isinstance(key.d, ast.Constant):
-        out.append(ast.Expr(ast.Call(_helper("plain_key"), [key.d], [])))
+        # (a zero float passes here; anything else the helper decides)
+        out.append(ast.If(ast.BoolOp(ast.Or(), [
+            ast.Compare(ast.Attribute(key.d, "__class__", ast.Load()), [ast.IsNot()],
+                        [_helper("float")]), key.d]),
+            [ast.Expr(ast.Call(_helper("plain_key"), [key.d], []))], []))
     return key.p
 
 
 def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt],
               obj: _Val | None = None) -> _Val:
-    """``obj.name`` (``obj``: the object, compiled already)."""
+    """``obj.name`` (``obj``: the object, compiled already): a module's attribute natively;
+    an attribute the site has read before from an object of the same class, as the helper
+    recorded it (natively, as a named tuple's field, or by the dual of a property's getter;
+    see ``_pass_common``); anything else through the helper, which records the site."""
     if obj is None:
         obj = self.expr(node.value, out)
     t = self.temp()
     dt = _tangent_name(t)
-    fast: list[ast.stmt] = [
-        ast.Assign([_store(t)], ast.Attribute(obj.p, node.attr, ast.Load())),
-        ast.Assign([_store(dt)], _zero())]
-    slow = [_pair(t, ast.Call(_helper("getattr"), [
-        _load(_LEVEL), obj.p, obj.d or ast.Constant(None), ast.Constant(node.attr)], []))]
-    out.append(ast.If(ast.Compare(ast.Attribute(obj.p, "__class__", ast.Load()), [ast.Is()],
-                                  [_helper("Module")]), fast, slow))
+    site = _new_site(self.native)
+    cls = self.atom(ast.Attribute(obj.p, "__class__", ast.Load()), None, out).p
+    read = ast.Attribute(obj.p, node.attr, ast.Load())
+    branches: list[tuple[ast.expr, list[ast.stmt]]] = [
+        (ast.Compare(cls, [ast.Is()], [_helper("Module")]),
+         [ast.Assign([_store(t)], read), ast.Assign([_store(dt)], _zero())]),
+        (_and(ast.Compare(cls, [ast.Is()], [_site(_helper("attr_native"), site)]),
+              _zero_test(obj.d)),
+         [ast.Assign([_store(t)], read), *_unboxed(t)]),
+        (ast.Compare(cls, [ast.Is()], [_site(_helper("attr_field"), site)]),
+         [ast.Assign([_store(t)], read)] + ([ast.If(
+             ast.Compare(ast.Attribute(obj.d, "__class__", ast.Load()), [ast.Is()],
+                         [_helper("tuple")]),
+             [ast.Assign([_store(dt)], ast.Subscript(
+                 obj.d, _site(_helper("attr_index"), site), ast.Load()))],
+             _unbox_call(t))] if obj.d is not None else _unbox_call(t)))]
+    if not self.native:  # (a native site would call the getter itself, not its dual)
+        branches.append((
+            _and(ast.Compare(cls, [ast.Is()], [_site(_helper("attr_getter_class"), site)]),
+                 _zero_test(obj.d)),
+            [_pair(t, ast.Call(_site(_helper("attr_getter"), site), [
+                ast.Tuple([_load(_LEVEL), _zero()], ast.Load()), obj.p], []))]))
+    chain: list[ast.stmt] = [_pair(t, ast.Call(_helper("getattr"), [
+        _load(_LEVEL), ast.Constant(site), obj.p, obj.d or ast.Constant(None),
+        ast.Constant(node.attr)], []))]
+    for test, body in reversed(branches):
+        chain = [ast.If(test, body, chain)]
+    out.extend(chain)
     return _Val(_load(t), _load(dt))
+
+
+def _site_of(table: str, site: int) -> ast.expr:
+    return _site(_helper(table), site)
+
+
+def _site(table: ast.expr, site: int) -> ast.expr:
+    """``table[site]``: what a site of the dual code recorded (see ``_pass_common``)."""
+    return ast.Subscript(table, ast.Constant(site), ast.Load())
+
+
+def _and(test: ast.expr, other: ast.expr | None) -> ast.expr:
+    return test if other is None else ast.BoolOp(ast.And(), [test, other])
+
+
+def _zero_test(d: ast.expr | None) -> ast.expr | None:
+    """``d`` is a zero float (None: statically no tangent, nothing to test); a zero of
+    another kind goes to the helper, which decides."""
+    if d is None:
+        return None
+    return ast.BoolOp(ast.And(), [
+        ast.Compare(ast.Attribute(d, "__class__", ast.Load()), [ast.Is()], [_helper("float")]),
+        ast.UnaryOp(ast.Not(), d)])
+
+
+def _unbox_call(t: str) -> list[ast.stmt]:
+    return [_pair(t, ast.Call(_helper("unbox"), [_load(_LEVEL), _load(t)], []))]
+
+
+def _unboxed(t: str) -> list[ast.stmt]:
+    """``t``, read from an object or a container this run may have stored a value in boxed,
+    as a value and its tangent: a boxed dual of this level unboxed in place, a value of a kind
+    that holds no boxed value with a zero tangent, anything else by the helper."""
+    dt = _tangent_name(t)
+    return [ast.If(
+        ast.BoolOp(ast.And(), [
+            ast.Compare(ast.Attribute(_load(t), "__class__", ast.Load()), [ast.Is()],
+                        [_helper("Dual")]),
+            ast.Compare(ast.Attribute(_load(t), "L", ast.Load()), [ast.Is()],
+                        [_load(_LEVEL)])]),
+        [ast.Assign([_store(dt)], ast.Attribute(_load(t), "t", ast.Load())),
+         ast.Assign([_store(t)], ast.Attribute(_load(t), "v", ast.Load()))],
+        [ast.If(ast.Compare(ast.Attribute(_load(t), "__class__", ast.Load()), [ast.In()],
+                            [_helper("flat")]),
+                [ast.Assign([_store(dt)], _zero())], _unbox_call(t))])]
 
 
 _FRAME_READERS = ("super", "locals", "vars", "dir", "globals", "eval", "exec", "breakpoint")
@@ -455,6 +575,10 @@ def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
     func = node.func
     if isinstance(func, ast.Name) and func.id in _FRAME_READERS:
         raise _Unsupported(f"{func.id}(), which looks at the calling frame")
+    if isinstance(func, ast.Attribute) and func.attr == "append" and len(node.args) == 1 \
+            and not node.keywords and not isinstance(node.args[0], (ast.Starred,
+                                                                    ast.GeneratorExp)):
+        return self.append(node, func, out)
     f = self.expr(func, out)
     if any(k.arg is None for k in node.keywords):
         raise _Unsupported("**mapping in a call")
@@ -468,6 +592,40 @@ def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
         values, tangents, starred = self.arguments(node.args, out)
         args = []
     kwargs = [(k.arg, self.expr(k.value, out)) for k in node.keywords]
+    return self.made_call(func, f, values, tangents, starred, kwargs, out)
+
+
+def append(self: _Function, node: ast.Call, func: ast.Attribute, out: list[ast.stmt]) -> _Val:
+    """``obj.append(v)``: into a list this run created, directly (``v`` boxed, as the
+    helper would box it); anything else as any call of an attribute.  The attribute is
+    read, where it is, before ``v`` is computed, as Python reads it."""
+    obj = self.expr(func.value, out)
+    obj = self.atom(obj.p, obj.d, out) if not isinstance(obj.p, ast.Name) else obj
+    direct = self.temp()
+    method: list[ast.stmt] = []
+    f = self.attribute(func, method, obj)
+    test = _and_all([ast.Compare(ast.Attribute(obj.p, "__class__", ast.Load()), [ast.Is()],
+                                 [_helper("list")]),
+                     _zero_test(obj.d), ast.Call(_helper("fresh"), [obj.p], [])])
+    assert test is not None
+    out.append(ast.If(test, [ast.Assign([_store(direct)], ast.Constant(True))],
+                      [ast.Assign([_store(direct)], ast.Constant(False)), *method]))
+    values, tangents, _ = self.arguments(node.args, out)
+    arg = _Val(values[0], None if isinstance(tangents[0], ast.Constant) else tangents[0])
+    called: list[ast.stmt] = []
+    result = self.made_call(func, f, values, tangents, False, [], called)
+    assert isinstance(result.p, ast.Name) and isinstance(result.d, ast.Name)
+    out.append(ast.If(_load(direct), [
+        ast.Expr(ast.Call(_helper("append"), [obj.p, self.boxed(arg)], [])),
+        ast.Assign([_store(result.p.id)], ast.Constant(None)),
+        ast.Assign([_store(result.d.id)], _zero())], called))
+    return result
+
+
+def made_call(self: _Function, func: ast.expr, f: _Val, values: list[ast.expr],
+              tangents: list[ast.expr], starred: bool, kwargs: list[tuple[str | None, _Val]],
+              out: list[ast.stmt]) -> _Val:
+    """The call of ``f`` (compiled from ``func``) with its arguments compiled already."""
     t = self.temp()
     dt = _tangent_name(t)
     site = _new_site(self.native) if not (kwargs or starred) else None
@@ -490,6 +648,26 @@ def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
     direct = ast.Assign([result], ast.Call(
         f.p, [ast.Tuple([_load(_LEVEL), *dargs], ast.Load()), *values], []))
     otherwise: list[ast.stmt] = [slow]
+    # what the site recorded of other kinds of callables (see ``_pass_common``): a function
+    # defined in the dual code (a dual, called as it is), a named tuple class, a C function
+    # of one float with a rule of its own
+    if len(values) == 1:
+        value = values[0]
+        floats = [ast.Compare(ast.Attribute(e, "__class__", ast.Load()), [ast.Is()],
+                              [_helper("float")]) for e in (value, dargs[0])]
+        otherwise = [ast.If(ast.BoolOp(ast.And(), [
+            ast.Compare(f.p, [ast.Is()], [_site_of("unary", site)]), *floats]),
+            [ast.Assign([result], ast.Call(_helper("apply_unary"), [
+                f.p, _site_of("unary_rule", site), value, dargs[0]], []))], otherwise)]
+    otherwise = [ast.If(ast.Compare(f.p, [ast.Is()], [_site_of("tuples", site)]), [
+        ast.Assign([_store(t)], ast.Call(_helper("tuple_new"), [
+            f.p, ast.Tuple(list(values), ast.Load())], [])),
+        ast.Assign([_store(dt)], ast.Tuple(list(dargs), ast.Load()))], otherwise)]
+    if not self.native:  # (a native site calls duals directly already)
+        otherwise = [ast.If(ast.Compare(f.p, [ast.Is()], [_site_of("duals", site)]), [
+            ast.Assign([result], ast.Call(_helper("apply"), [
+                f.p, ast.Tuple([_load(_LEVEL), *dargs], ast.Load()), *values], []))],
+            otherwise)]
     if isinstance(func, ast.Attribute):
         # obj.method(...): the method's function, called directly with obj
         method = ast.Attribute(f.p, "__func__", ast.Load())

@@ -90,7 +90,125 @@ def list_and_dict(q, w):
     return q[0] * w["k"] + sum(v for v in q) + w["j"] * q[-1]
 
 
-SCALAR = [comprehensions, fresh_containers, objects, starred]
+def zipped(x):
+    """zip and enumerate over tuples whose tangents the dual tracks, lists it made (values
+    boxed), ranges and strings; consumed by loops, comprehensions and the C calls that move
+    items; a list the loop extends while zipping it (zip reads it as it is then)."""
+    t = (x, 2.0 * x, x * x)
+    fresh = [x + 1.0, x - 1.0, 3.0]
+    total = 0.0
+    for a, b in zip(t, fresh):
+        total += a * b
+    total += sum(a * b * c for a, b, c in zip(t, fresh, range(1, 4)))
+    for i, v in enumerate(t, 1):
+        total += i * v
+    total += sum([k * v for k, v in enumerate(t)])
+    pairs = list(zip(t, "abc"))
+    total += pairs[1][0] * len(pairs[2][1])
+    total += dict(zip("pq", t))["q"] + sum(u * w for (u, w), z in zip(zip(t, t), fresh))
+    grown = [x, 2.0]
+    for a, b in zip(grown, (x, x, x, x)):
+        if len(grown) < 4:
+            grown.append(a * b)
+        total += a - b
+    return total + grown[-1]
+
+
+class Slotted:
+    __slots__ = ("a",)
+    scale = 3.0
+
+    def __init__(self, a):
+        self.a = a
+
+    @staticmethod
+    def twice(v):
+        return 2.0 * v
+
+    @classmethod
+    def made(cls, v):
+        return cls(v)
+
+
+class Plain:
+    scale = 0.5
+
+    def __init__(self, a):
+        self.a = a
+        self.own = self.twice  # a bound method in the instance dict
+
+    def twice(self, v):
+        return self.a * v
+
+    @property
+    def square(self):
+        return self.a * self.a
+
+    @property
+    def biased(self, bias=1.0):  # (a getter with a default: called with its tangents)
+        return self.a + bias
+
+
+def attributes(x):
+    """One attribute site read from objects of several classes in turn: instance attributes,
+    slots, class constants, static and class methods, properties, named tuple fields with and
+    without tangents tracked beside them."""
+    objs = [Slotted(x), Plain(x * x)]
+    objs += [objs[0].made(2.0), Plain(3.0)]
+    total = 0.0
+    for o in objs + objs:
+        total += o.a * o.scale + o.twice(x)
+    for o in (objs[1], objs[3], objs[1]):
+        total += o.square + o.biased + o.own(x)
+    for p in (Pair(x, 2.0), Pair(1.0, x), Pair(*[x, x])):
+        total += p.u * p.v
+    return total
+
+
+def items(x):
+    """Items of lists and dicts the run made, at int and str keys, negative indices, keys
+    from a loop, and of a list argument."""
+    xs = [x, x * x, 3.0, (x, 2.0)]
+    d = {"a": x, 1: xs, "c": {"n": x * 3.0}}
+    total = xs[0] * xs[-3] + xs[2] + xs[3][0] * xs[-1][1] + d[1][1] + d["c"]["n"]
+    for k in ("a", "c"):
+        v = d[k]
+        total += v["n"] if k == "c" else v
+    for i in range(3):
+        total += xs[i] * d[1][i]
+    return total
+
+
+class Other(NamedTuple):
+    a: Any
+    b: Any
+    c: Any = 0.5
+
+
+def call_sites(x):
+    """Call sites that see several callables in turn: closures (duals) called from the
+    function's own body, named tuple classes, C functions of one float with rules (and the
+    same one given an int, a NumPy float), appends to lists the run made and to one of an
+    object it made."""
+    def scaled(v, k):
+        return v * k + x
+    total = 0.0
+    made = []
+    m = Model(x, 2.0)
+    for k, fn in enumerate((math.exp, math.sin, math.exp, math.sqrt, math.sin)):
+        total += scaled(fn(x * k + 1.0), k)
+        p = (Pair, Other, Pair)[k % 3](x, total)
+        total += p[0] * p[1] + fn(k) + fn(np.float64(x))
+        made.append(p)
+        made.append(total * 0.5)
+        m.history.append(p[0])
+    made.append((x, x * x))
+    return (total + made[1] + made[-1][1] + sum(m.history) + made[0][1] + made[2][2]
+            + made[0].v * made[2].b + made[4].u)  # (fields read by name too)
+
+
+SCALAR = [comprehensions, fresh_containers, objects, starred, zipped, attributes, items,
+          call_sites]
 
 
 def _on_dual(api, f, *args):
@@ -190,3 +308,27 @@ def test_writes_into_what_existed_before_the_run_stop_it_before_the_write():
     LOG.clear()
     assert "stopped on an earlier call" in str(explain(D, appends_to_a_global, 2.0))
     assert LOG == [6.0]
+
+
+class Changing:
+    scale = 2.0
+
+    def __init__(self, v):
+        self.v = v
+
+
+def reads_changing(x):
+    return Changing(x).scale * x
+
+
+@pytest.mark.default_routes
+def test_what_a_site_recorded_holds_for_one_call_only():
+    """A site records how a class's attribute reads, for the outermost call it ran in: a
+    class changed between calls (its constant now a property) reads as it is then."""
+    assert _on_dual(D, reads_changing, 3.0) == pytest.approx(2.0)
+    Changing.scale = property(lambda self: math.exp(self.v))
+    try:
+        assert _on_dual(D, reads_changing, 3.0) == pytest.approx(math.exp(3.0) * 4.0)
+    finally:
+        Changing.scale = 2.0
+    assert _on_dual(D, reads_changing, 3.0) == pytest.approx(2.0)
