@@ -177,13 +177,16 @@ class _Shape:
     for a shape it does not implement (and for None: the user replaced the rules).  A shape
     other than :data:`BILINEAR` carries its partials ``partials(a, b, out, da, db) -> (pa, pb)``
     (None: a point the rules decide), written beside the rules in ``rules/`` and given to it
-    by :func:`defshape`; calling the shape calls them."""
+    by :func:`defshape`; calling the shape calls them.  ``second(a, b, out, da, db) -> (pa,
+    pb, haa, hab, hbb)``, the partials and second partials, is what the routes that write
+    Hessian-vector products out compute with (None: a point the rules decide)."""
 
-    __slots__ = ("name", "partials")
+    __slots__ = ("name", "partials", "second")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.partials: Any = None
+        self.second: Any = None
 
     def __repr__(self) -> str:
         return self.name
@@ -204,11 +207,13 @@ POWER = _Shape("POWER")
 _SCALAR_PARTIALS: dict[int, tuple[Any, int, Any]] = {}
 
 
-def defshape(shape: _Shape, partials: Any) -> None:
-    """Give ``shape`` its partials on floats, ``partials(a, b, out, da, db)`` (written in
-    ``rules/``, where every formula is): what a route that does not write the shape out
-    (reverse mode's recorded float arithmetic, the dual's boxed numbers) computes with."""
+def defshape(shape: _Shape, partials: Any, second: Any) -> None:
+    """Give ``shape`` its partials on floats, ``partials(a, b, out, da, db)``, and its partials
+    with its second partials, ``second(a, b, out, da, db)`` (written in ``rules/``, where every
+    formula is): what a route that does not write the shape out (reverse mode's recorded float
+    arithmetic, the dual's boxed numbers, hvp's scalar tapes) computes with."""
     shape.partials = partials
+    shape.second = second
 
 
 def defscalar(fn: Any, arity: int, partials: Any) -> None:

@@ -50,14 +50,17 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
         if d is not None and np.shape(d) != np.shape(leaf):
             raise ValueError(f"hvp: a direction of shape {np.shape(d)} for an argument of "
                              f"shape {np.shape(leaf)}")
-    return _routes.first(_ROUTES, f, f, x, v)
+    # (the compiled route is for one float array: for any other argument it is no candidate,
+    # and says nothing)
+    return _routes.first(_ROUTES if type(x) is np.ndarray else _ROUTES[1:], f, f, x, v)
 
 
 def _compiled(f: Callable[..., Any], x: Any, v: Any) -> Any:
-    """The compiled route: a float array argument, a straight-line function of the subset."""
+    """The compiled route (``x`` is an array, see :func:`hvp`): a float array argument, a
+    straight-line function of the subset."""
     _outermost()
-    if type(x) is not np.ndarray or x.dtype.kind != "f":
-        raise _routes.Declined("the argument is not one float array")
+    if x.dtype.kind != "f":
+        raise _routes.Declined("the argument is not a float array")
     direction = np.asarray(v)
     if direction.dtype.kind in "biu":
         direction = direction.astype(float)

@@ -38,8 +38,8 @@ from .._shared import _innermost, _reverse_rules_only
 from ..forward._api import jvp
 from ..reverse._plans import _NP_UNSTACK
 from ..reverse._sweep import _forward
-from ..reverse._tape import (_cast, _Linearised, _read_as_array, _ScalarRead, _unbroadcast,
-                             _vjps, _write, _WRITE_VJPS, _zeros_like)
+from ..reverse._tape import (_cast, _Linearised, _read_as_array, _ScalarRead, _Second,
+                             _unbroadcast, _vjps, _write, _WRITE_VJPS, _zeros_like)
 
 
 class _Unsupported(Exception):
@@ -65,13 +65,13 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
             if d.dtype.kind in "biu":  # an integer direction: float, as the seed is
                 d = d.astype(float)
         tangents[node] = d
+    tangents.pop(None, None)  # (no node is None: a record's constant operand has none)
     try:
         entry_dargs: dict[int, list[Any]] = {}
-        for entry in tape:
-            _tangent(entry, tangents, entry_dargs)
+        curvatures: dict[int, list[Any]] = {}
+        _tangents(tape, tangents, entry_dargs, curvatures)
         pairs: dict[Any, list[Any]] = {out_nodes[0]: [1.0, None]}
-        for entry in reversed(tape):
-            _pull(entry, pairs, tangents, entry_dargs)
+        _pairs(tape, pairs, tangents, entry_dargs, curvatures)
     except _Unsupported:
         raise _routes.Declined("a custom_vjp, checkpoint, custom_jvp or reverse-only rule on "
                                "the tape") from None
@@ -83,6 +83,50 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
 
 
 # -- the tangent pass --------------------------------------------------------------------------
+
+def _tangents(tape: list[Any], tangents: dict[Any, Any], entry_dargs: dict[int, list[Any]],
+              curvatures: dict[int, list[Any]]) -> None:
+    """Each entry's output tangent, in tape order.  A record of float arithmetic with its
+    second partials (``_Second``: most of a scalar loop's tape, so written out here) gives
+    the output's tangent ``sum_i p_i t_i`` and, in ``curvatures``, each partial's tangent
+    ``sum_j h_ij t_j``; other entries, :func:`_tangent`."""
+    get = tangents.get
+    second = _Second
+    for entry in tape:
+        if type(entry) is not tuple or entry[0] is not second:
+            _tangent(entry, tangents, entry_dargs)
+            continue
+        out = None
+        curvature = entry[2]
+        if not curvature:
+            for k in range(3, len(entry), 2):
+                t = get(entry[k])
+                if t is not None:
+                    out = entry[k + 1] * t if out is None else out + entry[k + 1] * t
+            if out is not None:
+                tangents[entry[1]] = out
+            continue
+        moving = []
+        for k in range(3, len(entry), 2):
+            t = get(entry[k])
+            moving.append(t)
+            if t is not None:
+                out = entry[k + 1] * t if out is None else out + entry[k + 1] * t
+        if out is None:
+            continue  # (no operand moves: neither do the partials)
+        tangents[entry[1]] = out
+        dps: list[Any] = [None] * len(moving)
+        for k in range(0, len(curvature), 3):
+            i, j, h = curvature[k], curvature[k + 1], curvature[k + 2]
+            t = moving[j]
+            if t is not None:
+                dps[i] = h * t if dps[i] is None else dps[i] + h * t
+            if i != j:
+                t = moving[i]
+                if t is not None:
+                    dps[j] = h * t if dps[j] is None else dps[j] + h * t
+        curvatures[entry[1]] = dps
+
 
 def _tangent_of(node: Any, tangents: dict[Any, Any]) -> Any:
     if node is None:
@@ -112,7 +156,11 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
     kind = _KINDS.get(id(fn))
     d_out: Any = _GENERIC
-    if any(type(d) is list for d in dargs):  # a list's elements (np.sum([1.2, x]))
+    if kind is not None and kind[0] is fn and kind[3] is _t_sum:  # sum(state): its items
+        d_out = _t_sum(fn, primals, kwargs, out, dargs)
+    if d_out is not _GENERIC:
+        pass
+    elif any(type(d) is list for d in dargs):  # a list's elements (np.sum([1.2, x]))
         d_out = _forward_mode(fn, primals, kwargs, dargs)
     elif kind is not None and kind[0] is fn and kind[3] is not None:
         d_out = kind[3](fn, primals, kwargs, out, dargs)
@@ -218,6 +266,42 @@ def _filled(d: Any, x: Any) -> Any:
 
 
 # -- the backward sweep on pairs ---------------------------------------------------------------
+
+def _pairs(tape: list[Any], pairs: dict[Any, list[Any]], tangents: dict[Any, Any],
+           entry_dargs: dict[int, list[Any]], curvatures: dict[int, list[Any]]) -> None:
+    """The backward sweep: each entry's pair ``(c, e)`` -- cotangent, and its tangent -- sent
+    to its arguments, in reverse tape order.  A ``_Second`` record's (written out here) gives
+    operand ``i`` ``c_i += p_i c`` and ``e_i += p_i e + dp_i c``, ``dp_i`` the tangent of its
+    partial; other entries, :func:`_pull`."""
+    pop, find = pairs.pop, pairs.get
+    second = _Second
+    for entry in reversed(tape):
+        if type(entry) is not tuple or entry[0] is not second:
+            _pull(entry, pairs, tangents, entry_dargs)
+            continue
+        pair = pop(entry[1], None)
+        if pair is None:
+            continue
+        ct, dct = pair
+        dps = curvatures.get(entry[1]) if entry[2] else None
+        for k in range(3, len(entry), 2):
+            node = entry[k]
+            if node is None:
+                continue
+            p = entry[k + 1]
+            e = None if dct is None else p * dct
+            if dps is not None:
+                dp = dps[(k - 3) >> 1]
+                if dp is not None:
+                    e = dp * ct if e is None else e + dp * ct
+            found = find(node)
+            if found is None:
+                pairs[node] = [p * ct, e]
+            else:
+                found[0] = found[0] + p * ct
+                if e is not None:
+                    found[1] = e if found[1] is None else found[1] + e
+
 
 def _add(pairs: dict[Any, list[Any]], node: Any, ct: Any, dct: Any) -> None:
     pair = pairs.get(node)
@@ -441,6 +525,22 @@ def _t_linear(partials: tuple[float, float]) -> Any:
     return tangent
 
 
+def _t_sum(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+           dargs: list[Any]) -> Any:
+    """``sum(items)`` of a list or tuple of numbers: linear, the tangent the sum of the items'
+    tangents (None: a fixed item)."""
+    if kwargs or len(dargs) != 1 or type(dargs[0]) is not list or \
+            type(primals[0]) not in (list, tuple):
+        return _GENERIC
+    parts = [d for d in dargs[0] if d is not None]
+    if not parts or any(type(d) in (list, tuple) for d in parts):
+        return _GENERIC
+    d = parts[0]
+    for part in parts[1:]:
+        d = d + part
+    return d if np.shape(d) == np.shape(out) else np.broadcast_to(d, np.shape(out))
+
+
 def _t_first(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
              dargs: list[Any]) -> Any:
     """fn linear in its first argument, the others parameters (an index, a shape, axes)."""
@@ -518,6 +618,7 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
          np.broadcast_to, np.swapaxes, np.moveaxis, np.cumsum, np.real, _NP_UNSTACK),
         _linear, _t_first)
     add((np.concatenate, np.stack), _linear, None)
+    add((sum,), _linear, _t_sum)
     add((_write,), _linear, None, _WRITE_VJPS)
     add((operator.matmul, np.matmul), _bilinear, _t_product)
     for fn in (operator.pow, np.power):  # shipped, or its quick rule for a constant exponent

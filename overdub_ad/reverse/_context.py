@@ -30,8 +30,9 @@ from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_v
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
+from ._regions import shape_second
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
-                    _ScalarRead)
+                    _ScalarRead, _Second)
 
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
 # Builtins with rules that iterate their first argument: given a dict, they see its keys (the
@@ -56,6 +57,33 @@ _INERT = frozenset({int, float, bool, complex, str, type(None), np.float64, type
 # stays its own.
 _ROUTED: dict[int, tuple[Any, int, Any, bool]] = {}
 _LIBRARY_KINDS = frozenset({np.ufunc, type(np.sum)})
+
+# Float operations recorded with their second partials on the tapes of hvp (see
+# ReverseContext._second_step), while their rules are the shipped ones: binary operations by
+# their declared shape, id -> (fn, shape); elementwise functions by their declared derivatives,
+# id -> (fn, f' on floats, f'' or None: linear)
+_SECOND2: dict[int, tuple[Any, Any]] = {}
+_SECOND1: dict[int, tuple[Any, Any, Any]] = {}
+
+
+@_rules.on_change
+def _second_tables() -> None:
+    _SECOND2.clear()
+    _SECOND1.clear()
+    elementwise = _rules.declared_elementwise()
+    for fn, arity, partials in _rules.declared_partials():
+        if not _rules.is_shipped(fn):
+            continue
+        if arity == 2:
+            shape = _rules.scalar_shape(fn)
+            if type(shape) is tuple or shape is _rules.BILINEAR or shape is _rules.QUOTIENT \
+                    or shape is _rules.POWER:  # (what shape_second covers)
+                _SECOND2[id(fn)] = (fn, shape)
+        elif fn is operator.neg or fn is operator.pos:
+            _SECOND1[id(fn)] = (fn, partials, None)
+        elif id(fn) in elementwise:
+            _SECOND1[id(fn)] = (fn, partials, elementwise[id(fn)][2])
+
 
 # -- the context --------------------------------------------------------------------------------
 
@@ -96,8 +124,10 @@ class ReverseContext(Context):
         # Whether the tape outlives the run (vjp's pullback): then it keeps copies of the
         # arrays it holds when f returns (see _mutation._save_all)
         self.keeps = False
-        # Recording for a second derivative of the tape itself (see _hvp): every entry keeps
-        # its function and all its values (no local partials, nothing left out)
+        # Recording for a second derivative of the tape itself (see overdub_ad.hvp): every
+        # entry keeps its function and all its values (no local partials, nothing left out),
+        # but for the records of specialised code's arithmetic, which hold second partials
+        # (_tape._Second)
         self.second = False
         # Containers holding this context's tagged values natively: id -> (container, name)
         self.stores: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -309,7 +339,7 @@ class ReverseContext(Context):
                 _RECURSIVE[fn] = (fn.__code__, type(self), _rules.version)
             return self._python_decision(fn, decided)
         if type(fn) is types.MethodType and type(fn.__func__) is types.FunctionType and \
-                not self.nested and not self.second and _routes.enabled("reverse-specialised"):
+                not self.nested and self._specialising():
             if _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs):
                 return True
             return self._specialised(fn.__func__)  # model.step(x): step's version, self first
@@ -324,8 +354,7 @@ class ReverseContext(Context):
         primitive in it (no source, and it cannot recurse into it): else its specialised
         version, where one runs.  Kept for this run (a strong reference, so the id stays the
         function's)."""
-        if not decided and not self.nested and not self.second and \
-                _routes.enabled("reverse-specialised"):
+        if not decided and not self.nested and self._specialising():
             decided = self._specialised(fn)
         self._functions[id(fn)] = (fn, decided, _rules.version)
         return decided
@@ -340,23 +369,31 @@ class ReverseContext(Context):
         found = self._specs.get(id(fn))
         if found is not None and found[0] is fn:
             return found[1] is not None
-        spec = _specialise.specialised(fn)
+        second = self.second
+        spec = _specialise.specialised(fn, second)
         self._specs[id(fn)] = (fn, spec)
+        route = "hvp-tape" if second else "reverse-specialised"
         if spec is not None:  # run by execute, arithmetic expanded in place
-            _routes.ran("reverse-specialised", fn)
+            _routes.ran(route, fn)
             return True
-        why = _specialise.why_not(fn)
+        why = _specialise.why_not(fn, second)
         if why is not None:
-            _routes.declined("reverse-specialised", why, fn)
+            _routes.declined(route, why, fn)
         return False
+
+    def _specialising(self) -> bool:
+        """Whether Python functions may run as their specialised versions in this run (with no
+        enclosing context: see :meth:`_specialised`): on the route that compiles them for
+        ``grad``, or on ``hvp``'s tape (``second``: that route's own versions, whose records
+        hold second partials)."""
+        return self.second or _routes.enabled("reverse-specialised")
 
     def _python_function(self, fn: Any) -> bool:
         """:meth:`_indirect` for a Python function or bound method given no differentiated
         value of its own (the function ``grad`` is given, with a tuple of them; a method
         reading them from its object): its specialised version where there is one."""
         func = fn if type(fn) is types.FunctionType else fn.__func__
-        if type(func) is not types.FunctionType or self.nested or self.second or \
-                not _routes.enabled("reverse-specialised"):
+        if type(func) is not types.FunctionType or self.nested or not self._specialising():
             return False
         return self._specialised(func)
 
@@ -526,6 +563,10 @@ class ReverseContext(Context):
         if not self.nested and not kwargs and not (
                 args and type(args[0]) is Tagged and type(args[0].value) is np.ndarray
                 and fn is not operator.getitem):  # (array code: none of these paths is its)
+            if self.second:
+                out = self._second_step(fn, args)
+                if out is not _NOT_SIMPLE:
+                    return out
             out = self._scalar_step(fn, args)
             if out is not _NOT_SIMPLE:
                 return out
@@ -549,6 +590,60 @@ class ReverseContext(Context):
                 if out is not _NOT_SIMPLE:
                     return out
         return self._general(fn, args, kwargs)
+
+    def _second_step(self, fn: Any, args: tuple[Any, ...]) -> Any:
+        """Float arithmetic and elementwise functions of floats on a tape of ``hvp``
+        (``second``): one ``_Second`` record, the operation's partials and second partials by
+        its declared shape or declared derivatives; else ``_NOT_SIMPLE`` (an entry with the
+        operation's function and values, as recorded for every other call)."""
+        ref = self._ref
+        if len(args) == 2:
+            found = _SECOND2.get(id(fn))
+            if found is None or found[0] is not fn:
+                return _NOT_SIMPLE
+            a, b = args
+            na = nb = None
+            if type(a) is Tagged:
+                if a.owner is not ref:
+                    return _NOT_SIMPLE
+                na, a = a.meta, a.value
+            if type(b) is Tagged:
+                if b.owner is not ref:
+                    return _NOT_SIMPLE
+                nb, b = b.meta, b.value
+            if (na is None and nb is None) or type(a) not in _REAL_TYPES or \
+                    type(b) not in _REAL_TYPES or (b == 0 and found[1] is _rules.QUOTIENT):
+                return _NOT_SIMPLE
+            out = fn(a, b)
+            if type(out) not in _REAL_TYPES:
+                return _NOT_SIMPLE
+            local = shape_second(found[1], a, b, out, na is not None, nb is not None)
+            if local is None:
+                return _NOT_SIMPLE
+            pa, pb, haa, hab, hbb = local
+            curvature = ((0, 0, haa) if haa else ()) + ((0, 1, hab) if hab else ()) + \
+                ((1, 1, hbb) if hbb else ())
+            node = len(self.tape)
+            self.tape.append((_Second, node, curvature, na, pa, nb, pb))
+            return Tagged(out, node, ref, self._label)
+        if len(args) == 1:
+            unary = _SECOND1.get(id(fn))
+            a = args[0]
+            if unary is None or unary[0] is not fn or type(a) is not Tagged or \
+                    a.owner is not ref or type(a.value) not in _REAL_TYPES:
+                return _NOT_SIMPLE
+            va = a.value
+            out = fn(va)
+            if type(out) not in _REAL_TYPES:
+                return _NOT_SIMPLE
+            p = unary[1](va, out)
+            if p is None:
+                return _NOT_SIMPLE
+            h = 0.0 if unary[2] is None else unary[2](va, out)
+            node = len(self.tape)
+            self.tape.append((_Second, node, (0, 0, h) if h else (), a.meta, p))
+            return Tagged(out, node, ref, self._label)
+        return _NOT_SIMPLE
 
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""

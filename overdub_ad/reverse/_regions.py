@@ -228,6 +228,114 @@ class _Graph:
             emit(f"        {ok} = False", origin)
         b.adjoint.append(_times(adjoint, pb))
 
+    def second_partials(self, root: _Vertex, ok: str
+                        ) -> tuple[list[str], list[tuple[int, int, str]]]:
+        """The partials of the root in the leaves and its second partials, for the tapes of
+        ``hvp`` (``ReverseContext.second``): ``(partials, curvature)``, ``curvature`` the
+        nonzero entries ``(i, j, h)`` (``i <= j``, positions among the leaves) of the Hessian
+        of the root in its leaves.  Forward accumulation over the expression, sparse, each
+        entry written into a variable: per operation, its local partials ``(pa, pb)`` and
+        second partials ``(haa, hab, hbb)`` by its declared shape (the chain rule of second
+        order, ``H = pa Ha + pb Hb + haa ga ga' + hab (ga gb' + gb ga') + hbb gb gb'``).  On
+        a point the local derivatives do not cover, or a region too large to expand, ``ok``
+        becomes False (the general path records the operations one by one)."""
+        emit, origin = self.c.emit, self.origin
+        positions = [leaf for leaf in self.leaves if leaf.kind == "leaf"]
+        if len(positions) > _MAX_LEAVES:
+            emit(f"{ok} = False", origin)
+            return ["0.0"] * len(positions), []
+        grads: dict[int, dict[int, str]] = {}
+        hessians: dict[int, dict[tuple[int, int], str]] = {}
+        for k, leaf in enumerate(positions):
+            grads[id(leaf)] = {k: "1"}
+        for vertex in self.ops:
+            g: dict[int, str] = {}
+            h: dict[tuple[int, int], str] = {}
+            if vertex.op in self.unary:
+                if vertex.shape is None:
+                    emit(f"{ok} = False", origin)
+                sign = "1" if vertex.op is ast.UAdd else "-1"
+                a = vertex.args[0]
+                g = {i: self._held(_product(sign, t)) for i, t in grads.get(id(a), {}).items()}
+                h = {ij: self._held(_product(sign, t))
+                     for ij, t in hessians.get(id(a), {}).items()}
+                grads[id(vertex)], hessians[id(vertex)] = g, h
+                continue
+            a, b = vertex.args
+            ga, gb = grads.get(id(a), {}), grads.get(id(b), {})
+            ha, hb = hessians.get(id(a), {}), hessians.get(id(b), {})
+            local = self._local_second(vertex, bool(ga), bool(gb), ok)
+            if local is None:  # (no shape written here: the general path)
+                emit(f"{ok} = False", origin)
+                grads[id(vertex)], hessians[id(vertex)] = {}, {}
+                continue
+            pa, pb, haa, hab, hbb = local
+            for i in sorted(set(ga) | set(gb)):
+                g[i] = self._held(_sum([_product(pa, ga.get(i)), _product(pb, gb.get(i))]))
+            pairs = set(ha) | set(hb)
+            indices = sorted(set(ga) | set(gb))
+            for n, i in enumerate(indices):
+                for j in indices[n:]:
+                    pairs.add((i, j))
+            for i, j in sorted(pairs):
+                terms = [_product(pa, ha.get((i, j))), _product(pb, hb.get((i, j))),
+                         _product(haa, ga.get(i), ga.get(j)), _product(hbb, gb.get(i), gb.get(j))]
+                if hab is not None:
+                    cross = _product(ga.get(i), gb.get(j))
+                    other = _product(gb.get(i), ga.get(j))
+                    if i == j and cross is not None:
+                        terms.append(_product("2.0", hab, cross))
+                    else:
+                        terms.extend([_product(hab, cross), _product(hab, other)])
+                total = _sum(terms)
+                if total is not None:
+                    h[(i, j)] = self._held(total)
+            grads[id(vertex)], hessians[id(vertex)] = g, h
+        g_root = grads.get(id(root), {})
+        partials = [g_root.get(k, "0.0") for k in range(len(positions))]
+        curvature = [(i, j, t) for (i, j), t in sorted(hessians.get(id(root), {}).items())]
+        return partials, curvature
+
+    def _held(self, text: str | None) -> str:
+        """``text`` (never None here: a sum of nonzero terms) into a variable, unless it is a
+        name or a number."""
+        assert text is not None
+        if _is_name(text):
+            return text
+        name = self.c.fresh("h")
+        self.c.emit(f"{name} = {text}", self.origin)
+        return name
+
+    def _local_second(self, vertex: _Vertex, da: bool, db: bool, ok: str
+                      ) -> tuple[Any, Any, Any, Any, Any] | None:
+        """``(pa, pb, haa, hab, hbb)`` of a binary operation, as texts (None: zero), by its
+        declared shape; only what a differentiated operand (``da``, ``db``: one with leaves)
+        needs is computed.  None for a shape not written here."""
+        emit, origin, c = self.c.emit, self.origin, self.c
+        a, b = vertex.args
+        shape = vertex.shape
+        if type(shape) is tuple and len(shape) == 2:  # linear: constant partials
+            return repr(float(shape[0])), repr(float(shape[1])), None, None, None
+        if shape is _rules.BILINEAR:  # a * b
+            return b.value, a.value, None, "1", None
+        if shape is _rules.QUOTIENT or shape is _rules.POWER:
+            # the shape's derivatives at run time (see shape_second), where it has them
+            local = c.fresh("p")
+            depends = [leaf.node for leaf in self._leaves_under(b)]
+            moving = " or ".join(f"{n} is not None" for n in depends) if depends else "False"
+            which = c.helper("QUOTIENT" if shape is _rules.QUOTIENT else "POWER")
+            emit(f"{local} = {which}.second({a.value}, {b.value}, {vertex.value}, {da}, "
+                 f"{moving})", origin)
+            emit(f"if {local} is None:", origin)
+            emit(f"    {ok} = False", origin)
+            emit(f"    {local} = (0.0, 0.0, 0.0, 0.0, 0.0)", origin)
+            names = [c.fresh("p") for _ in range(5)]
+            emit(f"({', '.join(names)}) = {local}", origin)
+            pa, pb, haa, hab, hbb = names
+            return (pa, (pb if db else None), None if shape is _rules.QUOTIENT else haa,
+                    (hab if db else None), (hbb if db else None))  # (a quotient: linear in a)
+        return None
+
     def _leaves_under(self, vertex: _Vertex) -> list[_Vertex]:
         if vertex.kind == "leaf":
             return [vertex]
@@ -239,6 +347,54 @@ class _Graph:
                 if leaf not in found:
                     found.append(leaf)
         return found
+
+
+def shape_second(shape: Any, a: Any, b: Any, out: Any, da: bool, db: bool
+                 ) -> tuple[Any, ...] | None:
+    """``(pa, pb, haa, hab, hbb)`` of a binary operation of the declared ``shape`` on floats
+    (the declared shapes' own, ``_rules.defshape``), or None: a point or a shape these
+    do not cover."""
+    if type(shape) is tuple and len(shape) == 2:
+        return shape[0], shape[1], 0.0, 0.0, 0.0
+    if shape is _rules.BILINEAR:
+        return b, a, 0.0, 1.0, 0.0
+    if shape is _rules.QUOTIENT or shape is _rules.POWER:
+        local: tuple[Any, ...] | None = shape.second(a, b, out, da, db)
+        return local
+    return None
+
+
+# the most leaves a region's second partials are expanded for (their number grows as the
+# square): a larger region records its operations one by one on hvp's tapes
+_MAX_LEAVES = 24
+
+
+def _product(*factors: str | None) -> str | None:
+    """The product of texts (None: zero, so the product is None), the numbers among them
+    multiplied now (``1`` left out, ``-1`` a sign)."""
+    number = 1.0
+    parts = []
+    for factor in factors:
+        if factor is None:
+            return None
+        if _is_number(factor):
+            number *= float(factor)
+        else:
+            parts.append(factor if _is_name(factor) else f"({factor})")
+    if not parts:
+        return "1" if number == 1.0 else "-1" if number == -1.0 else repr(number)
+    text = " * ".join(parts)
+    if number == 1.0:
+        return text
+    if number == -1.0:
+        return f"-{text}" if len(parts) == 1 and _is_name(text) else f"-({text})"
+    return f"{number!r} * {text}"
+
+
+def _sum(terms: list[str | None]) -> str | None:
+    """The sum of texts (None: zero); None if all are."""
+    present = [t for t in terms if t is not None]
+    return " + ".join(present) if present else None
 
 
 def _is_name(text: str) -> bool:

@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged, carries_tags, overdub
+from overdub import Tagged, carries_tags, keeps_heap_metadata, overdub
 
 from .. import _rules
-from .._shared import MISSING, class_attribute
+from .._array_methods import _replacement
+from .._shared import _KEYED_READS, MISSING, class_attribute
+from .._stores import STORES
 
 # values an arithmetic region computes with natively: plain numbers
 _PLAIN = frozenset({float, int, bool, np.float64})
@@ -75,6 +77,10 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
     kind = type(obj)
     if kind is tuple or kind is list:
         return obj[index]  # what the context does for a native container
+    if kind is dict and (type(index) is str or type(index) is int):
+        item = obj[index]  # (a key of these types runs no code of the user's)
+        if type(item) is Tagged:
+            return item  # stored as it is (see _scalar_read): read so
     if kind is dict and type(index) is not Tagged and type(index) is not tuple:
         return ctx._scalar_read(obj, index)  # (what the context's execute does, unnested;
         # a tuple key may hold a differentiated value: see ReverseContext._keyed_here)
@@ -144,7 +150,13 @@ def _construct(ctx: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def _setitem(ctx: Any, obj: Any, index: Any, value: Any) -> None:
-    _through(ctx, operator.setitem, obj, index, value)
+    kind = type(obj)
+    if (kind is dict or kind is list) and type(value) is Tagged and value.owner is ctx._ref:
+        # the context's store, as its is_primitive answers for a differentiated value and its
+        # execute makes it (its first test): stored as it is
+        ctx._setitem(operator.setitem, obj, index, value)
+    else:
+        _through(ctx, operator.setitem, obj, index, value)
 
 
 def _setattr(ctx: Any, obj: Any, name: str, value: Any) -> None:
@@ -207,6 +219,47 @@ def _keywords(ctx: Any, value: Any) -> dict[Any, Any]:
     return out
 
 
+_BUILTIN = types.BuiltinMethodType  # (a C method bound to its object: k.append)
+# (list or dict, a method of STORES) -> the rules' version at which ReverseContext.execute
+# was found to take a call of it that stores a differentiated value straight to its _store
+_STORED: dict[tuple[type, str], int] = {}
+
+
+def _stored_as_given(fn: Any) -> bool:
+    """Whether ``execute`` makes ``fn(*args)`` -- ``fn`` a store method of a list or dict,
+    bound to it, a differentiated value among ``args`` -- by ``_store``: unless the method is
+    a keyed read (``setdefault``) or the user gave it rules or a stand-in (every other path
+    of ``execute`` is for other functions)."""
+    key = (type(fn.__self__), fn.__name__)
+    if _STORED.get(key) == _rules.version:
+        return True
+    if fn.__name__ in _KEYED_READS or \
+            _rules.method_with_rules(fn, _rules.vjp_rules) is not None or \
+            _replacement(fn) is not None:
+        return False
+    _STORED[key] = _rules.version
+    return True
+
+
+def _native_items(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn(*args)`` -- ``fn`` one of ``zip``, ``enumerate``, ``reversed``, ``tuple``,
+    ``list`` -- reads only lists and tuples (a generator for ``tuple`` and ``list``; an int
+    start for ``enumerate``).  These builtins iterate their arguments as a list's or tuple's
+    own iterator does and build an iterator or a sequence of the items as they are; the
+    context leaves such a call to the core, which makes it natively (the items are this
+    context's values as it stores them, in lists and tuples as they are: as _sub and _iter
+    read them).  A generator is the specialised code's, or one the core runs."""
+    if fn is zip:
+        return all(type(a) is tuple or type(a) is list for a in args)
+    if not args or len(args) > (2 if fn is enumerate else 1):
+        return False
+    kind = type(args[0])
+    if len(args) == 2 and type(args[1]) is not int:
+        return False
+    return kind is tuple or kind is list or \
+        (kind is types.GeneratorType and (fn is tuple or fn is list))
+
+
 def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     kind = type(fn)
     if kind is types.FunctionType:
@@ -226,6 +279,22 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
             return ctx._specs[id(func)][1](ctx, fn.__self__, *args, **kwargs)
     elif kind is type and _constructed_here(fn):
         return _construct(ctx, fn, args, kwargs)
+    elif kind is type and (fn is zip or fn is enumerate or fn is reversed or fn is tuple
+                           or fn is list) and not kwargs and not ctx.nested and \
+            _native_items(fn, args):
+        return fn(*args)  # zip(state, k): the context leaves it to the core, which does so
+        # (under an enclosing context, through that one: not here)
+    elif fn is dict and len(args) == 1 and not kwargs and type(args[0]) is dict and \
+            not ctx.nested and not keeps_heap_metadata(ctx):
+        # dict(s): the context leaves it to the core, which copies it natively (and the
+        # metadata it keeps of the items, here none)
+        return dict(args[0])
+    elif kind is _BUILTIN and not kwargs and fn.__name__ in STORES and \
+            (type(fn.__self__) is list or type(fn.__self__) is dict) and \
+            any(map(ctx._carries, args)) and _stored_as_given(fn):
+        # k.append({"x": v}): a store of a differentiated value, the context's own (as its
+        # is_primitive answers for one), made as its execute makes it
+        return ctx._store(fn, args, kwargs)
     elif fn is _TUPLE_NEW and not kwargs and len(args) == 2 and type(args[1]) is tuple and \
             isinstance(args[0], type) and issubclass(args[0], tuple):
         return _TUPLE_NEW(*args)  # a named tuple's items, stored as they are (as the context)

@@ -19,8 +19,9 @@ lines by the core's :func:`overdub.compile_variant`), in which
 - calls of other specialisable Python functions call their specialised versions directly.
 
 The context uses a specialised version only when nothing encloses it (an enclosing context
-must see the arithmetic) and outside the second-order tapes of :mod:`overdub_ad.hvp` (which
-need each operation's function); it tries one wherever the core would recurse into a Python
+must see the arithmetic); on the second-order tapes of :mod:`overdub_ad.hvp` it runs versions
+compiled apart, whose records also hold each expression's second partials (a ``_Second``
+record: ``_regions.second_partials``); it tries one wherever the core would recurse into a Python
 function (the function ``grad`` is given, one given containers of differentiated values, a
 bound method, a property's getter, a class's ``__init__``).  Functions using constructs this
 compiler does not handle (nested functions, ``try``, ``with``, generators, ``global``...) are
@@ -54,7 +55,7 @@ from . import _comprehensions
 from ._spec_runtime import (_attr, _bin, _call, _compare, _contains, _iter, _keywords, _PLAIN,
                             _setattr, _setitem, _star, _sub, _un, _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
-from ._tape import _Partials
+from ._tape import _Partials, _Second
 
 _PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 # values an arithmetic region computes with natively: a differentiated float's value, or a
@@ -86,7 +87,8 @@ _HELPERS: dict[str, Any] = {
     "T": Tagged, "bin": _bin, "un": _un, "cmp": _compare, "contains": _contains, "sub": _sub,
     "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
     "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
-    "R": _RESULTS, "E": _Partials, "log": math.log, "slice": slice, "len": len}
+    "R": _RESULTS, "E": _Partials, "E2": _Second, "log": math.log, "slice": slice,
+    "len": len, "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -98,34 +100,39 @@ for _op in _COMPARE.values():
 
 # -- which functions, and their specialised versions -----------------------------------------
 
-# fn -> (its code, defaults, keyword defaults, the specialised function or None)
+# fn -> (its code, defaults, keyword defaults, the specialised function or None); the versions
+# for hvp's tapes (second partials in their records: see _Compiler.second) kept apart
 _SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_SECOND_SPECS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 # the operators whose shipped partials the specialised code writes out: while the user has
 # registered a rule of their own for one of them, the context records operation by operation
 _WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
                          for f in entry[1:])
-# code object -> the specialised code, or why there is none (unsupported)
+# code object -> the specialised code, or why there is none (unsupported); for hvp's tapes apart
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_SECOND_COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def specialised(fn: types.FunctionType) -> Any:
+def specialised(fn: types.FunctionType, second: bool = False) -> Any:
     """``fn``'s specialised version ``spec(ctx, *args, **kwargs)``, or None when the context
     must not (a rule, an opaque function, overdub's own code) or cannot use one (see
-    :func:`why_not`)."""
+    :func:`why_not`).  ``second``: the version for the tapes of ``hvp``, whose records of
+    arithmetic hold second partials too."""
     if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
             or _rules.any_overridden(_WRITTEN_OUT):
         return None  # (asked before compiling: code compiled under a user's rule is not kept)
-    found = _SPECS.get(fn)
+    specs = _SECOND_SPECS if second else _SPECS
+    found = specs.get(fn)
     code = fn.__code__
     if found is not None and found[0] is code and found[1] is fn.__defaults__ and \
             found[2] is fn.__kwdefaults__:
         return found[3]
-    spec = _build(fn)
-    _SPECS[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
+    spec = _build(fn, second)
+    specs[fn] = (code, fn.__defaults__, fn.__kwdefaults__, spec)
     return spec
 
 
-def why_not(fn: types.FunctionType) -> str | None:
+def why_not(fn: types.FunctionType, second: bool = False) -> str | None:
     """Why :func:`specialised` gave no version of ``fn`` (what ``explain`` says), or None for a
     function that is no candidate (opaque, overdub's own, moved by the tag machinery): there
     is nothing to report about those."""
@@ -137,7 +144,7 @@ def why_not(fn: types.FunctionType) -> str | None:
         return "declared nondifferentiable"
     if _rules.any_overridden(_WRITTEN_OUT):
         return "a user rule for an arithmetic operator"
-    compiled = _COMPILED.get(fn.__code__)
+    compiled = (_SECOND_COMPILED if second else _COMPILED).get(fn.__code__)
     return compiled if isinstance(compiled, str) else "outside the compiled subset"
 
 
@@ -146,22 +153,23 @@ def _not_a_candidate(fn: types.FunctionType) -> bool:
         (getattr(fn, "__module__", None) or "").partition(".")[0] in _PACKAGES
 
 
-def _build(fn: types.FunctionType) -> Any:
+def _build(fn: types.FunctionType, second: bool = False) -> Any:
     if _not_a_candidate(fn):
         return None
     code = fn.__code__
-    compiled = _COMPILED.get(code, False)
+    cache = _SECOND_COMPILED if second else _COMPILED
+    compiled = cache.get(code, False)
     if compiled is False:
         # (compiled outside any lock: two threads compile alike, and the first one's stays)
         try:
-            compiled = _compile(fn)
+            compiled = _compile(fn, second)
         except _Unsupported as why:
             compiled = str(why) or "outside the compiled subset"
         except NoSourceError:
             compiled = "no source"
         except (RecursionError, SystemError):
             compiled = "too deeply nested"  # (or a conversion that went wrong: the core runs it)
-        compiled = _COMPILED.setdefault(code, compiled)
+        compiled = cache.setdefault(code, compiled)
     if isinstance(compiled, str):
         return None
     spec = variant_function(fn, compiled, {**_HELPERS, "consts": code.co_consts,
@@ -190,7 +198,7 @@ _NESTED = {ast.FunctionDef: "a nested function", ast.AsyncFunctionDef: "a nested
            ast.Lambda: "a lambda", ast.ClassDef: "a nested class"}
 
 
-def _compile(fn: types.FunctionType) -> types.CodeType:
+def _compile(fn: types.FunctionType, second: bool = False) -> types.CodeType:
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                         inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
@@ -222,7 +230,7 @@ def _compile(fn: types.FunctionType) -> types.CodeType:
         if isinstance(child, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             raise _Unsupported(f"an expression {type(child).__name__}")
     compiler = _Compiler(set(code.co_varnames) | set(code.co_cellvars),
-                         hidden_prefix(node, _STEM), code)
+                         hidden_prefix(node, _STEM), code, second)
     compiler.block(body)
     return compiler.finish(fn, node)
 
@@ -248,6 +256,20 @@ def _nested_def(node: ast.AST) -> bool:
     return isinstance(node, ast.FunctionDef) and not node.decorator_list
 
 
+def _display_items(value: str, source: ast.expr | None, count: int) -> list[str | None]:
+    """The names or constants a tuple or list display ``source`` was compiled to (its text
+    ``value``: ``(a, b, )``), one per target of an assignment of ``count`` targets; None for
+    each where ``source`` is no such display (``x, y = f()``: the items are not known)."""
+    if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == count and \
+            not any(isinstance(e, ast.Starred) for e in source.elts):
+        items = value[1:-1].split(", ")
+        if items and items[-1] == "":
+            items.pop()
+        if len(items) == count and all(_is_name(i) for i in items):
+            return list(items)
+    return [None] * count
+
+
 def _made_function(code: types.CodeType, namespace: dict[str, Any], defaults: Any,
                    kwdefaults: Any, annotations: Any, *cells: Any) -> types.FunctionType:
     """What a ``def`` statement makes, from its code object (the user's, found among the
@@ -269,8 +291,10 @@ class _Compiler:
 
     ``hidden`` starts every name the generated code makes (``ctx``: the context parameter)."""
 
-    def __init__(self, local_names: set[str], hidden: str, code: types.CodeType) -> None:
+    def __init__(self, local_names: set[str], hidden: str, code: types.CodeType,
+                 second: bool = False) -> None:
         self.locals = local_names
+        self.second = second  # records for hvp's tapes (see region)
         self.code = code
         self.cells = frozenset(code.co_cellvars)  # (never kept unwrapped: see nested_def)
         self.hidden = hidden
@@ -466,16 +490,17 @@ class _Compiler:
         ctx = self.ctx
         if isinstance(target, ast.Name):
             self.emit(f"{target.id} = {value}", stmt)
-            self.known.pop(target.id, None)
+            self.rebound([target.id], [value])
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not target.elts or any(isinstance(e, ast.Starred) for e in target.elts):
                 raise _Unsupported("a starred or empty assignment target")
-            self.known = {}
+            items = _display_items(value, source, len(target.elts))
             if not isinstance(source, (ast.Tuple, ast.List)):
                 value = f"{self.helper('unpack')}({ctx}, {value})"
             if all(isinstance(e, ast.Name) for e in target.elts):
-                names = "".join(e.id + ", " for e in target.elts)  # type: ignore[attr-defined]
-                self.emit(f"({names}) = {value}", stmt)
+                names = [e.id for e in target.elts]  # type: ignore[attr-defined]
+                self.emit(f"({''.join(n + ', ' for n in names)}) = {value}", stmt)
+                self.rebound(names, items)
                 return
             # unpacked (its length checked) first, then stored left to right, as Python does
             temps = [self.fresh() for _ in target.elts]
@@ -491,6 +516,19 @@ class _Compiler:
             self.emit(f"{self.helper('setattr')}({ctx}, {obj}, {target.attr!r}, {value})", stmt)
         else:
             raise _Unsupported(f"an assignment to a {type(target).__name__}")
+
+    def rebound(self, names: list[str], values: list[str | None]) -> None:
+        """``names`` were just bound, each to the value of a name or constant of ``values``
+        (None: another value): what was unwrapped of that value (a local's, a region's
+        result) stands for the name now, and nothing of what the name held before.  Only
+        names are rebound by an assignment: what is unwrapped of the other locals stays
+        (a tuple assignment of an RK4 stage keeps ``x, y, z`` unwrapped)."""
+        carried = [self.known.get(v) if v is not None else None for v in values]
+        for name in names:
+            self.known.pop(name, None)
+        for name, known in zip(names, carried):
+            if known is not None and name in self.locals and name not in self.cells:
+                self.known[name] = known
 
     def hold(self, text: str, origin: ast.AST) -> str:
         """``text`` evaluated now, into a temporary (unless it is a name or a constant)."""
@@ -544,6 +582,13 @@ class _Compiler:
             if node.id in self.locals:
                 return node.id
             return self.hold(node.id, origin)  # a global read now, in Python's order
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and \
+                isinstance(node.operand, ast.Constant) and \
+                isinstance(node.operand.value, (int, float)) and \
+                not isinstance(node.operand.value, bool):
+            # -1 (an index: k[-1]): Python's own constant, as the context computes it
+            value = node.operand.value
+            return repr(-value if isinstance(node.op, ast.USub) else +value)
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):
             if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
                 return self.hold(f"(not {self.expr(node.operand, origin)})", origin)
@@ -553,9 +598,10 @@ class _Compiler:
         if isinstance(node, ast.Subscript):
             obj = self.hold(self.expr(node.value, origin), origin)
             index = self.hold(self.index(node.slice, origin), origin)
-            # a tuple's item natively (what the context does), anything else through _sub
-            return self.hold(f"({obj}[{index}] if type({obj}) is tuple else "
-                             f"{self.helper('sub')}({ctx}, {obj}, {index}))", origin)
+            # a tuple's or list's item natively (what the context does), anything else
+            # through _sub
+            return self.hold(f"({obj}[{index}] if type({obj}) is tuple or type({obj}) is list "
+                             f"else {self.helper('sub')}({ctx}, {obj}, {index}))", origin)
         if isinstance(node, ast.Attribute):
             obj = self.hold(self.expr(node.value, origin), origin)
             return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
@@ -727,17 +773,24 @@ class _Compiler:
         self.indent += 1
         graph.values()
         nodes = [leaf.node for leaf in leaves if leaf.kind == "leaf"]
+        entry = self.fresh("n")
         self.emit("if " + " and ".join(f"{n} is None" for n in nodes) + ":", origin)
         self.emit(f"    {result} = {root.value}", origin)
+        self.emit(f"    {entry} = None", origin)
         self.emit("else:", origin)
         self.indent += 1
-        partials = graph.partials(root, ok)
+        if self.second:  # hvp's tapes: the second partials too (see _tape._Second)
+            partials, curvature = graph.second_partials(root, ok)
+            head = self.helper("E2") + ", {entry}, (" + \
+                "".join(f"{i}, {j}, {h}, " for i, j, h in curvature) + ")"
+        else:
+            partials = graph.partials(root, ok)
+            head = self.helper("E") + ", {entry}"
         self.emit(f"if {ok} and type({root.value}) in {self.helper('R')}:", origin)
-        entry = self.fresh("n")
         self.emit(f"    {entry} = {self.helper('len')}({self.hidden}tape)  # the entry's position",
                   origin)
         pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
-        self.emit(f"    {self.hidden}app(({self.helper('E')}, {entry}{pairs}))", origin)
+        self.emit(f"    {self.hidden}app(({head.format(entry=entry)}{pairs}))", origin)
         self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, {self.hidden}lbl)",
                   origin)
         self.emit("else:", origin)
@@ -745,4 +798,7 @@ class _Compiler:
         self.indent -= 2
         self.emit(f"if not {ok}:", origin)
         self.emit(f"    {result} = {graph.generic(root, inplace)}", origin)
+        # unwrapped already, for a name it is assigned to (see rebound): its value and node
+        # where ok, and where not, the flag sends the next region that reads it to the context
+        self.known[result] = (root.value, entry, ok)
         return result

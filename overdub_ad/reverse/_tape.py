@@ -58,6 +58,19 @@ class _Partials:
     __slots__ = ()
 
 
+class _Second:
+    """The kind of a record of float arithmetic on the tapes of :mod:`overdub_ad.hvp`
+    (``ReverseContext.second``): ``(_Second, node, curvature, node_1, partial_1, ...)`` -- a
+    :class:`_Partials` record with, in ``curvature``, the nonzero second partials of the
+    output in its operands, a flat tuple of triples ``(i, j, h_ij)`` (``i <= j``, positions
+    among the operands; empty for a linear expression).  The reverse scalar compiler makes
+    one per arithmetic expression (``_regions.second_partials``); hvp's passes take the
+    tangent of the output and of each partial from it, without the operations' rules.  (A
+    head, never instantiated.)"""
+
+    __slots__ = ()
+
+
 class _ScalarRead:
     """The kind of a record of ``x[i]``, a float read out of a differentiated float array (in
     a loop): ``(_ScalarRead, node, the array's node, index, a placeholder of the array)`` --

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defjvp, defscalar,
-                      defshape, defstandin, defvjp, is_carried, nondifferentiable)
+from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
+                      defscalar, defshape, defstandin, defvjp, is_carried, nondifferentiable)
 from ._common import cts, fill, fit, indexed, lift
 
 _LN2 = math.log(2.0)
@@ -43,14 +43,18 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _unary(fn: Any, deriv: Any, scalar: Any = None) -> None:
+def _unary(fn: Any, deriv: Any, scalar: Any = None, second: Any = None) -> None:
     """Register ``fn(x)`` with ``f'(x) = deriv(x, out)`` in both modes; ``scalar``: the same
     derivative declared for the fast routes on floats (see ``_rules.defscalar``): ``deriv``
-    itself (True), or a guarded version of it."""
+    itself (True), or a guarded version of it; ``second``: ``f''(x)`` as ``second(x, out)``
+    (the derivative of ``deriv``'s code), declared for the routes that write Hessian-vector
+    products out (``_rules.defelementwise``)."""
     defjvp(fn, lambda dx, out, /, x: dx * deriv(x, out))
     defvjp(fn, lambda ct, out, /, x: ct * deriv(x, out))
     if scalar is not None:
         defscalar(fn, 1, deriv if scalar is True else scalar)
+    if second is not None:
+        defelementwise(fn, deriv, second)
 
 
 def nonzero(deriv: Any) -> Any:
@@ -90,8 +94,43 @@ def power_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, .
     return pa, pb
 
 
-defshape(QUOTIENT, quotient_partials)
-defshape(POWER, power_partials)
+def quotient_second(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
+    """``a / b`` (the shape QUOTIENT): ``(pa, pb, haa, hab, hbb)``, its
+    partials ``(1 / b, -out / b)`` and second partials ``(0, -1 / b^2, 2 out / b^2)``; None at
+    ``b == 0`` (the rules decide)."""
+    if b == 0:
+        return None
+    r = 1.0 / b
+    q = out * r
+    return r, -q, 0.0, -(r * r), 2.0 * q * r
+
+
+def power_second(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
+    """``a ** b`` (the shape POWER): ``(pa, pb, haa, hab, hbb)`` --
+    ``b a^(b-1)``, ``out log a``; ``b (b-1) a^(b-2)``, ``a^(b-1) (1 + b log a)``,
+    ``out log^2 a`` -- for the differentiated operands (``da``, ``db``).  None where these
+    are not the derivatives -- ``a <= 0`` with a differentiated exponent, ``a == 0`` with
+    ``b < 2`` (but for ``b`` 0 or 1, where the power is constant or linear in ``a``) -- and
+    the rules decide."""
+    if db:
+        if not a > 0:
+            return None
+        log = math.log(a)
+        pb = out * log
+        pa = b * a ** (b - 1) if da else 0.0
+        haa = b * (b - 1) * a ** (b - 2) if da else 0.0
+        return pa, pb, haa, a ** (b - 1) * (1.0 + b * log), pb * log
+    if b == 0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0
+    if b == 1:
+        return 1.0, 0.0, 0.0, 0.0, 0.0
+    if a == 0 and b < 2:
+        return None
+    return b * a ** (b - 1), 0.0, b * (b - 1) * a ** (b - 2), 0.0, 0.0
+
+
+defshape(QUOTIENT, quotient_partials, quotient_second)
+defshape(POWER, power_partials, power_second)
 
 
 def digamma(x: float) -> float:
@@ -120,29 +159,34 @@ def _sign(x: Any) -> Any:
 
 # -- math: one argument -----------------------------------------------------------------------
 
-_unary(math.sin, lambda x, out: math.cos(x), scalar=True)
-_unary(math.cos, lambda x, out: -math.sin(x), scalar=True)
-_unary(math.tan, lambda x, out: 1.0 + out * out, scalar=True)
+_unary(math.sin, lambda x, out: math.cos(x), scalar=True, second=lambda x, out: -out)
+_unary(math.cos, lambda x, out: -math.sin(x), scalar=True, second=lambda x, out: -out)
+_unary(math.tan, lambda x, out: 1.0 + out * out, scalar=True,
+       second=lambda x, out: 2.0 * out * (1.0 + out * out))
 _unary(math.asin, lambda x, out: 1.0 / math.sqrt(1.0 - x * x))
 _unary(math.acos, lambda x, out: -1.0 / math.sqrt(1.0 - x * x))
-_unary(math.atan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True)
-_unary(math.sinh, lambda x, out: math.cosh(x), scalar=True)
-_unary(math.cosh, lambda x, out: math.sinh(x), scalar=True)
-_unary(math.tanh, lambda x, out: 1.0 - out * out, scalar=True)
+_unary(math.atan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True,
+       second=lambda x, out: -2.0 * x / ((1.0 + x * x) * (1.0 + x * x)))
+_unary(math.sinh, lambda x, out: math.cosh(x), scalar=True, second=lambda x, out: out)
+_unary(math.cosh, lambda x, out: math.sinh(x), scalar=True, second=lambda x, out: out)
+_unary(math.tanh, lambda x, out: 1.0 - out * out, scalar=True,
+       second=lambda x, out: -2.0 * out * (1.0 - out * out))
 _unary(math.asinh, lambda x, out: 1.0 / math.sqrt(x * x + 1.0))
 _unary(math.acosh, lambda x, out: 1.0 / math.sqrt(x * x - 1.0))
 _unary(math.atanh, lambda x, out: 1.0 / (1.0 - x * x))
-_unary(math.exp, lambda x, out: out, scalar=True)
-_unary(math.expm1, lambda x, out: out + 1.0, scalar=True)
+_unary(math.exp, lambda x, out: out, scalar=True, second=lambda x, out: out)
+_unary(math.expm1, lambda x, out: out + 1.0, scalar=True, second=lambda x, out: out + 1.0)
 if hasattr(math, "exp2"):  # Python 3.11+
     _unary(math.exp2, lambda x, out: out * _LN2)
-_unary(math.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True)
+_unary(math.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True,
+       second=lambda x, out: -1.0 / ((1.0 + x) * (1.0 + x)))
 _unary(math.log2, lambda x, out: 1.0 / (x * _LN2))
 _unary(math.log10, lambda x, out: 1.0 / (x * _LN10))
 _unary(math.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out))
 if hasattr(math, "cbrt"):  # Python 3.11+
     _unary(math.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
-_unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x), scalar=True)
+_unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x), scalar=True,
+       second=lambda x, out: -2.0 * x * _TWO_OVER_SQRT_PI * math.exp(-x * x))
 _unary(math.erfc, lambda x, out: -_TWO_OVER_SQRT_PI * math.exp(-x * x))
 _unary(math.gamma, lambda x, out: out * digamma(x))
 _unary(math.lgamma, lambda x, out: digamma(x))

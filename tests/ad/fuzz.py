@@ -455,6 +455,7 @@ def check(f: Callable[..., Any], x: Any, second_order: bool) -> list[str]:
     """Every derivative API on f at x against finite differences and each other; returns the
     disagreements (empty when all agree)."""
     from overdub_ad import derivative, grad, hessian, hvp, jacfwd, jacrev, jvp, value_and_grad
+    from overdub_ad.testing import force_route, REFERENCE
 
     problems: list[str] = []
     value = _plain(f, x)
@@ -495,6 +496,15 @@ def check(f: Callable[..., Any], x: Any, second_order: bool) -> list[str]:
             agree("derivative(derivative)", derivative(derivative(f), arg()), h, 1e-6)
             agree("grad(grad)", grad(grad(f))(arg()), h, 1e-6)
             agree("jvp(grad)", jvp(grad(f), (arg(),), (1.0,))[1], h, 1e-6)
+        # hvp's fast routes (the tape, compiled code) against its reference, jvp(grad(f)),
+        # on a first and a repeated call: the same numbers to rounding
+        with force_route(REFERENCE):
+            reference = hvp(f, arg(), direction)
+        agree("hvp vs finite differences of grad",
+              reference, h @ direction if isinstance(x, np.ndarray) else h * direction, 1e-3)
+        for call in ("first", "repeated"):
+            agree(f"hvp's routes vs its reference ({call} call)", hvp(f, arg(), direction),
+                  reference, 1e-9)
     return problems
 
 

@@ -62,6 +62,36 @@ def test_a_binary_partial_is_the_rules_derivative(fn, arity, partials):
             assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, a, b)
 
 
+@pytest.mark.parametrize("fn", [operator.truediv, operator.pow, math.pow],
+                         ids=["truediv", "pow", "math.pow"])
+def test_a_shapes_second_partials_are_the_rules_second_derivatives(fn):
+    # what hvp's scalar tapes compute with (``_Shape.second``): partials and second partials
+    shape = next(partials for f, _, partials in declared_partials() if f is fn)
+    for a in (*POINTS, 0.0):
+        for b in (1.5, -0.5, 2.0, 3.0, 0.0, 1.0):
+            for da, db in ((True, True), (True, False), (False, True)):
+                try:
+                    out = fn(a, b)
+                except (ValueError, ZeroDivisionError):
+                    continue
+                if isinstance(out, complex):
+                    continue
+                declared = shape.second(a, b, out, da, db)
+                if declared is None:
+                    continue
+                pa, pb, haa, hab, hbb = declared
+                with force_route("reference"):
+                    first = ad.grad(fn, argnums=(0, 1))(a, b)
+                    second = ad.hessian(fn, argnums=(0, 1))(a, b)
+                want = [first[0] if da else None, first[1] if db else None,
+                        second[0][0] if da else None, second[0][1] if da and db else None,
+                        second[1][1] if db else None]
+                for got, expected in zip((pa, pb, haa, hab, hbb), want):
+                    if expected is not None:
+                        assert got == pytest.approx(expected, rel=1e-12, abs=1e-14), \
+                            (fn, a, b, da, db)
+
+
 def test_every_fast_partial_is_declared_beside_a_shipped_rule():
     shipped = {id(fn) for fn in shipped_rules()}
     for fn, _, _ in declared_partials():
@@ -89,8 +119,43 @@ def test_a_user_rule_replaces_the_declared_partials(fn):
     assert ad.grad(f)(0.5) == pytest.approx(want, rel=1e-13) != 600.0  # the shipped rule back
 
 
-@pytest.mark.parametrize("fn,first,second", declared_elementwise(),
-                         ids=[e[0].__name__ for e in declared_elementwise()])
+def _on_arrays(fn):
+    return type(fn) is np.ufunc
+
+
+_ELEMENTWISE = declared_elementwise()
+_IDS = [("np." if _on_arrays(e[0]) else "math.") + e[0].__name__ for e in _ELEMENTWISE]
+
+
+@pytest.mark.parametrize("fn,first,second", [e for e in _ELEMENTWISE if not _on_arrays(e[0])],
+                         ids=[i for e, i in zip(_ELEMENTWISE, _IDS) if not _on_arrays(e[0])])
+def test_declared_second_derivatives_of_math_functions_and_every_hvp_route_agrees(
+        fn, first, second, tmp_path):
+    # declared for the scalar hvp route (forward over the specialised reverse tape)
+    for x in POINTS:
+        out = fn(x)
+        with force_route("reference"):
+            slope = ad.derivative(fn, x)
+            curvature = ad.derivative(lambda t: ad.derivative(fn, t), x)
+        assert first(x, out) == pytest.approx(slope, rel=1e-12)
+        assert second(x, out) == pytest.approx(curvature, rel=1e-10, abs=1e-14)
+    path = tmp_path / f"energy_math_{fn.__name__}.py"
+    path.write_text(f"import math\n\n\ndef energy(p):\n    a, b = p\n"
+                    f"    return math.{fn.__name__}(a * b) * a + b * b\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, direction = (0.3, 0.7), (0.5, -1.0)
+    with force_route("reference"):
+        want = ad.hvp(module.energy, x, direction)
+    for _ in range(2):
+        report = ad.explain(ad.hvp, module.energy, x, direction)
+        assert "hvp-tape" in report.ran, str(report)
+        np.testing.assert_allclose(report.result, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("fn,first,second", [e for e in _ELEMENTWISE if _on_arrays(e[0])],
+                         ids=[i for e, i in zip(_ELEMENTWISE, _IDS) if _on_arrays(e[0])])
 def test_declared_second_derivatives_are_the_rules_and_every_hvp_route_agrees(
         fn, first, second, tmp_path):
     x = np.array([0.3, 0.7, 1.2])

@@ -163,6 +163,83 @@ def test_a_comprehension_raises_what_the_reference_raises():
             grad(raising_comprehension)((0.5, 1.0))
 
 
+# -- tuple assignments, builtins over lists and tuples, dict and list state -------------------
+
+def tuple_assignments(p):
+    x, y, z = p
+    for _ in range(3):
+        a, b = x * y, y - z                    # x, y, z stay unwrapped across the assignment
+        x, y = y, x                            # a swap: each name the other's old value
+        (c, d), e = (a + x, b * y), z * a      # nested targets, then a list target
+        [z, w] = [c - d, e]
+        x = x + 0.1 * (w - z * z) + d
+        a = b = a * x                          # one value, two names
+        y = y + 0.01 * (a + b)
+    return x * y + z
+
+
+def builtins_over_sequences(p):
+    state = [p[0], p[1] * 2.0, p[2]]
+    total = 0.0
+    for i, (s, t) in enumerate(zip(state, p), 1):
+        total = total + i * s * t
+    for s, t in zip(reversed(state), (1.0, 2.0)):       # the shorter one stops zip
+        total = total + s * t
+    back = tuple(state) + tuple(list(p))
+    made = tuple(s * s for s in back) + tuple([s + 1.0 for s in state])
+    kept = list(made)
+    kept.append(made[0] * made[1])
+    kept.extend([p[0], p[1] * p[2]])
+    kept.insert(0, p[2] ** 3)
+    return total + sum(kept) * kept[-1] + list(s * 2.0 for s in p)[2] * kept[0]
+
+
+def dict_and_list_state(p):
+    s = {"x": p[0], "y": 1.0, 2: p[1]}
+    history = []
+    for step in range(3):
+        probe = dict(s)
+        probe["x"] = probe["x"] * p[2]               # the copy written, s left as it was
+        s["y"] = s["y"] + 0.5 * s["x"] * s[2]
+        s[2] = s[2] - step * probe["x"]
+        history.append({"x": s["x"], "y": s["y"]})
+        history[-1]["x"] = history[-1]["x"] + s[2]
+        s["x"] = s["x"] * 0.9 + history[-1]["y"] * 0.1
+    cells = [0.0, 0.0]
+    cells[1] = s["y"] * p[0]
+    cells[-2] = cells[1] + history[0]["x"]
+    s.update({"z": cells[0] * cells[1]})
+    return s["x"] + s["y"] * s[2] + s["z"] + probe["x"] + sum(h["x"] for h in history)
+
+
+def test_assignments_builtins_and_container_state_run_specialised():
+    _specialised(tuple_assignments, (0.4, -0.7, 1.3))
+    _specialised(builtins_over_sequences, (0.6, -1.4, 0.9))
+    _specialised(builtins_over_sequences, [0.6, -1.4, 0.9])
+    _specialised(dict_and_list_state, (0.8, -0.5, 1.2))
+
+
+def _collects(p, out):
+    pairs = list(zip(p, (2.0, 3.0)))
+    out.append(tuple(pairs[0]))
+    out.extend([p[0] * p[1], {"k": p[1]}])
+    store = {}
+    store["v"] = p[0] ** 2
+    out.append(dict(store))
+    return p[0] * p[1] + store["v"]
+
+
+def test_containers_the_specialised_code_stores_into_get_plain_values_back():
+    for route in (None, REFERENCE):
+        out: list[Any] = []
+        with force_route(route):
+            got = grad(_collects)((1.5, -2.0), out)
+        np.testing.assert_allclose(got, (-2.0 + 3.0, 1.5), rtol=1e-12)
+        assert out == [(1.5, 2.0), -3.0, {"k": -2.0}, {"v": 2.25}]
+        assert type(out[0][0]) is float and type(out[1]) is float
+        assert type(out[2]["k"]) is float and type(out[3]["v"]) is float
+
+
 # -- calls with *args and **kwargs, starred displays, lambdas ----------------------------------
 
 def _weighted(x, y, z, *, w=1.0, v=0.0):

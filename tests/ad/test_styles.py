@@ -255,7 +255,8 @@ STYLES: dict[str, tuple[Any, Any]] = {
 FAST: dict[str, set[str]] = {
     "grad": set(STYLES),
     "jvp": set(STYLES),
-    "hvp": set(),
+    # (a float array argument: hvp's compiled route, tried first, declines these functions)
+    "hvp": set(STYLES) - {"NumPy array, helpers", "@property"},
     "jacfwd": set(STYLES),
 }
 

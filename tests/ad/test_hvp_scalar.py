@@ -1,0 +1,156 @@
+"""hvp of scalar Python code: the tape route records the specialised code's arithmetic with its
+second partials (``reverse._tape._Second``); every route must give ``jvp(grad(f))``'s numbers
+(the reference) to rounding, and the finite differences of ``grad``, on first and repeated
+calls, for every operator shape (``x ** y`` with a variable exponent, quotients, unary minus,
+constants, a leaf used twice, the same name on both sides), loops, helpers, containers and
+objects, at drawn points and directions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overdub_ad import explain, grad, hvp, jvp
+from overdub_ad.testing import FAST_ROUTES, REFERENCE, force_route
+from tests.conftest import fd
+
+
+def shapes(p):
+    x, y, z = p
+    return x ** y + x / y - -z * 2.0 + (x * x) / (y + 3.0) + x ** 3 + 2.0 ** z + (+x) \
+        - y ** 0.5 + (1.0 + 2.0) * z / 4.0 - x * y * z
+
+
+def same_name(p):
+    x, y, z = p
+    x = x * x + y
+    x = x / (1.0 + x) - z ** 2
+    y = y * y * y
+    return x * y + z
+
+
+class Point:
+    def __init__(self, x: Any, y: Any) -> None:
+        self.x, self.y = x, y
+
+    def energy(self, z: Any) -> Any:
+        return self.x * self.x + self.x / self.y - z * self.y ** 2
+
+
+def leaf_twice(p):
+    a = Point(p[0], p[1])  # a.x read twice: two leaves of one region, one node
+    return a.x * a.x * p[2] + a.x / a.y + a.energy(p[2])
+
+
+def _helper(u: Any, v: Any) -> Any:
+    return u * v - u / v
+
+
+def loops_and_helpers(p):
+    x, y, z = p
+    s = 0.0
+    for k in range(4):
+        s += _helper(x, y) * 0.1 + s * z * 0.01
+        x = x + 0.05 * k * s
+    n = 3
+    return s + x ** n + (-y) ** 2
+
+
+def containers(p):
+    state = {"a": p[0], "b": [p[1], p[2]]}
+    for _ in range(3):
+        state["a"] = state["a"] * state["b"][0] * 0.5 + 0.1
+        state["b"] = [state["b"][1] / 2.0, state["a"] - state["b"][0]]
+    pair = (state["a"], state["b"][1])
+    return sum(state["b"]) + pair[0] * pair[1]
+
+
+def with_try(p):
+    # a try statement: the compiler leaves it to the core, whose operations are recorded one
+    # by one (their own second partials, from the context)
+    x, y, z = p
+    try:
+        out = x * y / z + np.sin(x) * y ** z - (-x) ** 2
+    except ZeroDivisionError:
+        out = 0.0
+    return out
+
+
+def wide(p):
+    # 30 leaves (each p[i] is one) in one expression: past what a record expands, each
+    # operation recorded alone
+    return (p[0] * p[1] + p[1] * p[2] + p[2] * p[0] + p[0] * p[0] + p[1] * p[1] + p[2] * p[2]
+            + p[0] * p[1] * p[2] + p[0] / p[1] + p[1] / p[2] + p[2] / p[0] + p[0] ** p[1]
+            + p[1] * p[0] * p[2] * p[1])
+
+
+def math_calls(p):
+    x, y, z = p
+    return math.sin(x) * y + math.exp(z * y) / (1.0 + x * x)
+
+
+FUNCTIONS = [shapes, same_name, leaf_twice, loops_and_helpers, containers, with_try, wide,
+             math_calls]
+points = st.tuples(*[st.floats(0.5, 2.0)] * 3)
+directions = st.tuples(*[st.floats(-2.0, 2.0)] * 3)
+
+
+def _reference(f: Any, p: Any, v: Any) -> np.ndarray:
+    with force_route(REFERENCE):
+        return np.asarray(jvp(grad(f), (p,), (v,))[1], dtype=float)
+
+
+@pytest.mark.parametrize("f", FUNCTIONS, ids=lambda f: f.__name__)
+@settings(max_examples=12, deadline=None)
+@given(p=points, v=directions)
+def test_every_route_gives_the_reference_and_the_finite_differences(f, p, v):
+    want = _reference(f, p, v)
+    pv, vv = np.array(p), np.array(v)
+    slope = fd(lambda t: np.asarray(grad(f)(tuple(pv + t * vv)), dtype=float), 0.0, order=4)
+    np.testing.assert_allclose(want, slope, rtol=1e-6, atol=1e-6)
+    for route in (None, *FAST_ROUTES):
+        with force_route(route):
+            for call in ("first", "repeated"):
+                got = np.asarray(hvp(f, p, v), dtype=float)
+                np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12,
+                                           err_msg=f"{f.__name__} on {route}, {call} call")
+
+
+@pytest.mark.default_routes
+@pytest.mark.parametrize("f", [shapes, same_name, leaf_twice, loops_and_helpers, containers],
+                         ids=lambda f: f.__name__)
+def test_the_tape_route_runs_the_specialised_code(f):
+    report = explain(hvp, f, (1.1, 0.7, 1.3), (0.3, -1.0, 0.5))
+    assert "hvp-tape" in report.ran and REFERENCE != report.ran[-1], str(report)
+    assert not [d for d in report.decisions if not d[1]], str(report)
+    np.testing.assert_allclose(report.result, _reference(f, (1.1, 0.7, 1.3), (0.3, -1.0, 0.5)),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("x, v", [(0.0, 1.0), (-1.5, 0.5), (2.0, -1.0)])
+def test_powers_at_the_edges_of_their_partials(x, v):
+    # x ** 2 and x ** 3 at 0, (-x) ** y with an integer-valued y, x ** 1 and x ** 0: points
+    # where the shape's local derivatives stop (a == 0, a < 0) go to the rules, as the
+    # reference does
+    def f(p):
+        a, y = p
+        return a ** 2 * 3.0 + a ** 3 + (a * a) ** y + a ** 1 + a ** 0 + a ** 2.0 * y
+
+    p, d = (x, 2.0), (v, 0.5)
+    want = _reference(f, p, d)
+    for call in ("first", "repeated"):
+        np.testing.assert_allclose(np.asarray(hvp(f, p, d), dtype=float), want,
+                                   rtol=1e-10, atol=1e-12, err_msg=call)
+
+
+def test_a_quotient_by_zero_raises_as_the_function_does():
+    def f(p):
+        return p[0] / (p[1] - p[1]) + p[0]
+
+    with pytest.raises(ZeroDivisionError):
+        hvp(f, (1.0, 2.0), (1.0, 1.0))
