@@ -1664,3 +1664,23 @@ def test_tags_values_tells_a_tagging_context_from_one_that_only_watches():
     assert tags_values(tagging)
     with pytest.raises(TypeError, match=r"tags_values\(ctx\): ctx must be a Context"):
         tags_values(object())
+
+
+def returned_in_a_display(t):
+    return [t], {"k": t}
+
+
+def returned_in_a_filled_list(t):
+    items = []
+    items.append(t)
+    return items
+
+
+def test_what_a_run_returns_keeps_metadata_as_the_concepts_page_says():
+    # docs/concepts.md: displays returned hold the tagged values; a list filled through the
+    # heap holds plain values once the context returns
+    ctx = Plain()
+    listed, mapped = run(ctx, returned_in_a_display, tag(1.0, ctx, "m"))
+    assert metadata(listed[0], ctx) == "m" and metadata(mapped["k"], ctx) == "m"
+    filled = run(ctx, returned_in_a_filled_list, tag(1.0, ctx, "m"))
+    assert filled == [1.0] and type(filled[0]) is float
