@@ -129,6 +129,17 @@ _listening: ContextVar[list[tuple[str, bool, str]] | None] = ContextVar(
     "overdub_ad_explain", default=None)
 
 
+@contextmanager
+def unheard() -> Iterator[None]:
+    """Run a block whose route decisions are not the user's to see: a derivative an engine
+    takes of its own code (hvp's tape differentiating a rule by forward mode)."""
+    token = _listening.set(None)
+    try:
+        yield
+    finally:
+        _listening.reset(token)
+
+
 def ran(route: str, fn: Any = None, what: str = "") -> None:
     """Record that ``route`` computed the derivative of ``fn`` (or ``what`` part of it), for
     :func:`explain`; nothing is formatted unless it listens."""

@@ -239,7 +239,8 @@ def _forward_mode(fn: Any, args: list[Any], kwargs: dict[str, Any], dargs: list[
 
     primals = tuple([args[i] for i in moving])
     directions = tuple([_filled(dargs[i], args[i]) for i in moving])
-    return jvp(call, primals, directions)[1]
+    with _routes.unheard():  # (the rule's forward mode: this route's own work)
+        return jvp(call, primals, directions)[1]
 
 
 def _placed(args: Any, moving: list[int], values: tuple[Any, ...]) -> list[Any]:
@@ -438,7 +439,8 @@ def _rule_tangent(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any,
     directions = ((_filled(d_out, out),) if with_out else ()) + tuple(
         [_filled(dargs[j], primals[j]) for j in moving])
     d_ct = _filled(dct, ct) if dct is not None else _zero(ct)
-    return jvp(call, (ct, *values), (d_ct, *directions))[1]
+    with _routes.unheard():  # (the rule's forward mode: this route's own work)
+        return jvp(call, (ct, *values), (d_ct, *directions))[1]
 
 
 def _linear(rule: Any, i: int, ct: Any, dct: Any, out: Any, d_out: Any, primals: list[Any],

@@ -394,7 +394,8 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ctx = _context(_enclosed() if enclosed is None else enclosed)
     ctx.second = second
     ctx.keeps = keeps
-    _routes.ran(_routes.REFERENCE, f, "reverse mode, the tape")
+    if not second:  # (hvp's tape: that route's decision, recorded as its own)
+        _routes.ran(_routes.REFERENCE, f, "reverse mode, the tape")
     inputs = list(args)
     nodes: dict[int, tuple[Any, ...]] = {}
     for num in argnums:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 from typing import NamedTuple
 
 import pytest
 
-from overdub_ad import (MissingRuleError, derivative, grad, hessian, hvp, jacfwd, jacrev, jvp)
+from overdub_ad import (MissingRuleError, derivative, explain, grad, hessian, hvp, jacfwd, jacrev,
+                        jvp)
 from overdub_ad.testing import force_route
 from tests.conftest import fd
 
@@ -125,3 +127,18 @@ def test_named_tuple_fields_read_back_keep_their_derivative(f, route):
                 assert got == pytest.approx(want1, rel=1e-7)
             for got in (hessian(f)(X), hvp(f, X, 1.0), derivative(lambda a: derivative(f, a), X)):
                 assert got == pytest.approx(want2, rel=1e-4)
+
+
+def _uses_lgamma(p):
+    a, b = p
+    return math.lgamma(a * b) + a * math.exp(b)
+
+
+def test_explain_of_hvp_shows_the_users_routes_only():
+    # the tape route differentiates some rules by forward mode: that is its own work, not a
+    # route the user's function took (explain listed 'forward-dual: declined
+    # (_rule_tangent.<locals>.call ...)' and 'reference: ran' before 'hvp-tape: ran')
+    report = explain(hvp, _uses_lgamma, (1.3, 0.7), (1.0, 0.5))
+    assert report.ran and set(report.ran) == {"hvp-tape"}, str(report)
+    assert all(route == "hvp-tape" for route, _, _ in report.decisions), str(report)
+    assert "_rule_tangent" not in str(report)
