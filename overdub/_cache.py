@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import __future__
 import ast
+import contextlib
 import copy
 import dis
+import gc
 import inspect
 import linecache
 import sys
@@ -28,7 +30,7 @@ import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -153,10 +155,39 @@ def _rewrite_or_load(code: types.CodeType, module_globals: dict[str, Any],
             new, stores, nested = kept
             _attach_nested(new, nested)
             return Rewritten(new, _cells(new), stores)
-    found = _rewrite(code, module_globals, passes, categories, observe)
+    with _collector_paused():
+        found = _rewrite(code, module_globals, passes, categories, observe)
     if name is not None and not isinstance(found[0], _source.NoSource):
         _persist.store(name, found[0].code, found[0].global_stores, found[1])
     return found[0]
+
+
+_pause_lock = threading.Lock()
+_pauses = 0  # rewrites in progress, in all threads
+_collector_was_on = False
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a function is rewritten.  A rewrite builds
+    thousands of AST nodes, alive until it ends and then freed by their reference counts: the
+    collections their allocation triggers would only scan them, and a full one, scanning every
+    object of the program, can cost the first call as much as its rewriting (a millisecond in
+    a program that imported NumPy).  The first rewrite to start turns the collector off, if it
+    was on, and the last to end turns it back on."""
+    global _pauses, _collector_was_on
+    with _pause_lock:
+        if _pauses == 0:
+            _collector_was_on = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _collector_was_on:
+                gc.enable()
 
 
 def has_source(code: types.CodeType, module_globals: dict[str, Any]) -> bool:
@@ -167,22 +198,38 @@ def has_source(code: types.CodeType, module_globals: dict[str, Any]) -> bool:
 def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
                     ) -> _source.Located | _source.NoSource:
     """Locate ``code``'s source and make sure it still compiles to ``code`` (not edited since)."""
+    return _checked(code, module_globals, take=False)[0]
+
+
+def _checked(code: types.CodeType, module_globals: dict[str, Any], take: bool
+             ) -> tuple[_source.Located | _source.NoSource, _source._Def | None]:
+    """:func:`_checked_source`, and, if ``take``, the node this call parsed to check it where
+    it did and no one else holds it: a copy to change (then the first rewrite parses nothing
+    of its own)."""
     entries = _entries(code)
     found: _source.Located | _source.NoSource | None = entries.get("source")
-    if found is None:
-        fingerprint = _fingerprint(code)
+    if found is not None:
+        return found, None
+    fingerprint = _fingerprint(code)
 
-        def likeness(candidate: _source.Located) -> int:
-            """2: compiles to the very bytecode; 1: to the same fingerprint; 0: neither."""
-            compiled = _compile(code, candidate, candidate.node, [])
-            if _fingerprint(compiled) != fingerprint:
-                as_pytest = _with_pytest_asserts(code, candidate.node, module_globals)
-                if as_pytest is None or \
-                        _fingerprint(_compile(code, candidate, as_pytest, [])) != fingerprint:
-                    return 0
-                return 1
-            return 2 if compiled.co_code == code.co_code else 1
+    def likeness(candidate: _source.Located) -> int:
+        """2: compiles to the very bytecode; 1: to the same fingerprint; 0: neither."""
+        compiled = _compile(code, candidate, candidate.node, [])
+        if _fingerprint(compiled) != fingerprint:
+            as_pytest = _with_pytest_asserts(code, candidate.node, module_globals)
+            if as_pytest is None or \
+                    _fingerprint(_compile(code, candidate, as_pytest, [])) != fingerprint:
+                return 0
+            return 1
+        return 2 if compiled.co_code == code.co_code else 1
 
+    spare = None
+    quick = _source.locate_def(code, module_globals)  # (a def: its lines alone parsed)
+    if quick is not None and likeness(quick):
+        found = quick
+        if take:
+            spare = quick.detach()  # (not shared yet)
+    else:
         found = _located(code, module_globals, likeness)
         if isinstance(found, _source.NoSource) and found.actionable \
                 and not code.co_filename.startswith("<"):
@@ -191,8 +238,8 @@ def _checked_source(code: types.CodeType, module_globals: dict[str, Any]
             on_disk = _located(code, module_globals, likeness, on_disk=True)
             if isinstance(on_disk, _source.Located):
                 found = on_disk
-        found = entries.setdefault("source", found)
-    return found
+    published = entries.setdefault("source", found)
+    return published, spare if published is found else None
 
 
 def _located(code: types.CodeType, module_globals: dict[str, Any],
@@ -264,17 +311,22 @@ def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
                     ) -> tuple[_source.Located, _source._Def, Overdubber] | _source.NoSource:
     """``code``'s located source, its tree after the passes and the overdub rewrite, and the
     rewriter (which knows the hidden names the tree uses)."""
-    located = _checked_source(code, module_globals)
+    located, spare = _checked(code, module_globals, take=True)
     if isinstance(located, _source.NoSource):
         return located
-    node = _source.fresh_node(located)
+    node = spare if spare is not None else _source.fresh_node(located)
     if not located.passes_applied and passes:
         for a_pass in passes:
             node = _apply_pass(a_pass, node, code)
         ast.fix_missing_locations(node)  # passes may leave new nodes unpositioned
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
     rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
-    rewriter.rewrite_function(node)
+    text = None  # the source of the node, if no pass made it
+    if located.lines is not None and not passes and not located.passes_applied \
+            and not isinstance(node, ast.Lambda) and node.end_lineno is not None:
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        text = "".join(located.lines[first - 1:node.end_lineno])
+    rewriter.rewrite_function(node, text)
     return located, node, rewriter
 
 

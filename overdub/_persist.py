@@ -28,7 +28,6 @@ import marshal
 import os
 import pickle
 import sys
-import tempfile
 import types
 from typing import Any
 
@@ -85,7 +84,7 @@ def load(name: str) -> tuple[types.CodeType, frozenset[str], Any] | None:
     if folder is None:
         return None
     try:
-        with open(os.path.join(folder, name[:2], name), "rb") as fh:
+        with open(os.path.join(folder, name), "rb") as fh:
             kept_as, compiled, stores, nested = pickle.loads(fh.read())
         if kept_as != name:  # (a file renamed, or copied over another: not this entry)
             return None
@@ -99,16 +98,21 @@ def load(name: str) -> tuple[types.CodeType, frozenset[str], Any] | None:
 
 
 def store(name: str, code: types.CodeType, stores: frozenset[str], nested: Any) -> None:
-    """Write the entry ``name`` (atomically: a reader sees all of it or none)."""
+    """Write the entry ``name`` (atomically: a reader sees all of it or none).  Entries lie
+    side by side in the folder, made when the first is written (one folder to make: this runs
+    inside the first call of the function)."""
     folder = directory()
     if folder is None:
         return
     try:
         data = pickle.dumps((name, marshal.dumps(code), stores, nested),
                             protocol=pickle.HIGHEST_PROTOCOL)
-        folder = os.path.join(folder, name[:2])
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        temporary = os.path.join(folder, f".tmp-{os.urandom(8).hex()}")
+        try:
+            handle = os.open(temporary, _CREATE, 0o600)
+        except FileNotFoundError:  # the first entry
+            os.makedirs(folder, exist_ok=True)
+            handle = os.open(temporary, _CREATE, 0o600)
         try:
             with os.fdopen(handle, "wb") as fh:
                 fh.write(data)
@@ -118,3 +122,8 @@ def store(name: str, code: types.CodeType, stores: frozenset[str], nested: Any) 
             raise
     except Exception:  # unpicklable, unwritable, full, gone: the next process rewrites again
         pass
+
+
+# A new file of our own (as tempfile.mkstemp opens one, without its name search)
+_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+           | getattr(os, "O_BINARY", 0))

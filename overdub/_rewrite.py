@@ -227,6 +227,8 @@ HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": st
 # operator dispatchers without the prehook (@slow1..@slow3).
 DISPATCHERS = ("@od", "@op1", "@op2", "@op3", "@opr", "@pre", "@flat", "@slow1", "@slow2",
                "@slow3")
+# The hidden names rewritten code gets as closure cells (the factory's parameters, see _cache)
+_BOUND = frozenset((*HIDDEN_CONSTANTS, *DISPATCHERS))
 
 # Calls that must run in the user's own frame: they inspect the calling frame.
 _FRAME_SENSITIVE_NAMES = {"super", "locals", "vars", "dir", "globals", "breakpoint"}
@@ -331,6 +333,8 @@ def _position(template: ast.AST) -> dict[str, Any]:
             "end_lineno": at.end_lineno, "end_col_offset": at.end_col_offset}
 
 
+# The dispatcher of an operator with 1, 2 or 3 operands, by their number
+_OPERATOR_DISPATCHERS = {1: "@op1", 2: "@op2", 3: "@op3"}
 # The Overdubber method that visits each node class, looked up once.
 _VISITORS: dict[type, Callable[..., Any]] = {}
 # Nodes the rewrite never changes and whose children it never needs to visit.
@@ -397,9 +401,12 @@ class Overdubber(ast.NodeTransformer):
     # -- helpers ---------------------------------------------------------------------------
     def _name(self, hidden: str, ctx: ast.expr_context | None = None,
               at: dict[str, Any] | None = None) -> ast.Name:
-        if hidden in HIDDEN_CONSTANTS or hidden in DISPATCHERS:
+        if hidden in _BOUND:
             self.used.add(hidden)
-        return ast.Name(id=hidden, ctx=ctx or _LOAD, **(at or {}))
+        node = ast.Name(hidden, ctx or _LOAD)
+        if at:  # (positional fields and the position set apart: half the time of keywords)
+            node.__dict__.update(at)
+        return node
 
     def _fn(self, fn: _Fn, at: dict[str, Any] | None = None) -> ast.Name:
         return self._name("@" + fn.__name__, at=at)
@@ -412,9 +419,17 @@ class Overdubber(ast.NodeTransformer):
                   template: ast.AST) -> ast.Call:
         at = _position(template)
         for arg in args:
-            _place(arg, template)
-        return ast.Call(func=self._name(dispatcher, at=at), args=[self._fn(fn, at), *args],
-                        keywords=[], **at)
+            if "lineno" not in arg.__dict__:  # (_place would stop there too)
+                _place(arg, template)
+        # (what _name and _fn do, written out: the commonest node the rewrite builds)
+        name = "@" + fn.__name__
+        self.used.update((dispatcher, name))
+        func, first = ast.Name(dispatcher, _LOAD), ast.Name(name, _LOAD)
+        func.__dict__.update(at)
+        first.__dict__.update(at)
+        call = ast.Call(func, [first, *args], [])
+        call.__dict__.update(at)
+        return call
 
     def _guard(self, fn: _Fn, hook_args: list[ast.expr], subjects: list[ast.expr],
                first: list[ast.expr], at: dict[str, Any]) -> ast.expr:
@@ -443,7 +458,7 @@ class Overdubber(ast.NodeTransformer):
         ``swap`` is for ``in``: evaluated as written, called as ``contains(container, item)``.
         """
         if not self._inline():
-            dispatcher = "@opr" if swap else f"@op{len(operands)}"
+            dispatcher = "@opr" if swap else _OPERATOR_DISPATCHERS[len(operands)]
             return self._dispatch(dispatcher, fn, operands, template)
         at = _position(template)
         refs, binds = [], []
@@ -551,7 +566,8 @@ class Overdubber(ast.NodeTransformer):
     # -- statements and the temporaries their expressions made ----------------------------
     def visit(self, node: ast.AST) -> Any:
         if not isinstance(node, ast.stmt) or isinstance(node, _SCOPES):
-            return self._visit_node(node)
+            visitor = _VISITORS.get(type(node))  # (_visit_node's work, for expressions)
+            return self._visit_node(node) if visitor is None else visitor(self, node)
         # A statement that suspends its frame (`yield cache.popleft()[1]`) would keep its `:=`
         # temporaries, and the objects in them, alive while suspended: one more step than the
         # plain code.  Its operators take the dispatcher call form, which needs none.
@@ -580,23 +596,33 @@ class Overdubber(ast.NodeTransformer):
         return [*(result if isinstance(result, list) else [result]), cleanup()]
 
     # -- scopes ----------------------------------------------------------------------------
-    def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+    def rewrite_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda,
+                         text: str | None = None) -> None:
         """Rewrite the body of the function being overdubbed (its header is not executed).
-        Once per Overdubber: it notes what it found in ``node``."""
+        Once per Overdubber: it notes what it found in ``node``.
+
+        ``text``: the source ``node`` was parsed from, where no pass changed it.  Without
+        ``:=``, ``yield`` or ``await`` in it (nor, then, a pass's embedded names), the scan
+        has only operators to count, and stops once they are too many to inline.
+        """
         self._walrus_targets = set()
-        if self.observe or EMBEDDED:  # (else there is nothing to look for)
+        if text is not None and not any(word in text for word in (":=", "yield", "await")):
+            if self.observe:
+                self._scan(node, operators_only=True)
+        elif self.observe or EMBEDDED:  # (else there is nothing to look for)
             self._scan(node)
         if isinstance(node, ast.Lambda):
             node.body = self.visit(node.body)
             return
         node.body = self._statements(node.body)
 
-    def _scan(self, node: ast.AST) -> None:
+    def _scan(self, node: ast.AST, operators_only: bool = False) -> None:
         """Note the names ``:=`` binds, a pass's embedded names, whether anything suspends, and
-        whether the operators outside loops are too many to inline (see the class docstring)."""
+        whether the operators outside loops are too many to inline (see the class docstring);
+        ``operators_only``: only the last (``node`` has nothing of the others)."""
         straight, suspending = 0, False
         categories = self.categories
-        skip = _LEAVES - {ast.Name} if EMBEDDED else _LEAVES
+        skip = _LEAVES - {ast.Name} if EMBEDDED and not operators_only else _LEAVES
         pending: list[tuple[Any, bool]] = [(node, True)]
         while pending:
             child, counted = pending.pop()
@@ -607,6 +633,8 @@ class Overdubber(ast.NodeTransformer):
                 self.used.add(child.id)  # a pass's embed(): bound for nested bodies too
             elif counted and _COUNTED.get(kind) in categories:
                 straight += 1
+                if operators_only and straight > INLINE_BUDGET:
+                    break  # (enough to know)
             elif kind in _SUSPENDING:
                 suspending = True
             counted = counted and (child is node or kind not in _NOT_STRAIGHT)
@@ -803,7 +831,7 @@ class Overdubber(ast.NodeTransformer):
             or (isinstance(func, ast.Name) and func.id in ("eval", "exec") and len(node.args) < 2
                 and not node.keywords)
             or (isinstance(func, ast.Attribute) and func.attr in _FRAME_SENSITIVE_ATTRS))
-        node.args = [self.visit(a) for a in node.args]
+        node.args = [a if type(a) in _LEAVES else self.visit(a) for a in node.args]
         node.keywords = [self.visit(k) for k in node.keywords]
         for k in node.keywords:
             if k.arg is None:
@@ -844,14 +872,23 @@ class Overdubber(ast.NodeTransformer):
             # f(**k), f(*a): unpacking errors name the callee -> @spread(@od, f)(**k)
             spread = ast.Call(self._name("@spread"), [self._name("@od"), node.func], [])
             return _place(ast.Call(func=spread, args=node.args, keywords=node.keywords), node)
-        call = ast.Call(func=self._name("@od"), args=[node.func, *node.args],
-                        keywords=node.keywords)
-        return _place(call, node)
+        at = _position(node)
+        for part in (node.func, *node.args, *node.keywords):
+            if "lineno" not in part.__dict__:  # (_place's work, where it has any)
+                _place(part, node)
+        call = ast.Call(self._name("@od", at=at), [node.func, *node.args], node.keywords)
+        call.__dict__.update(at)
+        return call
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        self.generic_visit(node)
+        if type(node.left) not in _LEAVES:  # (generic_visit's work, for the common operator)
+            node.left = self.visit(node.left)
+        if type(node.right) not in _LEAVES:
+            node.right = self.visit(node.right)
         if BINOP not in self.categories:
             return node
+        if not self._inline():  # (what _operator does then, without making its `native`)
+            return self._dispatch("@op2", BINOPS[type(node.op)], [node.left, node.right], node)
         return self._operator(BINOPS[type(node.op)], [node.left, node.right],
                               lambda n: ast.BinOp(n[0], node.op, n[1]), node, (0, 1))
 
@@ -1058,10 +1095,16 @@ class Overdubber(ast.NodeTransformer):
         inplace = INPLACE_OPS[type(node.op)]
         if isinstance(target, ast.Name):  # here BINOP is intercepted
             value = self.visit(node.value)
-            load = _place(ast.Name(target.id, _LOAD), target)
+            load = ast.Name(target.id, _LOAD)
+            load.__dict__.update(_position(target))
             combined = self._operator(inplace, [load, value],
                                       lambda n: ast.Call(self._fn(inplace), n, []), node, (0, 1))
-            return _place(ast.Assign([ast.Name(target.id, _STORE)], combined), node)
+            at = _position(node)
+            name = ast.Name(target.id, _STORE)
+            name.__dict__.update(at)
+            assign = ast.Assign([name], combined)
+            assign.__dict__.update(at)
+            return assign
         # x.a += v / x[i] += v: evaluate x (and i) once, load, combine, store (Python's order).
         out, temps = self._begin()
         obj = self._assign_temp(self.visit(target.value), node, temps)

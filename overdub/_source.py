@@ -1,22 +1,25 @@
 """Find the AST of the code that actually runs.
 
 Source is looked up through the *code object* (never ``inspect.getsource(fn)``, which follows
-``__wrapped__``), read with ``linecache`` so loader-backed modules and IPython cells work, and the
-whole file is parsed once and indexed.  Failure is a value, :class:`NoSource`, carrying a reason
-(builtin, no source, ambiguous lambda, ...), never an exception: the dispatcher turns it into a
-leaf call.
+``__wrapped__``), read with ``linecache`` so loader-backed modules and IPython cells work.  A
+``def`` is parsed from its own lines (:func:`locate_def`: the first call of a function in a large
+module does not pay for parsing the module); lambdas, and anything that fails there, from the whole
+file, parsed once and indexed (:func:`locate`).  Failure is a value, :class:`NoSource`, carrying a
+reason (builtin, no source, ambiguous lambda, ...), never an exception: the dispatcher turns it
+into a leaf call.
 """
 
 from __future__ import annotations
 
 import ast
 import linecache
+import operator
 import os
 import tokenize
 import threading
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from . import _generated, _rewrite
@@ -32,7 +35,6 @@ class NoSource:
     actionable: bool = False
 
 
-@dataclass(frozen=True)
 class Located:
     """A function's node in its parsed file, with what compiling it faithfully needs.
 
@@ -40,12 +42,77 @@ class Located:
     ``class_name`` is the innermost enclosing class (private names are mangled with it).
     ``passes_applied``: the node already went through the context's passes.
     ``lines``: the text ``node`` was parsed from, where it is a file's (see :func:`fresh_node`).
+
+    A ``def`` found by :func:`locate_def` gives its node away to be rewritten (:meth:`detach`)
+    and keeps only where it is in ``lines``: ``node`` parses it again when someone asks.
     """
 
-    node: _Def
-    class_name: str | None
-    passes_applied: bool = False  # a nested function compiled from a pass-transformed tree
-    lines: list[str] | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("_node", "class_name", "passes_applied", "lines", "_span")
+
+    def __init__(self, node: _Def, class_name: str | None, passes_applied: bool = False,
+                 lines: list[str] | None = None) -> None:
+        self._node: _Def | None = node
+        self.class_name = class_name
+        self.passes_applied = passes_applied  # a nested function compiled from a pass's tree
+        self.lines = lines
+        self._span: _Span | None = None  # where the detached node is in lines
+
+    @property
+    def node(self) -> _Def:
+        node = self._node
+        if node is None:  # detached: parsed again (a benign race: threads parse alike)
+            assert self.lines is not None and self._span is not None
+            node = _parse_span(self.lines, self._span)
+            if node is None:  # pragma: no cover -- the same text parsed alike before
+                raise RuntimeError("overdub: a located definition no longer parses")
+            self._node = node
+        return node
+
+    def detach(self) -> _Def:
+        """Give the node away (to be changed, by its only holder: call before this Located
+        is shared) and keep where it is, to parse it again for whoever asks later."""
+        node = self.node
+        assert self.lines is not None and not isinstance(node, ast.Lambda)
+        self._span = _span_of(node)
+        self._node = None
+        return node
+
+
+# A def's place in its lines: (kind, name, first line (its first decorator's), line, column,
+# end line, end column), as parsing its lines again must find it.
+_Span = tuple[type, str, int, int, int, int, int]
+
+
+def _span_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> _Span:
+    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+    return (type(node), node.name, first, node.lineno, node.col_offset,
+            node.end_lineno or node.lineno, node.end_col_offset or 0)
+
+
+def _parse_span(lines: list[str], span: _Span) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The ``def`` at ``span`` parsed again from its own lines, or None if that is not what
+    they hold."""
+    found = _parse_def(lines, span[2], span[5], span[4] > 0)
+    return found if found is not None and _span_of(found) == span else None
+
+
+def _parse_def(lines: list[str], first: int, end: int, indented: bool
+               ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The ``def`` statement that ``lines`` ``first`` to ``end`` hold, parsed from them alone at
+    their line numbers and columns (an indented one inside ``if 1:`` on the line before), or
+    None."""
+    if first <= indented or end > len(lines):
+        return None
+    head = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "")
+    try:
+        with AST_LOCK:
+            tree = ast.parse(head + "".join(lines[first - 1:end]))
+    except (SyntaxError, ValueError):
+        return None
+    body = cast(ast.If, tree.body[0]).body if indented and tree.body else tree.body
+    if len(body) != 1 or not isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return body[0]
 
 
 @dataclass
@@ -169,28 +236,18 @@ def fresh_node(located: Located) -> _Def:
     file, at their line numbers and columns (the parser, in C, is a few times faster than
     copying the tree in Python), or, for lambdas, nodes from other trees and anything that does
     not parse back to the same definition, a copy."""
-    node = located.node
     lines = located.lines
-    if lines is not None and not isinstance(node, ast.Lambda) and node.end_lineno is not None:
-        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-        indented = node.col_offset > 0  # then inside `if 1:` on the line before
-        if first > indented:
-            head = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "")
-            try:
-                with AST_LOCK:
-                    tree = ast.parse(head + "".join(lines[first - 1:node.end_lineno]))
-                found = tree.body[0]
-                if indented:
-                    found = cast(ast.If, found).body[0]
-            except (SyntaxError, ValueError, IndexError):
-                found = None
-            if (type(found) is type(node) and isinstance(found, type(node))
-                    and found.name == node.name and found.lineno == node.lineno
-                    and found.col_offset == node.col_offset
-                    and found.end_lineno == node.end_lineno
-                    and found.end_col_offset == node.end_col_offset):
+    if lines is not None:
+        span = located._span
+        if span is None:
+            node = located.node
+            if not isinstance(node, ast.Lambda) and node.end_lineno is not None:
+                span = _span_of(node)
+        if span is not None:
+            found = _parse_span(lines, span)
+            if found is not None:
                 return found
-    return _rewrite.copy_tree(node)
+    return _rewrite.copy_tree(located.node)
 
 
 def _generated_file(code: types.CodeType, module_globals: dict[str, Any] | None
@@ -262,6 +319,63 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
         return NoSource(f"{what} for {code.co_name} at {filename}:{code.co_firstlineno}",
                         actionable=True)
     return candidates[0]
+
+
+def locate_def(code: types.CodeType, module_globals: dict[str, Any] | None) -> Located | None:
+    """``code``'s ``def`` parsed from its own lines alone, without parsing its whole file, or
+    None where that cannot be done (a lambda, no file, Python 3.10, an enclosing class its
+    qualified name does not tell): then :func:`locate` parses the file.
+
+    The lines run from ``co_firstlineno`` (its first decorator) to the last line of the last
+    statement, and its innermost enclosing class is read off ``co_qualname`` (a name followed
+    by ``<locals>`` is a function's; any other, a class's).  A guess about the class, like one
+    about where the ``def`` ends, is only used if it compiles to ``code`` (the caller checks).
+    """
+    filename = code.co_filename
+    qualname = getattr(code, "co_qualname", None)
+    if qualname is None or code.co_name.startswith("<") or filename.startswith("<"):
+        return None
+    class_name = None
+    parts = qualname.split(".")[:-1]
+    for index in range(len(parts) - 1, -1, -1):
+        part = parts[index]
+        if part.startswith("<"):
+            if part == "<locals>":
+                continue
+            return None  # (3.12+ "<generic parameters of f>" and the like)
+        if index + 1 < len(parts) and parts[index + 1] == "<locals>":
+            continue  # a function around it
+        class_name = part
+        break
+    lines = linecache.getlines(filename, module_globals)
+    first = code.co_firstlineno
+    if not first <= len(lines):
+        return None
+    head = lines[first - 1]
+    indent = len(head) - len(head.lstrip())
+    # The last statement starts on the last line an instruction starts on (code defined
+    # inside is made by instructions spanning its definition) and may go on past it (closing
+    # brackets, a string's last lines): up to the next line of code indented no deeper than
+    # the def, which is not the def's...
+    end = max(filter(None, map(_line_of, code.co_lines())), default=first)
+    while end < len(lines):
+        text = lines[end]  # (the line after line `end`)
+        stripped = text.lstrip()
+        if stripped and stripped[0] != "#" and len(text) - len(stripped) <= indent:
+            break
+        end += 1
+    found = _parse_def(lines, first, end, indent > 0)
+    if found is None:  # ... unless a bracket or string went on at that indent: where the
+        # instructions' positions end, which takes longer to read
+        last = max(filter(None, map(_end_line_of, cast(Any, code).co_positions())), default=first)
+        if last != end:
+            found = _parse_def(lines, first, last, indent > 0)
+    if found is None or found.name != code.co_name or _span_of(found)[2] != first:
+        return None
+    return Located(found, class_name, lines=lines)
+
+
+_line_of, _end_line_of = operator.itemgetter(2), operator.itemgetter(1)
 
 
 def _frozen_source(filename: str, module_globals: dict[str, Any] | None) -> str | None:

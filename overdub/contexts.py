@@ -1,4 +1,6 @@
-"""Reference contexts, written only against overdub's public API.
+"""Reference contexts, written against overdub's public API (and one private hint: the form of
+CountContext's prehook for operators, ``__overdub_operator_form__``, which the core calls instead
+of the prehook for each operator; see ``_dispatch.inline_prehook``).
 
 - :class:`LogContext` prints every call with its arguments (Cassette's ``PrintCtx``).
 - :class:`CountContext` counts calls, optionally only those whose arguments all have given types.
@@ -127,6 +129,19 @@ class CountContext(Context):
         self._count(fn, (a, b, c, *more) if c is not _ABSENT else (a, b) if b is not _ABSENT
                     else (a,) if a is not _ABSENT else (), kwargs)
 
+    def _count_operator(self, fn: Any, a: Any, b: Any = _ABSENT, c: Any = _ABSENT, /) -> None:
+        """:meth:`prehook` for an operator (one to three operands, no keywords), which
+        rewritten code calls inline for each operator it runs: its form for operators (see
+        ``_dispatch.inline_prehook``), cheaper to call than a method taking ``*more,
+        **kwargs`` (no dict of keywords is made).  An operator's function can be hashed."""
+        if self.types is None:
+            counts = self.metadata
+            seen = counts.get(fn)
+            if seen is not None:
+                counts[fn] = seen + 1
+                return
+        self._count(fn, (a,) if b is _ABSENT else (a, b) if c is _ABSENT else (a, b, c), {})
+
     def _count(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """:meth:`prehook`'s other cases: the ``types`` filter, a callee seen for the first
         time, a bound method (counted under its method: ``m.tobytes`` as
@@ -145,6 +160,10 @@ class CountContext(Context):
         except TypeError:
             fn = ByIdentity(fn)
             counts[fn] = counts.get(fn, 0) + 1
+
+
+# Observe-mode code calls the operator form for operators (see _dispatch.inline_prehook)
+setattr(CountContext.prehook, "__overdub_operator_form__", CountContext._count_operator)
 
 
 class ByIdentity:

@@ -365,3 +365,32 @@ def test_count_context_filters_by_type_across_operand_counts_and_keywords():
         overdub(everything, ops, 2, 1.5)
         assert everything.counts[operator.add] == 2 and everything.counts[int] == 1
         assert everything.counts[ops] == 1
+
+
+class _CountingAsThePrehookSays(CountContext):
+    """CountContext's prehook for every call and operator: no form for operators (the
+    subclass's prehook function does not name one), so rewritten code calls this."""
+
+    def prehook(self, fn, /, *args, **kwargs):
+        super().prehook(fn, *args, **kwargs)
+
+
+def _operators_of_every_arity(x, k):
+    total = -x + x * 2 - (x ** 2) / 3 + k[0] + abs(x)
+    items = [1, 2, 3]
+    items[0] = total
+    total += items[1] + (1 if x in items else 0) + (x < 4) + (~k[1])
+    return total, len(items), str(total)[:3]
+
+
+@pytest.mark.parametrize("make", [
+    lambda cls: cls(), lambda cls: cls(types=int), lambda cls: cls(types=(float, int)),
+    lambda cls: cls(metadata=Counter())], ids=["plain", "ints", "numbers", "Counter"])
+def test_counting_an_operator_by_its_operator_form_counts_as_the_prehook(make):
+    # CountContext's prehook names a cheaper form of itself for operators (no keywords):
+    # what it counts must be what the prehook itself counts, with every option
+    fast, slow = make(CountContext), make(_CountingAsThePrehookSays)
+    assert overdub(fast, _operators_of_every_arity, 1.5, [2, 3]) == \
+        overdub(slow, _operators_of_every_arity, 1.5, [2, 3])
+    assert fast.counts == slow.counts and fast.counts
+    assert operator.mul in fast.counts or fast.types is int
