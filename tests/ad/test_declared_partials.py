@@ -38,28 +38,33 @@ def test_a_unary_partial_is_the_rules_derivative(fn, arity, partials):
         assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, x)
 
 
-@pytest.mark.parametrize("fn,arity,partials", _declared(2),
-                         ids=[getattr(e[0], "__name__", repr(e[0])) for e in _declared(2)])
-def test_a_binary_partial_is_the_rules_derivative(fn, arity, partials):
-    for a in POINTS:
-        for b in (1.5, -0.5, 2.0, 3.0):
+def _real_points(fn, firsts, seconds):
+    """``(a, b, fn(a, b))`` over the grid where ``fn`` has a real value."""
+    for a in firsts:
+        for b in seconds:
             try:
                 out = fn(a, b)
             except (ValueError, ZeroDivisionError):
                 continue
-            if isinstance(out, complex):
-                continue
-            if partials is BILINEAR:
-                declared = (b, a)
-            elif type(partials) is tuple:
-                declared = partials
-            else:
-                declared = partials(a, b, out, True, True)
-            if declared is None:
-                continue
-            with force_route("reference"):
-                want = ad.grad(fn, argnums=(0, 1))(a, b)
-            assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, a, b)
+            if not isinstance(out, complex):
+                yield a, b, out
+
+
+@pytest.mark.parametrize("fn,arity,partials", _declared(2),
+                         ids=[getattr(e[0], "__name__", repr(e[0])) for e in _declared(2)])
+def test_a_binary_partial_is_the_rules_derivative(fn, arity, partials):
+    for a, b, out in _real_points(fn, POINTS, (1.5, -0.5, 2.0, 3.0)):
+        if partials is BILINEAR:
+            declared = (b, a)
+        elif type(partials) is tuple:
+            declared = partials
+        else:
+            declared = partials(a, b, out, True, True)
+        if declared is None:
+            continue
+        with force_route("reference"):
+            want = ad.grad(fn, argnums=(0, 1))(a, b)
+        assert declared == pytest.approx(want, rel=1e-13, abs=1e-15), (fn, a, b)
 
 
 @pytest.mark.parametrize("fn", [operator.truediv, operator.pow, math.pow],
@@ -67,29 +72,21 @@ def test_a_binary_partial_is_the_rules_derivative(fn, arity, partials):
 def test_a_shapes_second_partials_are_the_rules_second_derivatives(fn):
     # what hvp's scalar tapes compute with (``_Shape.second``): partials and second partials
     shape = next(partials for f, _, partials in declared_partials() if f is fn)
-    for a in (*POINTS, 0.0):
-        for b in (1.5, -0.5, 2.0, 3.0, 0.0, 1.0):
-            for da, db in ((True, True), (True, False), (False, True)):
-                try:
-                    out = fn(a, b)
-                except (ValueError, ZeroDivisionError):
-                    continue
-                if isinstance(out, complex):
-                    continue
-                declared = shape.second(a, b, out, da, db)
-                if declared is None:
-                    continue
-                pa, pb, haa, hab, hbb = declared
-                with force_route("reference"):
-                    first = ad.grad(fn, argnums=(0, 1))(a, b)
-                    second = ad.hessian(fn, argnums=(0, 1))(a, b)
-                want = [first[0] if da else None, first[1] if db else None,
-                        second[0][0] if da else None, second[0][1] if da and db else None,
-                        second[1][1] if db else None]
-                for got, expected in zip((pa, pb, haa, hab, hbb), want):
-                    if expected is not None:
-                        assert got == pytest.approx(expected, rel=1e-12, abs=1e-14), \
-                            (fn, a, b, da, db)
+    for a, b, out in _real_points(fn, (*POINTS, 0.0), (1.5, -0.5, 2.0, 3.0, 0.0, 1.0)):
+        for da, db in ((True, True), (True, False), (False, True)):
+            declared = shape.second(a, b, out, da, db)
+            if declared is None:
+                continue
+            with force_route("reference"):
+                first = ad.grad(fn, argnums=(0, 1))(a, b)
+                second = ad.hessian(fn, argnums=(0, 1))(a, b)
+            want = [first[0] if da else None, first[1] if db else None,
+                    second[0][0] if da else None, second[0][1] if da and db else None,
+                    second[1][1] if db else None]
+            for got, expected in zip(declared, want):
+                if expected is not None:
+                    assert got == pytest.approx(expected, rel=1e-12, abs=1e-14), \
+                        (fn, a, b, da, db)
 
 
 def test_every_fast_partial_is_declared_beside_a_shipped_rule():
