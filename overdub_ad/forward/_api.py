@@ -89,6 +89,13 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):
         raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+    if batch == (1,) and _one_number_direction(leaves, dleaves):
+        # one direction of numbers (jacfwd of a function of a float): computed as numbers, as
+        # derivative computes it -- an array of one would make a zero tangent's term
+        # 0 * inf = nan where the number's is exactly 0 (see _tangents._exactly_zero)
+        out, tangent = _general_jvp(f, primals, unflatten(dtree, [
+            None if d is None else d[0].item() for d in dleaves]), (), api)
+        return out, _with_batch_of_one(tangent)
     seeded = unflatten(tree, [x if dx is None else _seed(ctx, x, dx)
                               for x, dx in zip(leaves, dleaves)])
     try:
@@ -108,6 +115,23 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
               written[id(y)] if id(y) in written else _tangent_of(ctx, y, batch)
               for i, y in enumerate(outs)]
     return unflatten(otree, values), unflatten(otree, derivs)
+
+
+def _one_number_direction(leaves: list[Any], dleaves: list[Any]) -> bool:
+    """Whether the tangents ``dleaves`` of ``leaves`` are one direction (a batch of one) of
+    float64 or complex128 numbers, no context running (whose values they could be)."""
+    return current_context() is None and all(
+        d is None or (type(d) is np.ndarray and d.shape == (1,)
+                      and d.dtype in (np.float64, np.complex128)
+                      and type(x) in (float, int, complex, np.float64, np.complex128))
+        for x, d in zip(leaves, dleaves))
+
+
+def _with_batch_of_one(tangent: Any) -> Any:
+    """The output tangents of one direction given back its batch dimension."""
+    leaves, tree = flatten(tangent)
+    return unflatten(tree, [t if t is None or isinstance(t, _FunctionDerivative) else
+                            np.asarray(t)[None] for t in leaves])
 
 
 # jvp's routes, in order (see _routes.first), for each entry point the reference's errors name:

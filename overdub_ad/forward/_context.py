@@ -31,8 +31,8 @@ from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_
                        _reverse_rules_only, _sequence_or_iterator, _STRUCTURAL, _untag_tree,
                        _user_operator, _zero)
 from ..rules._common import as_array_tangent
-from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _foreign_method,
-                        _inplace_target, _reshapes, _tolist)
+from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _exactly_zero,
+                        _foreign_method, _inplace_target, _reshapes, _tolist)
 
 # What a C function may read differentiated values out of: sequences (a subclass, a named
 # tuple, a deque too) and a dict's values and items (of a dict subclass, which the core keeps
@@ -66,6 +66,11 @@ def _base_write(container: Any) -> Any:
 def _read_or_iterated(x: Any) -> bool:
     return _sequence_or_iterator(x) or isinstance(x, _READ)
 
+
+# Numbers (not arrays nor tuples): outputs whose tangent leaves out exactly-zero terms
+_NUMBERS = frozenset((float, int, complex, np.float64, np.float32, np.float16, np.longdouble,
+                      np.complex128, np.complex64, np.int64, np.int32))
+_COMPLEX = frozenset((complex, np.complex128, np.complex64))
 
 _SET_STORES = frozenset({"add", "update", "__ior__", "symmetric_difference_update"})
 
@@ -540,9 +545,14 @@ class ForwardContext(Context):
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         tangent = None
+        number = _innermost(out).__class__ in _NUMBERS  # (a tuple, an array: every rule runs)
+        skipped = False
         for i in carried:
             rule = rules[i]
             if rule is _rules.ZERO:
+                continue
+            if number and _exactly_zero(split[i][1]):
+                skipped = True  # its term is exactly 0, even where the partial is infinite
                 continue
             if rule is _rules.LINEAR:
                 moved = list(before)
@@ -554,6 +564,8 @@ class ForwardContext(Context):
             else:
                 part = run(rule, split[i][1], out, *before, **plain_kwargs)
             tangent = self._add(tangent, part)
+        if tangent is None and skipped:  # (a zero still: max(0, x) is a differentiated int)
+            tangent = 0j if _innermost(out).__class__ in _COMPLEX else 0.0
         if target is not None and _innermost(out) is target:
             # changed in place: the array keeps plain numbers, its tangent lives here
             self.arrays.put(target, tangent)

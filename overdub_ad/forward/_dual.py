@@ -59,6 +59,7 @@ from ._dual_numbers import (_AS_THEY_ARE, _at, _box, _Deopt, _Dual, _Level, _nam
 from ._pass import _PASS
 from ._pass_common import (_DUALS, _empty_sites, _FILLED, _METHODS, _NATIVE_SITES, _SITES,
                            _UNARY, _UNARY_RULE, HELPERS)
+from ._tangents import _exactly_zero
 
 
 # -- calls the specialised code makes (values and tangents as in _dual_helpers) ---------------
@@ -152,6 +153,8 @@ def _apply_unary(f: Any, rule: Any, x: float, dx: float) -> tuple[Any, Any]:
     float ``x`` with a float tangent ``dx`` (its site calls it directly, with the rule it
     recorded: see :func:`_unary`)."""
     out = f(x)
+    if dx == 0.0:  # a constant's tangent: its term is 0, whatever the rule (see _call_rules)
+        return out, 0.0
     return out, rule(dx, out, x)
 
 
@@ -251,8 +254,9 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         rule = rules[i] if i < len(rules) else None
         if rule is None:
             raise _Deopt  # the general mode raises MissingRuleError
-        if rule is _rules.ZERO:
-            continue
+        if rule is _rules.ZERO or _exactly_zero(dargs[i]):
+            continue  # (a constant's tangent, 0.0: its term is 0 even where the partial is
+            # infinite, as the general mode gives a constant no rule: see _exactly_zero)
         if rule is _rules.LINEAR:
             moved = list(args)
             moved[i] = dargs[i]
@@ -339,7 +343,7 @@ def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     out = _lifted(fn, values, kwargs)
     tangent = None
     for i, (_, d) in enumerate(parts):
-        if d is None:
+        if d is None or _exactly_zero(d):
             continue
         rule = rules[i] if i < len(rules) else None
         if rule is None or rule is _rules.LINEAR or type(rule) is _rules.Carried:

@@ -20,6 +20,21 @@ if TYPE_CHECKING:
     from ._context import ForwardContext
 
 
+_FLOAT_SCALARS = frozenset((float, np.float64, np.float32, np.float16, np.longdouble))
+
+
+def _exactly_zero(t: Any) -> bool:
+    """Whether the tangent ``t`` is an exact zero of a Python or NumPy float scalar (not an
+    array, nor another context's value, whose own tangent may not be zero).
+
+    Forward mode on numbers leaves out the term ``partial * t`` of such a tangent: it is
+    exactly zero, even where the partial is infinite (``np.sqrt`` at 0, ``math.acos`` at 1,
+    ``x ** y`` in ``y`` at a negative ``x``), where ``0 * inf`` would make it ``nan``.  A
+    constant (a value without tangent) gets no rule called; a tangent given as ``0.0`` reads
+    the same.  Arrays keep IEEE arithmetic elementwise, as in JAX."""
+    return t.__class__ in _FLOAT_SCALARS and t == 0.0
+
+
 def _reshapes(ctx: ForwardContext, args: tuple[Any, ...]) -> bool:
     """Whether ``setattr(*args)`` is ``a.shape = s`` for an array ``a`` tagged by ``ctx``."""
     return len(args) == 3 and args[1] == "shape" and type(args[0]) is Tagged and \

@@ -112,6 +112,22 @@ def near_zero(x: Any, series: Sequence[float], formula: Callable[[Any], Any],
     return np.where(small, total, formula(np.where(small, radius, x)))
 
 
+def select(d: Any, w: Any) -> Any:
+    """``d * w``, the share ``w`` of a candidate of a selection (``max``, ``np.maximum``,
+    ``np.clip``: 1 for the one picked, 0 for the others, a fraction on ties) in the tangent or
+    cotangent ``d``: exactly 0 where ``w`` is 0, whatever ``d`` holds, as JAX's ``select``.
+    A product would make an infinite ``d`` -- the cotangent of ``np.sqrt`` at 0, the tangent
+    of a candidate not picked -- ``0 * inf = nan`` for a candidate that has no part in the
+    result (``np.sqrt(max(0.0, y - 2.0))`` below 2)."""
+    if isinstance(d, np.ndarray) or np.ndim(w):
+        product = d * w
+        if type(product) is np.ndarray and not np.isnan(product).any():
+            return product  # (the common case: no infinity met a zero share)
+        # (and another namespace's arrays always: no round trip to the host to ask)
+        return np.where(np.equal(w, 0), np.zeros_like(d), d) * w
+    return d * w if w else 0.0  # (a number stays a number: w may be an array of no axes)
+
+
 def zero_like(x: Any) -> Any:
     """A zero of the type and shape of ``x`` (a float, complex or array)."""
     if isinstance(x, (bool, int, float)):

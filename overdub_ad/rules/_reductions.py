@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, MissingRuleError, defjvp, defquick, defvjp, same_rules
-from ._common import bshape, cts, expand, gather, neg_axes, neg_axis, positions, scatter
+from ._common import bshape, cts, expand, gather, neg_axes, neg_axis, positions, scatter, select
 
 _NOVALUE = np._NoValue
 
@@ -206,8 +206,8 @@ def _extremum_rules(fn: Any, nan: bool = False) -> None:
     def vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None, keepdims: Any = False,
             initial: Any = None, where: Any = True, **kw: Any) -> Any:
         ax = neg_axes(axis, np.ndim(x))
-        return _extremum_weights(x, out, ax, _kd(keepdims), where) * expand(ct, ax,
-                                                                             _kd(keepdims))
+        return select(expand(ct, ax, _kd(keepdims)),
+                      _extremum_weights(x, out, ax, _kd(keepdims), where))
     defjvp(fn, jvp)
     defvjp(fn, vjp)
 
@@ -236,7 +236,7 @@ def _ptp_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
 def _ptp_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, _out: Any = None,
              keepdims: Any = False) -> Any:
     ax, w = _ptp_weights(x, axis, keepdims)
-    return w * expand(ct, ax, _kd(keepdims))
+    return select(expand(ct, ax, _kd(keepdims)), w)
 
 
 defjvp(np.ptp, _ptp_jvp)

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
                       defscalar, defshape, defstandin, defvjp, is_carried, nondifferentiable)
-from ._common import cts, fill, fit, indexed, lift
+from ._common import cts, fill, fit, indexed, lift, select
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -238,11 +238,13 @@ def _pow_dx(x: Any, y: Any) -> Any:
 
 
 def _pow_dy(x: Any, y: Any, out: Any) -> Any:
-    """d(x**y)/dy = log(x) * x**y; 0 at x == 0 (y > 0), nan for negative x with real out."""
+    """d(x**y)/dy = log(x) * x**y; 0 at x == 0 (y > 0), nan for negative x with real out:
+    ``out * nan``, whose own derivatives (second derivatives of the power) are nan too, as
+    they are undefined there -- a constant nan would give them 0."""
     if x == 0:
         return 0.0 * out
     if isinstance(x, (int, float)) and x < 0:
-        return out * cmath.log(x) if isinstance(out, complex) else math.nan
+        return out * (cmath.log(x) if isinstance(out, complex) else math.nan)
     return out * (cmath.log(x) if isinstance(x, complex) else math.log(x))
 
 
@@ -645,15 +647,16 @@ def _extremum_rule(i: int, mode: str) -> Carried:
                 w = _extremum_weights(out, items, [is_carried(carried, 0, k)
                                                    for k in range(len(items))])
             if isinstance(xs[0], np.ndarray):  # a 1-D array iterates over its elements
-                return np.sum(d * np.array(w), axis=-1) if mode == "fwd" else d * np.array(w)
+                picked = select(d, np.array(w))
+                return np.sum(picked, axis=-1) if mode == "fwd" else picked
             if mode == "rev":
-                return [d * wk for wk in w]
-            return _prod_pairs(fill(d, items), w)
+                return [select(d, wk) for wk in w]
+            return _sum_tangents([select(dk, wk) for dk, wk in zip(fill(d, items), w)], items)
         if "key" in kw:
             first = next(k for k, x in enumerate(xs) if x is out)
-            return d * float(i == first)
-        return d * _extremum_weights(out, xs, [is_carried(carried, k)
-                                               for k in range(len(xs))])[i]
+            return select(d, float(i == first))
+        return select(d, _extremum_weights(out, xs, [is_carried(carried, k)
+                                                     for k in range(len(xs))])[i])
     return Carried(rule)
 
 

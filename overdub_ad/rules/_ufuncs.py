@@ -31,7 +31,7 @@ import numpy as np
 
 from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
                       defquick, defscalar, defvjp, is_carried, nondifferentiable, same_rules)
-from ._common import fit, lift, near_zero
+from ._common import fit, lift, near_zero, select
 from ._scalar import _sign, nonzero
 
 _LN2 = math.log(2.0)
@@ -43,12 +43,22 @@ def _unary(fn: Any, deriv: Any, scalar: Any = None, second: Any = None) -> None:
     derivative on Python floats, declared for the fast routes (``_rules.defscalar``);
     ``second``: ``f''(x)`` as ``second(x, out)``, declared for the routes that write
     Hessian-vector products out (``_rules.defelementwise``)."""
-    defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(x, out))
-    defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(x, out))
+    defjvp(fn, lambda dx, out, /, x, *a, **k: dx * deriv(_as_numpy(x), out))
+    defvjp(fn, lambda ct, out, /, x, *a, **k: ct * deriv(_as_numpy(x), out))
     if scalar is not None:
         defscalar(fn, 1, deriv if scalar is True else scalar)
-    if second is not None:
-        defelementwise(fn, deriv, second)
+    if second is not None:  # (the routes that write them out call them on Python floats)
+        defelementwise(fn, lambda x, out: deriv(_as_numpy(x), out),
+                       lambda x, out: second(_as_numpy(x), out))
+
+
+def _as_numpy(x: Any) -> Any:
+    """``x`` as the ufunc computed with it: a Python number as NumPy's float64, so that a
+    derivative's formula computes as NumPy does (``1.0 / x`` at 0 is ``inf``, with NumPy's
+    divide warning, as ``np.log(0.0)`` is ``-inf``; Python's float division would raise
+    ``ZeroDivisionError``).  ``math``'s rules keep Python's arithmetic, as ``math`` does."""
+    kind = x.__class__
+    return np.float64(x) if kind is float or kind is int else x
 
 
 def _contribution(dx: Any, arg: Any, out: Any, factor: Any = None) -> Any:
@@ -56,6 +66,12 @@ def _contribution(dx: Any, arg: Any, out: Any, factor: Any = None) -> Any:
     if factor is not None:
         t = t * factor
     return fit(t, dx, arg, out)
+
+
+def _selected(dx: Any, arg: Any, out: Any, w: Any) -> Any:
+    """The contribution of a candidate of a selection whose share of ``out`` is ``w`` (see
+    :func:`._common.select`: 0 where it is not picked, whatever its tangent)."""
+    return fit(select(lift(dx, arg, out), w), dx, arg, out)
 
 
 def _binary(fn: Any, dfx: Any, dfy: Any) -> None:
@@ -66,15 +82,15 @@ def _binary(fn: Any, dfx: Any, dfy: Any) -> None:
             return ZERO
         if d is None:
             return lambda dx, out, /, x, y, *a, **k: _contribution(dx, (x, y)[pos], out)
-        return lambda dx, out, /, x, y, *a, **k: _contribution(dx, (x, y)[pos], out,
-                                                                d(x, y, out))
+        return lambda dx, out, /, x, y, *a, **k: _contribution(
+            dx, (x, y)[pos], out, d(_as_numpy(x), _as_numpy(y), out))
 
     def vjp(d: Any) -> Any:
         if d is ZERO:
             return ZERO
         if d is None:
             return lambda ct, out, /, x, y, *a, **k: ct
-        return lambda ct, out, /, x, y, *a, **k: ct * d(x, y, out)
+        return lambda ct, out, /, x, y, *a, **k: ct * d(_as_numpy(x), _as_numpy(y), out)
     defjvp(fn, jvp(dfx, 0), jvp(dfy, 1))
     defvjp(fn, vjp(dfx), vjp(dfy))
 
@@ -96,7 +112,8 @@ _unary(np.log, lambda x, out: 1.0 / x, scalar=lambda x, out: None if x <= 0 else
        second=lambda x, out: -1.0 / (x * x))
 _unary(np.log2, lambda x, out: 1.0 / (x * _LN2))
 _unary(np.log10, lambda x, out: 1.0 / (x * _LN10))
-_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True,
+_unary(np.log1p, lambda x, out: 1.0 / (1.0 + x),
+       scalar=lambda x, out: None if x <= -1 else 1.0 / (1.0 + x),
        second=lambda x, out: -1.0 / ((1.0 + x) * (1.0 + x)))
 _unary(np.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out),
        second=lambda x, out: -0.25 / (out * out * out))
@@ -222,7 +239,7 @@ def _extremum(fn: Any, weight: Callable[[Any, Any, bool], Any]) -> None:
         def apply(carried: Any, d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
             args = (x, y)
             w = weight(args[pos], args[1 - pos], is_carried(carried, 1 - pos))
-            return d * w if mode == "rev" else _contribution(d, args[pos], out, w)
+            return select(d, w) if mode == "rev" else _selected(d, args[pos], out, w)
         return Carried(apply)
     defjvp(fn, rule(0, "fwd"), rule(1, "fwd"))
     defvjp(fn, rule(0, "rev"), rule(1, "rev"))
@@ -343,8 +360,8 @@ def _clip_rule(pos: int, mode: str) -> Carried:
         x, lo, hi = _clip_args(args, kwargs)
         w = _clip_weights(x, lo, hi, carried)[pos]
         if mode == "rev":
-            return d * w
-        return _contribution(d, (x, lo, hi)[pos], out, w)
+            return select(d, w)
+        return _selected(d, (x, lo, hi)[pos], out, w)
     return Carried(rule)
 
 
