@@ -65,7 +65,8 @@ _lock = threading.Lock()
 # "SystemError: AST constructor recursion depth mismatch".  They take turns (one lock, shared
 # with _source's parsing).
 AST_LOCK = _source.AST_LOCK
-_warned: set[int] = set()
+# id(code) -> the code warned about (by identity: equal code objects of two files are equal)
+_warned: dict[int, weakref.ref[types.CodeType]] = {}
 
 
 def _entries(code: types.CodeType) -> dict[Any, Any]:
@@ -134,8 +135,10 @@ def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tu
         found = _rewrite_or_load(code, module_globals, passes, categories, observe)
         found = entries.setdefault(key, found)
         key[0].codes.add(id(code))
-        if isinstance(found, _source.NoSource) and found.actionable and id(code) not in _warned:
-            _warned.add(id(code))
+        warned = _warned.get(id(code))
+        if isinstance(found, _source.NoSource) and found.actionable and \
+                (warned is None or warned() is not code):
+            _warned[id(code)] = weakref.ref(code)
             name = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
             warnings.warn(f"overdub: running {name} natively: {found.reason}", RuntimeWarning,
                           stacklevel=2)
@@ -287,13 +290,27 @@ _CONTEXT_DEPENDENT = bytes(dis.opmap[name] for name in (
 
 def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
     """What must agree between a function's code and its source compiled again (cheap: the
-    opcode sequence, names, constants and variables, compared as byte strings and tuples)."""
-    opcodes = code.co_code[::2].translate(None, _CONTEXT_DEPENDENT)
+    opcode sequence, the arguments of the instructions whose argument is the operation --
+    ``+`` or ``-``, ``<`` or ``>`` are one opcode, told apart by it --, names, constants and
+    variables, compared as byte strings and tuples)."""
+    raw = code.co_code
+    opcodes = raw[::2]
+    operations = bytes(arg for op, arg in zip(opcodes, raw[1::2]) if op in _OPERATIONS)
     consts = tuple(c.co_name if isinstance(c, types.CodeType) else
                    sorted(map(repr, c)) if isinstance(c, frozenset) else repr(c)  # hash order
                    for c in code.co_consts)
-    return opcodes, consts, code.co_names, code.co_varnames, code.co_argcount, \
-        code.co_kwonlyargcount
+    return opcodes.translate(None, _CONTEXT_DEPENDENT), operations, consts, code.co_names, \
+        code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+
+
+# Instructions whose argument says which operation they make (3.11+'s BINARY_OP for every
+# binary operator; comparisons, `is`, `in`) or on what (a local variable, a constant: `f(a, b)`
+# and `f(b, a)` differ only there), the same wherever the function is compiled
+_OPERATIONS = frozenset(dis.opmap[name] for name in (
+    "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "LOAD_CONST", "LOAD_FAST",
+    "STORE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST",
+    "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "LOAD_DEREF", "STORE_DEREF")
+    if dis.opmap.get(name, 256) < 256)
 
 
 def _apply_pass(a_pass: ast.NodeTransformer | Callable[[ast.AST], Any], node: _N,

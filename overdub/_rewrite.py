@@ -117,8 +117,12 @@ def embed(value: Any, *, direct: bool = False) -> ast.Name:
     return ast.Name(id=name, ctx=ast.Load())
 
 
-def _hide(namespace: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
-    """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names."""
+def _hide(namespace: Any, fn: Any) -> Any:
+    """``locals()``/``vars()``/``dir()`` of a rewritten frame, without our ``@`` names, where
+    ``fn``, what the name called, is the builtin (a function of the user's with that name gives
+    what it gives)."""
+    if fn is not locals and fn is not vars and fn is not dir:
+        return namespace
     if isinstance(namespace, dict):  # in place: locals() is the frame's own dict (<= 3.12)
         for name in [k for k in namespace if type(k) is str and k.startswith("@")]:
             del namespace[name]
@@ -214,7 +218,8 @@ def _value_last(value: Any, obj: Any, key: Any) -> tuple[Any, Any, Any]:
     return obj, key, value
 
 
-HIDDEN_CONSTANTS.update({"@iter": iter, "@slice": slice, "@type": type, "@S": static_types,
+HIDDEN_CONSTANTS.update({"@eval": eval, "@exec": exec, "@globals": globals, "@namespace": locals,
+                         "@iter": iter, "@slice": slice, "@type": type, "@S": static_types,
                          "@hide": _hide, "@getframe": _frames.getframe,
                          "@getframemodulename": _frames.getframemodulename,
                          "@past": _frames.past_machinery, "@locals": _frames.user_locals,
@@ -849,7 +854,8 @@ class Overdubber(ast.NodeTransformer):
             if (isinstance(func, ast.Name) and func.id in ("locals", "vars", "dir")
                     and not node.args and not self._class_bodies):
                 # The frame's namespace without our hidden `@` names (a snapshot either way).
-                return _place(ast.Call(self._name("@hide"), [node], []), node)
+                return _place(ast.Call(self._name("@hide"), [node, ast.Name(func.id, _LOAD)],
+                                       []), node)
             if (isinstance(func, ast.Name) and func.id in ("eval", "exec")
                     and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred)
                     and not node.keywords and CALL in self.categories
@@ -857,12 +863,19 @@ class Overdubber(ast.NodeTransformer):
                 # eval(text) and exec(text) read the frame's namespaces: given to them
                 # explicitly (locals() is the frame's own dict, where exec's writes stay), the
                 # call goes through the context as eval(text, globals(), locals()) would (under
-                # a derivative, the text is differentiated).
-                scope = [ast.Call(ast.Name("globals", _LOAD), [], []),
-                         ast.Call(self._name("@hide"), [ast.Call(ast.Name("locals", _LOAD), [],
-                                                                 [])], [])]
-                call = ast.Call(self._name("@od"), [func, node.args[0], *scope], [])
-                return _place(call, node)
+                # a derivative, the text is differentiated).  Where the name is not the builtin
+                # (a function of the user's called exec), it is called with the text alone.
+                namespace = self._name("@namespace")
+                scope = [ast.Call(self._name("@globals"), [], []),
+                         ast.Call(self._name("@hide"), [ast.Call(namespace, [], []), namespace],
+                                  [])]
+                builtin = ast.Compare(ast.Name(func.id, _LOAD), [ast.Is()],
+                                      [self._name("@" + func.id)])
+                chosen = ast.IfExp(builtin,
+                                   ast.Call(self._name("@od"), [func, node.args[0], *scope], []),
+                                   ast.Call(self._name("@od"), [ast.Name(func.id, _LOAD),
+                                                                copy_tree(node.args[0])], []))
+                return _place(chosen, node)
             return node
         node.func = self.visit(func)
         if CALL not in self.categories or (type(func) is ast.Name and func.id in DIRECT):

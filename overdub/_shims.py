@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._frames import module_of, user_frame
+from ._frames import getframe, module_of, user_frame, user_locals
 from ._generated import remember
 from ._protocols import _defines, is_static, lookup
 from ._tagging import Tagged
@@ -393,6 +393,33 @@ def _eval(od: _Fn, source: Any, globals_: Any = None, locals_: Any = None, /) ->
     return eval(source, *_namespaces(globals_, locals_))
 
 
+# What reads its caller's frame, called by another name (``L = locals; L()``,
+# ``from sys import _getframe as gf``): rewritten code leaves the builtins' own names as they
+# are, in the user's frame (see _rewrite); called through the context, they read the user's
+# frame, not a dispatcher's.
+
+def _frame_locals(od: _Fn) -> Any:
+    frame = user_frame()
+    return locals() if frame is None else user_locals(dict(frame.f_locals))
+
+
+def _frame_names(od: _Fn) -> Any:
+    frame = user_frame()
+    if frame is None:
+        return dir()
+    return sorted(name for name in frame.f_locals if not (type(name) is str and name[:1] == "@"))
+
+
+def _frame_globals(od: _Fn) -> Any:
+    frame = user_frame()
+    return globals() if frame is None else frame.f_globals
+
+
+def _frame(od: _Fn, depth: int = 0, /) -> Any:
+    frame = user_frame()
+    return sys._getframe(depth) if frame is None else getframe(frame, depth)
+
+
 def _type3(od: _Fn, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
            **kwargs: Any) -> type:
     """``type(name, bases, ns)`` names the module of the *user's* calling frame, as natively."""
@@ -493,6 +520,11 @@ _register(compile, lambda a, k: len(a) + len(k) >= 3 and k.keys() <= _COMPILE_KE
 _register(exec, lambda a, k: 1 <= len(a) <= 3 and k.keys() <= {"closure"}, _exec)
 _register(eval, lambda a, k: 1 <= len(a) <= 3 and not k, _eval)
 _register(type, lambda a, k: len(a) == 3 and isinstance(a[2], dict), _type3)
+_no_arguments: _Applies = lambda a, k: not a and not k  # noqa: E731
+for _reader, _shim in ((locals, _frame_locals), (vars, _frame_locals), (dir, _frame_names),
+                       (globals, _frame_globals)):
+    _register(_reader, _no_arguments, _shim)
+_register(sys._getframe, lambda a, k: len(a) <= 1 and not k, _frame)
 if sys.version_info >= (3, 12):  # PEP 695 moved them to C
     for _cls in (typing.TypeVar, typing.ParamSpec, typing.TypeVarTuple, typing.TypeAliasType):
         _register(_cls, _always, _named_by_caller(_cls))
