@@ -8,8 +8,10 @@ accumulation over the expression, the adjoints written as text), or the general 
 operation through the context.  The adjoints are those of each operation's shape of partials
 as declared beside its rules (``_rules.scalar_shape``: linear with its constants, bilinear,
 quotient, power), not of its symbol; an operation without one (the user registered a rule of
-their own) sends the expression to the general path, which applies the rules.  Text helpers
-for the generated code sit at the end.
+their own) sends the expression to the general path, which applies the rules.  A call of one
+argument is a leaf made where Python makes it, whose derivative in its argument's node is the
+callee's declared ``f'`` when the callee is a declared function of one float (see
+:meth:`_Graph.call`).  Text helpers for the generated code sit at the end.
 """
 
 from __future__ import annotations
@@ -30,18 +32,23 @@ class _Emitter(Protocol):
     """What a graph asks of the compiler that writes the generated function."""
 
     ctx: str  # the context parameter's name
+    second: bool  # records for hvp's tapes (second partials)
+    indent: int
 
     def emit(self, text: str, origin: ast.AST) -> None: ...
     def fresh(self, kind: str = "t") -> str: ...
     def helper(self, name: str) -> str: ...
     def expr(self, node: ast.expr, origin: ast.AST) -> str: ...
     def hold(self, text: str, origin: ast.AST) -> str: ...
+    def unwrap(self, raw: str, origin: ast.AST) -> tuple[str, str, str]: ...
+    def unwrap_into(self, raw: str, names: tuple[str, str, str], origin: ast.AST) -> None: ...
 
 
 class _Vertex:
     """A node of an arithmetic expression: an operation, a leaf, or a constant."""
 
-    __slots__ = ("kind", "op", "args", "shape", "value", "node", "text", "adjoint")
+    __slots__ = ("kind", "op", "args", "shape", "value", "node", "text", "adjoint", "flag",
+                 "scale", "curve")
 
     def __init__(self, kind: str, op: Any = None, args: tuple[Any, ...] = ()) -> None:
         self.kind, self.op, self.args = kind, op, args
@@ -50,6 +57,9 @@ class _Vertex:
         self.node = ""    # a leaf's tape node variable
         self.text = ""    # a leaf's raw value (what the general path computes with)
         self.adjoint: list[str] = []
+        # a call's (see _Graph.call): its flag, set where it is made, and the derivative and
+        # second derivative of its value in its node
+        self.flag = self.scale = self.curve = ""
 
 
 class _Graph:
@@ -94,6 +104,9 @@ class _Graph:
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):
             # //, %, @, bit operations, not: left to the core
             raise _Unsupported(f"the operator {type(node.op).__name__}")
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and \
+                not isinstance(node.args[0], (ast.Starred, ast.Constant)):
+            return self.call(node)
         text = self.c.expr(node, self.origin)
         if isinstance(node, ast.Name) and text in self.by_name:
             return self.by_name[text]  # a local read twice is one leaf
@@ -105,6 +118,62 @@ class _Graph:
         vertex.node = self.c.fresh("n")
         if isinstance(node, ast.Name):
             self.by_name[text] = vertex
+        self.leaves.append(vertex)
+        return vertex
+
+    def call(self, node: ast.Call) -> _Vertex:
+        """``f(a)`` in an expression: made where Python makes it (the callee, then its
+        argument, then the call), natively when ``f`` is, at run time, a function of one float
+        with declared partials (``_spec_runtime._CALLS``; on hvp's tapes with its declared
+        second derivative too) and ``a`` a float: the call is then a leaf of the region whose
+        node is ``a``'s and whose derivative in it is ``f'(a)`` (and second derivative
+        ``f''(a)``), so that the region's entry takes it, as an operation of its own, with no
+        entry for the call.  Any other call -- another callee (a user's function, a user's
+        rule for ``math.exp``), an argument that is no float, a point where the declared
+        partial hands back None (``np.sqrt`` at 0) -- runs through the context as a leaf
+        does, and its value is the leaf (derivative 1).  The argument is computed as any
+        expression is (an arithmetic one as a region of its own)."""
+        c, origin = self.c, self.origin
+        emit = c.emit
+        fn = c.hold(c.expr(node.func, origin), origin)
+        raw = c.hold(c.expr(node.args[0], origin), origin)
+        value, meta, flag = c.unwrap(raw, origin)
+        vertex = _Vertex("leaf")
+        vertex.value, vertex.node, vertex.flag = c.fresh("v"), c.fresh("n"), c.fresh("ok")
+        vertex.scale = c.fresh("d")
+        if c.second:
+            vertex.curve = c.fresh("h")
+        native, found, out = c.fresh("ok"), c.fresh("p"), c.fresh("c")
+        general = f"{c.helper('call')}({c.ctx}, {fn}, {raw})"
+        emit(f"{native} = False", origin)
+        emit(f"if {flag}:", origin)
+        table = c.helper("SECOND_CALLS" if c.second else "CALLS")
+        emit(f"    {found} = {table}.get({c.helper('id')}({fn}))", origin)
+        emit(f"    if {found} is not None:", origin)
+        emit(f"        {vertex.value} = {fn}({value})", origin)
+        if c.second:
+            emit(f"        {vertex.scale} = {found}[0]({value}, {vertex.value})", origin)
+            emit(f"        if {vertex.scale} is not None:", origin)
+            emit(f"            {native} = True", origin)
+            emit(f"            {vertex.curve} = {found}[1]({value}, {vertex.value})", origin)
+        else:
+            emit(f"        {vertex.scale} = {found}({value}, {vertex.value})", origin)
+            emit(f"        {native} = {vertex.scale} is not None", origin)
+        emit(f"if {native}:", origin)
+        emit(f"    {vertex.node} = {meta}", origin)
+        emit(f"    {vertex.flag} = True", origin)
+        emit("else:", origin)
+        c.indent += 1
+        emit(f"{out} = {general}", origin)
+        c.unwrap_into(out, (vertex.value, vertex.node, vertex.flag), origin)
+        emit(f"{vertex.scale} = 1.0", origin)
+        if c.second:
+            emit(f"{vertex.curve} = 0.0", origin)
+        c.indent -= 1
+        # the general path's value: the call's, or made again (a declared function of floats
+        # that returned: the same value, no other effect) through the context, where another
+        # leaf of the region sends the region there
+        vertex.text = f"({out} if not {native} else {general})"
         self.leaves.append(vertex)
         return vertex
 
@@ -174,7 +243,10 @@ class _Graph:
             if leaf.kind != "leaf":
                 continue
             total = self._total(leaf)
-            partials.append("0.0" if total is None else total)
+            if total is None:
+                partials.append("0.0")
+            else:  # (a call: the derivative of its value in its node, see call)
+                partials.append(_times(total, leaf.scale) if leaf.scale else total)
         return partials
 
     def _total(self, vertex: _Vertex) -> str | None:
@@ -247,7 +319,9 @@ class _Graph:
         grads: dict[int, dict[int, str]] = {}
         hessians: dict[int, dict[tuple[int, int], str]] = {}
         for k, leaf in enumerate(positions):
-            grads[id(leaf)] = {k: "1"}
+            grads[id(leaf)] = {k: leaf.scale or "1"}
+            if leaf.curve:  # a call (see call): its value's second derivative in its node
+                hessians[id(leaf)] = {(k, k): leaf.curve}
         for vertex in self.ops:
             g: dict[int, str] = {}
             h: dict[tuple[int, int], str] = {}

@@ -35,6 +35,27 @@ _INIT: Any = object.__init__
 _TUPLE_NEW: Any = tuple.__new__
 _FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
 
+# Calls of functions of one float that a region computes natively (see _regions._Graph.call),
+# while their rules are the shipped ones (a rule the user registers wins: rebuilt on every
+# change): id(fn) -> f'(x, out) as declared beside the rules (_rules.defscalar; None from it
+# hands the point back to the rules).  Keyed by id alone: the rules' tables keep each function
+# alive, so a live callee with that id is that function.
+_CALLS: dict[int, Any] = {}
+# for hvp's tapes (the records hold second partials): id(fn) -> (f'(x, out), f''(x, out)), the
+# second derivative from fn's elementwise declaration (_rules.defelementwise); a function
+# without one is left to the context, as its _second_step leaves it to the rules
+_SECOND_CALLS: dict[int, tuple[Any, Any]] = {}
+
+
+@_rules.on_change
+def _call_tables() -> None:
+    _CALLS.clear()
+    _CALLS.update(_rules.scalar_partials(1))
+    elementwise = _rules.declared_elementwise()
+    _SECOND_CALLS.clear()
+    _SECOND_CALLS.update({key: (partial, elementwise[key][2]) for key, partial in _CALLS.items()
+                          if key in elementwise and elementwise[key][2] is not None})
+
 
 def _through(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` as the context runs it from rewritten code: its own definition

@@ -11,7 +11,10 @@ lines by the core's :func:`overdub.compile_variant`), in which
   plain numbers or this context's differentiated floats, the value is computed natively, with
   the local partial derivative of the value in each leaf (source-to-source differentiation of
   the expression), and the tape gets one entry for the whole expression (a ``_Partials``
-  record, a pair per leaf);
+  record, a pair per leaf); a call of one argument in it (``math.exp(x * 0.5)``) is made
+  where it stands, natively when the callee is, at run time, a function of one float with
+  partials declared beside its rules, and then enters the entry as an operation of its own
+  (``_regions._Graph.call``);
 - everything else -- and an expression whose leaves are arrays, other contexts' values, objects
   with operator methods, or hit a point the partials do not cover (``0 ** 0.5``) -- goes through
   the context as the core would send it (``overdub(ctx, operator.mul, a, b)``...): tagging,
@@ -52,8 +55,9 @@ from overdub import (NoSourceError, Tagged, carries_tags, compile_variant, funct
 
 from .. import _rules
 from . import _comprehensions
-from ._spec_runtime import (_attr, _bin, _call, _compare, _contains, _iter, _keywords, _PLAIN,
-                            _setattr, _setitem, _star, _sub, _un, _unpack)
+from ._spec_runtime import (_attr, _bin, _call, _CALLS, _compare, _contains, _iter, _keywords,
+                            _PLAIN, _SECOND_CALLS, _setattr, _setitem, _star, _sub, _un,
+                            _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
 from ._tape import _Partials, _Second
 
@@ -88,7 +92,8 @@ _HELPERS: dict[str, Any] = {
     "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
     "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
     "R": _RESULTS, "E": _Partials, "E2": _Second, "log": math.log, "slice": slice,
-    "len": len, "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER}
+    "len": len, "id": id, "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER,
+    "CALLS": _CALLS, "SECOND_CALLS": _SECOND_CALLS}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -538,6 +543,37 @@ class _Compiler:
         self.emit(f"{temp} = {text}", origin)
         return temp
 
+    def unwrap(self, raw: str, origin: ast.AST, names: tuple[str, str] | None = None
+               ) -> tuple[str, str, str]:
+        """``(value, node, flag)``: the names holding the number ``raw`` (a name) holds and
+        its tape node (None: a plain number), valid where ``flag``, which says it is one a
+        region computes with natively; unwrapped here (into ``names`` if given) unless it was
+        already in this straight-line code (a local not rebound since)."""
+        known = self.known.get(raw)
+        if known is not None:
+            return known
+        value, node = names if names is not None else (self.fresh("v"), self.fresh("n"))
+        found = (value, node, self.fresh("ok"))
+        self.unwrap_into(raw, found, origin)
+        if raw in self.locals and raw not in self.cells:
+            self.known[raw] = found
+        return found
+
+    def unwrap_into(self, raw: str, names: tuple[str, str, str], origin: ast.AST) -> None:
+        """The code of :meth:`unwrap`, into ``names`` (value, node, flag)."""
+        T, F, P = self.helper("T"), self.helper("F"), self.helper("P")
+        v, n, flag = names
+        self.emit(f"if type({raw}) is {T}:", origin)
+        self.emit(f"    {v} = {raw}.value", origin)
+        self.emit(f"    {n} = {raw}.meta", origin)
+        self.emit(f"    {flag} = {raw}.owner is {self.hidden}ref and type({v}) in {F}", origin)
+        self.emit(f"elif type({raw}) in {P}:", origin)
+        self.emit(f"    {v} = {raw}", origin)
+        self.emit(f"    {n} = None", origin)
+        self.emit(f"    {flag} = True", origin)
+        self.emit("else:", origin)
+        self.emit(f"    {flag} = False", origin)
+
     def augassign(self, stmt: ast.AugAssign) -> None:
         if type(stmt.op) not in _ARITH:
             raise _Unsupported(f"the operator {type(stmt.op).__name__}=")
@@ -744,29 +780,16 @@ class _Compiler:
             return self.hold(graph.generic(root, inplace), origin)
         result = self.fresh("r")
         ok = self.fresh("ok")
-        T, F, P = self.helper("T"), self.helper("F"), self.helper("P")
+        T = self.helper("T")
         flags = []
         for leaf in leaves:
             if leaf.kind != "leaf":
                 continue
-            known = self.known.get(leaf.text)
-            if known is not None:  # unwrapped already, and not rebound since
-                leaf.value, leaf.node, flag = known
-                flags.append(flag)
+            if leaf.flag:  # a call, made where it stands (see _Graph.call)
+                flags.append(leaf.flag)
                 continue
-            v, n, raw, flag = leaf.value, leaf.node, leaf.text, self.fresh("ok")
-            self.emit(f"if type({raw}) is {T}:", origin)
-            self.emit(f"    {v} = {raw}.value", origin)
-            self.emit(f"    {n} = {raw}.meta", origin)
-            self.emit(f"    {flag} = {raw}.owner is {self.hidden}ref and type({v}) in {F}", origin)
-            self.emit(f"elif type({raw}) in {P}:", origin)
-            self.emit(f"    {v} = {raw}", origin)
-            self.emit(f"    {n} = None", origin)
-            self.emit(f"    {flag} = True", origin)
-            self.emit("else:", origin)
-            self.emit(f"    {flag} = False", origin)
-            if leaf.text in self.locals and leaf.text not in self.cells:
-                self.known[leaf.text] = (v, n, flag)
+            leaf.value, leaf.node, flag = self.unwrap(leaf.text, origin,
+                                                      (leaf.value, leaf.node))
             flags.append(flag)
         self.emit(f"{ok} = {' and '.join(flags)}", origin)
         self.emit(f"if {ok}:", origin)

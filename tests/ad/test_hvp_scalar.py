@@ -94,8 +94,26 @@ def math_calls(p):
     return math.sin(x) * y + math.exp(z * y) / (1.0 + x * x)
 
 
+def _user_activation(v: Any) -> Any:
+    return v * v * 0.5 - v
+
+
+def nested_math_calls(p):
+    # calls of declared functions as vertices of their region (a call in a call's argument, a
+    # name read twice through calls, NumPy's functions on floats, np.float64 constants), and
+    # callees that change from turn to turn: a user's function, one without a declared second
+    # derivative (math.sqrt, math.log: recorded by the context)
+    x, y, z = p
+    s = 0.0
+    for k in range(4):
+        g = (math.tanh, _user_activation, np.sin, math.sqrt)[k]
+        s = s + x * math.exp(x * 0.5 - 0.1 * k) * g(y * z) + math.sin(math.cos(y) * z) \
+            - np.float64(0.5) * np.tanh(x * y) * math.atan(z) + math.log(z + x) * s * 0.1
+    return s + math.erf(x - y) * math.cosh(z) + abs(x - z - 3.0) * np.exp(np.float64(-0.25) * y)
+
+
 FUNCTIONS = [shapes, same_name, leaf_twice, loops_and_helpers, containers, with_try, wide,
-             math_calls]
+             math_calls, nested_math_calls]
 points = st.tuples(*[st.floats(0.5, 2.0)] * 3)
 directions = st.tuples(*[st.floats(-2.0, 2.0)] * 3)
 
@@ -122,7 +140,8 @@ def test_every_route_gives_the_reference_and_the_finite_differences(f, p, v):
 
 
 @pytest.mark.default_routes
-@pytest.mark.parametrize("f", [shapes, same_name, leaf_twice, loops_and_helpers, containers],
+@pytest.mark.parametrize("f", [shapes, same_name, leaf_twice, loops_and_helpers, containers,
+                               math_calls, nested_math_calls],
                          ids=lambda f: f.__name__)
 def test_the_tape_route_runs_the_specialised_code(f):
     report = explain(hvp, f, (1.1, 0.7, 1.3), (0.3, -1.0, 0.5))
@@ -154,3 +173,73 @@ def test_a_quotient_by_zero_raises_as_the_function_does():
 
     with pytest.raises(ZeroDivisionError):
         hvp(f, (1.0, 2.0), (1.0, 1.0))
+
+
+def _at_edges(p, c):
+    # the declared partials of math.sqrt and np.sqrt hand back None at 0 (here a plain 0), and
+    # math.sqrt has no declared second derivative at all: the general path, as the reference
+    x, y = p
+    return y * np.sqrt(x * x + 1.0) + x * math.sqrt(c) * y + math.sqrt(y) * x + np.sqrt(c) * y
+
+
+def test_points_where_a_declared_partial_gives_none_take_the_general_path():
+    for point in ((0.0, 2.0), (1.5, 2.0)):
+        want = _reference(lambda p: _at_edges(p, 0.0), point, (0.0, 1.0))
+        for route in (None, *FAST_ROUTES):
+            with force_route(route):
+                for call in ("first", "repeated"):
+                    got = np.asarray(hvp(lambda p: _at_edges(p, 0.0), point, (0.0, 1.0)),
+                                     dtype=float)
+                    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12,
+                                               err_msg=f"{point} on {route}, {call} call")
+
+
+def _exp_model(p):
+    x, y = p
+    return y * math.exp(x * y) + math.exp(y) * x
+
+
+def test_a_user_rule_for_math_exp_registered_between_calls_wins_on_every_route():
+    from overdub_ad import defjvp, defvjp
+    from overdub_ad.testing import isolated_rules
+    point, v = (0.4, 1.5), (0.3, -1.0)
+    shipped = np.asarray(hvp(_exp_model, point, v), dtype=float)
+    np.testing.assert_allclose(shipped, _reference(_exp_model, point, v), rtol=1e-12)
+    with isolated_rules():
+        # exp's derivative taken as 3 exp (a rule that is not exp's): every route must use it
+        defvjp(math.exp, lambda ct, out, /, x: 3.0 * ct * out)
+        defjvp(math.exp, lambda dx, out, /, x: 3.0 * dx * out)
+        want = _reference(_exp_model, point, v)
+        assert not np.allclose(want, shipped)
+        for route in (None, *FAST_ROUTES):
+            with force_route(route):
+                for call in ("first", "repeated"):
+                    np.testing.assert_allclose(np.asarray(hvp(_exp_model, point, v), dtype=float),
+                                               want, rtol=1e-12, err_msg=f"{route}, {call}")
+    np.testing.assert_allclose(np.asarray(hvp(_exp_model, point, v), dtype=float), shipped,
+                               rtol=0, atol=0)
+
+
+def _keywords_and_stars(p):
+    x, y = p
+    return np.exp(x * y, dtype=float) * y + math.exp(*(x,)) * y + np.tanh(x, out=None) * x
+
+
+def test_calls_with_keywords_or_starred_arguments_run_as_before():
+    point, v = (0.4, 1.5), (0.3, -1.0)
+    want = _reference(_keywords_and_stars, point, v)
+    slope = fd(lambda t: np.asarray(grad(_keywords_and_stars)(
+        tuple(np.array(point) + t * np.array(v))), dtype=float), 0.0, order=4)
+    np.testing.assert_allclose(want, slope, rtol=1e-6)
+    for call in ("first", "repeated"):
+        np.testing.assert_allclose(np.asarray(hvp(_keywords_and_stars, point, v), dtype=float),
+                                   want, rtol=1e-12, err_msg=call)
+
+
+def test_a_math_call_that_raises_raises_from_the_users_line():
+    def f(p):
+        return p[1] * math.log(p[0] - 2.0) + p[0]
+
+    with pytest.raises(ValueError, match="math domain error") as info:
+        hvp(f, (1.0, 2.0), (1.0, 0.0))
+    assert [tb for tb in info.traceback if tb.name == "f"]

@@ -354,3 +354,165 @@ def test_functions_defined_inside_are_made_as_python_makes_them(f):
             assert ("reverse-specialised", True, f.__name__) in report.decisions, str(report)
         with force_route(REFERENCE):
             assert grad(f)(x) == pytest.approx(report.result, rel=1e-12)
+
+
+# -- calls of math functions inside arithmetic: vertices of the region ----------------------------
+
+def _user_activation(v):
+    return v * v * 0.5 + v
+
+
+def nested_math_calls(p):
+    x, y, z = p
+    s = 0.0
+    for k in range(3):
+        s = s + x * math.exp(x * 0.5 - 0.1 * k) + 0.3 * math.tanh(z) * y \
+            + math.sin(math.cos(y) * z) - abs(x - y) + np.sqrt(z * z + 1.0) / (1.0 + s * s)
+        x = x + 0.1 * math.atan(float(y) * s)
+    return s + np.exp(-x) * math.log(z + 2.0) + math.log1p(y * y)
+
+
+ACTIVATION = math.tanh
+
+
+def rebound_callees(p):
+    x, y, z = p
+    s = 0.0
+    for k in range(4):
+        g = (math.sin, _user_activation, np.tanh, ACTIVATION)[k]  # rebound each turn
+        s = s + g(x * k + y) * z + ACTIVATION(s) * 0.5
+    return s
+
+
+def numpy_float_arguments(p):
+    x, y, z = p
+    c = np.float64(0.25)
+    return math.exp(np.float64(0.5) * x) * y + np.tanh(c * z) + math.sin(y) * np.float64(2.0)
+
+
+def test_math_calls_nested_in_expressions_run_in_the_region():
+    _specialised(nested_math_calls, (0.7, 1.3, 0.4))
+    _specialised(nested_math_calls, (-0.3, 0.2, 1.9))
+
+
+def test_a_callee_rebound_between_calls_and_turns_is_tested_where_it_is_called():
+    global ACTIVATION
+    try:
+        for ACTIVATION in (math.tanh, _user_activation, math.sin, np.arctan):
+            _specialised(rebound_callees, (0.7, 1.3, 0.4))
+    finally:
+        ACTIVATION = math.tanh
+
+
+def test_numpy_float_arguments_and_results_run_in_the_region():
+    got = _specialised(numpy_float_arguments, (0.7, 1.3, 0.4))
+    _specialised(numpy_float_arguments, tuple(np.float64(v) for v in (0.7, 1.3, 0.4)))
+    with force_route(None):
+        np.testing.assert_allclose(
+            grad(numpy_float_arguments)(tuple(np.float64(v) for v in (0.7, 1.3, 0.4))), got,
+            rtol=1e-15)
+
+
+def _sqrt_at_zero(p, c):
+    # the declared partials of np.sqrt and math.sqrt hand back None at 0 (the rules decide):
+    # the general path, with a differentiated argument (np.sqrt's rule: an infinite slope) and
+    # with a plain one (no slope)
+    x, y = p
+    return y * np.sqrt(x - 1.0) + x * math.sqrt(c) * y + y * y
+
+
+def _math_sqrt_at_zero(p):
+    x, y = p
+    return y * math.sqrt(x - 1.0) + y
+
+
+@pytest.mark.parametrize("route", [None, REFERENCE])
+def test_a_point_where_the_declared_partial_gives_none_takes_the_general_path(route):
+    with force_route(REFERENCE):
+        want = grad(_sqrt_at_zero)((1.0, 2.0), 0.0)
+    assert want[0] == math.inf and want[1] == 4.0
+    with force_route(route):
+        for _ in range(2):
+            assert grad(_sqrt_at_zero)((1.0, 2.0), 0.0) == want
+            assert grad(_sqrt_at_zero)((2.0, 2.0), 0.0) == pytest.approx(
+                fd(lambda v: _sqrt_at_zero((float(v[0]), float(v[1])), 0.0),
+                   np.array([2.0, 2.0])), rel=1e-6)
+            with pytest.raises(ZeroDivisionError):  # math.sqrt's rule on floats, at 0
+                grad(_math_sqrt_at_zero)((1.0, 2.0))
+            assert grad(_math_sqrt_at_zero)((2.0, 2.0)) == pytest.approx((1.0, 2.0))
+
+
+def exp_twice(p):
+    x, y = p
+    return y * math.exp(x * 0.5) + math.exp(y)
+
+
+def test_a_user_rule_for_math_exp_registered_between_calls_wins_on_every_route():
+    from overdub_ad import defjvp, defvjp
+    from overdub_ad.testing import FAST_ROUTES, isolated_rules
+    point = (0.4, 1.5)
+    shipped = _specialised(exp_twice, point)
+    with isolated_rules():
+        # a rule that is not exp's derivative: every route must use it
+        defvjp(math.exp, lambda ct, out, /, x: 3.0 * ct * out)
+        defjvp(math.exp, lambda dx, out, /, x: 3.0 * dx * out)
+        x, y = point
+        want = [y * 3.0 * math.exp(x * 0.5) * 0.5, math.exp(x * 0.5) + 3.0 * math.exp(y)]
+        for route in (None, REFERENCE, *FAST_ROUTES):
+            with force_route(route):
+                for _ in range(2):
+                    np.testing.assert_allclose(grad(exp_twice)(point), want, rtol=1e-14,
+                                               err_msg=str(route))
+    with force_route(None):
+        np.testing.assert_allclose(grad(exp_twice)(point), shipped, rtol=0, atol=0)
+
+
+def _weighted_activation(v, *, scale=1.0):
+    return math.tanh(v) * scale
+
+
+def keyword_calls(p):
+    x, y, z = p
+    return _weighted_activation(x * y, scale=z) * y + np.exp(z, dtype=float) * x \
+        + math.exp(*(y,)) * z + round(x, ndigits=3) * y
+
+
+def test_calls_with_keywords_or_starred_arguments_run_as_before():
+    _specialised(keyword_calls, (0.7, 1.3, 0.4))
+
+
+_EVENTS: list = []
+
+
+def _event(v):
+    _EVENTS.append(v)
+    return v
+
+
+def raising_math_call(p):
+    x, y = p
+    return y * math.log(x - 2.0) + _event(y) * x
+
+
+def ordered_calls(p):
+    x, y = p
+    box = [1.0]
+    return _pushed(box, x) * math.exp(y * 0.5) + box[-1] * y
+
+
+def _pushed(box, v):
+    box.append(3.0)
+    return v * 2.0
+
+
+def test_calls_keep_pythons_order_and_raise_from_the_users_line():
+    for route in (None, REFERENCE):
+        _EVENTS.clear()
+        with force_route(route), pytest.raises(ValueError, match="math domain error") as info:
+            grad(raising_math_call)((1.0, 2.0))
+        assert not _EVENTS  # raised before the later call, as Python does
+        user = [tb for tb in info.traceback if tb.name == "raising_math_call"]
+        assert user and user[-1].lineno + 1 == raising_math_call.__code__.co_firstlineno + 2
+    # box[-1] is read after _pushed ran: 3.0, not 1.0
+    got = _specialised(ordered_calls, (0.7, 1.3))
+    assert got[1] == pytest.approx(2.0 * 0.7 * 0.5 * math.exp(0.65) + 3.0, rel=1e-14)
