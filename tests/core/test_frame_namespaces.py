@@ -69,4 +69,3 @@ def test_locals_is_the_frames_own_dict():
         return first is second
     assert f() is True
     assert overdub(CountContext(), f) is True
-
