@@ -124,6 +124,7 @@ _ELEMENTWISE = declared_elementwise()
 _IDS = [("np." if _on_arrays(e[0]) else "math.") + e[0].__name__ for e in _ELEMENTWISE]
 
 
+@pytest.mark.default_routes
 @pytest.mark.parametrize("fn,first,second", [e for e in _ELEMENTWISE if not _on_arrays(e[0])],
                          ids=[i for e, i in zip(_ELEMENTWISE, _IDS) if not _on_arrays(e[0])])
 def test_declared_second_derivatives_of_math_functions_and_every_hvp_route_agrees(

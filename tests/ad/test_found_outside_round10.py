@@ -134,6 +134,7 @@ def _uses_lgamma(p):
     return math.lgamma(a * b) + a * math.exp(b)
 
 
+@pytest.mark.default_routes
 def test_explain_of_hvp_shows_the_users_routes_only():
     # the tape route differentiates some rules by forward mode: that is its own work, not a
     # route the user's function took (explain listed 'forward-dual: declined
