@@ -314,57 +314,65 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
             raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
         outputs: list[Any] = []  # (the primal output of the first pass)
-        results = [_jacobian_wrt(f, args, num, chunk, outputs) for num in nums]
-        out_tree, _ = results[0]
+        out_tree, per_num = _jacobian_wrt(f, args, nums, chunk, outputs)
         if has_aux:  # (f's output is the pair: the Jacobians of its first half)
             _check_pair(outputs[0], "jacfwd")
             out_tree = flatten(outputs[0][0])[1]
-            results = [(out_tree, blocks[:len(flatten(outputs[0][0])[0])])
-                       for _, blocks in results]
+            per_num = [blocks[:len(flatten(outputs[0][0])[0])] for blocks in per_num]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
-        per_output = [tuple(blocks[i] for _, blocks in results) if multiple else
-                      results[0][1][i] for i in range(len(results[0][1]))]
+        per_output = [tuple(blocks[i] for blocks in per_num) if multiple else
+                      per_num[0][i] for i in range(len(per_num[0]))]
         jacobians = unflatten(out_tree, per_output)
         return (jacobians, outputs[0][1]) if has_aux else jacobians
 
     return jacobian
 
 
-def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
-                  chunk: int | None, outputs: list[Any] | None = None) -> tuple[Any, list[Any]]:
-    """The Jacobian with respect to ``args[num]``, as ``(output tree, one block per output
-    leaf)``.  For a pytree argument (a tuple, dict, named tuple, dataclass...) each block is the
-    argument's structure of one Jacobian per leaf (JAX's arrangement: the output's structure
-    outside, the argument's inside).  The directions of all its leaves are pushed together,
-    ``ceil(n / chunk)`` forward passes of batched unit directions over the ``n`` numbers of
-    the argument: one pass by default, so a function with state (a random generator, a
-    counter) gives every column from the same call; the first pass's primal output is
-    appended to ``outputs`` if that is empty."""
-    leaves, tree = flatten(args[num])
-    single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
-    plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
-    for plain in plains:
-        if plain is not None and not _numeric(plain):
-            raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
-                            f"expected a float, complex number or array")
-    if all(plain is None for plain in plains):
-        # an empty pytree, as in JAX: nothing to differentiate
-        raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
-    shapes = [() if plain is None else np.shape(plain) for plain in plains]
-    sizes = [0 if plain is None else int(np.prod(shape, dtype=int))
-             for plain, shape in zip(plains, shapes)]
-    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(int)
+def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int, ...],
+                  chunk: int | None, outputs: list[Any] | None = None
+                  ) -> tuple[Any, list[list[Any]]]:
+    """The Jacobians with respect to ``args[num]`` for each of ``nums``, as ``(output tree, per
+    num one block per output leaf)``.  For a pytree argument (a tuple, dict, named tuple,
+    dataclass...) each block is the argument's structure of one Jacobian per leaf (JAX's
+    arrangement: the output's structure outside, the argument's inside).  The directions of
+    all the leaves of all the arguments are pushed together, ``ceil(n / chunk)`` forward passes
+    of batched unit directions over their ``n`` numbers: one pass by default, so a function
+    with state (a random generator, a counter) gives every column from the same call, and
+    every argument is differentiated in it (a tie of ``max(x, y)`` splits between both, as in
+    ``grad``); the first pass's primal output is appended to ``outputs`` if that is empty."""
+    groups = []  # per num: (leaves' tree, single, plains, shapes, sizes)
+    sizes_all: list[int] = []
+    for num in nums:
+        leaves, tree = flatten(args[num])
+        single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
+        plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
+        for plain in plains:
+            if plain is not None and not _numeric(plain):
+                raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
+                                f"expected a float, complex number or array")
+        if all(plain is None for plain in plains):
+            # an empty pytree, as in JAX: nothing to differentiate
+            raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
+        shapes = [() if plain is None else np.shape(plain) for plain in plains]
+        sizes = [0 if plain is None else int(np.prod(shape, dtype=int))
+                 for plain, shape in zip(plains, shapes)]
+        groups.append((tree, single, plains, shapes, sizes))
+        sizes_all.extend(sizes)
+    offsets = np.concatenate(([0], np.cumsum(sizes_all))).astype(int)
     n = int(offsets[-1])
     k = n if chunk is None else max(1, min(chunk, n))
     blocks: list[list[Any]] = []
     out_tree = None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
-        seeds = [None if plain is None else _directions(plain, shape, start, stop, lo, size)
-                 for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
         tangents: list[Any] = [_no_tangent(a) for a in args]
-        tangents[num] = seeds[0] if single else unflatten(tree, seeds)
+        first = 0  # the group's first leaf among all the leaves
+        for num, (tree, single, plains, shapes, sizes) in zip(nums, groups):
+            seeds = [None if plain is None else _directions(plain, shape, start, stop, lo, size)
+                     for plain, shape, lo, size in zip(plains, shapes, offsets[first:], sizes)]
+            tangents[num] = seeds[0] if single else unflatten(tree, seeds)
+            first += len(plains)
         out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
         _check_output(out, "jacfwd")
@@ -374,16 +382,23 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
         blocks.append(out_leaves)
     assert out_tree is not None  # the loop ran at least once
 
-    def block(i: int) -> Any:
+    def block(i: int, num: int, group: tuple[Any, ...], first: int) -> Any:
+        tree, single, plains, shapes, sizes = group
         if isinstance(blocks[0][i], _FunctionDerivative):
             return _FunctionJacobian(_output_leaf(f, i), args, num, chunk)
         if blocks[0][i] is None:  # an output leaf None (an empty pytree): None per leaf
-            return None if single else unflatten(tree, [None] * len(leaves))
+            return None if single else unflatten(tree, [None] * len(plains))
         per_leaf = [None if plain is None else
                     _assembled([b[i] for b in blocks], shape, lo, lo + size)
-                    for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
+                    for plain, shape, lo, size in zip(plains, shapes, offsets[first:], sizes)]
         return per_leaf[0] if single else unflatten(tree, per_leaf)
-    return out_tree, [block(i) for i in range(len(blocks[0]))]
+
+    per_num = []
+    first = 0
+    for num, group in zip(nums, groups):
+        per_num.append([block(i, num, group, first) for i in range(len(blocks[0]))])
+        first += len(group[2])
+    return out_tree, per_num
 
 
 def _directions(plain: Any, shape: tuple[int, ...], start: int, stop: int, lo: int,
@@ -418,9 +433,9 @@ class _FunctionJacobian:
     @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f = self.f
-        out_tree, blocks = _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args,
-                                         self.num, self.chunk)
-        return unflatten(out_tree, blocks)
+        out_tree, per_num = _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args,
+                                          (self.num,), self.chunk)
+        return unflatten(out_tree, per_num[0])
 
 
 def _assembled(blocks: list[Any], shape: tuple[int, ...], lo: int, hi: int) -> Any:
