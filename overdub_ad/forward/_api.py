@@ -314,65 +314,72 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
             raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
         outputs: list[Any] = []  # (the primal output of the first pass)
-        out_tree, per_num = _jacobian_wrt(f, args, nums, chunk, outputs)
+        results = [_jacobian_wrt(f, args, num, chunk, outputs,
+                                 tuple(other for other in nums if other != num))
+                   for num in nums]
+        out_tree, _ = results[0]
         if has_aux:  # (f's output is the pair: the Jacobians of its first half)
             _check_pair(outputs[0], "jacfwd")
             out_tree = flatten(outputs[0][0])[1]
-            per_num = [blocks[:len(flatten(outputs[0][0])[0])] for blocks in per_num]
+            results = [(out_tree, blocks[:len(flatten(outputs[0][0])[0])])
+                       for _, blocks in results]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
-        per_output = [tuple(blocks[i] for blocks in per_num) if multiple else
-                      per_num[0][i] for i in range(len(per_num[0]))]
+        per_output = [tuple(blocks[i] for _, blocks in results) if multiple else
+                      results[0][1][i] for i in range(len(results[0][1]))]
         jacobians = unflatten(out_tree, per_output)
         return (jacobians, outputs[0][1]) if has_aux else jacobians
 
     return jacobian
 
 
-def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int, ...],
-                  chunk: int | None, outputs: list[Any] | None = None
-                  ) -> tuple[Any, list[list[Any]]]:
-    """The Jacobians with respect to ``args[num]`` for each of ``nums``, as ``(output tree, per
-    num one block per output leaf)``.  For a pytree argument (a tuple, dict, named tuple,
-    dataclass...) each block is the argument's structure of one Jacobian per leaf (JAX's
-    arrangement: the output's structure outside, the argument's inside).  The directions of
-    all the leaves of all the arguments are pushed together, ``ceil(n / chunk)`` forward passes
-    of batched unit directions over their ``n`` numbers: one pass by default, so a function
-    with state (a random generator, a counter) gives every column from the same call, and
-    every argument is differentiated in it (a tie of ``max(x, y)`` splits between both, as in
-    ``grad``); the first pass's primal output is appended to ``outputs`` if that is empty."""
-    groups = []  # per num: (leaves' tree, single, plains, shapes, sizes)
-    sizes_all: list[int] = []
-    for num in nums:
-        leaves, tree = flatten(args[num])
-        single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
-        plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
-        for plain in plains:
-            if plain is not None and not _numeric(plain):
-                raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
-                                f"expected a float, complex number or array")
-        if all(plain is None for plain in plains):
-            # an empty pytree, as in JAX: nothing to differentiate
-            raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
-        shapes = [() if plain is None else np.shape(plain) for plain in plains]
-        sizes = [0 if plain is None else int(np.prod(shape, dtype=int))
-                 for plain, shape in zip(plains, shapes)]
-        groups.append((tree, single, plains, shapes, sizes))
-        sizes_all.extend(sizes)
-    offsets = np.concatenate(([0], np.cumsum(sizes_all))).astype(int)
+def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
+                  chunk: int | None, outputs: list[Any] | None = None,
+                  others: tuple[int, ...] = ()) -> tuple[Any, list[Any]]:
+    """The Jacobian with respect to ``args[num]``, as ``(output tree, one block per output
+    leaf)``.  For a pytree argument (a tuple, dict, named tuple, dataclass...) each block is the
+    argument's structure of one Jacobian per leaf (JAX's arrangement: the output's structure
+    outside, the argument's inside).  The directions of all its leaves are pushed together,
+    ``ceil(n / chunk)`` forward passes of batched unit directions over the ``n`` numbers of
+    the argument: one pass by default, so a function with state (a random generator, a
+    counter) gives every column from the same call; the first pass's primal output is
+    appended to ``outputs`` if that is empty.  The arguments ``others`` (the other argnums of
+    a tuple) are differentiated too, with zero tangents: what depends on whether an argument
+    is differentiated -- a tie of ``max(x, y)``, split between two differentiated candidates,
+    won by a constant -- is as in one derivative in all of them (jacrev's, grad's), and a zero
+    tangent of a number is exactly zero (no nan from an infinite partial in the other)."""
+    leaves, tree = flatten(args[num])
+    single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
+    plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
+    for plain in plains:
+        if plain is not None and not _numeric(plain):
+            raise TypeError(f"jacfwd: argument {num} is or holds a {type(plain).__name__}, "
+                            f"expected a float, complex number or array")
+    if all(plain is None for plain in plains):
+        # an empty pytree, as in JAX: nothing to differentiate
+        raise TypeError(f"jacfwd: argument {num} has nothing to differentiate ({tree})")
+    shapes = [() if plain is None else np.shape(plain) for plain in plains]
+    sizes = [0 if plain is None else int(np.prod(shape, dtype=int))
+             for plain, shape in zip(plains, shapes)]
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(int)
     n = int(offsets[-1])
     k = n if chunk is None else max(1, min(chunk, n))
     blocks: list[list[Any]] = []
     out_tree = None
     for start in range(0, max(n, 1), max(k, 1)):
         stop = min(start + k, n)
+        seeds = [None if plain is None else _directions(plain, shape, start, stop, lo, size)
+                 for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
         tangents: list[Any] = [_no_tangent(a) for a in args]
-        first = 0  # the group's first leaf among all the leaves
-        for num, (tree, single, plains, shapes, sizes) in zip(nums, groups):
-            seeds = [None if plain is None else _directions(plain, shape, start, stop, lo, size)
-                     for plain, shape, lo, size in zip(plains, shapes, offsets[first:], sizes)]
-            tangents[num] = seeds[0] if single else unflatten(tree, seeds)
-            first += len(plains)
+        for other in others:  # (zero directions: lo past the batch's last one)
+            other_leaves, other_tree = flatten(args[other])
+            zeros = [None if leaf is None or not _numeric(_innermost(leaf)) else
+                     _directions(_innermost(leaf), np.shape(_innermost(leaf)), start, stop, stop,
+                                 int(np.prod(np.shape(_innermost(leaf)), dtype=int)))
+                     for leaf in other_leaves]  # (what is not a number: its own pass says)
+            tangents[other] = zeros[0] if len(other_leaves) == 1 and \
+                other_leaves[0] is args[other] else unflatten(other_tree, zeros)
+        tangents[num] = seeds[0] if single else unflatten(tree, seeds)
         out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
         _check_output(out, "jacfwd")
@@ -382,23 +389,16 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int,
         blocks.append(out_leaves)
     assert out_tree is not None  # the loop ran at least once
 
-    def block(i: int, num: int, group: tuple[Any, ...], first: int) -> Any:
-        tree, single, plains, shapes, sizes = group
+    def block(i: int) -> Any:
         if isinstance(blocks[0][i], _FunctionDerivative):
             return _FunctionJacobian(_output_leaf(f, i), args, num, chunk)
         if blocks[0][i] is None:  # an output leaf None (an empty pytree): None per leaf
-            return None if single else unflatten(tree, [None] * len(plains))
+            return None if single else unflatten(tree, [None] * len(leaves))
         per_leaf = [None if plain is None else
                     _assembled([b[i] for b in blocks], shape, lo, lo + size)
-                    for plain, shape, lo, size in zip(plains, shapes, offsets[first:], sizes)]
+                    for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
         return per_leaf[0] if single else unflatten(tree, per_leaf)
-
-    per_num = []
-    first = 0
-    for num, group in zip(nums, groups):
-        per_num.append([block(i, num, group, first) for i in range(len(blocks[0]))])
-        first += len(group[2])
-    return out_tree, per_num
+    return out_tree, [block(i) for i in range(len(blocks[0]))]
 
 
 def _directions(plain: Any, shape: tuple[int, ...], start: int, stop: int, lo: int,
@@ -433,9 +433,9 @@ class _FunctionJacobian:
     @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         f = self.f
-        out_tree, per_num = _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args,
-                                          (self.num,), self.chunk)
-        return unflatten(out_tree, per_num[0])
+        out_tree, blocks = _jacobian_wrt(lambda *xs: f(*xs)(*args, **kwargs), self.args,
+                                         self.num, self.chunk)
+        return unflatten(out_tree, blocks)
 
 
 def _assembled(blocks: list[Any], shape: tuple[int, ...], lo: int, hi: int) -> Any:

@@ -25,6 +25,7 @@ from overdub import Tagged, opaque
 
 from .. import _rules
 from . import _dual_objects
+from ._tangents import _exactly_zero
 from ._dual_numbers import (_box, _Deopt, _Dual, _Level, _named, _numberlike, _sum, _TANGENTS,
                             _unbox, _zero)
 
@@ -40,9 +41,9 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
         a, da = a.v, _sum(da, a.t)
     if b.__class__ is _Dual and b.L is level:
         b, db = b.v, _sum(db, b.t)
-    if da.__class__ is float and da == 0.0:
+    if _exactly_zero(da):
         da = None  # no tangent at all: as the general mode, which leaves its rule out
-    if db.__class__ is float and db == 0.0:
+    if _exactly_zero(db):
         db = None
     if a.__class__ is _Dual or b.__class__ is _Dual:
         if op is operator.floordiv:
@@ -112,8 +113,8 @@ def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
     kind = obj.__class__
     if kind is np.ndarray and key.__class__ is int and obj.ndim == 1:
         # (the common case of _element first: p[0] of a vector of parameters)
-        if dobj.__class__ is np.ndarray:
-            return obj[key], dobj[..., key]
+        if dobj.__class__ is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
+            return obj[key], dobj[key] if dobj.ndim == 1 else dobj[..., key]
         if dobj is None or _zero(dobj):
             return obj[key], 0.0
     if key.__class__ is Tagged or key.__class__ is _Dual:
@@ -150,8 +151,9 @@ def _element(array: np.ndarray, darray: Any, key: Any) -> tuple[Any, Any]:
                                           for k in keys):
         raise _Deopt("an array indexed other than element by element")
     value = array[key]
-    if darray.__class__ is np.ndarray:
-        return value, darray[(Ellipsis,) + tuple(keys)]
+    if darray.__class__ is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
+        return value, darray[tuple(keys)] if darray.ndim == array.ndim else \
+            darray[(Ellipsis,) + tuple(keys)]
     if darray is None or _zero(darray):
         return value, 0.0
     raise _Deopt("an array with a tangent that is not an array")
