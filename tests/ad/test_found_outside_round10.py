@@ -191,3 +191,24 @@ def test_a_zero_numpy_scalar_tangent_is_exactly_zero_on_every_route(route):
             value, tangent = jvp(_root_of_an_element, (np.array([4.0, 1.0]),),
                                  (np.array([1.0, 0.0]),))
             assert (value, tangent) == (3.0, 0.25) and type(tangent) is np.float64
+
+
+def _where_unguarded(x):
+    return np.where(x > 0, np.sqrt(x), 0.0)
+
+
+def _where_guarded(x):
+    return np.where(x > 0, np.sqrt(np.where(x > 0, x, 1.0)), 0.0)
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+def test_np_where_and_ties_with_a_constant_as_the_limitations_page_says(route):
+    # docs/limitations.md: np.where is not a selection (reverse mode multiplies by the mask,
+    # as JAX); a guarded argument gives the derivative; ties with a constant by function
+    with force_route(route):
+        assert np.isnan(grad(_where_unguarded)(-1.0))
+        assert jvp(_where_unguarded, (-1.0,), (1.0,))[1] == 0.0
+        assert grad(_where_guarded)(-1.0) == 0.0
+        assert grad(lambda x, y: max([x, y, 1.0]), argnums=(0, 1))(1.0, 1.0) == (0.0, 0.0)
+        shared = grad(lambda x, y: np.max(np.array([x, y, 1.0])), argnums=(0, 1))(1.0, 1.0)
+        assert shared == pytest.approx((1 / 3, 1 / 3), rel=1e-15)
