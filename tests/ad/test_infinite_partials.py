@@ -158,6 +158,7 @@ def second_derivatives(f, y):
             "derivative(grad)": lambda: derivative(grad(f), y)}
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", DEFAULT_AND_REFERENCE)
 @pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("name", list(SINGULAR))
@@ -232,6 +233,7 @@ def test_a_constant_through_a_module_level_helper():
 POWERS = {"**": lambda x, y: x ** y, "pow": pow, "math.pow": math.pow, "np.power": np.power}
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 @pytest.mark.parametrize("power", list(POWERS))
 def test_a_zero_tangent_is_exactly_zero(power, route):
@@ -251,6 +253,7 @@ def test_a_zero_tangent_is_exactly_zero(power, route):
     twice(route, lambda: jvp(lambda x, y: p(-2.0, y) * x, (1.5, 2.0), (1.0, 0.0))[1], 4.0)
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 @pytest.mark.parametrize("name", list(SINGULAR))
 def test_a_zero_tangent_at_an_infinite_slope(name, route):
@@ -265,6 +268,7 @@ def test_a_zero_tangent_at_an_infinite_slope(name, route):
     twice(route, lambda: jacrev(f, argnums=1)(c, 1.0), 1.0)
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 def test_a_difference_that_cancels_has_a_zero_tangent_in_forward_mode(route):
     # x - x has the tangent 1 - 1 == 0 exactly: forward mode leaves its term out; reverse
@@ -308,6 +312,7 @@ SELECTIONS = {
 }
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 @pytest.mark.parametrize("outer", ["np.sqrt", "**0.5", "np.arcsin"])
 @pytest.mark.parametrize("name", list(SELECTIONS))
@@ -325,6 +330,7 @@ def test_a_selection_of_a_constant_sends_nothing_on(name, outer, route):
     assert math.isclose(fd(f, 1.0), 1.0, rel_tol=1e-8)
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 def test_a_selection_leaves_out_the_tangent_of_what_it_does_not_pick(route):
     # sqrt(y - 1) at y == 1 has an infinite tangent; max picks the constant 0.5
@@ -338,6 +344,7 @@ def test_a_selection_leaves_out_the_tangent_of_what_it_does_not_pick(route):
         twice(route, lambda: jvp(h, (1.0,), (1.0,))[1], 1.0)
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 def test_a_reduction_sends_an_infinite_cotangent_to_its_maximum_only(route):
     def f(a):
@@ -384,6 +391,7 @@ NUMPY_SINGULAR = {
 }
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 @pytest.mark.parametrize("name", list(NUMPY_SINGULAR))
 def test_numpy_on_a_python_float_differentiates_as_numpy_computes(name, route):
@@ -408,6 +416,7 @@ def test_math_keeps_pythons_arithmetic():
 
 # -- second derivatives of a power at a negative base ----------------------------------------------
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", CHOICES)
 @pytest.mark.parametrize("power", list(POWERS))
 def test_second_derivatives_of_a_power_are_nan_only_where_undefined(power, route):

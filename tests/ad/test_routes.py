@@ -81,6 +81,7 @@ SENTINEL_CASES = {
 }
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", list(SENTINEL_CASES))
 def test_a_users_rule_wins_on_every_route_and_every_api(case, route):
@@ -128,6 +129,7 @@ def _same(value, reference):
         np.allclose(value, reference, rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
+@pytest.mark.every_route
 def test_every_fast_route_agrees_with_the_reference_on_the_fuzzers_programs(tmp_path: Path):
     accepted: Counter[str] = Counter()
     mismatches = []
@@ -183,6 +185,7 @@ def mixed(x):
 STRAIGHT_LINE = [energy, rosenbrock, damped, mixed]    # the compiled hvp's subset
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("index", range(len(STRAIGHT_LINE)))
 @pytest.mark.parametrize("route", FAST_ROUTES)
 def test_straight_line_numpy_agrees_on_every_route(route, index):

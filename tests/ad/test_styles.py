@@ -284,6 +284,7 @@ def _apis(f: Any, make: Any, point: Any) -> dict[str, Any]:
     return {api: _flat(call()) for api, call in calls.items()}
 
 
+@pytest.mark.every_route
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("style", list(STYLES))
 def test_every_style_and_route_gives_the_finite_differences_derivative(style, point):
