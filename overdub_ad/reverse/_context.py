@@ -30,6 +30,7 @@ from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_v
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
+from ._spec_runtime import _CALLS, _SECOND_CALLS
 from ._regions import shape_second
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
                     _ScalarRead, _Second)
@@ -60,29 +61,20 @@ _LIBRARY_KINDS = frozenset({np.ufunc, type(np.sum)})
 
 # Float operations recorded with their second partials on the tapes of hvp (see
 # ReverseContext._second_step), while their rules are the shipped ones: binary operations by
-# their declared shape, id -> (fn, shape); elementwise functions by their declared derivatives,
-# id -> (fn, f' on floats, f'' or None: linear)
+# their declared shape, id -> (fn, shape); functions of one float by the specialised code's
+# table of their declared derivatives (_spec_runtime._SECOND_CALLS), unary - and + linear
 _SECOND2: dict[int, tuple[Any, Any]] = {}
-_SECOND1: dict[int, tuple[Any, Any, Any]] = {}
 
 
 @_rules.on_change
 def _second_tables() -> None:
     _SECOND2.clear()
-    _SECOND1.clear()
-    elementwise = _rules.declared_elementwise()
-    for fn, arity, partials in _rules.declared_partials():
-        if not _rules.is_shipped(fn):
-            continue
-        if arity == 2:
+    for fn, arity, _ in _rules.declared_partials():
+        if arity == 2 and _rules.is_shipped(fn):
             shape = _rules.scalar_shape(fn)
             if type(shape) is tuple or shape is _rules.BILINEAR or shape is _rules.QUOTIENT \
                     or shape is _rules.POWER:  # (what shape_second covers)
                 _SECOND2[id(fn)] = (fn, shape)
-        elif fn is operator.neg or fn is operator.pos:
-            _SECOND1[id(fn)] = (fn, partials, None)
-        elif id(fn) in elementwise:
-            _SECOND1[id(fn)] = (fn, partials, elementwise[id(fn)][2])
 
 
 # -- the context --------------------------------------------------------------------------------
@@ -627,19 +619,25 @@ class ReverseContext(Context):
             self.tape.append((_Second, node, curvature, na, pa, nb, pb))
             return Tagged(out, node, ref, self._label)
         if len(args) == 1:
-            unary = _SECOND1.get(id(fn))
+            found = _SECOND_CALLS.get(id(fn))
+            if found is not None:
+                first, second = found
+            elif fn is operator.neg or fn is operator.pos:
+                first, second = _CALLS.get(id(fn)), None  # (None: the user's rule for it)
+            else:
+                return _NOT_SIMPLE
             a = args[0]
-            if unary is None or unary[0] is not fn or type(a) is not Tagged or \
-                    a.owner is not ref or type(a.value) not in _REAL_TYPES:
+            if first is None or type(a) is not Tagged or a.owner is not ref or \
+                    type(a.value) not in _REAL_TYPES:
                 return _NOT_SIMPLE
             va = a.value
             out = fn(va)
             if type(out) not in _REAL_TYPES:
                 return _NOT_SIMPLE
-            p = unary[1](va, out)
+            p = first(va, out)
             if p is None:
                 return _NOT_SIMPLE
-            h = 0.0 if unary[2] is None else unary[2](va, out)
+            h = 0.0 if second is None else second(va, out)
             node = len(self.tape)
             self.tape.append((_Second, node, (0, 0, h) if h else (), a.meta, p))
             return Tagged(out, node, ref, self._label)

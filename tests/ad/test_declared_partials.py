@@ -116,6 +116,15 @@ def test_a_user_rule_replaces_the_declared_partials(fn):
     assert ad.grad(f)(0.5) == pytest.approx(want, rel=1e-13) != 600.0  # the shipped rule back
 
 
+def _module(path, text):
+    """A module written to ``path`` and imported: functions with source, as a user's are."""
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _on_arrays(fn):
     return type(fn) is np.ufunc
 
@@ -137,12 +146,9 @@ def test_declared_second_derivatives_of_math_functions_and_every_hvp_route_agree
             curvature = ad.derivative(lambda t: ad.derivative(fn, t), x)
         assert first(x, out) == pytest.approx(slope, rel=1e-12)
         assert second(x, out) == pytest.approx(curvature, rel=1e-10, abs=1e-14)
-    path = tmp_path / f"energy_math_{fn.__name__}.py"
-    path.write_text(f"import math\n\n\ndef energy(p):\n    a, b = p\n"
-                    f"    return math.{fn.__name__}(a * b) * a + b * b\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module(tmp_path / f"energy_math_{fn.__name__}.py",
+                     f"import math\n\n\ndef energy(p):\n    a, b = p\n"
+                     f"    return math.{fn.__name__}(a * b) * a + b * b\n")
     x, direction = (0.3, 0.7), (0.5, -1.0)
     with force_route("reference"):
         want = ad.hvp(module.energy, x, direction)
@@ -164,12 +170,9 @@ def test_declared_second_derivatives_are_the_rules_and_every_hvp_route_agrees(
     np.testing.assert_allclose(first(x, out), slope, rtol=1e-12)
     np.testing.assert_allclose(second(x, out), curvature, rtol=1e-10)
     # a straight-line function of the compiled route's subset, written as a user would
-    path = tmp_path / f"energy_{fn.__name__}.py"
-    path.write_text(f"import numpy as np\n\n\ndef energy(v):\n"
-                    f"    return np.sum(np.{fn.__name__}(v) * v)\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module(tmp_path / f"energy_{fn.__name__}.py",
+                     f"import numpy as np\n\n\ndef energy(v):\n"
+                     f"    return np.sum(np.{fn.__name__}(v) * v)\n")
     direction = np.array([0.5, -1.0, 2.0])
     with force_route("reference"):
         want = ad.hvp(module.energy, x, direction)
