@@ -110,7 +110,13 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
     return _through(ctx, operator.getitem, obj, index)
 
 
-def _attr(ctx: Any, obj: Any, name: str) -> Any:
+def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: int = 0
+          ) -> Any:
+    """``obj.name`` as the context reads it.  ``sites[site]``, when given, is the reading
+    site's class (see ``_Compiler.attribute``): set to ``obj``'s class when its objects read
+    ``name`` from their instance dict (no class in the MRO defines it), for the rest of the
+    run (``ctx._sites``, wiped when it ends); only a data descriptor or a ``__getattribute__``
+    given to the class during the run would go unseen."""
     kind = type(obj)
     if kind is types.ModuleType:
         value = getattr(obj, name)
@@ -124,12 +130,20 @@ def _attr(ctx: Any, obj: Any, name: str) -> Any:
         # specialised when called), a differentiated value stored in its __dict__ as it is
         # (see _setattr) or a named tuple's field; anything else (a plain value, whose
         # metadata the core may keep aside) through the context
-        found = class_attribute(kind, name)
+        key = (kind, name)
+        held = ctx._attributes.get(key)
+        if held is not None and (held[1] is None or held[1].get(name, MISSING) is held[0]):
+            found = held[0]
+        else:
+            found = _class_attribute(ctx, key)
         if found is MISSING:
             value = getattr(obj, "__dict__", None)
             if type(value) is dict:
                 value = value.get(name)
                 if type(value) is Tagged and value.owner is ctx._ref:
+                    if sites is not None and sites[site] is None:
+                        sites[site] = kind
+                        ctx._sites.append((sites, site))
                     return value
         elif type(found) is types.FunctionType:
             own = getattr(obj, "__dict__", None)
@@ -141,6 +155,24 @@ def _attr(ctx: Any, obj: Any, name: str) -> Any:
                 getattr(kind, "__getattr__", None) is None:  # (AttributeError: __getattr__)
             return _call(ctx, found.fget, obj)
     return _through(ctx, getattr, obj, name)
+
+
+def _class_attribute(ctx: Any, key: tuple[type, str]) -> Any:
+    """:func:`class_attribute`, remembered for the rest of the run in ``ctx._attributes`` (a
+    model's parameters and methods are read at every step, and the lookup through the classes
+    costs more than the read): with the class dict that holds it, which ``_attr`` asks again
+    each time, so a method or property replaced during the run is seen.  A name no class
+    defines is read from the instance (or the context) each time: only a data descriptor added
+    to the class during the run, over a name its instances hold, would go unseen."""
+    cls, name = key
+    for klass in cls.__mro__:
+        holder = klass.__dict__
+        found = holder.get(name, MISSING)
+        if found is not MISSING:
+            ctx._attributes[key] = (found, holder)
+            return found
+    ctx._attributes[key] = (MISSING, None)
+    return MISSING
 
 
 def _constructed_here(cls: type) -> bool:

@@ -177,8 +177,10 @@ def _build(fn: types.FunctionType, second: bool = False) -> Any:
         compiled = cache.setdefault(code, compiled)
     if isinstance(compiled, str):
         return None
+    compiled, sites = compiled
     spec = variant_function(fn, compiled, {**_HELPERS, "consts": code.co_consts,
-                                           "namespace": fn.__globals__})
+                                           "namespace": fn.__globals__,
+                                           "sites": [None] * sites})
     spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
     spec.__kwdefaults__ = fn.__kwdefaults__
     return spec
@@ -203,7 +205,8 @@ _NESTED = {ast.FunctionDef: "a nested function", ast.AsyncFunctionDef: "a nested
            ast.Lambda: "a lambda", ast.ClassDef: "a nested class"}
 
 
-def _compile(fn: types.FunctionType, second: bool = False) -> types.CodeType:
+def _compile(fn: types.FunctionType, second: bool = False) -> tuple[types.CodeType, int]:
+    """The specialised code and its number of attribute sites (see _spec_runtime._attr)."""
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                         inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
@@ -237,7 +240,7 @@ def _compile(fn: types.FunctionType, second: bool = False) -> types.CodeType:
     compiler = _Compiler(set(code.co_varnames) | set(code.co_cellvars),
                          hidden_prefix(node, _STEM), code, second)
     compiler.block(body)
-    return compiler.finish(fn, node)
+    return compiler.finish(fn, node), compiler.sites
 
 
 def _outer_nodes(node: ast.AST) -> Any:
@@ -308,6 +311,7 @@ class _Compiler:
         self.origins: list[ast.AST] = []
         self.indent = 1
         self.count = 0
+        self.sites = 0  # attributes read (see attribute)
         # locals unwrapped in the current straight-line code: name -> (value, node, ok)
         self.known: dict[str, tuple[str, str, str]] = {}
 
@@ -639,8 +643,7 @@ class _Compiler:
             return self.hold(f"({obj}[{index}] if type({obj}) is tuple or type({obj}) is list "
                              f"else {self.helper('sub')}({ctx}, {obj}, {index}))", origin)
         if isinstance(node, ast.Attribute):
-            obj = self.hold(self.expr(node.value, origin), origin)
-            return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
+            return self.attribute(node, origin)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.argument(e, origin) for e in node.elts]
             if isinstance(node, ast.Tuple):
@@ -660,6 +663,26 @@ class _Compiler:
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             return _comprehensions.compile_comprehension(self, node, origin)
         raise _Unsupported(_EXPRESSIONS.get(type(node), f"an expression {type(node).__name__}"))
+
+    def attribute(self, node: ast.Attribute, origin: ast.AST, called: bool = False) -> str:
+        """``obj.name``.  A read of a differentiated value from the instance dict of an object
+        of a user class (a model's parameters, at every step) is the common case: once
+        ``_attr`` has read one so at this site, the site remembers the class for the rest of
+        the run and reads objects of that class's dict itself (``_attr`` otherwise, and for
+        a method about to be called)."""
+        ctx = self.ctx
+        obj = self.hold(self.expr(node.value, origin), origin)
+        if called:
+            return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
+        site, sites, out = self.sites, self.helper("sites"), self.fresh()
+        self.sites += 1
+        self.emit(f"{out} = {obj}.__dict__.get({node.attr!r}) if type({obj}) is {sites}[{site}] "
+                  f"else None", origin)
+        self.emit(f"if type({out}) is not {self.helper('T')} or {out}.owner is not "
+                  f"{self.hidden}ref:", origin)
+        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {node.attr!r}, {sites}, "
+                  f"{site})", origin)
+        return out
 
     def argument(self, node: ast.expr, origin: ast.AST) -> str:
         """An item of a call's arguments or of a display: ``*it`` iterated where it stands."""
@@ -684,7 +707,9 @@ class _Compiler:
 
     def call(self, node: ast.Call, origin: ast.AST) -> str:
         ctx = self.ctx
-        fn = self.hold(self.expr(node.func, origin), origin)
+        fn = self.attribute(node.func, origin, called=True) \
+            if isinstance(node.func, ast.Attribute) else self.hold(self.expr(node.func, origin),
+                                                                   origin)
         args = [self.argument(arg, origin) for arg in node.args]
         for keyword in node.keywords:
             value = self.hold(self.expr(keyword.value, origin), origin)

@@ -417,6 +417,9 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     finally:
         ctx.roots.clear()
         ctx.keys_written.clear()  # (the context is used again: see made_here)
+        for sites, site in ctx._sites:  # (what they remember holds for this run only)
+            sites[site] = None
+        ctx._sites.clear()
         _untag_bindings(ctx, f)
     leaves, tree = flatten(out)
     out_nodes: list[Any] = []
@@ -435,6 +438,7 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ctx.held.clear()
     ctx._functions.clear()
     ctx._specs.clear()
+    ctx._attributes.clear()
     ctx.tracking = False
     tape, ctx.tape = ctx.tape, []
     _done(ctx)

@@ -131,6 +131,138 @@ def test_methods_properties_constructors_and_named_tuples_run_specialised():
     _specialised(named_tuples, (0.8, -0.3))
 
 
+def _model_class() -> type:
+    """A fresh class per call of the test (the test changes it)."""
+    class Model:
+        scale = 1.0
+
+        def __init__(self, a):
+            self.a = a
+
+        def term(self, x):
+            return self.a * x
+
+        @property
+        def weight(self):
+            return self.a
+    return Model
+
+
+def _squared(self, x):
+    return self.a * x * x
+
+
+def _weight_squared(self):
+    return self.a * self.a
+
+
+def _change(cls, what, x):
+    if what == "method":
+        cls.term = _squared
+    elif what == "property":
+        cls.weight = property(_weight_squared)
+    else:
+        cls.scale = x
+
+
+def changed_during_the_run(p, cls, what):
+    """The model's class gets a new method, property or class attribute half-way through the
+    loop: the specialised code remembers how a class reads a name for the rest of the run,
+    and must read the new one from then on."""
+    m = cls(p[0])
+    total = 0.0
+    for i in range(4):
+        total = total + m.term(p[1]) * m.weight * m.scale
+        if i == 1:
+            _change(cls, what, p[1])
+    return total
+
+
+@pytest.mark.default_routes
+@pytest.mark.parametrize("what", ["method", "property", "class attribute"])
+def test_a_class_changed_during_the_run_is_read_as_changed(what):
+    a, x = 1.3, 0.7
+    want = {"method": 2 * a * x * a + 2 * a * x * x * a,
+            "property": 2 * a * x * a + 2 * a * x * a * a,
+            "class attribute": 2 * a * x * a + 2 * a * x * a * x}[what]
+    assert changed_during_the_run((a, x), _model_class(), what) == pytest.approx(want, rel=1e-12)
+    with force_route(None):
+        report = explain(grad, changed_during_the_run, (a, x), _model_class(), what)
+        again = grad(changed_during_the_run)((a, x), _model_class(), what)
+    ran = [about.split(":")[0] for route, did, about in report.decisions
+           if did and route == ROUTE]
+    assert "changed_during_the_run" in ran, str(report)
+    with force_route(REFERENCE):
+        reference = grad(changed_during_the_run)((a, x), _model_class(), what)
+    np.testing.assert_allclose(report.result, again, rtol=0, atol=0)
+    np.testing.assert_allclose(report.result, reference, rtol=1e-12)
+    np.testing.assert_allclose(
+        report.result,
+        fd(lambda v: changed_during_the_run(tuple(v), _model_class(), what), np.array([a, x])),
+        rtol=1e-6)
+
+
+class _Scaled:
+    def __init__(self, a):
+        self.a = a
+
+
+def _doubled_a(self):
+    return 2.0 * self.__dict__["a"]
+
+
+def _set_a(self, value):
+    self.__dict__["a"] = value
+
+
+def read_at_one_site(p, objects):
+    """One attribute site reading ``a`` from the objects of several classes."""
+    total = 0.0
+    for obj in objects:
+        total = total + obj.a * p[1]
+    return total
+
+
+@pytest.mark.default_routes
+def test_an_attribute_site_reads_each_class_as_python_does_in_every_run():
+    """A site of specialised code remembers, for the run, a class whose objects' instance
+    dicts it reads: objects of other classes at the same site (duck typing) read as Python
+    reads them, and a property given to the class between runs is read by its getter."""
+    class Other:
+        @property
+        def a(self):
+            return self.b * self.b
+
+        def __init__(self, b):
+            self.b = b
+
+    def loss(p):
+        cls = type(_model_holder[0])
+        return read_at_one_site(p, [cls(p[0]), Other(p[0]), cls(p[1]), Other(p[1])])
+
+    a, x = 1.3, 0.7
+    cls = type("Scaled", (_Scaled,), {})  # (a class of this test's own: it changes it)
+    _model_holder[:] = [cls(0.0)]
+    for run in range(3):
+        if run == 2:  # between runs: a property over the name the objects hold
+            cls.a = property(_doubled_a, _set_a)
+        scale = 2.0 if run == 2 else 1.0
+        want = (scale * x + 2 * a * x, scale * a + a * a + 2 * scale * x + 3 * x * x)
+        with force_route(None):
+            report = explain(grad, loss, (a, x))
+            got = grad(loss)((a, x))
+        assert any(did and route == ROUTE and about.startswith("read_at_one_site")
+                   for route, did, about in report.decisions), str(report)
+        np.testing.assert_allclose(report.result, got, rtol=0, atol=0)
+        with force_route(REFERENCE):
+            reference = grad(loss)((a, x))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_allclose(got, reference, rtol=1e-12)
+
+
+_model_holder: list[Any] = []
+
+
 # -- comprehensions and generator expressions --------------------------------------------------
 
 def comprehensions(p):
