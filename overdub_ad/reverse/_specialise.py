@@ -60,6 +60,7 @@ from ._spec_runtime import (_attr, _bin, _call, _CALLS, _compare, _contains, _it
                             _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
 from ._tape import _Partials, _Second
+from ._unboxed import unboxed
 
 _PACKAGES = frozenset(("overdub", "overdub_ad", "overdub_gpu"))
 # values an arithmetic region computes with natively: a differentiated float's value, or a
@@ -239,6 +240,11 @@ def _compile(fn: types.FunctionType, second: bool = False) -> tuple[types.CodeTy
             raise _Unsupported(f"an expression {type(child).__name__}")
     compiler = _Compiler(set(code.co_varnames) | set(code.co_cellvars),
                          hidden_prefix(node, _STEM), code, second)
+    parameters = code.co_argcount + code.co_kwonlyargcount + \
+        bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    compiler.unboxed, compiler.boxless = unboxed(
+        body, set(code.co_varnames[parameters:]) - set(code.co_cellvars), tuple(_ARITH),
+        tuple(_UNARY))
     compiler.block(body)
     return compiler.finish(fn, node), compiler.sites
 
@@ -314,6 +320,9 @@ class _Compiler:
         self.sites = 0  # attributes read (see attribute)
         # locals unwrapped in the current straight-line code: name -> (value, node, ok)
         self.known: dict[str, tuple[str, str, str]] = {}
+        # the locals that need no box, and the ids of the regions assigned to them (_unboxed)
+        self.unboxed: set[str] = set()
+        self.boxless: set[int] = set()
 
     # -- emitting --------------------------------------------------------------------------
     def emit(self, text: str, origin: ast.AST) -> None:
@@ -839,12 +848,21 @@ class _Compiler:
                   origin)
         pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
         self.emit(f"    {self.hidden}app(({head.format(entry=entry)}{pairs}))", origin)
-        self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, {self.hidden}lbl)",
-                  origin)
+        if id(node) in self.boxless:  # (a local that needs no box: see _unboxed)
+            self.emit(f"    {result} = {root.value}", origin)
+        else:
+            self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, "
+                      f"{self.hidden}lbl)", origin)
         self.emit("else:", origin)
         self.emit(f"    {ok} = False", origin)
         self.indent -= 2
         self.emit(f"if not {ok}:", origin)
+        for leaf in leaves:  # the general path reads the locals: boxed, the ones not yet
+            if leaf.kind == "leaf" and leaf.text in self.unboxed and leaf.text in self.known:
+                value, entry_of, flag = self.known[leaf.text]
+                self.emit(f"    if {flag}:", origin)
+                self.emit(f"        {leaf.text} = {value} if {entry_of} is None else "
+                          f"{T}({value}, {entry_of}, {self.hidden}ref, {self.hidden}lbl)", origin)
         self.emit(f"    {result} = {graph.generic(root, inplace)}", origin)
         # unwrapped already, for a name it is assigned to (see rebound): its value and node
         # where ok, and where not, the flag sends the next region that reads it to the context

@@ -11,6 +11,7 @@ reason that names the construct.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import math
@@ -261,6 +262,85 @@ def test_an_attribute_site_reads_each_class_as_python_does_in_every_run():
 
 
 _model_holder: list[Any] = []
+
+
+# -- locals that need no box (_unboxed) -----------------------------------------------------
+
+def stages_then_an_array(p, arr):
+    """``a`` and ``b`` are read only as operands in the run that assigns them (no box); the
+    region of ``c`` meets an array, takes the general path, and must box ``a`` first."""
+    a = p[0] * p[1]
+    b = a - p[0] / 3.0
+    c = a * arr + b
+    d = -b + a ** 2
+    return np.sum(c) + d
+
+
+def stages_in_a_loop(p):
+    """An RK-like loop: the stages are boxless, ``x`` (read at the next pass and after the
+    loop) is boxed; ``t`` is read after the loop, ``s`` inside an if: both boxed."""
+    x, t = p[0], 0.0
+    for i in range(6):
+        k1 = x * p[1]
+        k2 = (x + 0.1 * k1) * p[1]
+        s = k1 + k2
+        if i > 2:
+            s = s * 2.0
+        t = k1 - k2
+        x = x + 0.05 * (k1 + k2) + 0.01 * s
+    return x + t
+
+
+def read_as_a_call_argument(p):
+    """``a`` is also handed to a call and returned: it keeps its box."""
+    a = p[0] * p[1]
+    b = a * 3.0
+    return math.exp(a) + b + float(a > 0) * a
+
+
+def chained_targets(p):
+    """``a`` needs no box, ``b`` (a call's argument) does: the value they share keeps it."""
+    a = b = p[0] * p[1]
+    c = a + 1.0
+    return _cubed(b) + c
+
+
+def _cubed(v):
+    return v * v * v
+
+
+@pytest.mark.default_routes
+def test_locals_read_only_by_arithmetic_need_no_box():
+    p = (0.7, 1.3)
+    _specialised(chained_targets, p)
+    _specialised(stages_in_a_loop, p)
+    _specialised(read_as_a_call_argument, p)
+    arr = np.array([0.5, -1.0, 2.0])
+    _specialised(stages_then_an_array, p, arr)
+    # the array itself: the general path's derivative, with the boxed local in it
+    got = grad(stages_then_an_array, argnums=1)(p, arr)
+    np.testing.assert_allclose(got, np.full(3, p[0] * p[1]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("source, names", [
+    ("a = x * y\nb = a + 1.0\nreturn b * a", {"a", "b"}),  # (b: read only by arithmetic)
+    ("a = x * y\nreturn a", set()),                       # returned: boxed
+    ("a = x * y\nb = f(a)\nreturn b + 1.0", {"b"}),       # a: a call's argument
+    ("a = x * y\nif x:\n    b = a * 2.0\nreturn x", {"b"}),  # a: read in another run
+    ("for i in r:\n    k = x * y\n    x = x + k\nreturn x", {"k"}),  # x: read at the next pass
+    ("a = 1.0\na += x\nreturn a * 2.0", set()),         # +=
+    ("a = x * y\nb = [a * t for t in r]\nreturn b", set()),  # a comprehension ends the run
+    ("a = x * y\nb = a * 2.0 if x else 0.0\nreturn b", set()),  # so does an if-expression
+    ("b = a * 2.0\na = x * y\nreturn b + a", {"b"}),     # a: read before it is assigned
+])
+def test_which_locals_need_no_box(source, names):
+    from overdub_ad.reverse import _specialise, _unboxed
+    body = ast.parse(source).body
+    assigned = {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    found, _ = _unboxed.unboxed(body, assigned - {"x"}, tuple(_specialise._ARITH),
+                                tuple(_specialise._UNARY))
+    assert found == names
 
 
 # -- comprehensions and generator expressions --------------------------------------------------
