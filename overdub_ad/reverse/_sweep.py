@@ -376,8 +376,10 @@ def _seed(ctx: ReverseContext, x: Any, node: _Node) -> Any:
         what = f"{plain.dtype} array" if hasattr(plain, "dtype") else type(plain).__name__
         raise TypeError(f"cannot differentiate with respect to a {what} (expected floats, "
                         f"complex numbers or arrays of them)")
-    if type(x) is not Tagged and _arrays.kind(plain) in "iu":  # an integer point
-        x = _arrays.to_float(x)
+    if _arrays.kind(plain) in "iu":  # an integer point, as floats (an enclosing context's
+        # value through that context, which follows it: hessian at an integer point)
+        x = _arrays.to_float(x) if type(x) is not Tagged else \
+            overdub(_Forwarding(), _arrays.to_float, x)
     return ctx._wrap(untag(x, ctx), node)
 
 
