@@ -130,9 +130,9 @@ class ReverseContext(Context):
         self._functions: dict[int, tuple[Any, bool, int]] = {}
         # Python functions run by their specialised versions (see _specialise): id -> (fn, it)
         self._specs: dict[int, tuple[Any, Any]] = {}
-        # (class, name) -> (the class attribute, the class dict holding it) read in this run
-        # by specialised code (see _spec_runtime._class_attribute)
-        self._attributes: dict[tuple[type, str], tuple[Any, Any]] = {}
+        # (class, name) -> (the class attribute, the class dict holding it, the dicts before
+        # it) read in this run by specialised code (see _spec_runtime._class_attribute)
+        self._attributes: dict[tuple[type, str], tuple[Any, Any, tuple[Any, ...]]] = {}
         # the attribute sites of specialised code that read instance dicts in this run (see
         # _spec_runtime._attr): (the site table, the site)
         self._sites: list[tuple[list[Any], int]] = []

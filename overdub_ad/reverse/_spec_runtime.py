@@ -34,6 +34,9 @@ _NEW: Any = object.__new__
 _INIT: Any = object.__init__
 _TUPLE_NEW: Any = tuple.__new__
 _FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
+#: what a method-calling site's lookup gives where the call is to be made by the site itself
+#: (see _Compiler.method): no value an attribute can hold
+_METHOD: Any = object()
 
 # Calls of functions of one float that a region computes natively (see _regions._Graph.call),
 # while their rules are the shipped ones (a rule the user registers wins: rebuilt on every
@@ -110,13 +113,14 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
     return _through(ctx, operator.getitem, obj, index)
 
 
-def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: int = 0
-          ) -> Any:
+def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: int = 0,
+          called: bool = False) -> Any:
     """``obj.name`` as the context reads it.  ``sites[site]``, when given, is the reading
-    site's class (see ``_Compiler.attribute``): set to ``obj``'s class when its objects read
+    site's slot (see ``_Compiler.attribute``): set to ``obj``'s class when its objects read
     ``name`` from their instance dict (no class in the MRO defines it), for the rest of the
     run (``ctx._sites``, wiped when it ends); only a data descriptor or a ``__getattribute__``
-    given to the class during the run would go unseen."""
+    given to the class during the run would go unseen.  At a site that calls the attribute
+    (``called``: see ``_Compiler.method``), it is set for a method of the object's class."""
     kind = type(obj)
     if kind is types.ModuleType:
         value = getattr(obj, name)
@@ -132,22 +136,31 @@ def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: i
         # metadata the core may keep aside) through the context
         key = (kind, name)
         held = ctx._attributes.get(key)
-        if held is not None and (held[1] is None or held[1].get(name, MISSING) is held[0]):
+        if held is not None and (held[1] is None or (
+                held[1].get(name, MISSING) is held[0]
+                and (not held[2] or not any(name in d for d in held[2])))):
             found = held[0]
         else:
-            found = _class_attribute(ctx, key)
+            held = _class_attribute(ctx, key)
+            found = held[0]
         if found is MISSING:
             value = getattr(obj, "__dict__", None)
             if type(value) is dict:
                 value = value.get(name)
                 if type(value) is Tagged and value.owner is ctx._ref:
-                    if sites is not None and sites[site] is None:
+                    if sites is not None and not called and sites[site] is None:
                         sites[site] = kind
                         ctx._sites.append((sites, site))
                     return value
         elif type(found) is types.FunctionType:
             own = getattr(obj, "__dict__", None)
             if type(own) is dict and name not in own:
+                if called and sites is not None and not held[2] and sites[site] is None \
+                        and ctx._specialised(found):
+                    # (a method of the object's own class: the calling site calls its
+                    # specialised version itself, see _Compiler.call)
+                    sites[site] = (kind, held[1], found, ctx._specs[id(found)][1])
+                    ctx._sites.append((sites, site))
                 return types.MethodType(found, obj)
         elif type(found) is _FIELD:
             return found.__get__(obj, kind)  # an item of the tuple, as the context reads it
@@ -157,22 +170,28 @@ def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: i
     return _through(ctx, getattr, obj, name)
 
 
-def _class_attribute(ctx: Any, key: tuple[type, str]) -> Any:
+def _class_attribute(ctx: Any, key: tuple[type, str]) -> tuple[Any, Any, tuple[Any, ...]]:
     """:func:`class_attribute`, remembered for the rest of the run in ``ctx._attributes`` (a
     model's parameters and methods are read at every step, and the lookup through the classes
-    costs more than the read): with the class dict that holds it, which ``_attr`` asks again
-    each time, so a method or property replaced during the run is seen.  A name no class
-    defines is read from the instance (or the context) each time: only a data descriptor added
-    to the class during the run, over a name its instances hold, would go unseen."""
+    costs more than the read): ``(found, the class dict holding it, the dicts of the classes
+    before that one in the MRO)``, which ``_attr`` asks again each time (the name still there,
+    and in none before it), so a method or property replaced during the run, or given to a
+    subclass over its base's, is seen.  A name no class defines is read from the instance (or
+    the context) each time: only a data descriptor added to the class during the run, over a
+    name its instances hold, would go unseen."""
     cls, name = key
+    earlier: list[Any] = []
     for klass in cls.__mro__:
         holder = klass.__dict__
         found = holder.get(name, MISSING)
         if found is not MISSING:
-            ctx._attributes[key] = (found, holder)
-            return found
-    ctx._attributes[key] = (MISSING, None)
-    return MISSING
+            held: tuple[Any, Any, tuple[Any, ...]] = (found, holder, tuple(earlier))
+            ctx._attributes[key] = held
+            return held
+        earlier.append(holder)
+    missing: tuple[Any, Any, tuple[Any, ...]] = (MISSING, None, ())
+    ctx._attributes[key] = missing
+    return missing
 
 
 def _constructed_here(cls: type) -> bool:

@@ -56,7 +56,7 @@ from overdub import (NoSourceError, Tagged, carries_tags, compile_variant, funct
 from .. import _rules
 from . import _comprehensions
 from ._spec_runtime import (_attr, _bin, _call, _CALLS, _compare, _contains, _iter, _keywords,
-                            _PLAIN, _SECOND_CALLS, _setattr, _setitem, _star, _sub, _un,
+                            _METHOD, _PLAIN, _SECOND_CALLS, _setattr, _setitem, _star, _sub, _un,
                             _unpack)
 from ._regions import _Graph, _is_name, _Unsupported
 from ._tape import _Partials, _Second
@@ -94,7 +94,7 @@ _HELPERS: dict[str, Any] = {
     "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
     "R": _RESULTS, "E": _Partials, "E2": _Second, "log": math.log, "slice": slice,
     "len": len, "id": id, "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER,
-    "CALLS": _CALLS, "SECOND_CALLS": _SECOND_CALLS}
+    "CALLS": _CALLS, "SECOND_CALLS": _SECOND_CALLS, "METHOD": _METHOD}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -673,16 +673,13 @@ class _Compiler:
             return _comprehensions.compile_comprehension(self, node, origin)
         raise _Unsupported(_EXPRESSIONS.get(type(node), f"an expression {type(node).__name__}"))
 
-    def attribute(self, node: ast.Attribute, origin: ast.AST, called: bool = False) -> str:
+    def attribute(self, node: ast.Attribute, origin: ast.AST) -> str:
         """``obj.name``.  A read of a differentiated value from the instance dict of an object
         of a user class (a model's parameters, at every step) is the common case: once
         ``_attr`` has read one so at this site, the site remembers the class for the rest of
-        the run and reads objects of that class's dict itself (``_attr`` otherwise, and for
-        a method about to be called)."""
+        the run and reads objects of that class's dict itself (``_attr`` otherwise)."""
         ctx = self.ctx
         obj = self.hold(self.expr(node.value, origin), origin)
-        if called:
-            return self.hold(f"{self.helper('attr')}({ctx}, {obj}, {node.attr!r})", origin)
         site, sites, out = self.sites, self.helper("sites"), self.fresh()
         self.sites += 1
         self.emit(f"{out} = {obj}.__dict__.get({node.attr!r}) if type({obj}) is {sites}[{site}] "
@@ -716,9 +713,11 @@ class _Compiler:
 
     def call(self, node: ast.Call, origin: ast.AST) -> str:
         ctx = self.ctx
-        fn = self.attribute(node.func, origin, called=True) \
-            if isinstance(node.func, ast.Attribute) else self.hold(self.expr(node.func, origin),
-                                                                   origin)
+        method = None
+        if isinstance(node.func, ast.Attribute):
+            fn, method = self.method(node.func, origin)
+        else:
+            fn = self.hold(self.expr(node.func, origin), origin)
         args = [self.argument(arg, origin) for arg in node.args]
         for keyword in node.keywords:
             value = self.hold(self.expr(keyword.value, origin), origin)
@@ -727,8 +726,36 @@ class _Compiler:
                                              origin))
             else:
                 args.append(f"{keyword.arg}={value}")
-        return self.hold(f"{self.helper('call')}({ctx}, {fn}{''.join(', ' + a for a in args)})",
-                         origin)
+        listed = "".join(", " + a for a in args)
+        general = f"{self.helper('call')}({ctx}, {fn}{listed})"
+        if method is None:
+            return self.hold(general, origin)
+        known, obj = method
+        return self.hold(f"({known}[3]({ctx}, {obj}{listed}) if {fn} is "
+                         f"{self.helper('METHOD')} else {general})", origin)
+
+    def method(self, node: ast.Attribute, origin: ast.AST) -> tuple[str, tuple[str, str]]:
+        """``obj.name`` about to be called, looked up where Python looks it up (before the
+        arguments): ``_METHOD`` where it is a method of the object's own class that this site called
+        before in the run, whose specialised version the call then calls itself, with the
+        object (``(class, its dict, the function, the version)`` in the site's slot, set by
+        ``_attr``; the method still the class's, not shadowed by the instance's dict); else
+        the attribute, as ``_attr`` reads it.  Returns the name holding either, and the names
+        of the site's slot and the object."""
+        ctx, sites, site = self.ctx, self.helper("sites"), self.sites
+        self.sites += 1
+        obj = self.fresh()  # (into a temporary: the arguments' code could rebind a name)
+        self.emit(f"{obj} = {self.expr(node.value, origin)}", origin)
+        known, out, name = self.fresh("m"), self.fresh(), repr(node.attr)
+        self.emit(f"{known} = {sites}[{site}]", origin)
+        self.emit(f"if {known} is not None and type({obj}) is {known}[0] and "
+                  f"{known}[1].get({name}) is {known}[2] and {name} not in {obj}.__dict__:",
+                  origin)
+        self.emit(f"    {out} = {self.helper('METHOD')}", origin)
+        self.emit("else:", origin)
+        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {name}, {sites}, {site}, "
+                  f"True)", origin)
+        return out, (known, obj)
 
     def compare(self, node: ast.Compare, origin: ast.AST, inline: bool) -> str:
         if len(node.ops) != 1:

@@ -158,12 +158,18 @@ def _weight_squared(self):
 
 
 def _change(cls, what, x):
-    if what == "method":
+    if what.startswith("method"):
         cls.term = _squared
     elif what == "property":
         cls.weight = property(_weight_squared)
     else:
         cls.scale = x
+
+
+def _model_subclass() -> type:
+    """A subclass that defines nothing: the test gives it a method of its own during the run,
+    over the one its base defines."""
+    return type("Derived", (_model_class(),), {})
 
 
 def changed_during_the_run(p, cls, what):
@@ -180,26 +186,28 @@ def changed_during_the_run(p, cls, what):
 
 
 @pytest.mark.default_routes
-@pytest.mark.parametrize("what", ["method", "property", "class attribute"])
+@pytest.mark.parametrize("what", ["method", "method of a subclass", "property",
+                                  "class attribute"])
 def test_a_class_changed_during_the_run_is_read_as_changed(what):
     a, x = 1.3, 0.7
     want = {"method": 2 * a * x * a + 2 * a * x * x * a,
             "property": 2 * a * x * a + 2 * a * x * a * a,
-            "class attribute": 2 * a * x * a + 2 * a * x * a * x}[what]
-    assert changed_during_the_run((a, x), _model_class(), what) == pytest.approx(want, rel=1e-12)
+            "class attribute": 2 * a * x * a + 2 * a * x * a * x}[what.split(" of ")[0]]
+    made = _model_subclass if what == "method of a subclass" else _model_class
+    assert changed_during_the_run((a, x), made(), what) == pytest.approx(want, rel=1e-12)
     with force_route(None):
-        report = explain(grad, changed_during_the_run, (a, x), _model_class(), what)
-        again = grad(changed_during_the_run)((a, x), _model_class(), what)
+        report = explain(grad, changed_during_the_run, (a, x), made(), what)
+        again = grad(changed_during_the_run)((a, x), made(), what)
     ran = [about.split(":")[0] for route, did, about in report.decisions
            if did and route == ROUTE]
     assert "changed_during_the_run" in ran, str(report)
     with force_route(REFERENCE):
-        reference = grad(changed_during_the_run)((a, x), _model_class(), what)
+        reference = grad(changed_during_the_run)((a, x), made(), what)
     np.testing.assert_allclose(report.result, again, rtol=0, atol=0)
     np.testing.assert_allclose(report.result, reference, rtol=1e-12)
     np.testing.assert_allclose(
         report.result,
-        fd(lambda v: changed_during_the_run(tuple(v), _model_class(), what), np.array([a, x])),
+        fd(lambda v: changed_during_the_run(tuple(v), made(), what), np.array([a, x])),
         rtol=1e-6)
 
 
@@ -262,6 +270,75 @@ def test_an_attribute_site_reads_each_class_as_python_does_in_every_run():
 
 
 _model_holder: list[Any] = []
+
+
+# -- method calls (_Compiler.method) ---------------------------------------------------------
+
+class _Stepper:
+    def __init__(self, a):
+        self.a = a
+        self.hook = None
+
+    def f(self, x):
+        return self.a * x
+
+
+def _square(x):
+    return x * x
+
+
+def _cube(self, x):
+    return self.a * x * x * x
+
+
+def calling_methods(p, how):
+    """A method called at one site on every pass: shadowed by the instance half-way, replaced
+    on the class, or called on objects of two classes in turn; the site calls the method's
+    specialised version itself once it has seen it, and must see each change."""
+    objects = [_Stepper(p[0]), _Stepper(p[0])]
+    total = 0.0
+    for i, k in enumerate([0, 1, 0, 1, 0, 1]):
+        obj = objects[k]
+        term = obj.f(p[1])  # (a call of its own: in an expression it is a region's leaf)
+        total = total + term
+        if i == 2:
+            if how == "shadowed":
+                objects[0].f = _square
+            elif how == "replaced":
+                type(obj).f = _cube
+            elif how == "other class":
+                objects[1] = _OtherStepper(p[1])
+        if i == 4 and how == "replaced":
+            _Stepper.f = _STEPPER_F  # (and back again)
+    return total
+
+
+_STEPPER_F = _Stepper.f
+
+
+class _OtherStepper:
+    def __init__(self, a):
+        self.a = a
+
+    def f(self, x):
+        return self.a + x
+
+
+@pytest.mark.default_routes
+@pytest.mark.parametrize("how", ["shadowed", "replaced", "other class"])
+def test_a_method_call_site_sees_each_change(how):
+    try:
+        _specialised(calling_methods, (1.3, 0.7), how)
+    finally:
+        _Stepper.f = _STEPPER_F
+
+
+def test_calling_an_attribute_that_is_no_function_raises_as_python_does():
+    def loss(p):
+        obj = _Stepper(p[0])
+        return obj.hook(p[1])
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        grad(loss)((1.0, 2.0))
 
 
 # -- locals that need no box (_unboxed) -----------------------------------------------------
