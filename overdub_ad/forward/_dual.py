@@ -607,7 +607,9 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         else:
             out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
         if out.__class__ is float and dout.__class__ is float and not batch and not single:
-            return out, dout
+            if dout == dout:
+                return out, dout
+            raise _Singular
         if isinstance(out, _INTEGRAL) and _zero(dout):
             # a constant, or a differentiated integer whose tangent is 0 (max(0, x) below
             # 0): the dual cannot tell them apart, the general mode can (see _check_differentiated)
@@ -622,7 +624,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         if depth:
             raise
         reason = str(stop) or "a construct the route does not follow"
-        if info is not None:
+        if info is not None and stop.__class__ is not _Singular:
             info.stopped[_stop_key(f, primals)] = reason
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
@@ -632,6 +634,29 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
                 run.fresh = None
             if _FILLED:
                 _empty_sites()
+
+
+class _Singular(_Deopt):
+    """A result whose tangent has a nan: a singular point, where the general mode leaves out
+    on numbers each term ``partial * tangent`` of an exactly zero tangent (see
+    ``_tangents._exactly_zero``) that the dual's arithmetic written out in place multiplies,
+    ``0.0 * inf = nan`` (``x * np.log(y)`` at ``y == 0`` with ``x`` held fixed).  Elsewhere the
+    two agree: a term left out there is 0 here.  The general mode computes the result; the
+    stop is not remembered (it depends on the point, not on the code)."""
+
+    def __init__(self) -> None:
+        super().__init__("a nan tangent (a singular point)")
+
+
+def _nan(t: Any) -> bool:
+    """Whether the tangent ``t`` (a number, an array, or a dual of an outer derivative, whose
+    value is looked at) has a nan."""
+    if t.__class__ is float:
+        return t != t
+    t = _plain(t)
+    if t.__class__ is np.ndarray:
+        return t.dtype.kind in "fc" and bool(np.isnan(t).any())
+    return isinstance(t, (float, complex, np.inexact)) and t != t
 
 
 def _squeezable(t: Any) -> bool:
@@ -728,7 +753,9 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
     kind = out.__class__
     if (kind is float or kind is _Dual) and not batch and dout.__class__ in _LEAVES:
         if kind is _Dual and out.L is level:
-            return out.v, _sum(dout, out.t)
+            out, dout = out.v, _sum(dout, out.t)
+        if _nan(dout):
+            raise _Singular
         return out, dout
     if callable(out) and not _numberlike(out):
         raise _Deopt("a function-valued result")  # the general mode applies it lazily
@@ -763,6 +790,8 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
             tangents.append(None)
         elif _zero(t) and t.__class__ is not np.ndarray:
             tangents.append(_zero_tangent(v, batch))
+        elif _nan(t):
+            raise _Singular
         else:
             tangents.append(t)
     return unflatten(tree, values), unflatten(tree, tangents)

@@ -232,9 +232,9 @@ def _binary_methods(op: Any, shape: Any) -> tuple[Callable[..., Any], Callable[.
         return product, reflected_product
     if shape is _rules.QUOTIENT:  # (1 / b, -out / b)
         def quotient(self: _Dual, other: Any) -> Any:
-            if other.__class__ in _PLAIN_NUMBERS:
+            if other.__class__ in _PLAIN_NUMBERS and other:
                 return _Dual(self.L, op(self.v, other), self.t * (1.0 / cast(float, other)))
-            return _dual2(op, self, other)
+            return _dual2(op, self, other)  # (a zero divisor: the point the rules decide)
 
         def reflected_quotient(self: _Dual, other: Any) -> Any:
             return _dual2(op, other, self)
@@ -350,7 +350,13 @@ def _dual2(op: Any, a: Any, b: Any) -> Any:
     bv, bt = _at(b, level)
     if av.__class__ is tuple or bv.__class__ is tuple:
         raise _Deopt
-    out = op(av, bv)
+    try:
+        out = op(av, bv)
+    except ZeroDivisionError:
+        # NumPy hands a dual its scalar operand as a Python float (np.float64(1.0) / d calls
+        # d.__rtruediv__(1.0)), whose quotient by zero raises where NumPy's is inf: the
+        # general mode computes it as the program does (and raises where Python does)
+        raise _Deopt("a division by zero") from None
     return _box(level, out, tangent(av, at, bv, bt, out))
 
 

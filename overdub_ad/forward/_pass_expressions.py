@@ -238,6 +238,12 @@ def binop(self: _Function, op: ast.operator, a: _Val, b: _Val, out: list[ast.stm
         out.extend(slow)
     else:
         guard = self.guard([a, b])
+        if isinstance(op, ast.Div) and not (isinstance(b.p, ast.Constant) and b.p.value):
+            # a zero divisor to the helper, which applies the rules: NumPy's quotient by zero
+            # (np.float64(1.0) / 0.0) has the partial inf, whose term of an exactly zero
+            # tangent is left out there, and Python's raises there as it raises plainly
+            nonzero = ast.Compare(b.p, [ast.NotEq()], [ast.Constant(0.0)])
+            guard = nonzero if guard is None else ast.BoolOp(ast.And(), [guard, nonzero])
         if guard is None:
             out.extend(fast)
         else:

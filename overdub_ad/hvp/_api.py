@@ -68,7 +68,8 @@ def _compiled(f: Callable[..., Any], x: Any, v: Any) -> Any:
         raise _routes.Declined("the direction is not real")
     result = compiled_hvp(f, x, direction)
     if result is DECLINED:
-        raise _routes.Declined("not a straight-line function of the subset, or a guard failed")
+        raise _routes.Declined("not a straight-line function of the subset, a guard failed, "
+                               "or a result that is not finite (a singular point)")
     return result
 
 

@@ -44,6 +44,7 @@ this is safe, and a user's error is raised from the user's own code there.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 import types
@@ -715,6 +716,9 @@ def _generated(fn: Any) -> Callable[[Any, Any], Any] | None:
     return target
 
 
+_TOTAL = np.add.reduce  # (the sum of all elements, without np.sum's Python layer)
+
+
 def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:
     """``H(x) @ v`` of ``fn`` by its generated code, or ``DECLINED``."""
     target = _generated(fn)
@@ -724,7 +728,10 @@ def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:
         result = target(x, v)
     except Exception:
         return DECLINED  # the tape route runs fn again and raises from the user's code
-    if result is DECLINED:
+    if result is DECLINED or not math.isfinite(_TOTAL(result, None)):
+        # an infinity or a nan in it (or a sum that overflows): a singular point, where forward
+        # mode on numbers leaves out the terms of exactly zero tangents (sqrt(sum(x * x)) at
+        # 0) that the generated code keeps, 0 * inf = nan: the other routes compute it
         return DECLINED
     if result.dtype != x.dtype or result.base is not None:
         result = result.astype(x.dtype)  # a fresh, writable array (not a broadcast view)

@@ -21,11 +21,15 @@ The result is ``jvp(grad(f))``'s, from the same formulas (the written-out ones m
 products differently: equal up to rounding).  A tape this pass does not handle -- an entry of
 ``custom_vjp``/``checkpoint``, whose residuals have no tangents, or a non-scalar output --
 makes :func:`tape_hvp` decline before any result is returned; the caller then takes the nested
-route (which runs ``f`` again).
+route (which runs ``f`` again).  So does a result that is not finite: at a singular point the
+nested route's forward mode leaves out the terms of exactly zero tangents on numbers, where
+this pass multiplies them (``0 * inf = nan``), and takes an expression's operations one by one
+where a record holds their second partials together (``inf`` and ``nan`` do not distribute).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from typing import Any
@@ -79,7 +83,18 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
         tape.clear()
     result = [_cast(pairs[n][1], leaf) if n in pairs and pairs[n][1] is not None
               else _zeros_like(leaf) for n, leaf in zip(in_nodes, leaves)]
+    if not all(map(_finite, result)):
+        # (a singular point: where this pass and the nested route differ, see above, the
+        # difference is an infinity or a nan in the result; the nested route computes it)
+        raise _routes.Declined("a result that is not finite (a singular point)")
     return unflatten(xtree, result)
+
+
+def _finite(value: Any) -> bool:
+    """Whether a number or every element of an array is finite (None: an empty leaf)."""
+    if value.__class__ is float:
+        return math.isfinite(value)
+    return value is None or bool(np.isfinite(value).all())
 
 
 # -- the tangent pass --------------------------------------------------------------------------

@@ -228,12 +228,20 @@ class _Graph:
                 a.adjoint.append(_times(adjoint, b.value))
                 b.adjoint.append(_times(adjoint, a.value))
             elif shape is _rules.QUOTIENT:  # (1 / b, -out / b)
+                divisor = b.value
                 if b.kind != "const" or float(b.value) == 0:
+                    # a zero divisor goes to the general path (the rules decide); the
+                    # partials, computed all the same, divide by 1.0 there: a Python float
+                    # zero would raise where NumPy's quotient (np.float64(1.0) / 0.0) did not
+                    divisor = self.c.fresh("q")
                     emit(f"if {b.value} == 0:", origin)
                     emit(f"    {ok} = False", origin)
-                a.adjoint.append(f"{adjoint} / {b.value}" if adjoint != "1"
-                                 else f"1.0 / {b.value}")
-                b.adjoint.append(_times(_neg(adjoint), f"({vertex.value} / {b.value})"))
+                    emit(f"    {divisor} = 1.0", origin)
+                    emit("else:", origin)
+                    emit(f"    {divisor} = {b.value}", origin)
+                a.adjoint.append(f"{adjoint} / {divisor}" if adjoint != "1"
+                                 else f"1.0 / {divisor}")
+                b.adjoint.append(_times(_neg(adjoint), f"({vertex.value} / {divisor})"))
             elif shape is _rules.POWER:
                 self._power(vertex, adjoint, ok)
             else:  # a rule of the user's (or a shape not written here): the general path

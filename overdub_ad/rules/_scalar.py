@@ -462,6 +462,22 @@ def _quot(x: Any, y: Any, out: Any) -> Any:
     return np.round((x - out) / y)
 
 
+_PYTHON_NUMBERS = frozenset((float, int, bool, complex))
+
+
+def _divisor(y: Any, out: Any) -> Any:
+    """The divisor ``y`` of a quotient ``out`` as the division computed with it: a Python zero
+    as NumPy's where the quotient is NumPy's (``np.float64(1.0) / 0.0`` is ``inf``, with
+    NumPy's divide warning), so that the partial ``1 / y`` is ``inf`` (or ``nan``) as NumPy
+    computes, not Python's ``ZeroDivisionError``; ``y`` itself elsewhere (a quotient of Python
+    numbers by zero raised before any rule ran).  The partial in ``y``, ``-out / y``, divides
+    NumPy's ``out`` already."""
+    kind = y.__class__  # (the value's class, for another context's value too)
+    if kind in _PYTHON_NUMBERS and out.__class__ not in _PYTHON_NUMBERS and y == 0:
+        return np.complex128(y) if kind is complex else np.float64(y)
+    return y
+
+
 def _pow_dx_any(x: Any, y: Any) -> Any:
     if _numbers(x, y):
         return _pow_dx(x, y)
@@ -507,9 +523,9 @@ _SUB_T = (lambda ct, out, /, x, y: ct, lambda ct, out, /, x, y: -ct)
 _MUL = (lambda dx, out, /, x, y: _scaled(dx, x, out, y),
         lambda dy, out, /, x, y: _scaled(dy, y, out, x))
 _MUL_T = (lambda ct, out, /, x, y: ct * y, lambda ct, out, /, x, y: ct * x)
-_DIV = (lambda dx, out, /, x, y: _scaled(dx, x, out, 1.0 / y),
+_DIV = (lambda dx, out, /, x, y: _scaled(dx, x, out, 1.0 / _divisor(y, out)),
         lambda dy, out, /, x, y: _scaled(dy, y, out, -out / y))
-_DIV_T = (lambda ct, out, /, x, y: ct / y, lambda ct, out, /, x, y: -ct * out / y)
+_DIV_T = (lambda ct, out, /, x, y: ct / _divisor(y, out), lambda ct, out, /, x, y: -ct * out / y)
 _MOD = (lambda dx, out, /, x, y: _pass(dx, x, out),
         lambda dy, out, /, x, y: _scaled(dy, y, out, -_quot(x, y, out)))
 _MOD_T = (lambda ct, out, /, x, y: ct * 1.0, lambda ct, out, /, x, y: -ct * _quot(x, y, out))

@@ -120,19 +120,23 @@ _unary(np.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / ou
 _unary(np.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
 _unary(np.square, lambda x, out: 2.0 * x, scalar=True, second=lambda x, out: 2.0)
 _unary(np.reciprocal, lambda x, out: -out * out)
-_unary(np.sin, lambda x, out: np.cos(x), scalar=lambda x, out: math.cos(x),
+# (the math functions raise where NumPy's give inf or nan -- cos(inf), cosh(1000) -- so a
+# scalar partial hands such a point to the rules: None)
+_unary(np.sin, lambda x, out: np.cos(x), scalar=lambda x, out: math.cos(x) if out == out else None,
        second=lambda x, out: -out)
-_unary(np.cos, lambda x, out: -np.sin(x), scalar=lambda x, out: -math.sin(x),
-       second=lambda x, out: -out)
+_unary(np.cos, lambda x, out: -np.sin(x),
+       scalar=lambda x, out: -math.sin(x) if out == out else None, second=lambda x, out: -out)
 _unary(np.tan, lambda x, out: 1.0 + out * out, scalar=True,
        second=lambda x, out: 2.0 * out * (1.0 + out * out))
 _unary(np.arcsin, lambda x, out: 1.0 / np.sqrt(1.0 - x * x))
 _unary(np.arccos, lambda x, out: -1.0 / np.sqrt(1.0 - x * x))
 _unary(np.arctan, lambda x, out: 1.0 / (1.0 + x * x), scalar=True,
        second=lambda x, out: -2.0 * x / ((1.0 + x * x) * (1.0 + x * x)))
-_unary(np.sinh, lambda x, out: np.cosh(x), scalar=lambda x, out: math.cosh(x),
+_unary(np.sinh, lambda x, out: np.cosh(x),
+       scalar=lambda x, out: math.cosh(x) if -700.0 < x < 700.0 else None,
        second=lambda x, out: out)
-_unary(np.cosh, lambda x, out: np.sinh(x), scalar=lambda x, out: math.sinh(x),
+_unary(np.cosh, lambda x, out: np.sinh(x),
+       scalar=lambda x, out: math.sinh(x) if -700.0 < x < 700.0 else None,
        second=lambda x, out: out)
 _unary(np.tanh, lambda x, out: 1.0 - out * out, scalar=True,
        second=lambda x, out: -2.0 * out * (1.0 - out * out))
