@@ -133,6 +133,9 @@ class ReverseContext(Context):
         # (class, name) -> (the class attribute, the class dict holding it, the dicts before
         # it) read in this run by specialised code (see _spec_runtime._class_attribute)
         self._attributes: dict[tuple[type, str], tuple[Any, Any, tuple[Any, ...]]] = {}
+        # classes whose calls specialised code makes itself in this run, or not (see
+        # _spec_runtime._constructed_here)
+        self._classes: dict[type, bool] = {}
         # the attribute sites of specialised code that read instance dicts in this run (see
         # _spec_runtime._attr): (the site table, the site)
         self._sites: list[tuple[list[Any], int]] = []

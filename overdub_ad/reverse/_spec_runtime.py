@@ -33,6 +33,8 @@ _SETATTR: Any = object.__setattr__
 _NEW: Any = object.__new__
 _INIT: Any = object.__init__
 _TUPLE_NEW: Any = tuple.__new__
+_TUPLE_GETITEM: Any = tuple.__getitem__
+_UNDECIDED: Any = object()  # (a class not in ctx._classes yet)
 _FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
 #: what a method-calling site's lookup gives where the call is to be made by the site itself
 #: (see _Compiler.method): no value an attribute can hold
@@ -116,11 +118,13 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
 def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: int = 0,
           called: bool = False) -> Any:
     """``obj.name`` as the context reads it.  ``sites[site]``, when given, is the reading
-    site's slot (see ``_Compiler.attribute``): set to ``obj``'s class when its objects read
-    ``name`` from their instance dict (no class in the MRO defines it), for the rest of the
-    run (``ctx._sites``, wiped when it ends); only a data descriptor or a ``__getattribute__``
-    given to the class during the run would go unseen.  At a site that calls the attribute
-    (``called``: see ``_Compiler.method``), it is set for a method of the object's class."""
+    site's slot (see ``_Compiler.attribute``), set for the rest of the run (``ctx._sites``,
+    wiped when it ends): to ``obj``'s class when its objects read ``name`` from their instance
+    dict (no class in the MRO defines it: only a data descriptor, a ``__getattribute__`` or a
+    ``__getitem__`` given to the class during the run would go unseen), or, for a named
+    tuple's field, to ``(class, its dict, the field, its position)``.  At a site that calls
+    the attribute (``called``: see ``_Compiler.method``), it is set for a method of the
+    object's class."""
     kind = type(obj)
     if kind is types.ModuleType:
         value = getattr(obj, name)
@@ -163,6 +167,12 @@ def _attr(ctx: Any, obj: Any, name: str, sites: list[Any] | None = None, site: i
                     ctx._sites.append((sites, site))
                 return types.MethodType(found, obj)
         elif type(found) is _FIELD:
+            fields = getattr(kind, "_fields", ())
+            if sites is not None and not called and not held[2] and sites[site] is None and \
+                    name in fields and kind.__getitem__ is _TUPLE_GETITEM:
+                # (a named tuple's field: the site reads the item at its position itself)
+                sites[site] = (kind, held[1], found, fields.index(name))
+                ctx._sites.append((sites, site))
             return found.__get__(obj, kind)  # an item of the tuple, as the context reads it
         elif type(found) is property and type(found.fget) is types.FunctionType and \
                 getattr(kind, "__getattr__", None) is None:  # (AttributeError: __getattr__)
@@ -194,9 +204,10 @@ def _class_attribute(ctx: Any, key: tuple[type, str]) -> tuple[Any, Any, tuple[A
     return missing
 
 
-def _constructed_here(cls: type) -> bool:
+def _constructed_here(ctx: Any, cls: type) -> bool:
     """Whether the specialised code may run ``cls(...)`` as ``type.__call__`` does: a class of
-    Python code (its ``__new__`` or ``__init__``, or both) without rules of its own."""
+    Python code (its ``__new__`` or ``__init__``, or both) without rules of its own.  Decided
+    once a run (``ctx._classes``: a state's class is made at every step)."""
     held: Any = cls
     new, init = held.__new__, held.__init__
     if new is _NEW:
@@ -204,8 +215,9 @@ def _constructed_here(cls: type) -> bool:
     else:
         python = type(new) is types.FunctionType and \
             (init is _INIT or type(init) is types.FunctionType)
-    return python and _rules.vjp_rules(cls) is None and not _rules.is_nondifferentiable(cls) \
-        and not carries_tags(cls)
+    ctx._classes[cls] = decided = python and _rules.vjp_rules(cls) is None and \
+        not _rules.is_nondifferentiable(cls) and not carries_tags(cls)
+    return decided
 
 
 def _construct(ctx: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -349,7 +361,8 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
                 return found[1](ctx, fn.__self__, *args, **kwargs)
         elif ctx._specialised(func):
             return ctx._specs[id(func)][1](ctx, fn.__self__, *args, **kwargs)
-    elif kind is type and _constructed_here(fn):
+    elif kind is type and ctx._classes.get(fn, _UNDECIDED) is not False and (
+            fn in ctx._classes or _constructed_here(ctx, fn)):
         return _construct(ctx, fn, args, kwargs)
     elif kind is type and (fn is zip or fn is enumerate or fn is reversed or fn is tuple
                            or fn is list) and not kwargs and not ctx.nested and \

@@ -675,19 +675,26 @@ class _Compiler:
 
     def attribute(self, node: ast.Attribute, origin: ast.AST) -> str:
         """``obj.name``.  A read of a differentiated value from the instance dict of an object
-        of a user class (a model's parameters, at every step) is the common case: once
-        ``_attr`` has read one so at this site, the site remembers the class for the rest of
-        the run and reads objects of that class's dict itself (``_attr`` otherwise)."""
+        of a user class (a model's parameters, at every step), or a named tuple's field (a
+        state), is the common case: once ``_attr`` has read one so at this site, the site
+        remembers the class for the rest of the run and reads objects of that class's dict,
+        or the tuple's item, itself (the field still the class's); ``_attr`` otherwise."""
         ctx = self.ctx
         obj = self.hold(self.expr(node.value, origin), origin)
-        site, sites, out = self.sites, self.helper("sites"), self.fresh()
+        site, known, out, name = self.sites, self.fresh("m"), self.fresh(), repr(node.attr)
         self.sites += 1
-        self.emit(f"{out} = {obj}.__dict__.get({node.attr!r}) if type({obj}) is {sites}[{site}] "
-                  f"else None", origin)
+        self.emit(f"{known} = {self.helper('sites')}[{site}]", origin)
+        self.emit(f"if type({obj}) is {known}:", origin)
+        self.emit(f"    {out} = {obj}.__dict__.get({name})", origin)
+        self.emit(f"elif type({known}) is tuple and type({obj}) is {known}[0] and "
+                  f"{known}[1].get({name}) is {known}[2]:", origin)
+        self.emit(f"    {out} = {obj}[{known}[3]]", origin)
+        self.emit("else:", origin)
+        self.emit(f"    {out} = None", origin)
         self.emit(f"if type({out}) is not {self.helper('T')} or {out}.owner is not "
                   f"{self.hidden}ref:", origin)
-        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {node.attr!r}, {sites}, "
-                  f"{site})", origin)
+        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {name}, "
+                  f"{self.helper('sites')}, {site})", origin)
         return out
 
     def argument(self, node: ast.expr, origin: ast.AST) -> str:

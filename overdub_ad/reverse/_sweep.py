@@ -440,6 +440,7 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ctx._functions.clear()
     ctx._specs.clear()
     ctx._attributes.clear()
+    ctx._classes.clear()
     ctx.tracking = False
     tape, ctx.tape = ctx.tape, []
     _done(ctx)

@@ -341,6 +341,53 @@ def test_calling_an_attribute_that_is_no_function_raises_as_python_does():
         grad(loss)((1.0, 2.0))
 
 
+# -- named tuples' fields at a site ---------------------------------------------------------
+
+class _XY(NamedTuple):
+    x: Any
+    y: Any
+
+
+class _YX(NamedTuple):
+    y: Any
+    x: Any
+
+
+_XY_FIELD = _XY.__dict__["x"]
+
+
+def _doubled_x(self):
+    return 2.0 * self[0]
+
+
+def reading_fields(p, replace):
+    """The fields ``x`` and ``y`` read at one site from named tuples of two classes that hold
+    them at different positions; with ``replace``, the first class's ``x`` becomes a property
+    for two passes half-way through."""
+    classes = [_XY, _YX]
+    total = 0.0
+    for i, k in enumerate([0, 1, 0, 1, 0, 1, 0, 1]):
+        cls = classes[k]
+        pair = cls(p[0], p[1]) if k == 0 else cls(p[1], p[0])
+        total = total + pair.x * 3.0 + pair.y
+        if i == 3 and replace:
+            _XY.x = property(_doubled_x)
+        if i == 5 and replace:
+            _XY.x = _XY_FIELD
+    return total
+
+
+@pytest.mark.default_routes
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_field_site_reads_each_named_tuple_class_at_its_position(replace):
+    try:
+        got = _specialised(reading_fields, (1.3, 0.7), replace)
+    finally:
+        _XY.x = _XY_FIELD
+    # x is p[0] in both classes: 3 a pass, 6 at the one pass of _XY while it is a property
+    np.testing.assert_allclose(got, [(27.0 if replace else 24.0), 8.0], rtol=1e-12)
+
+
 # -- locals that need no box (_unboxed) -----------------------------------------------------
 
 def stages_then_an_array(p, arr):
