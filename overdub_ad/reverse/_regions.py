@@ -32,15 +32,20 @@ class _Emitter(Protocol):
     """What a graph asks of the compiler that writes the generated function."""
 
     ctx: str  # the context parameter's name
+    hidden: str  # the prefix of the generated names
     second: bool  # records for hvp's tapes (second partials)
     indent: int
+    known: dict[str, tuple[str, str, str]]  # locals unwrapped: name -> (value, node, flag)
+    unboxed: set[str]  # locals that need no box (see _unboxed)
+    boxless: set[int]  # the ids of the expressions assigned to them
 
     def emit(self, text: str, origin: ast.AST) -> None: ...
     def fresh(self, kind: str = "t") -> str: ...
     def helper(self, name: str) -> str: ...
     def expr(self, node: ast.expr, origin: ast.AST) -> str: ...
     def hold(self, text: str, origin: ast.AST) -> str: ...
-    def unwrap(self, raw: str, origin: ast.AST) -> tuple[str, str, str]: ...
+    def unwrap(self, raw: str, origin: ast.AST, names: tuple[str, str] | None = None
+               ) -> tuple[str, str, str]: ...
     def unwrap_into(self, raw: str, names: tuple[str, str, str], origin: ast.AST) -> None: ...
 
 
@@ -429,6 +434,77 @@ class _Graph:
                 if leaf not in found:
                     found.append(leaf)
         return found
+
+
+def region(c: _Emitter, node: ast.expr, origin: ast.AST,
+           arith: Mapping[type, tuple[str, Any, Any]], unary: Mapping[type, tuple[str, Any]],
+           inplace: bool = False) -> str:
+    """The code of one arithmetic expression, emitted through compiler ``c`` (its operator
+    tables ``arith``, ``unary``): its value, and one tape entry with the partial derivatives in
+    its leaves, when they are numbers; else each operation through the context.  Returns the
+    name of the result.  ``inplace``: the root is an augmented assignment's operator."""
+    graph = _Graph(c, origin, arith, unary)
+    root = graph.build(node)
+    leaves = graph.leaves
+    if not any(leaf.kind == "leaf" for leaf in leaves):
+        # constants only: Python's own arithmetic, as the context runs it
+        return c.hold(graph.generic(root, inplace), origin)
+    result = c.fresh("r")
+    ok = c.fresh("ok")
+    T = c.helper("T")
+    flags = []
+    for leaf in leaves:
+        if leaf.kind != "leaf":
+            continue
+        if leaf.flag:  # a call, made where it stands (see _Graph.call)
+            flags.append(leaf.flag)
+            continue
+        leaf.value, leaf.node, flag = c.unwrap(leaf.text, origin,
+                                                  (leaf.value, leaf.node))
+        flags.append(flag)
+    c.emit(f"{ok} = {' and '.join(flags)}", origin)
+    c.emit(f"if {ok}:", origin)
+    c.indent += 1
+    graph.values()
+    nodes = [leaf.node for leaf in leaves if leaf.kind == "leaf"]
+    entry = c.fresh("n")
+    c.emit("if " + " and ".join(f"{n} is None" for n in nodes) + ":", origin)
+    c.emit(f"    {result} = {root.value}", origin)
+    c.emit(f"    {entry} = None", origin)
+    c.emit("else:", origin)
+    c.indent += 1
+    if c.second:  # hvp's tapes: the second partials too (see _tape._Second)
+        partials, curvature = graph.second_partials(root, ok)
+        head = c.helper("E2") + ", {entry}, (" + \
+            "".join(f"{i}, {j}, {h}, " for i, j, h in curvature) + ")"
+    else:
+        partials = graph.partials(root, ok)
+        head = c.helper("E") + ", {entry}"
+    c.emit(f"if {ok} and type({root.value}) in {c.helper('R')}:", origin)
+    c.emit(f"    {entry} = {c.helper('len')}({c.hidden}tape)  # the entry's position",
+              origin)
+    pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
+    c.emit(f"    {c.hidden}app(({head.format(entry=entry)}{pairs}))", origin)
+    if id(node) in c.boxless:  # (a local that needs no box: see _unboxed)
+        c.emit(f"    {result} = {root.value}", origin)
+    else:
+        c.emit(f"    {result} = {T}({root.value}, {entry}, {c.hidden}ref, "
+                  f"{c.hidden}lbl)", origin)
+    c.emit("else:", origin)
+    c.emit(f"    {ok} = False", origin)
+    c.indent -= 2
+    c.emit(f"if not {ok}:", origin)
+    for leaf in leaves:  # the general path reads the locals: boxed, the ones not yet
+        if leaf.kind == "leaf" and leaf.text in c.unboxed and leaf.text in c.known:
+            value, entry_of, flag = c.known[leaf.text]
+            c.emit(f"    if {flag}:", origin)
+            c.emit(f"        {leaf.text} = {value} if {entry_of} is None else "
+                      f"{T}({value}, {entry_of}, {c.hidden}ref, {c.hidden}lbl)", origin)
+    c.emit(f"    {result} = {graph.generic(root, inplace)}", origin)
+    # unwrapped already, for a name it is assigned to (see rebound): its value and node
+    # where ok, and where not, the flag sends the next region that reads it to the context
+    c.known[result] = (root.value, entry, ok)
+    return result
 
 
 def shape_second(shape: Any, a: Any, b: Any, out: Any, da: bool, db: bool

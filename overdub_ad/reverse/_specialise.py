@@ -31,10 +31,11 @@ compiler does not handle (nested functions, ``try``, ``with``, generators, ``glo
 run by the core as before, and the route records why (:func:`why_not`, for ``explain``).  The
 fused entries differentiate the same expressions; products of partial derivatives are
 associated per expression rather than per operation, so gradients agree with the
-operation-by-operation tape to rounding.  An expression's graph and partials are in
-:mod:`._regions`, comprehensions in :mod:`._comprehensions`, the helpers the generated code
-calls in :mod:`._spec_runtime`; here: the operator tables, which functions are specialised,
-and the statements' translation.
+operation-by-operation tape to rounding.  An expression's graph, partials and code are in
+:mod:`._regions`, the locals whose values need no box in :mod:`._unboxed`, attribute reads
+and method calls in :mod:`._sites`, comprehensions in :mod:`._comprehensions`, the helpers
+the generated code calls in :mod:`._spec_runtime`; here: the operator tables, which functions
+are specialised, and the statements' translation.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ from . import _comprehensions
 from ._spec_runtime import (_attr, _bin, _call, _CALLS, _compare, _contains, _iter, _keywords,
                             _METHOD, _PLAIN, _SECOND_CALLS, _setattr, _setitem, _star, _sub, _un,
                             _unpack)
-from ._regions import _Graph, _is_name, _Unsupported
+from ._regions import _is_name, _Unsupported, region
+from ._sites import attribute, called_attribute
 from ._tape import _Partials, _Second
 from ._unboxed import unboxed
 
@@ -652,7 +654,7 @@ class _Compiler:
             return self.hold(f"({obj}[{index}] if type({obj}) is tuple or type({obj}) is list "
                              f"else {self.helper('sub')}({ctx}, {obj}, {index}))", origin)
         if isinstance(node, ast.Attribute):
-            return self.attribute(node, origin)
+            return attribute(self, node, origin)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.argument(e, origin) for e in node.elts]
             if isinstance(node, ast.Tuple):
@@ -672,30 +674,6 @@ class _Compiler:
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             return _comprehensions.compile_comprehension(self, node, origin)
         raise _Unsupported(_EXPRESSIONS.get(type(node), f"an expression {type(node).__name__}"))
-
-    def attribute(self, node: ast.Attribute, origin: ast.AST) -> str:
-        """``obj.name``.  A read of a differentiated value from the instance dict of an object
-        of a user class (a model's parameters, at every step), or a named tuple's field (a
-        state), is the common case: once ``_attr`` has read one so at this site, the site
-        remembers the class for the rest of the run and reads objects of that class's dict,
-        or the tuple's item, itself (the field still the class's); ``_attr`` otherwise."""
-        ctx = self.ctx
-        obj = self.hold(self.expr(node.value, origin), origin)
-        site, known, out, name = self.sites, self.fresh("m"), self.fresh(), repr(node.attr)
-        self.sites += 1
-        self.emit(f"{known} = {self.helper('sites')}[{site}]", origin)
-        self.emit(f"if type({obj}) is {known}:", origin)
-        self.emit(f"    {out} = {obj}.__dict__.get({name})", origin)
-        self.emit(f"elif type({known}) is tuple and type({obj}) is {known}[0] and "
-                  f"{known}[1].get({name}) is {known}[2]:", origin)
-        self.emit(f"    {out} = {obj}[{known}[3]]", origin)
-        self.emit("else:", origin)
-        self.emit(f"    {out} = None", origin)
-        self.emit(f"if type({out}) is not {self.helper('T')} or {out}.owner is not "
-                  f"{self.hidden}ref:", origin)
-        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {name}, "
-                  f"{self.helper('sites')}, {site})", origin)
-        return out
 
     def argument(self, node: ast.expr, origin: ast.AST) -> str:
         """An item of a call's arguments or of a display: ``*it`` iterated where it stands."""
@@ -722,7 +700,7 @@ class _Compiler:
         ctx = self.ctx
         method = None
         if isinstance(node.func, ast.Attribute):
-            fn, method = self.method(node.func, origin)
+            fn, method = called_attribute(self, node.func, origin)
         else:
             fn = self.hold(self.expr(node.func, origin), origin)
         args = [self.argument(arg, origin) for arg in node.args]
@@ -740,29 +718,6 @@ class _Compiler:
         known, obj = method
         return self.hold(f"({known}[3]({ctx}, {obj}{listed}) if {fn} is "
                          f"{self.helper('METHOD')} else {general})", origin)
-
-    def method(self, node: ast.Attribute, origin: ast.AST) -> tuple[str, tuple[str, str]]:
-        """``obj.name`` about to be called, looked up where Python looks it up (before the
-        arguments): ``_METHOD`` where it is a method of the object's own class that this site called
-        before in the run, whose specialised version the call then calls itself, with the
-        object (``(class, its dict, the function, the version)`` in the site's slot, set by
-        ``_attr``; the method still the class's, not shadowed by the instance's dict); else
-        the attribute, as ``_attr`` reads it.  Returns the name holding either, and the names
-        of the site's slot and the object."""
-        ctx, sites, site = self.ctx, self.helper("sites"), self.sites
-        self.sites += 1
-        obj = self.fresh()  # (into a temporary: the arguments' code could rebind a name)
-        self.emit(f"{obj} = {self.expr(node.value, origin)}", origin)
-        known, out, name = self.fresh("m"), self.fresh(), repr(node.attr)
-        self.emit(f"{known} = {sites}[{site}]", origin)
-        self.emit(f"if {known} is not None and type({obj}) is {known}[0] and "
-                  f"{known}[1].get({name}) is {known}[2] and {name} not in {obj}.__dict__:",
-                  origin)
-        self.emit(f"    {out} = {self.helper('METHOD')}", origin)
-        self.emit("else:", origin)
-        self.emit(f"    {out} = {self.helper('attr')}({ctx}, {obj}, {name}, {sites}, {site}, "
-                  f"True)", origin)
-        return out, (known, obj)
 
     def compare(self, node: ast.Compare, origin: ast.AST, inline: bool) -> str:
         if len(node.ops) != 1:
@@ -839,66 +794,6 @@ class _Compiler:
     def region(self, node: ast.expr, origin: ast.AST, inplace: bool = False) -> str:
         """One arithmetic expression: its value, and one tape entry with the partial
         derivatives in its leaves, when they are numbers; else each operation through the
-        context.  ``inplace``: the root is an augmented assignment's operator."""
-        graph = _Graph(self, origin, _ARITH, _UNARY)
-        root = graph.build(node)
-        leaves = graph.leaves
-        if not any(leaf.kind == "leaf" for leaf in leaves):
-            # constants only: Python's own arithmetic, as the context runs it
-            return self.hold(graph.generic(root, inplace), origin)
-        result = self.fresh("r")
-        ok = self.fresh("ok")
-        T = self.helper("T")
-        flags = []
-        for leaf in leaves:
-            if leaf.kind != "leaf":
-                continue
-            if leaf.flag:  # a call, made where it stands (see _Graph.call)
-                flags.append(leaf.flag)
-                continue
-            leaf.value, leaf.node, flag = self.unwrap(leaf.text, origin,
-                                                      (leaf.value, leaf.node))
-            flags.append(flag)
-        self.emit(f"{ok} = {' and '.join(flags)}", origin)
-        self.emit(f"if {ok}:", origin)
-        self.indent += 1
-        graph.values()
-        nodes = [leaf.node for leaf in leaves if leaf.kind == "leaf"]
-        entry = self.fresh("n")
-        self.emit("if " + " and ".join(f"{n} is None" for n in nodes) + ":", origin)
-        self.emit(f"    {result} = {root.value}", origin)
-        self.emit(f"    {entry} = None", origin)
-        self.emit("else:", origin)
-        self.indent += 1
-        if self.second:  # hvp's tapes: the second partials too (see _tape._Second)
-            partials, curvature = graph.second_partials(root, ok)
-            head = self.helper("E2") + ", {entry}, (" + \
-                "".join(f"{i}, {j}, {h}, " for i, j, h in curvature) + ")"
-        else:
-            partials = graph.partials(root, ok)
-            head = self.helper("E") + ", {entry}"
-        self.emit(f"if {ok} and type({root.value}) in {self.helper('R')}:", origin)
-        self.emit(f"    {entry} = {self.helper('len')}({self.hidden}tape)  # the entry's position",
-                  origin)
-        pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))
-        self.emit(f"    {self.hidden}app(({head.format(entry=entry)}{pairs}))", origin)
-        if id(node) in self.boxless:  # (a local that needs no box: see _unboxed)
-            self.emit(f"    {result} = {root.value}", origin)
-        else:
-            self.emit(f"    {result} = {T}({root.value}, {entry}, {self.hidden}ref, "
-                      f"{self.hidden}lbl)", origin)
-        self.emit("else:", origin)
-        self.emit(f"    {ok} = False", origin)
-        self.indent -= 2
-        self.emit(f"if not {ok}:", origin)
-        for leaf in leaves:  # the general path reads the locals: boxed, the ones not yet
-            if leaf.kind == "leaf" and leaf.text in self.unboxed and leaf.text in self.known:
-                value, entry_of, flag = self.known[leaf.text]
-                self.emit(f"    if {flag}:", origin)
-                self.emit(f"        {leaf.text} = {value} if {entry_of} is None else "
-                          f"{T}({value}, {entry_of}, {self.hidden}ref, {self.hidden}lbl)", origin)
-        self.emit(f"    {result} = {graph.generic(root, inplace)}", origin)
-        # unwrapped already, for a name it is assigned to (see rebound): its value and node
-        # where ok, and where not, the flag sends the next region that reads it to the context
-        self.known[result] = (root.value, entry, ok)
-        return result
+        context (``_regions.region``).  ``inplace``: the root is an augmented assignment's
+        operator."""
+        return region(self, node, origin, _ARITH, _UNARY, inplace)
