@@ -47,13 +47,14 @@ from overdub import Context, Tagged, can_recurse, current_context, opaque, recur
 
 from .. import _routes, _rules
 from .._pytree import flatten, unflatten
+from .._shared import _INPLACE
 from . import _dual_objects
 from ._dual_objects import _RUN
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
                             _inert_values, _MODULE, _pairs, _plain_elements, _plain_key,
                             _PURE_OPERANDS, _SAFE, _safe_tree, _truth, _TRUTHFUL, _unboxed,
                             _unop)
-from ._dual_numbers import (_AS_THEY_ARE, _at, _box, _Deopt, _Dual, _Level, _named,
+from ._dual_numbers import (_array_operand, _AS_THEY_ARE, _at, _box, _Deopt, _Dual, _Level, _named,
                             _numberlike, _plain, _PLAIN_NUMBERS, _sum, _top, _unbox,
                             _WRITTEN_OUT, _zero)
 from ._pass import _PASS
@@ -73,7 +74,10 @@ _INDIFFERENT = {**_ANY_ARGUMENTS, **{id(f): f for f in (
 # C functions without effects that may run on values without tangents.
 _PURE_CALLS = {id(f): f for f in (range, tuple, list, dict, set, frozenset, min, max, sum, abs,
                                   pow, divmod, float, complex, enumerate, zip, reversed, sorted,
-                                  all, any, slice, bin, hex, oct)}
+                                  all, any, slice, bin, hex, oct,
+                                  # new arrays of constants (np.ones(3): a state's start)
+                                  np.zeros, np.ones, np.empty, np.full, np.eye, np.identity,
+                                  np.arange, np.linspace)}
 _PURE_MODULES = frozenset(("math", "cmath", "builtins", "_operator", "operator"))
 
 
@@ -235,6 +239,7 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     """A function with rules, on numbers: its value and the sum of its rules'
     contributions (what the general mode computes)."""
     carried = []
+    arrays = False
     for i, (a, d) in enumerate(zip(args, dargs)):
         if _numberlike(a) or a.__class__ is tuple:
             if d.__class__ is tuple and _batched(d):
@@ -243,9 +248,15 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
                 dargs = dargs[:i] + (_container_tangent(d),) + dargs[i + 1:]
             if d is not None:
                 carried.append(i)
+        elif a.__class__ is np.ndarray and _array_operand(a, d) and "out" not in kwargs \
+                and id(f) not in _INPLACE and getattr(f, "__self__", None).__class__ \
+                is not np.ndarray:
+            arrays = True
+            if d.__class__ is np.ndarray:  # (an array of floats and its direction:
+                carried.append(i)  # np.sum(state); a 0.0 is no tangent, as a constant's)
         elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
                   and (d is None or _zero(d))):
-            raise _Deopt  # arrays, objects: the general mode's
+            raise _Deopt  # arrays of other kinds, batches, objects: the general mode's
     out = _lifted(f, args, kwargs)
     if not carried:
         return _result(out)
@@ -254,9 +265,10 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         rule = rules[i] if i < len(rules) else None
         if rule is None:
             raise _Deopt  # the general mode raises MissingRuleError
-        if rule is _rules.ZERO or _exactly_zero(dargs[i]):
+        if rule is _rules.ZERO or (_exactly_zero(dargs[i]) and not arrays):
             continue  # (a constant's tangent, 0.0: its term is 0 even where the partial is
-            # infinite, as the general mode gives a constant no rule: see _exactly_zero)
+            # infinite, as the general mode gives a constant no rule: see _exactly_zero; with
+            # an array, every term, as there: see _dual_helpers._array_binop)
         if rule is _rules.LINEAR:
             moved = list(args)
             moved[i] = dargs[i]
@@ -574,7 +586,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         info = _code_info(f)
         count = None if info.arity is None or _own_rules(f) else info.arity
         if info.stopped and not depth:
-            why = info.stopped.get(_stop_key(f, primals))
+            why = info.stopped.get(_stop_key(f, primals, batch))
             if why is not None:
                 _declined(depth, f"stopped on an earlier call: {why}")
     if len(primals) == 1 and len(tangents) == 1 and primals[0].__class__ in _LEAVES \
@@ -625,7 +637,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             raise
         reason = str(stop) or "a construct the route does not follow"
         if info is not None and stop.__class__ is not _Singular:
-            info.stopped[_stop_key(f, primals)] = reason
+            info.stopped[_stop_key(f, primals, batch)] = reason
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
         run.depth = depth
@@ -681,13 +693,15 @@ def _squeezed(t: Any) -> Any:
     return t
 
 
-def _stop_key(f: types.FunctionType, primals: tuple[Any, ...]) -> tuple[Any, ...]:
+def _stop_key(f: types.FunctionType, primals: tuple[Any, ...], batch: tuple[int, ...]
+              ) -> tuple[Any, ...]:
     """What a stop is remembered for: the function's defaults and closure (a wrapper of the
-    same code around another function may run wholly) and its arguments' classes (a list
-    where a tuple ran).  Only speed depends on it: a stale key tries the dual again, or
-    declines at once, and the result is the general mode's either way."""
+    same code around another function may run wholly), its arguments' classes (a list where
+    a tuple ran) and whether its directions come in a batch (jacfwd's pass stops where one
+    direction runs).  Only speed depends on it: a stale key tries the dual again, or declines
+    at once, and the result is the general mode's either way."""
     cells = f.__closure__
-    return (id(f.__defaults__), tuple(p.__class__ for p in primals),
+    return (id(f.__defaults__), tuple(p.__class__ for p in primals), bool(batch),
             None if cells is None else tuple(id(_content(c)) for c in cells))
 
 

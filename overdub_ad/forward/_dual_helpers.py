@@ -26,8 +26,8 @@ from overdub import Tagged, opaque
 from .. import _rules
 from . import _dual_objects
 from ._tangents import _exactly_zero
-from ._dual_numbers import (_box, _Deopt, _Dual, _Level, _named, _numberlike, _sum, _TANGENTS,
-                            _unbox, _zero)
+from ._dual_numbers import (_array_operand, _box, _Deopt, _Dual, _Level, _named, _numberlike,
+                            _sum, _TANGENTS, _unbox, _zero)
 
 
 _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
@@ -41,6 +41,9 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
         a, da = a.v, _sum(da, a.t)
     if b.__class__ is _Dual and b.L is level:
         b, db = b.v, _sum(db, b.t)
+    if (a.__class__ is np.ndarray or b.__class__ is np.ndarray) and op not in _IN_PLACE and \
+            _array_operand(a, da) and _array_operand(b, db):
+        return _array_binop(op, a, da, b, db)
     if _exactly_zero(da):
         da = None  # no tangent at all: as the general mode, which leaves its rule out
     if _exactly_zero(db):
@@ -79,6 +82,32 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
                 return op(a, b), _tuple_tangent(cast(tuple[Any, ...], seq), dseq) * n
         raise _Deopt
     return op(a, b), 0.0
+
+
+# operators that write into an array: the general mode's (it follows the writes)
+_IN_PLACE = frozenset((operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                       operator.ipow, operator.ifloordiv, operator.imod, operator.imatmul))
+
+
+def _array_binop(op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
+    """``op(a, b)`` on NumPy arrays and numbers (a small state, ``s + h * k``), its tangent
+    from the operator's rules, as the general mode applies them to an array's operands: every
+    rule of an operand with a tangent runs, a zero one's too (an operand the dual gives 0.0 is
+    maybe a constant, whose term the general mode leaves out: where the two differ, a term
+    ``0 * inf``, the tangent has a nan and the route declines, see ``_dual._Singular``)."""
+    rules = _rules.jvp_rules(op) if not _rules.is_nondifferentiable(op) else None
+    out = op(a, b)
+    if rules is None:
+        return out, 0.0
+    if a.__class__ is np.ndarray and da.__class__ is not np.ndarray:
+        da = None  # (an array's 0.0: no tangent, as a constant array has none)
+    if b.__class__ is np.ndarray and db.__class__ is not np.ndarray:
+        db = None
+    t = None
+    for rule, d in ((rules[0], da), (rules[1], db)):
+        if d is not None and rule is not _rules.ZERO:
+            t = _sum(t, rule(d, out, a, b))
+    return out, 0.0 if t is None else t
 
 
 def _tuple_tangent(t: tuple[Any, ...], dt: Any) -> tuple[Any, ...]:

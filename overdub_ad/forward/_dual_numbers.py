@@ -435,3 +435,16 @@ _NUMBERS = (float, int, complex)
 def _numberlike(v: Any) -> bool:
     kind = v.__class__
     return kind in _NUMBERS or kind is _Dual or isinstance(v, (numbers.Number, np.generic))
+
+
+def _array_operand(x: Any, dx: Any) -> bool:
+    """Whether ``x`` is a NumPy array of floats (or a number) whose tangent ``dx`` is one
+    direction of its own shape, or none: what the rules of a function take as the general
+    mode gives them (a batch of directions, integer arrays and objects are that mode's)."""
+    if x.__class__ is np.ndarray:
+        if x.dtype.kind not in "fc":
+            return False
+    elif not _numberlike(x) or x.__class__ is _Dual:
+        return False
+    return dx is None or np.shape(dx) == np.shape(x) or (
+        dx.__class__ in (float, int) and dx == 0)

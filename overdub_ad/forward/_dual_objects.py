@@ -375,6 +375,10 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
         if zipped is not None:
             return zipped
     moved = id(f) in _MOVERS
+    if (f is np.array or f is np.asarray or f is np.stack) and len(args) == 1 and \
+            not kwargs and args[0].__class__ in (list, tuple) and (_holds(args[0]) or (
+                dargs[0].__class__ is tuple and not _zero(dargs[0]))):
+        return _stacked(level, f, args[0], dargs[0])
     if not any((moved and d.__class__ is tuple and not _zero(d)) or _holds(a)
                for a, d in zip(args, dargs)):
         return None
@@ -393,6 +397,35 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
     if out.__class__ is list or out.__class__ is dict:
         return _register(out), 0.0
     return _unbox(level, out)
+
+
+def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
+    """``np.array([a, b, c])`` (or ``np.asarray``, ``np.stack``) of numbers, or of float
+    arrays of one shape, some with tangents (a state built from its components at every
+    step): ``f`` of their values, and ``f`` of their tangents (zeros for a constant); anything
+    else (ragged or nested lists, integers, a batch of directions) stops."""
+    values, tangents = _items(level, items, ditems if ditems is not None else 0.0)
+    shapes = {np.shape(v) for v in values}
+    if len(shapes) != 1 or not all(
+            v.__class__ in _NUMBERS or (v.__class__ is np.ndarray and v.dtype.kind in "fc")
+            for v in values):
+        raise _Deopt("an array made of items that are not numbers or arrays of one shape")
+    shape = shapes.pop()
+    parts = []
+    for t in tangents:
+        if t.__class__ in (float, int) and t == 0:
+            t = np.zeros(shape)
+        elif np.shape(t) != shape:
+            raise _Deopt("an array made of items whose tangents are a batch of directions")
+        parts.append(t)
+    value = f(values)
+    if value.dtype.kind not in "fc":
+        raise _Deopt("an array of differentiated integers")
+    return value, np.asarray(f(parts), dtype=value.dtype)
+
+
+# (the numbers np.array of a list makes an array of, with their own tangents)
+_NUMBERS = frozenset((float, int, np.float64, np.float32, complex, np.complex128))
 
 
 def _boxed_argument(level: _Level, a: Any, d: Any) -> Any:

@@ -332,3 +332,63 @@ def test_what_a_site_recorded_holds_for_one_call_only():
     finally:
         Changing.scale = 2.0
     assert _on_dual(D, reads_changing, 3.0) == pytest.approx(2.0)
+
+
+# -- small arrays of state (s + h * k), made from numbers -------------------------------------
+
+def _rhs_array(s, p):
+    return np.array([p[0] * (s[1] - s[0]), s[0] * (p[1] - s[2]) - s[1], s[0] * s[1] - p[2] * s[2]])
+
+
+def array_state(p):
+    """An RK4 step whose state is a NumPy array built from its components: array arithmetic
+    and np.array of numbers with tangents run on the dual route."""
+    s = np.array([1.0, 1.0, 1.0])
+    for _ in range(3):
+        k1 = _rhs_array(s, p)
+        k2 = _rhs_array(s + 0.005 * k1, p)
+        k3 = _rhs_array(s + 0.005 * k2, p)
+        k4 = _rhs_array(s + 0.01 * k3, p)
+        s = s + 0.01 / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return np.sum(s * s) + s[0]
+
+
+def mixed_arrays(p):
+    """Numbers, constants and arrays mixed: np.stack of scalars, a constant item, array
+    operators both ways round, a NumPy function of an array and np.zeros."""
+    a = np.stack([p[0], 2.0, p[1] * p[2]])
+    b = np.array([1.0, p[0], 3.0]) / (1.0 + a * a)
+    c = np.zeros(3) + np.exp(b) - 2.0 * a
+    return np.sum(c * b) + np.dot(a, b) + np.array([p[2], p[2]])[1]
+
+
+@pytest.mark.default_routes
+@pytest.mark.parametrize("f", [array_state, mixed_arrays], ids=lambda f: f.__name__)
+def test_small_arrays_made_from_numbers_run_on_the_dual_route(f):
+    p = np.array([10.0, 28.0, 8.0 / 3.0]) if f is array_state else np.array([0.3, -1.2, 0.7])
+    dp = np.array([0.5, -1.0, 2.0])
+    for _ in range(2):  # first and repeated calls
+        value, tangent = _on_dual(jvp, f, (p,), (dp,))
+        with force_route(REFERENCE):
+            want = jvp(f, (p,), (dp,))
+        assert value == pytest.approx(want[0], rel=1e-14)
+        assert tangent == pytest.approx(want[1], rel=1e-11)
+        assert tangent == pytest.approx(fd(f, p) @ dp, rel=1e-6)
+    # a batch of directions (jacfwd) is the general mode's; it agrees
+    np.testing.assert_allclose(jacfwd(f)(p), fd(f, p), rtol=1e-6)
+
+
+def written_in_place(p):
+    s = np.array([p[0], p[1]])
+    s += np.array([1.0, p[0]])   # in place: the general mode follows the write
+    return np.sum(s * s)
+
+
+@pytest.mark.default_routes
+def test_an_array_written_in_place_stops_the_dual_route():
+    p = np.array([0.5, 1.5])
+    report = explain(jvp, written_in_place, (p,), (np.ones(2),))
+    assert "forward-dual" not in report.ran, str(report)
+    with force_route(REFERENCE):
+        want = jvp(written_in_place, (p,), (np.ones(2),))
+    assert report.result[1] == pytest.approx(want[1], rel=1e-12)
