@@ -6,10 +6,11 @@ computes exactly the same number the way some user would write it: floats with c
 inline, parameters in a NumPy array read by indexing (NumPy scalars) with helper functions, a
 list, a closure, a model object with attributes and methods, a dict of state, `math` calls in
 the loop, a frozen dataclass, a NamedTuple state, a tuple state returned by a step function,
-`@property` parameters and `np.float64` constants.  Every style's derivative is checked
-against the first style's before anything is timed, and the figures that count are each API's
-best, worst and worst/best over the styles (a speed claim holds for the family, not for one
-shape).  HIPS autograd runs the same styles where it can.
+`@property` parameters, `np.float64` constants and a NumPy array of state updated by array
+arithmetic.  Every style's derivative is checked against the first style's before anything is
+timed, and the figures that count are each API's best, worst and worst/best over the styles (a
+speed claim holds for the family, not for one shape).  HIPS autograd runs the same styles where
+it can.
 
 Run: python benchmarks/bench_styles.py [--quick]
 """
@@ -281,6 +282,23 @@ def numpy_constants(p: Any, steps: int) -> Any:
     return x + y + z
 
 
+def _rhs_array(s: Any, p: Any) -> Any:
+    return np.array([p[0] * (s[1] - s[0]), s[0] * (p[1] - s[2]) - s[1],
+                     s[0] * s[1] - p[2] * s[2]])
+
+
+def array_state(p: Any, steps: int) -> Any:
+    """The state a NumPy array of 3, updated by array arithmetic (``s + h * k``)."""
+    s = np.array([1.0, 1.0, 1.0])
+    for _ in range(steps):
+        k1 = _rhs_array(s, p)
+        k2 = _rhs_array(s + H / 2 * k1, p)
+        k3 = _rhs_array(s + H / 2 * k2, p)
+        k4 = _rhs_array(s + H * k3, p)
+        s = s + H / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return s[0] + s[1] + s[2]
+
+
 #: style name -> (f(p, steps), the parameters as that style's users hold them)
 STYLES: dict[str, tuple[Callable[[Any, int], Any], Callable[[], Any]]] = {
     "floats, constants inline": (floats_inline, lambda: PARAMS),
@@ -295,6 +313,7 @@ STYLES: dict[str, tuple[Callable[[Any, int], Any], Callable[[], Any]]] = {
     "tuple state returned by a step function": (tuple_state, lambda: PARAMS),
     "@property parameters": (property_params, lambda: np.array(PARAMS)),
     "np.float64 constants": (numpy_constants, lambda: PARAMS),
+    "NumPy array state (s + h * k)": (array_state, lambda: np.array(PARAMS)),
 }
 
 #: API -> (the issue's target on every style's ratio, how to call it on f at p)

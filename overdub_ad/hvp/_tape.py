@@ -171,8 +171,8 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
     kind = _KINDS.get(id(fn))
     d_out: Any = _GENERIC
-    if kind is not None and kind[0] is fn and kind[3] is _t_sum:  # sum(state): its items
-        d_out = _t_sum(fn, primals, kwargs, out, dargs)
+    if kind is not None and kind[0] is fn and (kind[3] is _t_sum or kind[3] is _t_stacked):
+        d_out = kind[3](fn, primals, kwargs, out, dargs)  # sum(state), np.array(items)
     if d_out is not _GENERIC:
         pass
     elif any(type(d) is list for d in dargs):  # a list's elements (np.sum([1.2, x]))
@@ -558,6 +558,24 @@ def _t_sum(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
     return d if np.shape(d) == np.shape(out) else np.broadcast_to(d, np.shape(out))
 
 
+def _t_stacked(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
+               dargs: list[Any]) -> Any:
+    """``np.array(items)`` (``np.asarray``, ``np.stack``) of a list or tuple of numbers or of
+    arrays of one shape (recorded as the array NumPy read it as): linear, the tangent the same
+    function of the items' tangents (zeros for a fixed item)."""
+    if kwargs or len(dargs) != 1 or type(dargs[0]) is not list or \
+            not isinstance(primals[0], (list, tuple, np.ndarray)) or \
+            np.ndim(primals[0]) == 0 or len(dargs[0]) != len(primals[0]):
+        return _GENERIC
+    parts = []
+    for d, item in zip(dargs[0], primals[0]):
+        if type(d) in (list, tuple) or np.shape(d) != np.shape(item):
+            return _GENERIC  # (nested lists: the general way)
+        parts.append(np.zeros(np.shape(item)) if d is None else d)
+    d_out = fn(parts)
+    return d_out if np.shape(d_out) == np.shape(out) else _GENERIC
+
+
 def _t_first(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
              dargs: list[Any]) -> Any:
     """fn linear in its first argument, the others parameters (an index, a shape, axes)."""
@@ -634,7 +652,8 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
          np.mean, np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
          np.broadcast_to, np.swapaxes, np.moveaxis, np.cumsum, np.real, _NP_UNSTACK),
         _linear, _t_first)
-    add((np.concatenate, np.stack), _linear, None)
+    add((np.concatenate,), _linear, None)
+    add((np.array, np.asarray, np.stack), _linear, _t_stacked)
     add((sum,), _linear, _t_sum)
     add((_write,), _linear, None, _WRITE_VJPS)
     add((operator.matmul, np.matmul), _bilinear, _t_product)

@@ -112,8 +112,19 @@ def nested_math_calls(p):
     return s + math.erf(x - y) * math.cosh(z) + abs(x - z - 3.0) * np.exp(np.float64(-0.25) * y)
 
 
+def array_state(p):
+    # a state array built from numbers each step (np.array, np.stack of items with tangents
+    # and of constants) and updated by array arithmetic: their records' tangents are the items'
+    s = np.array([1.0, p[2], 0.5])
+    for _ in range(3):
+        k = np.array([p[0] * (s[1] - s[0]), s[0] * (p[1] - s[2]) - s[1],
+                      s[0] * s[1] - p[2] * s[2]])
+        s = s + 0.05 * k + np.stack([s[2], p[0], 0.1]) * 0.01
+    return np.sum(s * s) + s[0] * p[1]
+
+
 FUNCTIONS = [shapes, same_name, leaf_twice, loops_and_helpers, containers, with_try, wide,
-             math_calls, nested_math_calls]
+             math_calls, nested_math_calls, array_state]
 points = st.tuples(*[st.floats(0.5, 2.0)] * 3)
 directions = st.tuples(*[st.floats(-2.0, 2.0)] * 3)
 
@@ -141,7 +152,7 @@ def test_every_route_gives_the_reference_and_the_finite_differences(f, p, v):
 
 @pytest.mark.default_routes
 @pytest.mark.parametrize("f", [shapes, same_name, leaf_twice, loops_and_helpers, containers,
-                               math_calls, nested_math_calls],
+                               math_calls, nested_math_calls, array_state],
                          ids=lambda f: f.__name__)
 def test_the_tape_route_runs_the_specialised_code(f):
     report = explain(hvp, f, (1.1, 0.7, 1.3), (0.3, -1.0, 0.5))
