@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, metadata, recurse, tag,
+from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, recurse, tag,
                      untag)
 
 from .. import _arrays, _callbacks, _rules
@@ -23,13 +23,14 @@ from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTEND
 from .._pytree import flatten, unflatten
 from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
                        made_here, plain_key,
-                       CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _INDIFFERENT, _innermost, _INPLACE,
+                       CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
+                       _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
-                       _numeric, _OPERATORS, _OVERDUB_PACKAGES, _public, _PYTHON_CODE,
+                       _numeric, _OPERATORS, _public, _PYTHON_CODE,
                        python_iterable, _rebuild, _RESTATED, _restated, _REVEALABLE,
-                       _reverse_rules_only, _sequence_or_iterator, _STRUCTURAL, _untag_tree,
-                       _user_operator, _zero)
+                       _reverse_rules_only, _sequence_or_iterator, _sourceless, _STRUCTURAL,
+                       _untag_tree, _user_operator, _zero)
 from ..rules._common import as_array_tangent
 from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _exactly_zero,
                         _foreign_method, _inplace_target, _reshapes, _tolist)
@@ -228,6 +229,10 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if not direct and isinstance(fn, _PYTHON_CODE) and \
+                any(_holds_stored(self, a) for a in args) and self._sourceless(fn, args, kwargs):
+            return True  # Python without source given an object holding differentiated values
+            # (kept aside by the core: read natively, they are plain): MissingRuleError
         if not direct:
             if id(fn) in CONSUMERS and (any(map(python_iterable, args)) or
                                         any(map(_hides_arrays, args))):
@@ -266,7 +271,10 @@ class ForwardContext(Context):
         # needs a rule: MissingRuleError rather than a silently dropped derivative.
         if isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
                                                      types.FunctionType):
-            return direct and self._sourceless(fn, args, kwargs)
+            # (Python without source given a differentiated value, in a list too: run natively
+            # it would drop the derivative)
+            return (direct or any(map(self._carries_within, args))) and \
+                self._sourceless(fn, args, kwargs)
         if constructs_container(fn):  # deque([x]): built here, to give plain values back
             return direct or any(map(self._carries_within, args))
         if _is_mover(fn):  # before can_recurse: map's shim would iterate a tagged array whole
@@ -352,16 +360,8 @@ class ForwardContext(Context):
     def _sourceless(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A Python function the core would run natively for want of source (``exec``, the
         classic prompt): its arithmetic on tagged values would silently drop their tangents,
-        so it is a primitive without a rule.  Opaque functions and overdub's own API mean to
-        receive tagged values and are left alone."""
-        if _callbacks.compiled_method(fn):
-            return True  # (C code: a rule, or MissingRuleError)
-        target = fn.__func__ if type(fn) is types.MethodType else fn
-        if type(target) is not types.FunctionType or is_opaque(target):
-            return False
-        if (getattr(target, "__module__", None) or "").partition(".")[0] in _OVERDUB_PACKAGES:
-            return False
-        return not can_recurse(self, fn, *args, **kwargs)
+        so it is a primitive without a rule (see ``_shared._sourceless``)."""
+        return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs)
 
     def _writes(self, args: tuple[Any, ...]) -> bool:
         """``container[key] = value``: arrays are this context's business; lists, dicts and
@@ -439,6 +439,11 @@ class ForwardContext(Context):
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
+        if isinstance(fn, _PYTHON_CODE) and _rules.jvp_rules(fn) is None and \
+                self._sourceless(fn, args, kwargs):
+            held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
+            if held:  # (an object holding differentiated values: see is_primitive)
+                raise _rules.missing(fn, held[0], "forward", type(self).__name__)
         return self._differentiate(fn, args, kwargs)
 
     def _differentiate(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

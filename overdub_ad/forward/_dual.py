@@ -54,7 +54,8 @@ from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _geta
                             _inert_values, _MODULE, _pairs, _plain_elements, _plain_key,
                             _PURE_OPERANDS, _SAFE, _safe_tree, _truth, _TRUTHFUL, _unboxed,
                             _unop)
-from ._dual_numbers import (_array_operand, _AS_THEY_ARE, _at, _box, _Deopt, _Dual, _Level, _named,
+from ._dual_numbers import (_array_operand, _AS_THEY_ARE, _at, _box, _Deopt, _Dual,
+                            _in_precision, _Level, _named, _one_batch,
                             _numberlike, _plain, _PLAIN_NUMBERS, _sum, _top, _unbox,
                             _WRITTEN_OUT, _zero)
 from ._pass import _PASS
@@ -257,6 +258,11 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
                   and (d is None or _zero(d))):
             raise _Deopt  # arrays of other kinds, batches, objects: the general mode's
+    if arrays and not _one_batch(zip(args, dargs), elementwise=isinstance(f, np.ufunc)
+                                 and not kwargs):
+        # (a batch of directions only through what broadcasts them as it broadcasts the
+        # values: a ufunc; an axis= would have to count them)
+        raise _Deopt("arrays whose tangents are batches the function does not broadcast")
     out = _lifted(f, args, kwargs)
     if not carried:
         return _result(out)
@@ -285,6 +291,8 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         return _result(out)
     if out.__class__ is tuple:  # several outputs: None stands for a zero tangent
         tangent = tuple(0.0 if t is None else t for t in tangent)
+    elif arrays:
+        tangent = _in_precision(out, tangent)
     return out, tangent
 
 

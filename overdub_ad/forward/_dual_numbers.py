@@ -439,12 +439,34 @@ def _numberlike(v: Any) -> bool:
 
 def _array_operand(x: Any, dx: Any) -> bool:
     """Whether ``x`` is a NumPy array of floats (or a number) whose tangent ``dx`` is one
-    direction of its own shape, or none: what the rules of a function take as the general
-    mode gives them (a batch of directions, integer arrays and objects are that mode's)."""
+    direction of its own shape, a batch of them (leading dimensions: jacfwd's), or none: what
+    the rules of a function take as the general mode gives them (integer arrays and objects
+    are that mode's)."""
     if x.__class__ is np.ndarray:
-        if x.dtype.kind not in "fc":
+        if x.dtype.kind not in "fc" or not x.ndim:  # (0-d: NumPy makes scalars of them)
             return False
     elif not _numberlike(x) or x.__class__ is _Dual:
         return False
-    return dx is None or np.shape(dx) == np.shape(x) or (
-        dx.__class__ in (float, int) and dx == 0)
+    if dx is None or (dx.__class__ in (float, int) and dx == 0):
+        return True
+    shape, n = np.shape(dx), np.ndim(x)
+    return len(shape) >= n and shape[len(shape) - n:] == np.shape(x)
+
+
+def _one_batch(pairs: Any, elementwise: bool = True) -> bool:
+    """Whether the tangents of the ``(value, tangent)`` pairs (:func:`_array_operand`'s) share
+    their batch dimensions, leaving out the ones that are no tangent (None, a number's 0.0):
+    none, or jacfwd's where the operation is ``elementwise`` (it broadcasts them as it
+    broadcasts the values)."""
+    batches = {np.shape(d)[:np.ndim(d) - np.ndim(x)] for x, d in pairs
+               if d is not None and not (d.__class__ in (float, int) and d == 0)}
+    return len(batches) <= 1 and (elementwise or not any(batches))
+
+
+def _in_precision(out: Any, t: Any) -> Any:
+    """An array's tangent in the array's precision (float32 stays float32, as the general
+    mode keeps it, as JAX does)."""
+    if out.__class__ is np.ndarray and t.__class__ is np.ndarray and \
+            out.dtype.kind == "f" and t.dtype.kind == "f" and t.dtype.itemsize > out.dtype.itemsize:
+        return t.astype(out.dtype)
+    return t

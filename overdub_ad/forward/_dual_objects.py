@@ -402,8 +402,9 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
 def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
     """``np.array([a, b, c])`` (or ``np.asarray``, ``np.stack``) of numbers, or of float
     arrays of one shape, some with tangents (a state built from its components at every
-    step): ``f`` of their values, and ``f`` of their tangents (zeros for a constant); anything
-    else (ragged or nested lists, integers, a batch of directions) stops."""
+    step): ``f`` of their values, and their tangents stacked as ``f`` stacks the values, behind
+    the batch dimensions of jacfwd's directions (zeros for a constant); anything else (ragged or
+    nested lists, integers) stops."""
     values, tangents = _items(level, items, ditems if ditems is not None else 0.0)
     shapes = {np.shape(v) for v in values}
     if len(shapes) != 1 or not all(
@@ -411,17 +412,20 @@ def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
             for v in values):
         raise _Deopt("an array made of items that are not numbers or arrays of one shape")
     shape = shapes.pop()
-    parts = []
-    for t in tangents:
-        if t.__class__ in (float, int) and t == 0:
-            t = np.zeros(shape)
-        elif np.shape(t) != shape:
-            raise _Deopt("an array made of items whose tangents are a batch of directions")
-        parts.append(t)
+    n = len(shape)
+    batches = {np.shape(t)[:np.ndim(t) - n] for t in tangents
+               if not (t.__class__ in (float, int) and t == 0)}
+    if len(batches) != 1 or not all(
+            np.shape(t)[np.ndim(t) - n:] == shape for t in tangents
+            if not (t.__class__ in (float, int) and t == 0)):
+        raise _Deopt("an array made of items whose tangents are not of their shape")
+    batch = batches.pop()  # (jacfwd's directions: the items stacked behind them)
+    parts = [np.zeros(batch + shape) if t.__class__ in (float, int) and t == 0 else t
+             for t in tangents]
     value = f(values)
     if value.dtype.kind not in "fc":
         raise _Deopt("an array of differentiated integers")
-    return value, np.asarray(f(parts), dtype=value.dtype)
+    return value, np.asarray(np.stack(parts, axis=len(batch)), dtype=value.dtype)
 
 
 # (the numbers np.array of a list makes an array of, with their own tangents)

@@ -374,8 +374,14 @@ def test_small_arrays_made_from_numbers_run_on_the_dual_route(f):
         assert value == pytest.approx(want[0], rel=1e-14)
         assert tangent == pytest.approx(want[1], rel=1e-11)
         assert tangent == pytest.approx(fd(f, p) @ dp, rel=1e-6)
-    # a batch of directions (jacfwd) is the general mode's; it agrees
-    np.testing.assert_allclose(jacfwd(f)(p), fd(f, p), rtol=1e-6)
+    # a batch of directions (jacfwd): the tangents behind the batch dimensions, on the dual
+    # route through what broadcasts them (a reduction with an axis sends the rest to the
+    # general mode)
+    for _ in range(2):
+        jac = jacfwd(f)(p)
+        with force_route(REFERENCE):
+            np.testing.assert_allclose(jac, jacfwd(f)(p), rtol=1e-11)
+        np.testing.assert_allclose(jac, fd(f, p), rtol=1e-6)
 
 
 def written_in_place(p):
@@ -392,3 +398,30 @@ def test_an_array_written_in_place_stops_the_dual_route():
     with force_route(REFERENCE):
         want = jvp(written_in_place, (p,), (np.ones(2),))
     assert report.result[1] == pytest.approx(want[1], rel=1e-12)
+
+
+_C = np.array([1.0, 2.0, 3.0])
+# numbers and arrays mixed, as many directions as elements (a batch misaligned with the
+# array's axis would go unnoticed in the shapes)
+MIXED = {
+    "number times array": lambda p: p[0] * _C + p[1],
+    "array times number": lambda p: _C * p[1] - p[2] / _C,
+    "stack with a constant": lambda p: np.stack([p[0], p[1] * 2.0, 1.0]) * _C,
+    "ufuncs": lambda p: np.exp(np.array([p[0], p[1], p[2]]) * _C) + np.maximum(_C, p[0]),
+    "a reduction": lambda p: np.sum(np.array([p[0], p[1]]) * p[2]) * _C,
+    "arrays of numbers": lambda p: np.array([p[0], p[1]]) * np.array([p[2], 1.0]),
+}
+
+
+@pytest.mark.parametrize("name", MIXED)
+@pytest.mark.parametrize("kind", [np.array, tuple])
+def test_numbers_and_arrays_mixed_give_the_references_derivatives(name, kind):
+    f, p = MIXED[name], kind([0.3, -1.2, 0.7])
+    with force_route(REFERENCE):
+        want_jac = np.asarray(jacfwd(f)(p), dtype=float)
+        want = jvp(f, (p,), (kind([1.0, 0.5, -2.0]),))
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(jacfwd(f)(p), dtype=float), want_jac,
+                                   rtol=1e-12, atol=1e-14)
+        got = jvp(f, (p,), (kind([1.0, 0.5, -2.0]),))
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-14)
