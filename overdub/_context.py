@@ -18,6 +18,7 @@ _P = ParamSpec("_P")
 _C = TypeVar("_C", bound="Context")
 _R = TypeVar("_R")
 _KEEP: Any = object()
+_NOTHING: Any = object()  # (keeps_heap_metadata given no object)
 _NO_POOL: list[Any] = []  # (never added to)
 
 
@@ -157,17 +158,26 @@ class Context:
         return register
 
 
-def keeps_heap_metadata(ctx: Context) -> bool:
+def keeps_heap_metadata(ctx: Context, obj: Any = _NOTHING) -> bool:
     """Whether the tagging context ``ctx`` keeps, in its shadow, metadata of values stored into
-    the heap during its runs (an attribute, an item of a list, dict or array).
+    the heap during its runs (an attribute, an item of a list, dict or array); given ``obj``,
+    of values stored into ``obj`` itself (its attributes, items or elements).
 
     A plain value is what such a store leaves in the object itself; code that reads the object
-    natively (``obj.__dict__[name]`` in C) would miss the metadata, and a plug-in that takes
-    shortcuts around the context asks this before it does."""
+    natively (``obj.__dict__[name]`` in C, a function without source) would miss the metadata,
+    and a plug-in that takes shortcuts around the context, or lets code run natively, asks this
+    before it does."""
     if not isinstance(ctx, Context):
         raise TypeError(f"keeps_heap_metadata(ctx): ctx must be a Context instance, got {ctx!r}")
     tagger = _state(ctx).tagger
-    return tagger is not None and bool(tagger.shadow.places)
+    if tagger is None:
+        return False
+    shadow = tagger.shadow
+    if obj is _NOTHING:
+        return bool(shadow.places)
+    key = id(obj)  # (the shadow keeps its containers alive: an id is theirs while it holds it)
+    return key in shadow.sequences or key in shadow.arrays or any(
+        place[0] == key for place in shadow.places)
 
 
 def tags_values(ctx: Context) -> bool:

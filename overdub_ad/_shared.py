@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from overdub import Context, has_metadata, hide_machinery, is_opaque, Tagged, untag
+from overdub import (Context, has_metadata, hide_machinery, is_opaque, keeps_heap_metadata,
+                     Tagged, untag)
 
 from . import _arrays, _callbacks, _rules
 from ._array_methods import _METHODS, _ufunc_at
@@ -494,6 +495,26 @@ def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callab
         else:
             return args, kwargs
     return tuple(new_args), new_kwargs
+
+
+def _holds_stored(ctx: Any, x: Any) -> bool:
+    """Whether ``x``, an object or container that code without source would read natively,
+    holds values ``ctx`` differentiates: stored into it and kept aside by the core (its
+    shadow, see ``keeps_heap_metadata``), or as they are (tagged, in its ``__dict__``)."""
+    if type(x) in _INERT_VALUES or type(x) is Tagged:
+        return False
+    if keeps_heap_metadata(ctx, x):
+        return True
+    try:
+        own = object.__getattribute__(x, "__dict__")
+    except AttributeError:
+        return False
+    return type(own) is dict and any(type(v) is Tagged for v in own.values())
+
+
+# values that hold nothing stored (what _holds_stored need not look into)
+_INERT_VALUES = frozenset((float, int, complex, bool, str, bytes, type(None), np.float64, type,
+                           types.FunctionType, types.ModuleType))
 
 
 def _sourceless(fn: Any) -> bool:

@@ -108,6 +108,15 @@ def _release_stores(self: ReverseContext) -> None:
     writes: list[tuple[Any, ...]] = []
     for container, name in list(self.stores.values()):
         if name is not None:
+            own = getattr(container, "__dict__", None)
+            if type(own) is dict and not self.nested:  # (read and put back where it was
+                # stored: the class may have changed since, to one with a property of that
+                # name, o.__class__ = P; an enclosing context sees a write as an attribute's)
+                value = own.get(name)
+                cleaned = self._cleaned(value)
+                if cleaned is not value:
+                    writes.append((operator.setitem, own, name, cleaned))
+                continue
             value = getattr(container, name, None)
             cleaned = self._cleaned(value)
             if cleaned is not value:

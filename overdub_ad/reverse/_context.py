@@ -19,9 +19,9 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
-from .._shared import (by_differentiated_key, CONSUMERS, _implementation, _innermost, made_here,
-                       iterate_through, _KEYED_READS, keyed_read, _public, python_iterable,
-                       _sourceless, _user_operator)
+from .._shared import (by_differentiated_key, CONSUMERS, _holds_stored, _implementation,
+                       _innermost, made_here, iterate_through, _KEYED_READS, keyed_read, _public,
+                       python_iterable, _sourceless, _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
@@ -453,6 +453,10 @@ class ReverseContext(Context):
         if self._ref is None:
             return False
         if type(fn) is types.FunctionType or type(fn) is types.MethodType:
+            if _sourceless(fn) and any(_holds_stored(self, a) for a in args) and \
+                    not can_recurse(self, fn, *args, **kwargs):
+                return True  # Python without source given an object holding differentiated
+                # values (kept aside by the core: read natively they are plain), as above
             # where the core would recurse into it, its specialised version may run instead
             return self._held(fn, args, kwargs) or self._python_function(fn)
         return self._held(fn, args, kwargs)
@@ -500,6 +504,10 @@ class ReverseContext(Context):
             return self._consumed(fn, args) and not carries_tags(fn) and \
                 id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
                 not can_recurse(self, fn, *args, **kwargs)
+        if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and \
+                any(map(self._carries, containers)) and not can_recurse(self, fn, *args, **kwargs):
+            return True  # Python without source given a list of differentiated values: run
+            # natively it would drop their derivatives (MissingRuleError says why)
         if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS):
             return fn.__name__ in STORES and any(map(self._carries, containers))
         if id(fn) in _MOVING or constructs_container(fn):
@@ -710,6 +718,10 @@ class ReverseContext(Context):
         implementation = _implementation(public)
         if implementation is not None:
             return recurse(self, implementation, *args, **kwargs)
+        if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and _rules.vjp_rules(fn) is None:
+            held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
+            if held:  # (an object holding differentiated values: see _indirect)
+                raise _rules.missing(fn, held[0], "reverse", type(self).__name__)
         _remember_route(fn, public)
         return self._call(public, args, kwargs)
 
