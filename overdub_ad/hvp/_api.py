@@ -11,11 +11,12 @@ import numpy as np
 from overdub import opaque
 
 from .. import _routes, _rules
-from .._pytree import flatten
+from .._pytree import flatten, unflatten
 from .._shared import check_argnums, _entry
 from ..forward._api import jacfwd, jvp
 from ..reverse._api import grad
 from ..reverse._sweep import _enclosed
+from ..reverse._tape import _cast
 from ._compiled import compiled_hvp, DECLINED
 from ._tape import tape_hvp
 
@@ -89,8 +90,15 @@ def _outermost() -> None:
 
 
 def _nested(f: Callable[..., Any], x: Any, v: Any) -> Any:
-    """The reference route: ``jvp(grad(f), (x,), (v,))``."""
-    return jvp(grad(f), (x,), (v,))[1]
+    """The reference route: ``jvp(grad(f), (x,), (v,))``, each leaf in its argument's type,
+    as the other routes give it (a float for a float, an array for a 0-d array)."""
+    out = jvp(grad(f), (x,), (v,))[1]
+    leaves, tree = flatten(out)
+    xleaves = flatten(x)[0]
+    if len(leaves) != len(xleaves):  # (a structure grad changed: as it is)
+        return out
+    return unflatten(tree, [t if t is None or leaf is None else _cast(t, leaf)
+                            for t, leaf in zip(leaves, xleaves)])
 
 
 _ROUTES = (("hvp-compiled", _compiled), ("hvp-tape", _on_the_tape), (_routes.REFERENCE, _nested))

@@ -122,3 +122,22 @@ def test_python_without_source_given_held_differentiated_values_raises(how, api,
     # a container or object of plain values only runs as before
     assert _NAMESPACE["attribute_tripled"](_Holder(2.0)) == 6.0
     assert grad(lambda a: _NAMESPACE["first_tripled"]([2.0]) * a)(1.5) == 6.0
+
+
+@pytest.mark.every_route
+@pytest.mark.parametrize("x", [2.0, np.float64(2.0), np.array(2.0), np.float32(2.0),
+                               np.array([2.0, 1.0])],
+                         ids=["float", "float64", "0-d", "float32", "array"])
+def test_hvp_gives_every_route_the_arguments_type(x):
+    """hvp's reference route gave np.float64 for a Python float's or a 0-d array's second
+    derivative where the fast routes (and grad) give a float or a 0-d array."""
+    def f(t):
+        return np.sum((np.float32(1.0) * t) ** 3)
+    v = np.ones_like(x) if isinstance(x, np.ndarray) else type(x)(1.0)
+    got = {}
+    for route in (None, REFERENCE):
+        with force_route(route):
+            got[route] = hvp(f, x, v)
+    assert type(got[None]) is type(got[REFERENCE]) is type(grad(f)(x))
+    assert np.asarray(got[None]).dtype == np.asarray(got[REFERENCE]).dtype
+    np.testing.assert_allclose(got[None], got[REFERENCE], rtol=1e-6)
