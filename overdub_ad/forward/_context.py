@@ -230,7 +230,7 @@ class ForwardContext(Context):
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
         if not direct and isinstance(fn, _PYTHON_CODE) and \
-                any(_holds_stored(self, a) for a in args) and self._sourceless(fn, args, kwargs):
+                self._sourceless(fn, args, kwargs) and any(_holds_stored(self, a) for a in args):
             return True  # Python without source given an object holding differentiated values
             # (kept aside by the core: read natively, they are plain): MissingRuleError
         if not direct:

@@ -453,12 +453,13 @@ class ReverseContext(Context):
         if self._ref is None:
             return False
         if type(fn) is types.FunctionType or type(fn) is types.MethodType:
-            if _sourceless(fn) and any(_holds_stored(self, a) for a in args) and \
-                    not can_recurse(self, fn, *args, **kwargs):
-                return True  # Python without source given an object holding differentiated
-                # values (kept aside by the core: read natively they are plain), as above
             # where the core would recurse into it, its specialised version may run instead
-            return self._held(fn, args, kwargs) or self._python_function(fn)
+            if self._held(fn, args, kwargs) or self._python_function(fn):
+                return True
+            # Python without source given an object holding differentiated values (kept aside
+            # by the core: read natively they are plain): MissingRuleError, from _general
+            return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs) and \
+                any(_holds_stored(self, a) for a in args)
         return self._held(fn, args, kwargs)
 
     def _held(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -505,7 +506,7 @@ class ReverseContext(Context):
                 id(fn) not in _ITERATORS and not isinstance(fn, _PYTHON_CODE) and \
                 not can_recurse(self, fn, *args, **kwargs)
         if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and \
-                any(map(self._carries, containers)) and not can_recurse(self, fn, *args, **kwargs):
+                not can_recurse(self, fn, *args, **kwargs) and any(map(self._carries, containers)):
             return True  # Python without source given a list of differentiated values: run
             # natively it would drop their derivatives (MissingRuleError says why)
         if type(fn) is _BuiltinMethod and isinstance(fn.__self__, CONTAINERS):
@@ -718,7 +719,8 @@ class ReverseContext(Context):
         implementation = _implementation(public)
         if implementation is not None:
             return recurse(self, implementation, *args, **kwargs)
-        if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and _rules.vjp_rules(fn) is None:
+        if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and _rules.vjp_rules(fn) is None \
+                and not can_recurse(self, fn, *args, **kwargs):
             held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
             if held:  # (an object holding differentiated values: see _indirect)
                 raise _rules.missing(fn, held[0], "reverse", type(self).__name__)
