@@ -23,6 +23,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,30 @@ def fd(f: Callable[[Any], Any], x: Any, h: float = 1e-6, *, order: int = 2) -> A
 
 #: The seed of the ``rng`` fixture.
 RNG_SEED = 20240501
+
+
+@pytest.fixture
+def quiet_singular_points() -> Iterator[None]:
+    """NumPy's warnings at singular points (a divide by zero in ``1 / 0``, ``np.log(0.0)``),
+    which the tests of singular points mean to reach."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def same(got: Any, want: Any, what: str = "", *, scalar_for_any_shape: bool = False) -> None:
+    """``got`` is ``want`` exactly: ``nan`` matches ``nan``, infinities match by sign (a pytree
+    of numbers or arrays).  ``scalar_for_any_shape``: a number stands for an array of its value
+    (an API that answers one number for a constant array)."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), (what, got, want)
+        for g, w in zip(got, want):
+            same(g, w, what, scalar_for_any_shape=scalar_for_any_shape)
+        return
+    g = np.asarray(got, dtype=float)
+    assert g.shape == np.shape(want) or (scalar_for_any_shape and g.shape == ()), \
+        (what, got, want)
+    assert np.array_equal(g, np.asarray(want, dtype=float), equal_nan=True), (what, got, want)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ each route forced, twice (a first call and a repeated one), against closed forms
 and finite differences where the function is smooth around it.
 """
 
+import functools
 import math
-import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -22,6 +22,7 @@ import pytest
 from overdub_ad import derivative, grad, hessian, hvp, jacfwd, jacrev, jvp
 from overdub_ad.testing import force_route, ROUTES
 from tests.conftest import fd
+from tests.conftest import same as _same
 
 # the default choice, then every route forced (a fast route forced serves its own APIs and
 # leaves the others to the reference)
@@ -31,24 +32,9 @@ CHOICES = (None, *ROUTES)
 DEFAULT_AND_REFERENCE = (None, "reference")
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    """The singular points warn, as NumPy does there (a divide by zero in ``np.log(0.0)``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        yield
-
-
-def same(got, want, what=""):
-    """``got`` is ``want`` exactly, ``nan`` matching ``nan`` (a pytree of numbers)."""
-    if isinstance(want, tuple):
-        assert isinstance(got, tuple) and len(got) == len(want), (what, got, want)
-        for g, w in zip(got, want):
-            same(g, w, what)
-        return
-    g = np.asarray(got, dtype=float)
-    assert g.shape == np.shape(want) or g.shape == (), (what, got, want)
-    assert np.array_equal(g, np.asarray(want, dtype=float), equal_nan=True), (what, got, want)
+pytestmark = pytest.mark.usefixtures("quiet_singular_points")
+# (an API answers one number for a constant array: it stands for the array)
+same = functools.partial(_same, scalar_for_any_shape=True)
 
 
 def twice(route, compute, want, what=""):

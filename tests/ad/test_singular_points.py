@@ -16,13 +16,13 @@ hvp's routes), for that call only.  Python floats keep Python's arithmetic: ``1.
 """
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 
 from overdub_ad import derivative, explain, grad, hessian, hvp, jacfwd, jacrev, jvp
 from overdub_ad.testing import ROUTES, force_route
+from tests.conftest import same
 
 # the default choice, then every route forced (a fast route forced serves its own APIs and
 # leaves the others to the reference)
@@ -31,25 +31,7 @@ F = np.float64
 INF, NAN = math.inf, math.nan
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    """The singular points warn, as NumPy does there (a divide by zero in ``1 / 0``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        yield
-
-
-def same(got, want, what=""):
-    """``got`` is ``want`` exactly: ``nan`` matches ``nan``, infinities match by sign (a
-    pytree of numbers or arrays)."""
-    if isinstance(want, tuple):
-        assert isinstance(got, tuple) and len(got) == len(want), (what, got, want)
-        for g, w in zip(got, want):
-            same(g, w, what)
-        return
-    g = np.asarray(got, dtype=float)
-    assert g.shape == np.shape(want), (what, got, want)
-    assert np.array_equal(g, np.asarray(want, dtype=float), equal_nan=True), (what, got, want)
+pytestmark = pytest.mark.usefixtures("quiet_singular_points")
 
 
 def on(route, compute):
