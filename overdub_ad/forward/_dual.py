@@ -237,7 +237,8 @@ def _pure_callable(f: Any) -> bool:
 
 def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, ...],
                 dargs: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """A function with rules, on numbers: its value and the sum of its rules'
+    """A function with rules, on numbers (and NumPy float arrays with one direction, or a
+    batch of them where the function broadcasts it): its value and the sum of its rules'
     contributions (what the general mode computes)."""
     carried = []
     arrays = False
