@@ -5,6 +5,7 @@ rule is reported under the public SciPy function, never a silent zero."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -295,16 +296,16 @@ def minimum_scalar(c):
     return res.x
 
 
-def ode_odeint(p):
+def ode_odeint(p, tol=1e-11):
     t = np.linspace(0.0, 1.0, 5)
     y = si.odeint(lambda y, t: np.array([-p * y[0] + y[1], -y[0] * p * p]),
-                  np.array([1.0, p]), t, rtol=1e-11, atol=1e-11)
+                  np.array([1.0, p]), t, rtol=tol, atol=tol)
     return np.sum(y[-1] ** 2) + y[2, 0]
 
 
-def ode_solve_ivp(p):
+def ode_solve_ivp(p, tol=1e-11):
     res = si.solve_ivp(lambda t, y, p: -p * y + np.sin(t), (0.0, 1.5), np.array([1.0, 2.0 * p]),
-                       args=(p,), rtol=1e-11, atol=1e-11, t_eval=[0.5, 1.5])
+                       args=(p,), rtol=tol, atol=tol, t_eval=[0.5, 1.5])
     return np.sum(res.y ** 2)
 
 
@@ -330,8 +331,12 @@ def test_solver(name, f, x):
 @pytest.mark.parametrize("name", ["quad closure", "quad limits", "brentq", "newton", "fsolve",
                                   "root", "minimize", "odeint", "solve_ivp"])
 def test_solver_nested(name):
-    """Second derivatives: forward over forward, and forward over reverse (hessian)."""
+    """Second derivatives: forward over forward, and forward over reverse (hessian).  The ODE
+    solvers at a tolerance of 1e-8 (a quarter of the steps at 1e-11; far inside the check's
+    1e-4): each step is differentiated twice over."""
     f, x = {n: (f, x) for n, f, x in SOLVERS}[name]
+    if name in ("odeint", "solve_ivp"):
+        f = functools.partial(f, tol=1e-8)
     want = fd(ad.derivative(f), x, 1e-4)
     np.testing.assert_allclose(ad.derivative(ad.derivative(f))(x), want, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(ad.hessian(f)(x), want, rtol=1e-4, atol=1e-6)
