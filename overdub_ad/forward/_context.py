@@ -24,7 +24,7 @@ from .._pytree import flatten, unflatten
 from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
-                       _innermost, _INPLACE,
+                       _INERT_VALUES, _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
                        _numeric, _OPERATORS, _public, _PYTHON_CODE,
@@ -229,10 +229,13 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
-        if not direct and isinstance(fn, _PYTHON_CODE) and \
-                self._sourceless(fn, args, kwargs) and any(_holds_stored(self, a) for a in args):
-            return True  # Python without source given an object holding differentiated values
-            # (kept aside by the core: read natively, they are plain): MissingRuleError
+        if not direct and isinstance(fn, _PYTHON_CODE):
+            for a in args:  # (numbers, the common case, hold nothing: no call made for them)
+                if type(a) not in _INERT_VALUES and _holds_stored(self, a) and \
+                        self._sourceless(fn, args, kwargs):
+                    return True  # Python without source given an object holding
+                    # differentiated values (kept aside by the core: read natively, they are
+                    # plain): MissingRuleError
         if not direct:
             if id(fn) in CONSUMERS and (any(map(python_iterable, args)) or
                                         any(map(_hides_arrays, args))):

@@ -458,8 +458,8 @@ class ReverseContext(Context):
                 return True
             # Python without source given an object holding differentiated values (kept aside
             # by the core: read natively they are plain): MissingRuleError, from _general
-            return _sourceless(fn) and not can_recurse(self, fn, *args, **kwargs) and \
-                any(_holds_stored(self, a) for a in args)
+            return any(_holds_stored(self, a) for a in args) and _sourceless(fn) and \
+                not can_recurse(self, fn, *args, **kwargs)
         return self._held(fn, args, kwargs)
 
     def _held(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -34,7 +34,6 @@ _NEW: Any = object.__new__
 _INIT: Any = object.__init__
 _TUPLE_NEW: Any = tuple.__new__
 _TUPLE_GETITEM: Any = tuple.__getitem__
-_UNDECIDED: Any = object()  # (a class not in ctx._classes yet)
 _FIELD = type(collections.namedtuple("_Pair", "a b").__dict__["a"])  # a named tuple's field
 #: what a method-calling site's lookup gives where the call is to be made by the site itself
 #: (see _Compiler.method): no value an attribute can hold
@@ -208,6 +207,9 @@ def _constructed_here(ctx: Any, cls: type) -> bool:
     """Whether the specialised code may run ``cls(...)`` as ``type.__call__`` does: a class of
     Python code (its ``__new__`` or ``__init__``, or both) without rules of its own.  Decided
     once a run (``ctx._classes``: a state's class is made at every step)."""
+    decided: bool | None = ctx._classes.get(cls)
+    if decided is not None:
+        return decided
     held: Any = cls
     new, init = held.__new__, held.__init__
     if new is _NEW:
@@ -361,8 +363,7 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
                 return found[1](ctx, fn.__self__, *args, **kwargs)
         elif ctx._specialised(func):
             return ctx._specs[id(func)][1](ctx, fn.__self__, *args, **kwargs)
-    elif kind is type and ctx._classes.get(fn, _UNDECIDED) is not False and (
-            fn in ctx._classes or _constructed_here(ctx, fn)):
+    elif kind is type and _constructed_here(ctx, fn):
         return _construct(ctx, fn, args, kwargs)
     elif kind is type and (fn is zip or fn is enumerate or fn is reversed or fn is tuple
                            or fn is list) and not kwargs and not ctx.nested and \
