@@ -26,8 +26,8 @@ from overdub import Tagged, opaque
 from .. import _rules
 from . import _dual_objects
 from ._tangents import _exactly_zero
-from ._dual_numbers import (_array_operand, _box, _Deopt, _Dual, _in_precision, _Level, _named,
-                            _numberlike, _one_batch, _sum, _TANGENTS, _unbox, _zero)
+from ._dual_numbers import (_array_operands, _box, _Deopt, _Dual, _in_precision, _Level, _named,
+                            _numberlike, _sum, _TANGENTS, _unbox, _zero)
 
 
 _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
@@ -42,7 +42,7 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
     if b.__class__ is _Dual and b.L is level:
         b, db = b.v, _sum(db, b.t)
     if (a.__class__ is np.ndarray or b.__class__ is np.ndarray) and op not in _IN_PLACE and \
-            _array_operand(a, da) and _array_operand(b, db) and _one_batch(((a, da), (b, db))):
+            _array_operands(a, da, b, db):
         return _array_binop(op, a, da, b, db)
     if _exactly_zero(da):
         da = None  # no tangent at all: as the general mode, which leaves its rule out

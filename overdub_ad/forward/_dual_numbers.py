@@ -449,8 +449,17 @@ def _array_operand(x: Any, dx: Any) -> bool:
         return False
     if dx is None or (dx.__class__ in (float, int) and dx == 0):
         return True
-    shape, n = np.shape(dx), np.ndim(x)
-    return len(shape) >= n and shape[len(shape) - n:] == np.shape(x)
+    shape, n = _shape(dx), _shape(x)
+    return len(shape) >= len(n) and shape[len(shape) - len(n):] == n
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    """``np.shape(x)``, read off an array or a number without NumPy's dispatch (the checks
+    of every operation on a small array)."""
+    kind = x.__class__
+    if kind is np.ndarray or kind is np.float64:
+        return x.shape  # type: ignore[no-any-return]
+    return () if kind is float or kind is int else np.shape(x)
 
 
 def _one_batch(pairs: Any, elementwise: bool = True) -> bool:
@@ -458,9 +467,39 @@ def _one_batch(pairs: Any, elementwise: bool = True) -> bool:
     their batch dimensions, leaving out the ones that are no tangent (None, a number's 0.0):
     none, or jacfwd's where the operation is ``elementwise`` (it broadcasts them as it
     broadcasts the values)."""
-    batches = {np.shape(d)[:np.ndim(d) - np.ndim(x)] for x, d in pairs
-               if d is not None and not (d.__class__ in (float, int) and d == 0)}
+    batches = set()
+    for x, d in pairs:
+        if d is not None and not (d.__class__ in (float, int) and d == 0):
+            shape = _shape(d)
+            batches.add(shape[:len(shape) - len(_shape(x))])
     return len(batches) <= 1 and (elementwise or not any(batches))
+
+
+def _array_operands(a: Any, da: Any, b: Any, db: Any) -> bool:
+    """Whether both operands of an operator are :func:`_array_operand`'s whose tangents share
+    their batch dimensions (:func:`_one_batch`, elementwise): the two checks at once, for the
+    two operands of every operator on a small array."""
+    batch = None
+    for x, dx in ((a, da), (b, db)):
+        kind = x.__class__
+        if kind is np.ndarray:
+            if x.dtype.kind not in "fc" or not x.ndim:  # (0-d: NumPy makes scalars of them)
+                return False
+            shape = x.shape
+        elif kind is float or kind is np.float64 or kind is int:
+            shape = ()
+        elif not _numberlike(x) or kind is _Dual:
+            return False
+        else:
+            shape = np.shape(x)
+        if dx is None or (dx.__class__ in (float, int) and dx == 0):
+            continue
+        dshape = _shape(dx)
+        n = len(dshape) - len(shape)
+        if n < 0 or dshape[n:] != shape or (batch is not None and dshape[:n] != batch):
+            return False
+        batch = dshape[:n]
+    return True
 
 
 def _in_precision(out: Any, t: Any) -> Any:

@@ -375,9 +375,9 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
         if zipped is not None:
             return zipped
     moved = id(f) in _MOVERS
-    if (f is np.array or f is np.asarray or f is np.stack) and len(args) == 1 and \
-            not kwargs and args[0].__class__ in (list, tuple) and (_holds(args[0]) or (
-                dargs[0].__class__ is tuple and not _zero(dargs[0]))):
+    if _stacks(f) and len(args) == 1 and \
+            not kwargs and args[0].__class__ in (list, tuple) and (
+                (dargs[0].__class__ is tuple and not _zero(dargs[0])) or _holds(args[0])):
         return _stacked(level, f, args[0], dargs[0])
     if not any((moved and d.__class__ is tuple and not _zero(d)) or _holds(a)
                for a, d in zip(args, dargs)):
@@ -399,6 +399,14 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
     return _unbox(level, out)
 
 
+def _stacks(f: Any) -> bool:
+    """Whether ``f`` stacks a list of numbers (or of arrays of one shape) into an array, as
+    :func:`_stacked` follows it: the dual code gives such a call a list display's items with
+    their tangents beside them, as a tuple display's (no list of boxed values made and
+    unboxed again: ``np.array([a, b, c])``, a small state built at every step)."""
+    return f is np.array or f is np.asarray or f is np.stack
+
+
 def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
     """``np.array([a, b, c])`` (or ``np.asarray``, ``np.stack``) of numbers, or of float
     arrays of one shape, some with tangents (a state built from its components at every
@@ -406,6 +414,12 @@ def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
     the batch dimensions of jacfwd's directions (zeros for a constant); anything else (ragged or
     nested lists, integers) stops."""
     values, tangents = _items(level, items, ditems if ditems is not None else 0.0)
+    if all(v.__class__ in _SCALARS for v in values) and \
+            all(t.__class__ in _SCALARS for t in tangents):
+        value = f(values)  # (numbers with one direction each: their tangents, an array too)
+        if value.dtype.kind != "f":
+            raise _Deopt("an array of differentiated integers")
+        return value, np.array(tangents, dtype=value.dtype)
     shapes = {np.shape(v) for v in values}
     if len(shapes) != 1 or not all(
             v.__class__ in _NUMBERS or (v.__class__ is np.ndarray and v.dtype.kind in "fc")
@@ -430,6 +444,8 @@ def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
 
 # (the numbers np.array of a list makes an array of, with their own tangents)
 _NUMBERS = frozenset((float, int, np.float64, np.float32, complex, np.complex128))
+# (real numbers of one precision, and their tangents, that make a float64 array)
+_SCALARS = frozenset((float, int, np.float64))
 
 
 def _boxed_argument(level: _Level, a: Any, d: Any) -> Any:

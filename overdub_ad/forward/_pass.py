@@ -450,6 +450,7 @@ class _Function:
     attribute = _pass_expressions.attribute
     call = _pass_expressions.call
     arguments = _pass_expressions.arguments
+    displayed_items = _pass_expressions.displayed_items
     item = _pass_expressions.item
     boxed = _pass_expressions.boxed
     append = _pass_expressions.append

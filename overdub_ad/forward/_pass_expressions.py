@@ -594,11 +594,32 @@ def call(self: _Function, node: ast.Call, out: list[ast.stmt]) -> _Val:
         out.append(ast.Expr(ast.Call(_helper("consuming"), [f.p], [])))
         args: list[_Val] = [self.comprehension(node.args[0], out)]
         values, tangents, starred = self.arguments([], out, args)
+    elif len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.List):
+        values, tangents = self.displayed_items(f, node.args[0], out)
+        starred = False
     else:
         values, tangents, starred = self.arguments(node.args, out)
         args = []
     kwargs = [(k.arg, self.expr(k.value, out)) for k in node.keywords]
     return self.made_call(func, f, values, tangents, starred, kwargs, out)
+
+
+def displayed_items(self: _Function, f: _Val, display: ast.List, out: list[ast.stmt]
+                    ) -> tuple[list[ast.expr], list[ast.expr]]:
+    """The argument of ``f([a, b, ...])``: where ``f`` stacks it into an array
+    (``np.array``: ``_dual_objects._stacks``), the items in a list with their tangents beside
+    it in a tuple, as a tuple display's, which the stacking follows without a list of boxed
+    values made and unboxed again; for any other ``f``, the list a display makes."""
+    vals = [self.expr(e, out) for e in self._elements(display)]
+    arg = self.temp()
+    darg = _tangent_name(arg)
+    out.append(ast.If(ast.Call(_helper("stacks"), [f.p], []), [
+        ast.Assign([_store(arg)], ast.List([v.p for v in vals], ast.Load())),
+        ast.Assign([_store(darg)], ast.Tuple([self.tangent(v) for v in vals], ast.Load()))], [
+        ast.Assign([_store(arg)], ast.Call(_helper("new"), [
+            ast.List([self.boxed(v) for v in vals], ast.Load())], [])),
+        ast.Assign([_store(darg)], _zero())]))
+    return [_load(arg)], [_load(darg)]
 
 
 def append(self: _Function, node: ast.Call, func: ast.Attribute, out: list[ast.stmt]) -> _Val:

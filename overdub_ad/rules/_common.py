@@ -48,30 +48,50 @@ def indexed(factory: Callable[[int], Any], n: int = VARIADIC) -> tuple[Any, ...]
     return tuple(factory(i) for i in range(n))
 
 
+def _ndim(x: Any) -> int:
+    """``np.ndim(x)``, read off an array or a Python number without NumPy's dispatch (these
+    helpers run for every operation on small arrays, where it is most of their cost)."""
+    kind = x.__class__
+    if kind is np.ndarray:
+        return x.ndim  # type: ignore[no-any-return]
+    if kind is float or kind is int or kind is complex or kind is bool:
+        return 0
+    return np.ndim(x)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    """``np.shape(x)``, as :func:`_ndim` reads it."""
+    kind = x.__class__
+    if kind is np.ndarray:
+        return x.shape  # type: ignore[no-any-return]
+    if kind is float or kind is int or kind is complex or kind is bool:
+        return ()
+    return np.shape(x)
+
+
 def nbatch(dx: Any, x: Any) -> int:
     """The number of leading batch dimensions of the tangent ``dx`` of ``x``."""
-    return np.ndim(dx) - np.ndim(x)
+    return _ndim(dx) - _ndim(x)
 
 
 def bshape(dx: Any, x: Any) -> tuple[int, ...]:
     """``B``, the batch shape of the tangent ``dx`` of ``x``."""
-    shape: tuple[int, ...] = np.shape(dx)
-    return shape[:np.ndim(dx) - np.ndim(x)]
+    return _shape(dx)[:_ndim(dx) - _ndim(x)]
 
 
 def lift(dx: Any, x: Any, out: Any) -> Any:
     """``dx`` reshaped so that it broadcasts against ``out`` with its batch dimensions in front."""
-    nx, no, nd = np.ndim(x), np.ndim(out), np.ndim(dx)
+    nx, no, nd = _ndim(x), _ndim(out), _ndim(dx)
     if nd == nx or no <= nx:
         return dx
-    s = np.shape(dx)
+    s = _shape(dx)
     return np.reshape(dx, s[:nd - nx] + (1,) * (no - nx) + s[nd - nx:])
 
 
 def fit(t: Any, dx: Any, x: Any, out: Any) -> Any:
     """The contribution ``t`` broadcast to ``B + shape(out)`` (if it is not already)."""
-    shape = np.shape(dx)[:np.ndim(dx) - np.ndim(x)] + np.shape(out)
-    return t if np.shape(t) == shape else np.broadcast_to(t, shape)
+    shape = _shape(dx)[:_ndim(dx) - _ndim(x)] + _shape(out)
+    return t if _shape(t) == shape else np.broadcast_to(t, shape)
 
 
 def neg_axes(axis: Any, ndim: int) -> tuple[int, ...]:

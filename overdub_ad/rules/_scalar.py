@@ -438,19 +438,22 @@ nondifferentiable(cmath.isfinite, cmath.isinf, cmath.isnan, cmath.isclose)
 
 # -- operator (numbers and arrays) -------------------------------------------------------------
 
+_PYTHON_NUMBERS = frozenset((float, int, bool, complex))
+
+
 def _numbers(*xs: Any) -> bool:
-    return all(type(x) in (float, int, complex, bool) for x in xs)
+    return all(type(x) in _PYTHON_NUMBERS for x in xs)
 
 
 def _pass(dx: Any, x: Any, out: Any) -> Any:
     """The tangent of an argument that enters ``out`` with coefficient 1."""
-    if _numbers(x, out):
+    if type(x) in _PYTHON_NUMBERS and type(out) in _PYTHON_NUMBERS:
         return dx
     return fit(lift(dx, x, out), dx, x, out)
 
 
 def _scaled(dx: Any, x: Any, out: Any, factor: Any) -> Any:
-    if _numbers(x, out):
+    if type(x) in _PYTHON_NUMBERS and type(out) in _PYTHON_NUMBERS:
         return dx * factor
     return fit(lift(dx, x, out) * factor, dx, x, out)
 
@@ -460,9 +463,6 @@ def _quot(x: Any, y: Any, out: Any) -> Any:
     if _numbers(x, y, out):
         return float(round((x - out) / y))
     return np.round((x - out) / y)
-
-
-_PYTHON_NUMBERS = frozenset((float, int, bool, complex))
 
 
 def _divisor(y: Any, out: Any) -> Any:
