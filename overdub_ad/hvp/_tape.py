@@ -167,12 +167,17 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     dargs = [_tangent_of(n, tangents) for n in entry.inputs]
     if all(d is None for d in dargs):
         return
-    entry_dargs[id(entry)] = dargs
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
     kind = _KINDS.get(id(fn))
     d_out: Any = _GENERIC
     if kind is not None and kind[0] is fn and (kind[3] is _t_sum or kind[3] is _t_stacked):
         d_out = kind[3](fn, primals, kwargs, out, dargs)  # sum(state), np.array(items)
+    # a list NumPy read as an array (recorded as that array: reverse._recording) has the
+    # array's tangent, as the rules and their derivatives below take it (to them a list of
+    # tangents is a sequence: ``ct * [t, u]`` raises, a None in it is no number)
+    dargs = [_filled(d, x) if type(d) is list and type(x) is np.ndarray else d
+             for d, x in zip(dargs, primals)]
+    entry_dargs[id(entry)] = dargs
     if d_out is not _GENERIC:
         pass
     elif any(type(d) is list for d in dargs):  # a list's elements (np.sum([1.2, x]))

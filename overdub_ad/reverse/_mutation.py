@@ -240,6 +240,8 @@ def _write_item(self: ReverseContext, container: Any, index: Any, value: Any) ->
     old = self._node(container)
     value_node = self._node(value)
     plain_value = self._plain(value)
+    if value_node is not None and _truncated(array, plain_value):
+        value_node = None  # the elements written are constants, as int(x) is
     self._save_before_write(array)
     self._run(operator.setitem, untag(container, self), index, plain_value)
     node = None
@@ -249,6 +251,19 @@ def _write_item(self: ReverseContext, container: Any, index: Any, value: Any) ->
                                          _placeholder(plain_value)], {}, None,
                                 [old, None, value_node], node))
     self._commit(array, node)
+
+
+def _truncated(array: np.ndarray, value: Any) -> bool:
+    """Whether writing ``value`` into ``array`` keeps none of its derivative: a float or
+    complex value written into an integer array is truncated, anything into a bool array
+    becomes True or False; both are constant near the point, as ``int(x)`` and ``bool(x)``
+    are (``np.array([x], dtype=int)`` is not differentiated either).  A differentiated
+    integer (``max(0, x)`` below 0) written into an integer array is kept as it is, as
+    forward mode keeps it."""
+    kind = array.dtype.kind
+    if kind not in "biu":
+        return False
+    return kind == "b" or np.result_type(_innermost(value)).kind not in "biu"
 
 
 def _write_inplace(self: ReverseContext, fn: Any, target: Any, other: Any) -> Any:

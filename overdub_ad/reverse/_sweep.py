@@ -20,7 +20,7 @@ from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
 from .._shared import _innermost, _untag_bindings
 from ._calls import _DECISIONS, _NOT_FUNCTIONS, _REAL_TYPES
 from ._context import ReverseContext
-from ._tape import (_basic, _cast, _Entry, _Node, _Partials, _read_as_array, _summed,
+from ._tape import (_basic, _cast, _Entry, _Node, _Partials, _read_as_array, _shape, _summed,
                     _unbroadcast, _vjps, _zero_like, _zeros_like)
 
 
@@ -77,14 +77,17 @@ class _NestedSweep:
         if type(node) is list:
             if _read_as_array(part, x):
                 part = _unbroadcast(part, x, self.compute)
-            for k, (n, item) in enumerate(zip(node, x)):
+            for k, (n, item) in enumerate(zip(node, _innermost(x))):
                 # an array's rows, and a list's members, read through the enclosing context,
                 # which keeps their tags (a list a rule returns may hold its members plain,
-                # their metadata in that context's shadow)
+                # their metadata in that context's shadow); the argument's own items, which
+                # give only shapes, natively
                 self.send(n, self.compute(operator.getitem, part, k), item)
             return
-        if np.shape(part) != np.shape(x) or (_arrays.is_complex(part)
-                                             and not _arrays.is_complex(x)):
+        # (shapes read natively: NumPy would convert a tagged number to read its shape, a use
+        # of the value behind the enclosing context's back)
+        if _shape(part) != _shape(x) or (_arrays.is_complex(part)
+                                         and not _arrays.is_complex(x)):
             part = _unbroadcast(part, x, self.compute)
         self.add(node, part)
 

@@ -256,6 +256,14 @@ def as_array_tangent(dx: Any, x: Any) -> Any:
     return _stack_tree(dx, x, _first_batch(dx, x) or ())
 
 
+def like_items(xs: Any, cts: list[Any]) -> Any:
+    """The cotangents ``cts`` of the elements of a container ``xs`` as the cotangent of ``xs``
+    itself: one array for an array (a rule of a function that iterates its argument, such as
+    ``math.fsum``, is given an array too, whose other cotangents are arrays), the list for a
+    list or tuple."""
+    return np.array(cts) if isinstance(xs, np.ndarray) else cts
+
+
 def like_argument(g: Any, x: Any) -> Any:
     """The cotangent ``g`` (an array) in the structure of the argument ``x`` (nested lists)."""
     if _leaf(x):

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
                       defscalar, defshape, defstandin, defvjp, is_carried, nondifferentiable)
-from ._common import cts, fill, fit, indexed, lift, select
+from ._common import cts, fill, fit, indexed, lift, like_items, select
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -295,7 +295,8 @@ def _sum_tangents(dxs: Any, xs: Any) -> Any:
 
 
 defjvp(math.fsum, lambda dxs, out, /, xs: _sum_tangents(dxs, xs))
-defvjp(math.fsum, lambda ct, out, /, xs: [ct * 1.0 for _ in xs])
+defvjp(math.fsum, lambda ct, out, /, xs: ct * np.ones(np.shape(xs)) if isinstance(xs, np.ndarray)
+       else [ct * 1.0 for _ in xs])
 
 
 def _others(xs: Any, start: Any = 1) -> Any:
@@ -318,7 +319,8 @@ def _prod_jvp(dxs: Any, out: Any, /, xs: Any, *, start: Any = 1) -> Any:
 
 
 defjvp(math.prod, _prod_jvp)
-defvjp(math.prod, lambda ct, out, /, xs, *, start=1: [ct * o for o in _others(list(xs), start)])
+defvjp(math.prod, lambda ct, out, /, xs, *, start=1: like_items(
+    xs, [ct * o for o in _others(list(xs), start)]))
 
 
 def _dist_rule(sign: float) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -329,7 +331,8 @@ def _dist_rule(sign: float) -> tuple[Callable[..., Any], Callable[..., Any]]:
         return total
 
     def vjp(ct: Any, out: Any, /, p: Any, q: Any) -> Any:
-        return [ct * (sign * (a - b) / out if out else 0.0) for a, b in zip(p, q)]
+        return like_items(p if sign > 0 else q,
+                          [ct * (sign * (a - b) / out if out else 0.0) for a, b in zip(p, q)])
     return jvp, vjp
 
 
@@ -339,8 +342,8 @@ defvjp(math.dist, _dist_rule(1.0)[1], _dist_rule(-1.0)[1])
 if hasattr(math, "sumprod"):  # Python 3.12+
     defjvp(math.sumprod, lambda dps, out, /, p, q: _prod_pairs(fill(dps, p), q),
            lambda dqs, out, /, p, q: _prod_pairs(p, fill(dqs, q)))
-    defvjp(math.sumprod, lambda ct, out, /, p, q: [ct * b for b in q],
-           lambda ct, out, /, p, q: [ct * a for a in p])
+    defvjp(math.sumprod, lambda ct, out, /, p, q: like_items(p, [ct * b for b in q]),
+           lambda ct, out, /, p, q: like_items(q, [ct * a for a in p]))
 
 
 def _prod_pairs(a: Any, b: Any) -> Any:

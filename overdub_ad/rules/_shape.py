@@ -478,13 +478,21 @@ if hasattr(np, "astype"):  # NumPy 2
     defvjp(np.astype, lambda ct, out, /, x, dtype, **kw: ct, ZERO)
 
 
-def _fill_jvp(dv: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
-    v = args[1] if len(args) > 1 else kw["fill_value"]
-    return np.broadcast_to(lift(dv, v, out), bshape(dv, v) + np.shape(out))
+def _fill_jvp(like: bool) -> Callable[..., Any]:
+    """The tangent rule of ``np.full`` (``like``: ``np.full_like``).  A dtype asked for -- a
+    ``dtype`` argument, or ``full_like``'s prototype's -- is a cast, as ``x.astype(int)`` is:
+    an integer or bool one holds the value truncated, without a derivative.  ``np.full(2, k)``
+    of an integer ``k`` that carries a derivative keeps it."""
+    def rule(dv: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
+        v = args[1] if len(args) > 1 else kw["fill_value"]
+        t = np.broadcast_to(lift(dv, v, out), bshape(dv, v) + np.shape(out))
+        asked = like or len(args) > 2 or kw.get("dtype") is not None
+        return _cast_tangent(t, out) if asked else t
+    return rule
 
 
-for _fn in (np.full, np.full_like):
-    defjvp(_fn, ZERO, _fill_jvp)
+for _fn, _like in ((np.full, False), (np.full_like, True)):
+    defjvp(_fn, ZERO, _fill_jvp(_like))
     defvjp(_fn, ZERO, lambda ct, out, /, *args, **kw: ct)
 
 
@@ -514,7 +522,8 @@ def _linspace_rule(pos: int, mode: str) -> Callable[..., Any]:
         nd = np.ndim(samples) - 1
         lifted = np.reshape(d, batch + (1,) * (nd - np.ndim(arg)) + np.shape(arg))
         t_samples = np.expand_dims(lifted, len(batch) + ax) * w
-        t_samples = np.broadcast_to(t_samples, batch + np.shape(samples))
+        t_samples = _cast_tangent(np.broadcast_to(t_samples, batch + np.shape(samples)),
+                                  samples)  # (dtype=int: samples truncated)
         if not retstep:
             return t_samples
         return (t_samples, fit(sign * lifted / div, d, arg, out[1]))

@@ -23,15 +23,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from .._rules import MissingRuleError, defjvp, defvjp
-from ._common import fill
-
-
-def _like(xs: Any, cts: list[Any]) -> Any:
-    """The cotangents of the elements of ``xs`` as the cotangent of ``xs`` itself."""
-    return np.array(cts) if isinstance(xs, np.ndarray) else cts
+from ._common import fill, like_items
 
 
 def _deviations(xs: Any) -> list[Any]:
@@ -66,7 +59,7 @@ def _spread(fn: Any, ddof: int, root: bool) -> tuple[Any, Any]:
     def vjp(ct: Any, out: Any, /, xs: Any, *mean: Any, **given: Any) -> Any:
         _no_given_mean(fn, mean, given)
         k = ct * scale(out, len(xs))
-        return _like(xs, [k * d for d in _deviations(xs)])
+        return like_items(xs, [k * d for d in _deviations(xs)])
 
     defjvp(fn, jvp, None)
     defvjp(fn, vjp, None)
@@ -81,7 +74,7 @@ def _mean_jvp(dxs: Any, out: Any, /, xs: Any) -> Any:
 
 
 def _mean_vjp(ct: Any, out: Any, /, xs: Any) -> Any:
-    return _like(xs, [ct / len(xs)] * len(xs))
+    return like_items(xs, [ct / len(xs)] * len(xs))
 
 
 defjvp(statistics.mean, _mean_jvp)
@@ -106,7 +99,7 @@ def _mean_stdev_vjp(ct: Any, out: Any, /, xs: Any) -> Any:
     for rule, c, o in ((_mean_vjp, ct[0], out[0]), (_STDEV_VJP, ct[1], out[1])):
         if c is not None:  # (None: no cotangent for that output)
             total = [a + b for a, b in zip(total, rule(c, o, xs))]
-    return _like(xs, total)
+    return like_items(xs, total)
 
 
 if _MEAN_STDEV is not None:
@@ -147,7 +140,7 @@ def _harmonic_jvp(which: int) -> Any:
 def _harmonic_vjp(which: int) -> Any:
     def vjp(ct: Any, out: Any, /, xs: Any, weights: Any = None) -> Any:
         partials = _harmonic_partials(out, list(xs), weights)
-        return _like(xs if which == 0 else weights,
+        return like_items(xs if which == 0 else weights,
                      [ct * partials(i)[which] for i in range(len(xs))])
     return vjp
 
