@@ -821,6 +821,7 @@ class ReverseContext(Context):
     _call = _recording._call
     _through_jvp_rule = _recording._through_jvp_rule
     _simple_call = _recording._simple_call
+    _stacked_numbers = _recording._stacked_numbers
     _record = _recording._record
     _hold = _recording._hold
 

@@ -196,6 +196,35 @@ def _simple_call(self: ReverseContext, fn: Any, plan: _Plan, args: tuple[Any, ..
                         shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 
 
+def _stacked_numbers(self: ReverseContext, fn: Any, items: Any) -> Any:
+    """``fn(items)`` (``np.array``, ``np.asarray``, ``np.stack``) of floats some of which
+    this context tagged -- a small state built from its components at every step -- recorded
+    as :meth:`_call` records it (the list read as the array NumPy makes of it, its members'
+    nodes), without its generality; ``_NOT_SIMPLE`` for anything else, before anything ran."""
+    ref = self._ref
+    values: list[Any] = []
+    nodes: list[Any] = []
+    for item in items:
+        kind = type(item)
+        if kind is Tagged:
+            if item.owner is not ref or type(item.value) not in _STACKED_NUMBERS:
+                return _NOT_SIMPLE
+            values.append(item.value)
+            nodes.append(item.meta)
+        elif kind in _STACKED_NUMBERS:
+            values.append(item)
+            nodes.append(None)
+        else:
+            return _NOT_SIMPLE
+    if all(n is None for n in nodes):
+        return _NOT_SIMPLE
+    primal = np.asarray(values)
+    return self._record(fn, [primal], {}, fn(primal), [nodes])
+
+
+_STACKED_NUMBERS = frozenset((float, np.float64))
+
+
 def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
             inputs: list[Any], joint: Callable[..., Any] | None = None,
             shape_only: bool = False) -> Any:

@@ -23,6 +23,7 @@ from .. import _rules
 from .._array_methods import _replacement
 from .._shared import _KEYED_READS, MISSING, class_attribute
 from .._stores import STORES
+from ._calls import _NOT_SIMPLE as NOT_SIMPLE
 
 # values an arithmetic region computes with natively: plain numbers
 _PLAIN = frozenset({float, int, bool, np.float64})
@@ -386,6 +387,12 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return _TUPLE_NEW(*args)  # a named tuple's items, stored as they are (as the context)
     elif fn is range and not kwargs and all(type(a) is int for a in args):
         return range(*args)
+    elif (fn is np.array or fn is np.asarray or fn is np.stack) and not kwargs and \
+            len(args) == 1 and (type(args[0]) is list or type(args[0]) is tuple) and \
+            not ctx.nested:
+        stacked = ctx._stacked_numbers(fn, args[0])  # np.array([a, b, c]): a small state
+        if stacked is not NOT_SIMPLE:
+            return stacked
     elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
         return len(args[0])
     elif fn is _SETATTR and not kwargs and len(args) == 3 and type(args[2]) is Tagged and \

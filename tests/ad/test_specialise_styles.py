@@ -852,3 +852,29 @@ def test_calls_keep_pythons_order_and_raise_from_the_users_line():
     # box[-1] is read after _pushed ran: 3.0, not 1.0
     got = _specialised(ordered_calls, (0.7, 1.3))
     assert got[1] == pytest.approx(2.0 * 0.7 * 0.5 * math.exp(0.65) + 3.0, rel=1e-14)
+
+
+def stacked_numbers(p):
+    """Small states built with np.array / np.asarray / np.stack of numbers: tagged NumPy and
+    Python floats, constants among them, an integer (which the general path stacks)."""
+    x, y, z = p[0], p[1], float(p[2]) * 1.0
+    s = np.array([x * y, 2.0, z])
+    t = np.asarray((x, np.float64(0.5), y * z))
+    u = np.stack([z, x])
+    v = np.array([x, 3, y])  # (an int: the general path)
+    return np.sum(s * t) + np.dot(u, u) + np.sum(v * v) + np.array([x])[0] * y
+
+
+def test_arrays_stacked_from_numbers_are_recorded_as_the_general_path_records_them():
+    """The specialised route's own recording of np.array([a, b, c]) of numbers (a state built
+    at every step) gives what the general path's does (_specialised compares the reference
+    route and finite differences), and hvp's tape, which reads the same entries, too."""
+    from overdub_ad import hvp
+
+    p = np.array([0.7, 1.3, -0.4])
+    _specialised(stacked_numbers, p)
+    v = np.array([0.3, -1.1, 0.5])
+    with force_route(REFERENCE):
+        want = hvp(stacked_numbers, p, v)
+    for _ in range(2):
+        np.testing.assert_allclose(hvp(stacked_numbers, p, v), want, rtol=1e-12, atol=1e-14)
