@@ -112,24 +112,29 @@ def _tangents(tape: list[Any], tangents: dict[Any, Any], entry_dargs: dict[int, 
             _tangent(entry, tangents, entry_dargs)
             continue
         out = None
-        curvature = entry[2]
+        items = iter(entry)  # (node, partial) pairs read off one iterator, as the sweep does
+        next(items)
+        node = next(items)
+        curvature = next(items)
         if not curvature:
-            for k in range(3, len(entry), 2):
-                t = get(entry[k])
+            for n in items:
+                p = next(items)
+                t = get(n)
                 if t is not None:
-                    out = entry[k + 1] * t if out is None else out + entry[k + 1] * t
+                    out = p * t if out is None else out + p * t
             if out is not None:
-                tangents[entry[1]] = out
+                tangents[node] = out
             continue
         moving = []
-        for k in range(3, len(entry), 2):
-            t = get(entry[k])
+        for n in items:
+            p = next(items)
+            t = get(n)
             moving.append(t)
             if t is not None:
-                out = entry[k + 1] * t if out is None else out + entry[k + 1] * t
+                out = p * t if out is None else out + p * t
         if out is None:
             continue  # (no operand moves: neither do the partials)
-        tangents[entry[1]] = out
+        tangents[node] = out
         dps: list[Any] = [None] * len(moving)
         for k in range(0, len(curvature), 3):
             i, j, h = curvature[k], curvature[k + 1], curvature[k + 2]
@@ -140,7 +145,7 @@ def _tangents(tape: list[Any], tangents: dict[Any, Any], entry_dargs: dict[int, 
                 t = moving[i]
                 if t is not None:
                     dps[j] = h * t if dps[j] is None else dps[j] + h * t
-        curvatures[entry[1]] = dps
+        curvatures[node] = dps
 
 
 def _tangent_of(node: Any, tangents: dict[Any, Any]) -> Any:
@@ -304,17 +309,37 @@ def _pairs(tape: list[Any], pairs: dict[Any, list[Any]], tangents: dict[Any, Any
         if pair is None:
             continue
         ct, dct = pair
-        dps = curvatures.get(entry[1]) if entry[2] else None
-        for k in range(3, len(entry), 2):
-            node = entry[k]
+        items = iter(entry)  # (node, partial) pairs read off one iterator, as the sweep does
+        next(items)
+        next(items)
+        dps = curvatures.get(entry[1]) if next(items) else None
+        if dps is None:  # no curvature (or no operand's partial moves)
+            for node in items:
+                p = next(items)
+                if node is None:
+                    continue
+                found = find(node)
+                if dct is None:
+                    if found is None:
+                        pairs[node] = [p * ct, None]
+                    else:
+                        found[0] = found[0] + p * ct
+                elif found is None:
+                    pairs[node] = [p * ct, p * dct]
+                else:
+                    found[0] = found[0] + p * ct
+                    found[1] = p * dct if found[1] is None else found[1] + p * dct
+            continue
+        k = 0
+        for node in items:
+            p = next(items)
+            dp = dps[k]
+            k += 1
             if node is None:
                 continue
-            p = entry[k + 1]
             e = None if dct is None else p * dct
-            if dps is not None:
-                dp = dps[(k - 3) >> 1]
-                if dp is not None:
-                    e = dp * ct if e is None else e + dp * ct
+            if dp is not None:
+                e = dp * ct if e is None else e + dp * ct
             found = find(node)
             if found is None:
                 pairs[node] = [p * ct, e]
