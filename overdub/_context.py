@@ -31,8 +31,9 @@ class Context:
 
     Verbs (all take the callee positionally only, so a user's ``fn=``/``out=`` keywords pass
     through): :meth:`prehook`, :meth:`posthook`, :meth:`overdub` (the whole per-call step),
-    :meth:`is_primitive` / :meth:`execute`, :meth:`fallback`.  A context pays only for what it
-    overrides: operators stay native Python unless a hook or an operator primitive needs them.
+    :meth:`is_primitive` / :meth:`execute`, :meth:`fallback`; and :meth:`native_use`, told when
+    code the context does not see computes with a value it tagged.  A context pays only for what
+    it overrides: operators stay native Python unless a hook or an operator primitive needs them.
 
     Example::
 
@@ -113,6 +114,16 @@ class Context:
         if state.parent is None:
             return fn(*args, **kwargs)
         return state.parent(fn, *args, **kwargs)
+
+    def native_use(self, use: str, result: Any) -> None:
+        """Called when code this context does not see (a Python function that C code calls
+        back, ``np.frompyfunc``'s say; a function run natively) computes ``result`` from a value
+        this context tagged, natively: ``use`` says how (``"operator *"``, ``"float()"``,
+        ``"subscript"``...; truth tests, comparisons' use in ``if``, hashing, formatting,
+        ``len``, ``int()`` and indexing are not reported).  The result carries no metadata.
+        Default: nothing (a tagged value behaves like its untagged self).  A context whose
+        metadata the result should have carried (an AD context: a derivative) raises here, at
+        the point of the use, rather than let a plain number go on silently."""
 
     def metadata_type(self, value_type: type) -> Any:
         """The metadata a value of ``value_type`` may carry in this context (a class or tuple

@@ -77,11 +77,20 @@ class Tagged:
                            f"use overdub.untag(x, ctx) to get the plain value")
         return self.value
 
+    def _computed(self, use: str, result: Any) -> Any:
+        """``result``, computed natively from the value for ``use`` (arithmetic, a conversion,
+        an item), once the owning context has been told (:meth:`Context.native_use`): code it
+        does not see made a value from one it tagged, without the metadata."""
+        ctx = self.owner()
+        if ctx is not None:
+            ctx.native_use(use, result)
+        return result
+
     def __repr__(self) -> str:
         return f"Tagged({self.value!r}, meta={self.meta!r}, by {self._label})"
 
     def __getitem__(self, key: Any) -> Any:
-        return self._plain("subscript")[key]
+        return self._computed("subscript", self._plain("subscript")[key])
 
     def __contains__(self, item: Any) -> bool:
         return item in self._plain("`in`")
@@ -99,7 +108,7 @@ class Tagged:
         return str(self._plain("str()"))
 
     def __iter__(self) -> Any:
-        return iter(self._plain("iteration"))
+        return iter(self._computed("iteration", self._plain("iteration")))
 
     def __len__(self) -> int:
         return len(self._plain("len()"))
@@ -108,29 +117,41 @@ class Tagged:
         return operator.index(self._plain("use as an index"))
 
     def __float__(self) -> float:
-        return float(self._plain("float()"))
+        return self._computed("float()", float(self._plain("float()")))  # type: ignore
 
     def __int__(self) -> int:
         return int(self._plain("int()"))
 
     def __complex__(self) -> complex:
-        return complex(self._plain("complex()"))
+        return self._computed("complex()", complex(self._plain("complex()")))  # type: ignore
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy
-        return numpy.asarray(self._plain("conversion to an array"), dtype=dtype)
+        use = "conversion to an array"
+        return self._computed(use, numpy.asarray(self._plain(use), dtype=dtype))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return getattr(self._plain(f"attribute {name!r}"), name)
+        use = f"attribute {name!r}"
+        return self._computed(use, getattr(self._plain(use), name))
 
 
 def _binary(symbol: str, op: Any, reflected: bool = False) -> Any:
+    use = f"operator {symbol}"
+
     def method(self: Tagged, other: Any) -> Any:
-        value = self._plain(f"operator {symbol}")
+        value = self._plain(use)
         other = _strip_for(other, self.owner)
-        return op(other, value) if reflected else op(value, other)
+        return self._computed(use, op(other, value) if reflected else op(value, other))
+    return method
+
+
+def _comparison(symbol: str, op: Any) -> Any:
+    use = f"operator {symbol}"
+
+    def method(self: Tagged, other: Any) -> Any:
+        return op(self._plain(use), _strip_for(other, self.owner))
     return method
 
 
@@ -143,11 +164,11 @@ for _name, _symbol in _OPERATORS.items():
     setattr(Tagged, f"__r{_name}__", _binary(_symbol, _op, reflected=True))
 for _name, _symbol in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
                        ("ge", ">=")):
-    setattr(Tagged, f"__{_name}__", _binary(_symbol, getattr(operator, _name)))
+    setattr(Tagged, f"__{_name}__", _comparison(_symbol, getattr(operator, _name)))
 for _name in ("neg", "pos", "abs", "invert"):
     setattr(Tagged, f"__{_name}__",
-            (lambda op, n: lambda self: op(self._plain(f"unary {n}")))(
-                getattr(operator, _name), _name))
+            (lambda op, n: lambda self: self._computed(n, op(self._plain(n))))(
+                getattr(operator, _name), f"unary {_name}"))
 
 
 def _strip_for(x: Any, owner: weakref.ref[Any]) -> Any:
@@ -1062,8 +1083,12 @@ def _dict_copy(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwar
 
 
 def _copy_item_metadata(t: Tagger, d: dict[Any, Any], new: dict[Any, Any]) -> None:
+    """``d``'s items' metadata for the same items of ``new``, a copy of it.  (Compared as the
+    shadow compares them, innermost: under an enclosing context the dict may hold that
+    context's tagged value, which it keeps as it is.)"""
     for (key_id, kind, key), (_, stored, meta) in list(t.shadow.places.items()):
-        if key_id == id(d) and kind == "item" and key in new and new[key] is stored:
+        if key_id == id(d) and kind == "item" and key in new and \
+                innermost(new[key]) is stored:
             t.shadow.put(new, "item", key, stored, meta)
 
 
@@ -1106,11 +1131,14 @@ def _dict_union(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 
 
 def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
-    """``dict(d, **kw)``, ``dict(pairs)``: made natively, tagged values given in the pairs or
-    the keywords stored as they are; a copied dict's metadata goes to the new dict too
-    (natively, ``dict(d)`` copies ``d``'s plain values only)."""
+    """``dict(d, **kw)``, ``dict(pairs)`` (and the dicts C makes alike: ``OrderedDict(d)``,
+    ``defaultdict(factory, d)``): made natively, tagged values given in the pairs or the
+    keywords stored as they are; a copied dict's metadata goes to the new dict too (natively,
+    ``dict(d)`` copies ``d``'s plain values only)."""
     new = t.plain_call(fn, args, kwargs)
-    if t.shadow and args and type(args[0]) is dict and type(new) is dict:
+    if fn is collections.defaultdict:
+        args = args[1:]  # (after the factory)
+    if t.shadow and args and type(args[0]) is dict and isinstance(new, dict):
         _copy_item_metadata(t, args[0], new)
     elif t.shadow.sequences and args and type(args[0]) in (list, tuple) and type(new) is dict:
         for pair in _sequence_items(t, args[0]):  # pairs stored with metadata, as
@@ -1328,7 +1356,9 @@ for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delat
                       # what a frozen dataclass's __init__ and __setattr__ overrides call
                       (object.__setattr__, _setattr), (object.__delattr__, _delattr),
                       (object.__getattribute__, _getattr),  # and __getattribute__ overrides
-                      (dict, _dict_new), (dict.copy, _copy_unbound), (list.copy, _copy_unbound),
+                      (dict, _dict_new), (collections.OrderedDict, _dict_new),
+                      (collections.defaultdict, _dict_new),
+                      (dict.copy, _copy_unbound), (list.copy, _copy_unbound),
                       (types.SimpleNamespace, _namespace_new),
                       (operator.getitem, _getitem), (operator.setitem, _setitem), (iter, _iter),
                       *((consumer, _consume) for consumer in (

@@ -296,6 +296,55 @@ def _callback_error(fn: Any, callback: Any, mode: str, context: str) -> _rules.M
         f"docs/scipy.md) or register a stand-in for {name}")
 
 
+# -- values used behind the context's back ----------------------------------------------------
+
+def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
+    """An AD context's :meth:`overdub.Context.native_use`: a number or array computed natively
+    from a differentiated value by the user's code (a callback that NumPy's C code calls,
+    ``np.frompyfunc``'s; Python code run natively) would go on without its derivative: raise
+    :class:`MissingRuleError` here, naming the function and the library that called it.
+    overdub's own code reading a value's shape or dtype natively (an enclosing derivative's
+    value given to an inner ``jvp``) is not the user's computation."""
+    if not _is_value(result) and type(result) is not np.ndarray:
+        return  # (an int, a shape, a dtype: no derivative to lose)
+    callers = _native_callers()
+    if callers is None:
+        return
+    callback, library = callers
+    by = f"{library}, which calls it natively" if library else "C code, natively"
+    raise _rules.MissingRuleError(
+        f"no derivative through {callback}: it is called by {by}, behind "
+        f"{type(ctx).__name__}'s back, and computes with a differentiated value ({use}); "
+        f"the result would be a plain number, dropping the derivative. Give the value as an "
+        f"argument of a function the context follows, or loop in Python instead")
+
+
+def _native_callers() -> tuple[str, str | None] | None:
+    """The user's function that used a tagged value natively (the innermost frame, past the
+    tagged value's own methods, that is not a library's), and the public library function the
+    user's code called that called it (None: C code called it directly); None where that
+    frame is overdub's own."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == _TAGGING_FILE:
+        frame = frame.f_back  # (Tagged's operator methods)
+    while frame is not None and _is_library(frame):
+        frame = frame.f_back
+    if frame is None or _is_library(frame) is None:
+        return None
+    code = frame.f_code
+    callback = getattr(code, "co_qualname", code.co_name)
+    library = None
+    frame = frame.f_back
+    while frame is not None and _is_library(frame) is not False:
+        if _is_library(frame):
+            library = _frame_name(frame) or library
+        frame = frame.f_back
+    return callback, library
+
+
+_TAGGING_FILE = Tagged.__init__.__code__.co_filename
+
+
 # -- the public function a user called ----------------------------------------------------------
 
 _OWN = ("overdub", "overdub_ad", "overdub_gpu")

@@ -462,22 +462,32 @@ def defstandin(fn: Any, standin: Any) -> Any:
 
 
 def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
-    """The stand-in to run for the call of ``fn`` (bound to the instance for a method), or
-    None.  ``rules`` (:func:`jvp_rules` or :func:`vjp_rules`): the mode asking, where a rule
-    of its own registered for ``fn`` (``defvjp(float.__pow__, ...)``) wins over the shipped
+    """The stand-in to run for the call of ``fn`` (bound to the instance for a method, or for
+    an object whose class's ``__call__`` has one: ``np.vectorize(f)(x)``), or None.
+    ``rules`` (:func:`jvp_rules` or :func:`vjp_rules`): the mode asking, where a rule of its
+    own registered for ``fn`` (``defvjp(float.__pow__, ...)``) wins over the shipped
     stand-in, as a user's rule wins everywhere."""
     if not _STANDINS:
         return None
     found = _STANDINS.get(id(fn))
     if found is not None and found[0] is fn:
         return None if _ruled(fn, rules) else found[1]
-    if type(fn) is types.BuiltinMethodType:  # a C method bound to its object (np.add.outer):
-        owner = fn.__self__  # its class's method descriptor (np.ufunc.outer) has the stand-in
+    if type(fn) is types.BuiltinMethodType or type(fn) is types.MethodWrapperType:
+        # a C method bound to its object (np.add.outer, (2.0).__mul__): its class's method
+        owner = fn.__self__  # descriptor (np.ufunc.outer, float.__mul__) has the stand-in
         if owner is None or type(owner) is types.ModuleType:
             return None
         target = getattr(type(owner), fn.__name__, None)
+    elif type(fn) is types.FunctionType or type(fn) is types.BuiltinFunctionType:
+        return None
     else:
         target = getattr(fn, "__func__", None)
+        if target is None and not isinstance(fn, type):  # an object called: its __call__
+            call = getattr(type(fn), "__call__", None)
+            found = _STANDINS.get(id(call))
+            if found is not None and found[0] is call and not _ruled(call, rules):
+                return types.MethodType(found[1], fn)
+            return None
     if target is not None:
         found = _STANDINS.get(id(target))
         if found is not None and found[0] is target and not _ruled(target, rules):

@@ -108,6 +108,8 @@ class ForwardContext(Context):
             return object  # a tangent: a number, an array, or another context's Tagged
         return None
 
+    native_use = _callbacks.refuse_native_use  # (a derivative is never dropped silently)
+
     # -- which values carry a tangent ----------------------------------------------------------
     def _mine(self, x: Any) -> bool:
         return type(x) is Tagged and (x.owner() is self or has_metadata(x, self))

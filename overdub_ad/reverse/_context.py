@@ -147,6 +147,8 @@ class ReverseContext(Context):
             return _Node
         return None
 
+    native_use = _callbacks.refuse_native_use  # (a derivative is never dropped silently)
+
     # -- tagging ---------------------------------------------------------------------------
     def _wrap(self, value: Any, node: _Node) -> Tagged:
         ref = self._ref

@@ -25,7 +25,9 @@
   adjoint system reverse mode solves backwards for ``odeint``/``solve_ivp``);
 - ``_evaluation``: stand-ins for ``eval`` and ``exec`` of source text, run as functions;
 - ``_quantiles``: stand-ins for ``np.quantile`` and ``np.percentile`` (sorted, then NumPy's
-  interpolation).
+  interpolation);
+- ``_vectorize``: stand-ins for ``np.vectorize``, ``np.apply_along_axis``, ``np.apply_over_axes``
+  and ``np.piecewise``, whose calls of the user's function the context then sees.
 
 Each module states its conventions in its docstring; the shared ones (batch dimensions of
 tangents, container arguments, several outputs) are in ``_common``.  The engine reads the tables
@@ -34,7 +36,7 @@ through ``overdub_ad._rules`` and never imports a family module itself.
 
 from . import (_evaluation, _fft, _indexing, _linalg, _products, _quantiles, _random,  # noqa
                _reductions, _scalar, _scipy_linalg, _scipy_solvers, _scipy_stats, _shape,
-               _special, _statistics, _strided, _threads, _ufunc_methods, _ufuncs)
+               _special, _statistics, _strided, _threads, _ufunc_methods, _ufuncs, _vectorize)
 from .._rules import mark_shipped
 
 mark_shipped()
