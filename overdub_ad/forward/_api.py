@@ -77,7 +77,50 @@ def _call_and_reveal(ctx: ForwardContext, f: Callable[..., Any], *args: Any
 
 def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
          batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
+    if not all(type(p) is float or (type(p) is np.ndarray and p.dtype.kind in "fc")
+               for p in primals):
+        primals = _real_points(primals, tangents)
     return _routes.first(_ROUTES[api], f, f, primals, tangents, batch)
+
+
+def _real_points(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The primals, each integer leaf that has a tangent made floating point: a derivative at
+    an integer point is the derivative of the function at that point of the real line, as
+    reverse mode takes it (``reverse._sweep._seed``), so NumPy's integer dtypes -- an integer
+    array that truncates what is written into it, ``p.copy()`` of an integer ``p`` -- do not
+    change the function differentiated, and both modes run the same computation.  (An
+    enclosing derivative's value is left as it is: that derivative made it floats.)"""
+    out = []
+    for p, t in zip(primals, tangents):
+        leaves, tree = flatten(p)
+        dleaves = flatten(t)[0] if len(flatten(t)[0]) == len(leaves) else [None] * len(leaves)
+        out.append(unflatten(tree, [
+            _arrays.to_float(x) if d is not None and _integer_point(x) and not (
+                np.ndim(d) == 0 and d == 0) else x for x, d in zip(leaves, dleaves)]))
+    return tuple(out)
+
+
+def _integer_point(x: Any) -> bool:
+    """An integer (not a bool) or an array of integers, of no enclosing context."""
+    return (type(x) is int or isinstance(x, np.integer) or
+            (type(x) is np.ndarray and x.dtype.kind in "iu"))
+
+
+def _structures_differ(primals: Sequence[Any], tangents: Sequence[Any]) -> str:
+    """What is wrong where the tangents do not have the primals' structure: the argument whose
+    tangent differs (a list given for an array is a pytree of numbers, not an array)."""
+    if len(primals) != len(tangents):
+        return (f"jvp: primals and tangents differ in structure: {len(primals)} primals but "
+                f"{len(tangents)} tangents (one tangent per argument of f)")
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        tree, dtree = flatten(p)[1], flatten(t)[1]
+        if len(flatten(p)[0]) != len(flatten(t)[0]) or tree != dtree:
+            hint = (f"; a {type(t).__name__} is a pytree of numbers, not an array: give "
+                    f"np.asarray(...)" if isinstance(t, (list, tuple)) and
+                    not isinstance(p, (list, tuple, dict)) else "")
+            return (f"jvp: the tangent of argument {i} has structure {dtree}, its primal {tree}"
+                    f"{hint}")
+    return "jvp: primals and tangents differ in structure"
 
 
 def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
@@ -88,7 +131,7 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):
-        raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+        raise ValueError(_structures_differ(primals, tangents))
     if batch == (1,) and _one_number_direction(leaves, dleaves):
         # one direction of numbers (jacfwd of a function of a float): computed as numbers, as
         # derivative computes it -- an array of one would make a zero tangent's term
@@ -178,7 +221,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):
-        raise ValueError(f"jvp: primals and tangents differ in structure ({tree} vs {dtree})")
+        raise ValueError(_structures_differ(primals, tangents))
     batches = set()
     for x, dx in zip(leaves, dleaves):
         if dx is None or not _numeric(x):

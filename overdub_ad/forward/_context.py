@@ -68,6 +68,30 @@ def _read_or_iterated(x: Any) -> bool:
     return _sequence_or_iterator(x) or isinstance(x, _READ)
 
 
+_FLAT_SETITEM = np.flatiter.__setitem__
+
+
+def _flat_store(fn: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``(it, key, value)`` for ``it.__setitem__(key, value)`` or
+    ``np.flatiter.__setitem__(it, key, value)`` spelled as a call (``it`` the flat iterator
+    ``a.flat``: NumPy's, or the :class:`_Flat` of a differentiated array): the store
+    ``it[key] = value`` it is; None for any other call."""
+    if type(fn) is types.MethodWrapperType and type(fn.__self__) is np.flatiter:
+        return (fn.__self__, *args) if fn.__name__ == "__setitem__" and len(args) == 2 \
+            else None
+    if fn is _FLAT_SETITEM and len(args) == 3 and type(args[0]) in (np.flatiter, _Flat):
+        return args
+    return None
+
+
+def _flat_given(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a call of C code ``fn`` may be given NumPy's flat iterator (a cheap test
+    first; Python code is run through the context, which sees what it does with it)."""
+    return (np.flatiter in map(type, args)
+            or type(getattr(fn, "__self__", None)) is np.flatiter) and \
+        not isinstance(fn, _PYTHON_CODE)
+
+
 # Numbers (not arrays nor tuples): outputs whose tangent leaves out exactly-zero terms
 _NUMBERS = frozenset((float, int, complex, np.float64, np.float32, np.float16, np.longdouble,
                       np.complex128, np.complex64, np.int64, np.int32))
@@ -102,6 +126,8 @@ class ForwardContext(Context):
         self.stores: dict[int, Any] = {}
         # (id(dict), plain key) of the items stored under a differentiated key (see made_here)
         self.keys_written: set[tuple[int, Any]] = set()
+        # whether code run here read an ``a.flat`` (see _written_flat_given)
+        self.flats = False
 
     def metadata_type(self, value_type: type) -> Any:
         if _arrays.is_numeric_type(value_type):
@@ -208,12 +234,15 @@ class ForwardContext(Context):
         if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees
             return any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
         if fn is getattr:
+            if len(args) > 1 and args[1] == "flat":
+                self.flats = True
             return bool(args) and self._carries(args[0])
         if fn is setattr and _reshapes(self, args):
             return True  # a.shape = s reshapes the array in place: its tangent too
         if fn is operator.getitem:
             return bool(args) and (self._carries(args[0]) or (
-                len(args) == 2 and isinstance(args[0], dict) and self._carries_within(args[1])))
+                len(args) == 2 and isinstance(args[0], dict) and self._carries_within(args[1]))
+                or (type(args[0]) is np.flatiter and self._written_flat(args[0])))
         if fn is operator.setitem:
             return self._writes(args)
         if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
@@ -223,6 +252,12 @@ class ForwardContext(Context):
             spelled = spelled_store(fn, args)
             if spelled is not None:
                 return spelled_is_primitive(self, spelled, kwargs, self._carries_within)
+            flat = _flat_store(fn, args)
+            if flat is not None:  # it.__setitem__(i, x), for it = a.flat
+                return self._writes(flat)
+        if self.flats and self.arrays and _flat_given(fn, args) and \
+                self._written_flat_given(fn, args):
+            return True  # anything else done with a flat iterator of a written array: refused
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) in (list, dict):
             return self._container_method(fn, args)
         if type(fn) is _BUILTIN_METHOD and type(fn.__self__) is set and \
@@ -375,6 +410,8 @@ class ForwardContext(Context):
             return False
         container, _, value = args
         target = _innermost(container)
+        if type(target) is np.flatiter or type(target) is _Flat:  # a.flat[i] = v
+            return self._carries_within(value) or self._carries(target.base)
         if isinstance(target, np.ndarray):
             return (self._carries_within(value) or self._carries(container)
                     or (bool(self.arrays) and self.arrays.has(target)))
@@ -403,6 +440,12 @@ class ForwardContext(Context):
             spelled = spelled_store(fn, args)
             if spelled is not None:  # list.append(l, x), d.__setitem__(k, x), a.__iadd__(b)
                 return self._spelled(spelled, kwargs)
+            flat = _flat_store(fn, args)
+            if flat is not None:
+                return self._write(*flat)
+        if self.flats and self.arrays and _flat_given(fn, args) and \
+                self._written_flat_given(fn, args):
+            return self._through_flat(fn, args)
         if fn is operator.getitem and isinstance(args[0], dict) and \
                 self._carries_within(args[1]):  # (x itself, or x in a tuple key)
             if made_here(self.keys_written, args[0], args[1]):
@@ -418,6 +461,8 @@ class ForwardContext(Context):
             return by_differentiated_key(self.fallback(fn, *plain, **kwargs), self._carries,
                                          "forward", self)
         if fn is operator.getitem and type(args[0]) is not Tagged:
+            if type(args[0]) is np.flatiter:  # (taken before the run: see _written_flat_given)
+                return self._through_flat(fn, args)
             return self._read(*args)
         if type(fn) is custom_jvp:
             return self._custom(fn, args, kwargs)
@@ -577,8 +622,14 @@ class ForwardContext(Context):
         if tangent is None and skipped:  # (a zero still: max(0, x) is a differentiated int)
             tangent = 0j if _innermost(out).__class__ in _COMPLEX else 0.0
         if target is not None and _innermost(out) is target:
-            # changed in place: the array keeps plain numbers, its tangent lives here
-            self.arrays.put(target, tangent)
+            # changed in place: the array keeps plain numbers, its tangent lives here (an
+            # array of integers or booleans given out= what fn computes: a float result
+            # truncated with casting="unsafe" has the tangent zero, see _ArrayTangents.write;
+            # a += b of them casts nothing else)
+            computed = None if target.dtype.kind in "fc" or tangent is None or \
+                id(fn) in _INPLACE else fn(*map(_innermost, before), **{
+                    k: _innermost(v) for k, v in plain_kwargs.items()})
+            self.arrays.put(target, tangent, computed)
             return out
         return self._attach(out, tangent)
 
@@ -713,17 +764,93 @@ class ForwardContext(Context):
             # list subclass's; d[x] = v, whose key, read back by iterating d, keeps its tangent
             self._store_as_is(type(container).__setitem__.__get__(container), (key, value), {})
             return
+        if type(container) is np.flatiter or type(container) is _Flat:
+            self._write_flat(container, key, value)
+            return
         target = untag(container, self)
         if _arrays.is_foreign_array(_innermost(target)):
             raise _arrays.write_error(_innermost(target), "forward")
         plain_key = untag(key, self)
         plain, dvalue = self._split(value)
-        self.fallback(operator.setitem, target, plain_key, plain)
         array = _innermost(target)
+        if dvalue is not None and array.dtype.kind == "O":
+            raise self._object_write()
+        self.fallback(operator.setitem, target, plain_key, plain)
         if dvalue is None:
             self._write_constant(array, plain_key, plain, container)
         else:
             self.arrays.write(array, plain_key, dvalue, plain)
+
+    def _object_write(self) -> _rules.MissingRuleError:
+        """The error for a differentiated value written into an object array: its element
+        would be a Python object read back natively, without derivative (a silent zero)."""
+        return _rules.MissingRuleError(
+            f"a differentiated value written into an object array under "
+            f"{type(self).__name__}: NumPy stores it as a Python object, whose derivative "
+            f"this mode does not follow (np.vectorize and object arrays are not "
+            f"differentiable)")
+
+    def _write_flat(self, flat: Any, key: Any, value: Any) -> None:
+        """``a.flat[key] = value`` (``flat`` NumPy's flat iterator of a plain array, or the
+        :class:`_Flat` of a differentiated one): NumPy writes the positions ``key`` selects, in
+        C order, the value's elements cycled over them (``a.flat[:4] = [1, 2]`` writes 1, 2,
+        1, 2; the last write to a repeated position wins).  Made the index write
+        ``a[rows, cols] = elements`` it amounts to (an enclosing context follows that too),
+        whose tangents are followed as any."""
+        holder = flat.base
+        plain_array = untag(holder, self)
+        array = _innermost(plain_array)
+        plain_key = untag(key, self)
+        plain, dvalue = self._split(value)
+        if dvalue is not None and array.dtype.kind == "O":
+            raise self._object_write()
+        count = int(np.size(_innermost(plain)))
+        if not count:  # (nothing to write, or NumPy's error)
+            self.fallback(operator.setitem, np.ndarray.flat.__get__(array), plain_key, plain)
+            return
+        order = np.full(array.shape, -1, np.intp)  # which element of the value goes where
+        order.flat[plain_key] = np.arange(count) if count > 1 else 0  # (NumPy's errors)
+        positions = np.flatnonzero(order >= 0)
+        taken = order.reshape(-1)[positions]
+        if array.ndim:
+            index: Any = np.unravel_index(positions, array.shape)
+        else:  # (one position, the last element written to it)
+            index, taken = (), taken[-1]
+        elements = self.fallback(operator.getitem, self.fallback(np.ravel, plain), taken)
+        self.fallback(operator.setitem, plain_array, index, elements)
+        if dvalue is None:
+            self._write_constant(array, index, elements, holder)
+            return
+        if type(plain) in (list, tuple):
+            dvalue = self.fallback(as_array_tangent, dvalue, plain)
+        batch = _batch_of(dvalue, plain)
+        dflat = self.fallback(np.reshape, dvalue, batch + (count,))
+        self.arrays.write(array, index, self.fallback(operator.getitem, dflat, (Ellipsis, taken)),
+                          elements)
+
+    def _written_flat(self, x: Any) -> bool:
+        """Whether ``x`` is NumPy's flat iterator of an array written here with tangents."""
+        return type(x) is np.flatiter and self.arrays.has(x.base)
+
+    def _written_flat_given(self, fn: Any, args: tuple[Any, ...]) -> bool:
+        """Whether a call of ``fn`` (a method of it too) is given such an iterator: looked
+        for once code run here read an ``a.flat`` (``self.flats``), which is how it gets one
+        (an iterator made before the run is caught where it is indexed only: looking at
+        every call's arguments would cost every differentiated program with writes)."""
+        return self._written_flat(getattr(fn, "__self__", None)) or \
+            any(map(self._written_flat, args))
+
+    def _through_flat(self, fn: Any, args: tuple[Any, ...]) -> Any:
+        """A call given NumPy's flat iterator of an array written here with tangents (taken
+        before the write: ``a.flat`` of it now is a :class:`_Flat`): a read ``it[i]`` is
+        ``a.flat[i]``'s; anything else (iterating it, ``np.sum(it)``) would read the plain
+        numbers natively."""
+        if fn is operator.getitem and len(args) == 2:
+            return self.overdub(operator.getitem, _Flat(args[0].base), args[1])
+        raise _rules.MissingRuleError(
+            f"{_rules._name(fn)} given the flat iterator (a.flat) of an array written with "
+            f"differentiated values under {type(self).__name__}: it reads the plain numbers; "
+            f"take a.flat again after the write")
 
     def _write_constant(self, array: np.ndarray, key: Any, value: Any, holder: Any) -> None:
         """``array[key] = value`` happened with a ``value`` without derivative: the written

@@ -140,14 +140,25 @@ class _ArrayTangents:
         # (x = a[1]; a *= 2 must leave x's tangent as it was): a copy
         return self._run(np.copy, out) if np.ndim(slots) == 0 else out
 
-    def put(self, a: np.ndarray, tangent: Any) -> None:
-        """All of ``a`` was written: its tangent becomes ``tangent`` (None: zero)."""
-        self.write(a, Ellipsis, tangent, a)
+    def put(self, a: np.ndarray, tangent: Any, computed: Any = None) -> None:
+        """All of ``a`` was written: its tangent becomes ``tangent`` (None: zero).
+        ``computed``: what was stored, as computed before it was cast to ``a``'s type (an
+        in-place operation's own result; ``a`` itself where no cast can truncate it)."""
+        self.write(a, Ellipsis, tangent, a if computed is None else computed)
 
     def write(self, a: np.ndarray, key: Any, dvalue: Any, value: Any) -> None:
-        """``a[key] = value`` happened, ``dvalue`` the tangent of ``value`` (None: zero)."""
-        if not np.issubdtype(a.dtype, np.inexact):
-            return  # an integer array drops the derivative with the fractional part
+        """``a[key] = value`` happened, ``dvalue`` the tangent of ``value`` (None: zero).
+
+        An array of integers or booleans holds a value as a number only where it copies it
+        exactly (see :func:`_truncated`); otherwise the written elements' tangent is zero, as
+        ``int(x)``'s."""
+        kind = a.dtype.kind
+        if kind not in "fciub":
+            return  # text or dates: no number (an object array the context refuses)
+        if dvalue is not None and kind in "iub" and _truncated(kind, value):
+            if type(value) in (list, tuple):
+                dvalue = self._run(as_array_tangent, dvalue, value)
+            dvalue = np.zeros(np.shape(_innermost(dvalue)), _dtype(a))  # (its batch kept)
         if dvalue is None and not self.has(a):
             return  # zero where everything is zero already
         run = self._run
@@ -220,3 +231,22 @@ def _memory_slots(a: np.ndarray, owner: np.ndarray) -> np.ndarray:
 
 def _dtype(a: np.ndarray) -> Any:
     return np.result_type(a.dtype, 0.0)
+
+
+def _truncated(kind: str, value: Any) -> bool:
+    """Whether storing ``value`` into an array of integers (``kind`` ``"i"`` or ``"u"``) or
+    booleans (``"b"``) is a step function of it: a float or complex number made an integer
+    (truncated), anything made a truth value.  An integer (or a boolean) stored among
+    integers is copied as it is -- one carrying a derivative keeps it, as ``np.array([x, 2])``
+    of an integer ``x`` does (wrapping around a narrower type is piecewise the identity)."""
+    return kind == "b" or not _integral(value)
+
+
+def _integral(value: Any) -> bool:
+    """Whether ``value`` (a number, an array, nested lists of them) holds integers and
+    booleans only."""
+    inner = _innermost(value)
+    kind = np.asarray(inner).dtype.kind
+    if kind == "O" and type(inner) in (list, tuple):  # (values an enclosing context tagged)
+        return all(map(_integral, inner))
+    return kind in "biu"

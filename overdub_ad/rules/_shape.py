@@ -453,8 +453,14 @@ def _cast_tangent(t: Any, out: Any) -> Any:
 
 
 def _array_jvp(dx: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
+    """A dtype asked for is a cast, as ``x.astype(int)`` is (an integer or bool one truncates:
+    no derivative); without one the array has its items' own type, and an integer array of
+    integers that carry derivatives (``np.array([x, 2])`` at an integer point) keeps theirs."""
     t = as_array_tangent(dx, obj)
-    return _cast_tangent(np.reshape(t, bshape(t, obj) + np.shape(out)), out)
+    t = np.reshape(t, bshape(t, obj) + np.shape(out))
+    if (a[0] if a else kw.get("dtype")) is None and np.asarray(out).dtype.kind in "iu":
+        return t
+    return _cast_tangent(t, out)
 
 
 def _array_vjp(ct: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
