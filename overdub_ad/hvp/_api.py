@@ -14,7 +14,7 @@ from .. import _routes, _rules
 from .._pytree import flatten, unflatten
 from .._shared import check_argnums, _entry
 from ..forward._api import jacfwd, jvp
-from ..reverse._api import grad
+from ..reverse._api import grad, jacrev, NotScalar
 from ..reverse._sweep import _enclosed
 from ..reverse._tape import _cast
 from ._compiled import compiled_hvp, DECLINED
@@ -25,11 +25,23 @@ from ._tape import tape_hvp
 @_entry
 def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             has_aux: bool = False) -> Callable[..., Any]:
-    """The Hessian of scalar ``f``: forward-over-reverse (``jacfwd(grad(f))``).  With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the Hessian function returns
-    ``(hessian, aux)`` (JAX's API)."""
+    """The Hessian of ``f``: forward-over-reverse (``jacfwd(grad(f))``); for an output that is
+    not a scalar, the second derivatives of each element, ``jacfwd(jacrev(f))``, of shape
+    ``out.shape + x.shape + x.shape`` (as JAX's; ``f`` then runs once more, to find the
+    output's shape).  With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the Hessian
+    function returns ``(hessian, aux)`` (JAX's API)."""
     check_argnums("hessian", argnums)
-    return jacfwd(grad(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+    gradient = grad(f, argnums, has_aux=has_aux)
+    jacobian = jacrev(f, argnums, has_aux=has_aux)
+
+    def first_derivatives(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return gradient(*args, **kwargs)
+        except NotScalar:
+            if kwargs:  # (jacrev takes positional arguments only)
+                raise
+            return jacobian(*args)
+    return jacfwd(first_derivatives, argnums, has_aux=has_aux)
 
 
 @opaque

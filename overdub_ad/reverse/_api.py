@@ -118,7 +118,8 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
                 # PyTorch take it too)
                 got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
                        else f"shape {np.shape(inner)}")
-                raise TypeError(f"grad requires a scalar output, got {got}; use jacrev for a "
+                _release(tape)
+                raise NotScalar(f"grad requires a scalar output, got {got}; use jacrev for a "
                                 f"Jacobian or vjp for a vector-Jacobian product")
             if _arrays.is_complex(inner) and not holomorphic:
                 raise TypeError("grad of a complex-valued function: pass holomorphic=True for "
@@ -136,6 +137,11 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
         return ((value, aux), result) if has_aux else (value, result)
 
     return value_and_gradient
+
+
+class NotScalar(TypeError):
+    """``grad`` of a function whose output is not a scalar (``hessian`` then takes the
+    Jacobian's Jacobian, as JAX's)."""
 
 
 class _FunctionGradient:
