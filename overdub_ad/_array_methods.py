@@ -244,7 +244,11 @@ class _Flat:
 
     def __setitem__(self, i: Any, value: Any) -> None:
         base = self.base
-        _write_at(base, np.arange(np.size(base))[i], value)
+        positions = np.arange(np.size(base))[i]
+        if np.ndim(positions) == 0:  # one position: the value's first element, as NumPy's
+            _write_at(base, positions, np.ravel(value)[0] if np.ndim(value) else value)
+        else:  # the values cycled over the positions (or cut short), as NumPy's
+            _write_at(base, positions, _cycled(value, np.size(positions)))
 
     def copy(self) -> Any:
         return np.copy(np.ravel(self.base))

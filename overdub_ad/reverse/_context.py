@@ -452,6 +452,8 @@ class ReverseContext(Context):
                 a = _innermost(a)  # (an enclosing context's array too)
                 if type(a) is np.ndarray and self._array_node(a, None) is not None:
                     return self._direct(fn, args, kwargs)
+                if type(a) is np.flatiter and self._array_node(a.base, None) is not None:
+                    return True  # a flat iterator of an array written since it was taken
         if self._ref is None:
             return False
         if type(fn) is types.FunctionType or type(fn) is types.MethodType:
@@ -665,6 +667,14 @@ class ReverseContext(Context):
 
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""
+        if type(fn) is types.MethodWrapperType and type(fn.__self__) is np.flatiter and \
+                fn.__name__ == "__setitem__" and len(args) == 2:
+            return self._setitem(operator.setitem, fn.__self__, *args)  # a.flat.__setitem__
+        if self.versions and any(type(a) is np.flatiter for a in args):
+            written = next((a for a in args if type(a) is np.flatiter
+                            and self._array_node(a.base, None) is not None), None)
+            if written is not None:
+                return self._written_flat(fn, written, args)
         if fn is operator.setitem or fn is operator.delitem:  # (never given a callback to
             return self._setitem(fn, *args)  # call: the operator module is never guarded)
         known = _ROUTED.get(id(fn))
@@ -787,6 +797,18 @@ class ReverseContext(Context):
         if self.is_primitive(operator.getitem, container, index):
             return self.execute(operator.getitem, container, index)
         return overdub(self, operator.getitem, container, index)
+
+    def _written_flat(self, fn: Any, it: np.flatiter, args: tuple[Any, ...]) -> Any:
+        """A call given ``it``, NumPy's flat iterator of an array written (differentiated)
+        since ``it`` was taken, which would read the array's memory natively, plain: read
+        by index through the array (``it[i]``, ``np.ravel(a)[i]``); anything else refused."""
+        if fn is operator.getitem and len(args) == 2 and args[0] is it:
+            return self.overdub(operator.getitem, self.overdub(np.ravel, it.base), args[1])
+        raise _rules.MissingRuleError(
+            f"no reverse-mode derivative rule for {_callbacks.describe(fn)} given a.flat of an "
+            f"array written under {type(self).__name__} after the iterator was taken: it "
+            f"would read the array's values natively, without their derivatives; index it "
+            f"(it[i]) or take a.flat after the writes")
 
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` on plain values: through the enclosing context if there is one."""

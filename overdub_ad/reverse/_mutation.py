@@ -218,8 +218,15 @@ def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: 
         return fn(target, key, *value)
     if type(target) is np.flatiter:  # a.flat[i] = v
         array = target.base
-        index = np.unravel_index(np.arange(array.size)[self._plain(index)], array.shape)
-        return self._write_item(array, index, value[0])
+        positions = np.arange(array.size)[self._plain(index)]
+        written, n = value[0], np.size(self._plain(value[0]))
+        if np.ndim(self._plain(written)) and n != np.size(positions):
+            # the values cycled over the positions, or cut short (one: the first), as NumPy's
+            flat = self.execute(np.ravel, written)
+            written = self.execute(operator.getitem, flat, 0) if np.ndim(positions) == 0 \
+                else self.execute(np.take, flat, np.arange(np.size(positions)) % n)
+        index = np.unravel_index(positions, array.shape)
+        return self._write_item(array, index, written)
     if _arrays.is_foreign_array(target):
         raise _arrays.write_error(target, "reverse")
     if not isinstance(target, np.ndarray):
