@@ -39,12 +39,25 @@ def takes_arrays(fn: Any, primals: Sequence[Any]) -> bool:
     """Whether ``fn`` reads its list arguments as NumPy does, as arrays: a ufunc, a NumPy
     function, a method of arrays, or an operator with an array operand (``[x] + [y]`` alone is
     list concatenation)."""
-    if id(fn) in _OPERATORS:  # (np.float64(2.0) * [x] is an array too)
-        return any(isinstance(_innermost(p), (np.ndarray, np.generic)) for p in primals)
+    if id(fn) in _OPERATORS:
+        return operator_reads_arrays(fn, primals)
     if isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith("numpy"):
         return True
     return type(fn) in _C_METHODS and issubclass(getattr(fn, "__objclass__", object),
                                                  np.ndarray)
+
+
+def operator_reads_arrays(fn: Any, operands: Sequence[Any]) -> bool:
+    """Whether the operator ``fn`` reads a list operand as an array, as NumPy makes it: beside
+    an array, or beside a NumPy float (``np.float64(2.0) - [s, t]``) except in a product, where
+    Python's sequence repetition answers first (``np.float64(2.0) * [s]`` raises TypeError,
+    ``np.int64(2) * [s]`` repeats the list)."""
+    if any(isinstance(_innermost(p), np.ndarray) for p in operands):
+        return True
+    return fn not in _PRODUCTS and any(isinstance(_innermost(p), np.inexact) for p in operands)
+
+
+_PRODUCTS = (operator.mul, operator.imul)
 
 
 def array_like(x: Any) -> bool:

@@ -53,7 +53,6 @@ _LIST_WRITERS = frozenset(("append", "insert", "extend"))
 # ``operator`` functions treat lists as sequences (``[x] + [y]``), never as containers of
 # differentiated arguments: their list operands are not looked into.
 _OPERATORS = {id(f) for f in vars(operator).values() if callable(f)}
-_ARRAY_OPERANDS = (np.ndarray, np.inexact)  # operands that make an operator read a list as an array
 # In-place operators: a mutated first argument must reach the rules as it was before.
 _INPLACE = _ids(operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ipow,
                 operator.imod, operator.imatmul, operator.ifloordiv)

@@ -16,12 +16,13 @@ from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, recur
 
 from .. import _arrays, _callbacks, _rules
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
-from .._arraylike import array_like, SEQUENCE_FUNCTIONS, stackable, takes_arrays
+from .._arraylike import (array_like, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
+                          takes_arrays)
 from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, unflatten
-from .._shared import (_ARRAY_OPERANDS, _ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
+from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
@@ -287,8 +288,7 @@ class ForwardContext(Context):
                 return True  # C code that calls back into Python: see _callbacks.call_guarded
             given = (*args, *kwargs.values()) if kwargs else args  # (range=(lo, hi) too)
             if not any(map(_read_or_iterated, given)) or (
-                    id(fn) in _OPERATORS
-                    and not any(isinstance(_innermost(a), _ARRAY_OPERANDS) for a in args)):
+                    id(fn) in _OPERATORS and not operator_reads_arrays(fn, args)):
                 return False  # (an operator takes a list as an array only beside an array
                 # or a NumPy float: np.float64(2.0) - [s, t]; np.int64(2) * [s] repeats it)
             if not any(map(self._carries_within, given)):

@@ -17,6 +17,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 
 from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
+from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, _holds_stored, _implementation,
@@ -521,10 +522,9 @@ class ReverseContext(Context):
                                           operator.imul, operator.concat):
             if fn is operator.iadd and type(args[0]) is list:  # L += [v]: stored as it is
                 return self._carries(args[1])
-            if fn is not operator.concat and any(isinstance(a, (np.ndarray, np.generic))
-                                                 for a in args):
+            if fn is not operator.concat and operator_reads_arrays(fn, args):
                 # np.ones(3) + [s]: NumPy reads the list as an array (list concatenation and
-                # repetition are for lists alone)
+                # repetition are for lists alone, and np.int64(2) * [s]: the core repeats it)
                 return any(map(self._carries, containers))
             return fn is itertools.accumulate and any(map(self._carries, containers))
         fn = _public(fn)

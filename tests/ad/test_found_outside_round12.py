@@ -118,3 +118,28 @@ def test_copies_of_containers_keep_metadata_under_nested_derivatives(name):
             assert outer(inner(f))(2.0) == pytest.approx(12.0)
     assert ad.hessian(f)(2.0) == pytest.approx(12.0)
     assert ad.hvp(f, 2.0, 1.0) == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize("f", [
+    lambda b: np.sum(np.float64(2.0) - [b, b * b]),
+    lambda b: np.sum([b, b * b] / np.float64(2.0)),
+    lambda b: np.sum(np.array(2.0) * [b, b * b]),
+    lambda b: sum(np.int64(2) * [b, b * b]),  # (a NumPy integer repeats the list)
+], ids=["float64 minus list", "list over float64", "0-d array times list", "int64 times list"])
+def test_operators_read_a_list_as_numpy_does(f):
+    want = fd(f, 1.2)
+    for api in (ad.grad, ad.derivative):
+        for _ in range(2):
+            assert api(f)(1.2) == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("f", [lambda b: np.sum(np.float64(2.0) * [b, b * b]),
+                               lambda b: np.sum([b, b * b] * np.float32(2.0))])
+def test_a_numpy_float_times_a_list_raises_as_natively(f):
+    """Python's sequence repetition answers first: NumPy 2 raises TypeError, and so does the
+    derivative (it computed an array product)."""
+    with pytest.raises(TypeError, match="can't multiply sequence"):
+        f(1.2)
+    for api in (ad.grad, ad.derivative):
+        with pytest.raises(TypeError, match="can't multiply sequence"):
+            api(f)(1.2)
