@@ -119,8 +119,9 @@ class Context:
         """Called when code this context does not see (a Python function that C code calls
         back, ``np.frompyfunc``'s say; a function run natively) computes ``result`` from a value
         this context tagged, natively: ``use`` says how (``"operator *"``, ``"float()"``,
-        ``"subscript"``...; truth tests, comparisons' use in ``if``, hashing, formatting,
-        ``len``, ``int()`` and indexing are not reported).  The result carries no metadata.
+        ``"subscript"``...; truth tests, comparisons, hashing, ``format`` and f-strings,
+        ``len``, ``int()``, ``round`` and the other integer parts, and indexing are not
+        reported; ``"%.1f" % x`` reads ``float()``).  The result carries no metadata.
         Default: nothing (a tagged value behaves like its untagged self).  A context whose
         metadata the result should have carried (an AD context: a derivative) raises here, at
         the point of the use, rather than let a plain number go on silently."""

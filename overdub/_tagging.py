@@ -34,6 +34,7 @@ import _operator
 import collections
 import functools
 import itertools
+import math
 import operator
 import sys
 import types
@@ -155,13 +156,35 @@ def _comparison(symbol: str, op: Any) -> Any:
     return method
 
 
+def _power(self: Tagged, other: Any, modulo: Any = None) -> Any:
+    """``self ** other``, or ``pow(self, other, modulo)`` (integers)."""
+    value = self._plain("operator **")
+    other = _strip_for(other, self.owner)
+    out = value ** other if modulo is None else pow(value, other, _strip_for(modulo, self.owner))
+    return self._computed("operator **", out)
+
+
+def _integer_part(name: str, fn: Any) -> Any:
+    """``round(x)``, ``math.trunc(x)``, ``math.floor(x)``, ``math.ceil(x)``: integer parts,
+    like ``int()`` not reported (no metadata they could carry: their derivative is 0)."""
+    def method(self: Tagged, *ndigits: Any) -> Any:
+        return fn(self._plain(f"{name}()"), *ndigits)
+    return method
+
+
 _OPERATORS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-              "pow": "**", "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<",
-              "rshift": ">>"}
+              "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
+              "divmod": "divmod"}
 for _name, _symbol in _OPERATORS.items():
-    _op = getattr(operator, _name + ("_" if _name in ("and", "or") else ""))
+    _op = divmod if _name == "divmod" else \
+        getattr(operator, _name + ("_" if _name in ("and", "or") else ""))
     setattr(Tagged, f"__{_name}__", _binary(_symbol, _op))
     setattr(Tagged, f"__r{_name}__", _binary(_symbol, _op, reflected=True))
+Tagged.__pow__ = _power  # type: ignore[attr-defined]
+Tagged.__rpow__ = _binary("**", operator.pow, reflected=True)  # type: ignore[attr-defined]
+for _name, _fn in (("round", round), ("trunc", math.trunc), ("floor", math.floor),
+                   ("ceil", math.ceil)):
+    setattr(Tagged, f"__{_name}__", _integer_part(_name, _fn))
 for _name, _symbol in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
                        ("ge", ">=")):
     setattr(Tagged, f"__{_name}__", _comparison(_symbol, getattr(operator, _name)))
@@ -1199,6 +1222,8 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
                      for a in args)
     if fn is itertools.accumulate and len(args) == 1 and kwargs.get("func") is None:
         args += (operator.add,)  # its default, the additions seen (natively, tags dropped)
+    if (fn is max or fn is min) and len(args) > 1:
+        args = (list(args),)  # max(a, b): max([a, b]), whose items keep their metadata
     if any(type(a).__flags__ & _HEAPTYPE for a in args):
         # an object iterated by Python code (its class's __iter__ or __getitem__): iterated
         # through the context, whose iterator the builtin consumes (natively, the builtin
@@ -1363,7 +1388,8 @@ for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delat
                       (operator.getitem, _getitem), (operator.setitem, _setitem), (iter, _iter),
                       *((consumer, _consume) for consumer in (
                           sum, max, min, sorted, list, tuple, set, frozenset, enumerate, zip,
-                          reversed, any, all, map, filter, *_ITERTOOLS_MOVERS)),
+                          reversed, any, all, map, filter, functools.reduce,
+                          *_ITERTOOLS_MOVERS)),
                       (operator.delitem, _delitem), (itertools.repeat, _stores_as_is)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
 # ``|`` and ``|=`` compute with most operands: handled (for dicts) without carrying tags

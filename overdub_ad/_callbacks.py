@@ -305,8 +305,9 @@ def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
     :class:`MissingRuleError` here, naming the function and the library that called it.
     overdub's own code reading a value's shape or dtype natively (an enclosing derivative's
     value given to an inner ``jvp``) is not the user's computation."""
-    if not _is_value(result) and type(result) is not np.ndarray:
-        return  # (an int, a shape, a dtype: no derivative to lose)
+    if not (_is_value(result) or type(result) is np.ndarray or (
+            type(result) is tuple and any(map(_is_value, result)))):
+        return  # (an int, a shape, a dtype: no derivative to lose; divmod's pair has one)
     callers = _native_callers()
     if callers is None:
         return

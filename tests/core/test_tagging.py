@@ -8,6 +8,7 @@ each reason names the bug, and the test turns into a failure (XPASS strict) once
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 import functools
 import gc
@@ -25,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overdub import Context, Tagged, TagError, has_metadata, metadata, overdub as run, tag, untag
+from overdub import (Context, Tagged, TagError, has_metadata, metadata, opaque, overdub as run,
+                     tag, untag)
 from tests.conftest import weird_identity
 
 # -- contexts ------------------------------------------------------------------------------------
@@ -216,7 +218,7 @@ def unpack_pair(t):
 
 
 def builtin_view(t):
-    return type(t), isinstance(t, Tagged), math.sqrt(t), abs(t), t + 1.0, -t, max(t, 0.0)
+    return type(t), isinstance(t, Tagged), math.sqrt(t), abs(t), t + 1.0, -t
 
 
 def scale_ops(t):
@@ -595,8 +597,11 @@ def test_builtins_without_a_primitive_receive_the_plain_value():
     ctx = Plain()
     got = run(ctx, builtin_view, tag(4.0, ctx, "m"))
     assert got[0] is float and got[1] is False     # type() and isinstance() see the value
-    assert got[2:] == (2.0, 4.0, 5.0, -4.0, 4.0)
+    assert got[2:] == (2.0, 4.0, 5.0, -4.0)
     assert all(type(v) is not Tagged for v in got)  # and the metadata is dropped
+    # (max and min select one of their arguments, as of a list: that one, metadata and all)
+    selected = run(ctx, lambda t: max(t, 0.0), tag(4.0, ctx, "m"))
+    assert parts(selected, ctx) == (4.0, "m")
 
 
 def test_primitive_on_tagged_propagates_metadata():
@@ -1684,3 +1689,62 @@ def test_what_a_run_returns_keeps_metadata_as_the_concepts_page_says():
     assert metadata(listed[0], ctx) == "m" and metadata(mapped["k"], ctx) == "m"
     filled = run(ctx, returned_in_a_filled_list, tag(1.0, ctx, "m"))
     assert filled == [1.0] and type(filled[0]) is float
+
+
+# -- found from outside (session 10): metadata through reduce and max(a, b); natively run code ---
+
+def test_reduce_over_a_list_filled_by_append_keeps_metadata():
+    ctx = Context()
+
+    def f(t):
+        items = [1.0]
+        items.append(t)
+        return items[1], functools.reduce(lambda a, b: b, items)
+
+    out = run(ctx, f, tag(2.0, ctx, "m"))
+    assert [has_metadata(v, ctx) for v in out] == [True, True]
+
+
+def test_max_and_min_of_positional_arguments_keep_metadata():
+    ctx = Context()
+
+    def f(t):
+        return max(t, 0.1), min(t, 5.0), max(0.1, t, 0.2), max(t, -1.0, key=abs)
+
+    out = run(ctx, f, tag(2.0, ctx, "m"))
+    assert [has_metadata(v, ctx) for v in out] == [True] * 4
+    assert run(Context(), f, 2.0) == f(2.0)
+    hsv = run(ctx, lambda r: colorsys.rgb_to_hsv(r, 0.5, 0.2), tag(0.9, ctx, "m"))
+    assert has_metadata(hsv[2], ctx)  # v = max(r, g, b)
+
+
+def test_natively_run_code_computes_with_a_tagged_value_as_with_its_value():
+    """divmod, round, math.trunc/floor/ceil and three-argument pow raised TypeError on a
+    tagged value in code run natively (an opaque function)."""
+    @opaque
+    def native(x):
+        return (divmod(x, 1), divmod(5, x), round(x), round(x, 1), math.trunc(x),
+                math.floor(x), math.ceil(x), x ** 2, 2 ** x)
+
+    ctx = Context()
+    assert run(ctx, lambda v: native(tag(v, ctx, "m")), 7.3) == native(7.3)
+    counted = opaque(lambda n: pow(n, 2, 5))
+    ctx = Context()
+    assert run(ctx, lambda v: counted(tag(v, ctx, "m")), 7) == 4
+
+
+def test_native_use_is_told_what_unseen_code_computes_and_not_its_inspections():
+    told = []
+
+    class Watch(Context):
+        def native_use(self, use, result):
+            told.append(use)
+
+    @opaque
+    def native(x):
+        return (x * 2.0, -x, float(x), divmod(x, 1.0), x > 1.0, bool(x), hash(x),
+                f"{x:.1f}", int(x), round(x), math.floor(x))
+
+    ctx = Watch()
+    run(ctx, lambda v: native(tag(v, ctx, "m")), 2.5)
+    assert told == ["operator *", "unary neg", "float()", "operator divmod"]
