@@ -180,11 +180,11 @@ for _name, _symbol in _OPERATORS.items():
         getattr(operator, _name + ("_" if _name in ("and", "or") else ""))
     setattr(Tagged, f"__{_name}__", _binary(_symbol, _op))
     setattr(Tagged, f"__r{_name}__", _binary(_symbol, _op, reflected=True))
-Tagged.__pow__ = _power  # type: ignore[attr-defined]
-Tagged.__rpow__ = _binary("**", operator.pow, reflected=True)  # type: ignore[attr-defined]
-for _name, _fn in (("round", round), ("trunc", math.trunc), ("floor", math.floor),
-                   ("ceil", math.ceil)):
-    setattr(Tagged, f"__{_name}__", _integer_part(_name, _fn))
+setattr(Tagged, "__pow__", _power)
+setattr(Tagged, "__rpow__", _binary("**", operator.pow, reflected=True))
+for _name, _part in (("round", round), ("trunc", math.trunc), ("floor", math.floor),
+                     ("ceil", math.ceil)):
+    setattr(Tagged, f"__{_name}__", _integer_part(_name, _part))
 for _name, _symbol in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
                        ("ge", ">=")):
     setattr(Tagged, f"__{_name}__", _comparison(_symbol, getattr(operator, _name)))
