@@ -406,6 +406,8 @@ class ReverseContext(Context):
         """Whether a call is this context's for what its keywords hold (a differentiated
         value, an ``out=`` buffer), or None: the keywords do not decide it."""
         ref = self._ref
+        if fn is types.SimpleNamespace:  # its attributes stored as this context stores them
+            return any(map(self._carries, kwargs.values())) or None  # (see _general)
         for v in kwargs.values():
             if (type(v) is Tagged and v.owner is ref) or \
                     (type(v) in (list, tuple) and self._carries(v)):  # range=(lo, hi)
@@ -667,6 +669,14 @@ class ReverseContext(Context):
 
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""
+        if fn is types.SimpleNamespace and not args:
+            # SimpleNamespace(v=[x]): an empty namespace, then ns.v = [x] as this context
+            # stores it (the core's own setattr would keep the list's members aside, where this
+            # context's reads do not look)
+            namespace = fn()
+            for name, value in kwargs.items():
+                self.overdub(setattr, namespace, name, value)
+            return namespace
         if type(fn) is types.MethodWrapperType and type(fn.__self__) is np.flatiter and \
                 fn.__name__ == "__setitem__" and len(args) == 2:
             return self._setitem(operator.setitem, fn.__self__, *args)  # a.flat.__setitem__

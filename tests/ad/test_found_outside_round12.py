@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import types
 
 import numpy as np
 import pytest
@@ -143,3 +144,27 @@ def test_a_numpy_float_times_a_list_raises_as_natively(f):
     for api in (ad.grad, ad.derivative):
         with pytest.raises(TypeError, match="can't multiply sequence"):
             api(f)(1.2)
+
+
+NAMESPACES = {
+    "list attribute": lambda x: types.SimpleNamespace(v=[x * x]).v[0],
+    "tuple attribute": lambda x: types.SimpleNamespace(v=(x * x,)).v[0],
+    "unpacked keywords": lambda x: types.SimpleNamespace(**{"v": [x * x]}).v[0],
+    "copy.copy": lambda x: copy.copy(types.SimpleNamespace(v=[x * x])).v[0],
+    "deepcopy": lambda x: copy.deepcopy(types.SimpleNamespace(v=[x])).v[0] * x,
+    "vars": lambda x: vars(types.SimpleNamespace(v=[x * x]))["v"][0],
+}
+
+
+@pytest.mark.parametrize("name", list(NAMESPACES))
+def test_a_namespace_made_with_a_container_of_differentiated_values(name):
+    """types.SimpleNamespace(v=[x * x]).v[0]: grad was 0 on every route (the core kept the
+    list's members aside, where reverse mode's reads do not look), hvp 0 after deepcopy."""
+    f = NAMESPACES[name]
+    want, second = fd(f, 0.8), fd(ad.derivative(f), 0.8)
+    for _ in range(2):
+        assert ad.grad(f)(0.8) == pytest.approx(want, rel=1e-6)
+        assert ad.derivative(f)(0.8) == pytest.approx(want, rel=1e-6)
+        assert ad.hvp(f, 0.8, 1.0) == pytest.approx(second, rel=1e-5)
+    assert ad.grad(ad.grad(f))(0.8) == pytest.approx(second, rel=1e-5)
+    assert ad.grad(ad.derivative(f))(0.8) == pytest.approx(second, rel=1e-5)
