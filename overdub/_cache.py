@@ -30,11 +30,11 @@ import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from . import _persist, _source
+from . import _frames, _generated, _persist, _source
 from ._rewrite import EMBEDDED, HIDDEN_CONSTANTS, Overdubber, copy_tree
 
 _N = TypeVar("_N", bound=ast.AST)
@@ -141,8 +141,20 @@ def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tu
             _warned[id(code)] = weakref.ref(code)
             name = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
             warnings.warn(f"overdub: running {name} natively: {found.reason}", RuntimeWarning,
-                          stacklevel=2)
+                          stacklevel=_user_stacklevel())
     return found
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by :func:`cached_rewrite` name the user's
+    line that made the call (the nearest frame that is not overdub's machinery), where a
+    warning can be acted on, not the dispatcher's."""
+    target = _frames.user_frame(1)
+    frame: types.FrameType | None = sys._getframe(1)  # cached_rewrite's
+    level = 1
+    while frame is not None and frame is not target:
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
 
 
 def _rewrite_or_load(code: types.CodeType, module_globals: dict[str, Any],
@@ -234,13 +246,15 @@ def _checked(code: types.CodeType, module_globals: dict[str, Any], take: bool
             spare = quick.detach()  # (not shared yet)
     else:
         found = _located(code, module_globals, likeness)
-        if isinstance(found, _source.NoSource) and found.actionable \
-                and not code.co_filename.startswith("<"):
-            # linecache may hold the file as it was when first read: a module edited and
-            # reloaded since (importlib.reload) was compiled from the new text, on disk.
-            on_disk = _located(code, module_globals, likeness, on_disk=True)
-            if isinstance(on_disk, _source.Located):
-                found = on_disk
+        if isinstance(found, _source.NoSource) and found.actionable:
+            if _made_up(code.co_filename):
+                found = _compiled_text(code, module_globals, likeness)
+            elif not code.co_filename.startswith("<"):
+                # linecache may hold the file as it was when first read: a module edited and
+                # reloaded since (importlib.reload) was compiled from the new text, on disk.
+                on_disk = _located(code, module_globals, likeness, on_disk=True)
+                if isinstance(on_disk, _source.Located):
+                    found = on_disk
     published = entries.setdefault("source", found)
     return published, spare if published is found else None
 
@@ -255,6 +269,38 @@ def _located(code: types.CodeType, module_globals: dict[str, Any],
         return _source.NoSource(f"its source in {code.co_filename} changed after it was "
                                 f"compiled", actionable=True)
     return found
+
+
+def _made_up(filename: str) -> bool:
+    """Whether ``filename`` is a name that ``compile`` was given for text of no file, which
+    ``linecache`` does not know it should refuse: ``<string>`` and the like it refuses, but for
+    ``<class 'networkx.utils.decorators.argmap'> compilation 4`` it returns the lines of the
+    module whose globals it is given (its loader's ``get_source``, meant for that module's own
+    file), which do not hold the code."""
+    return filename.startswith("<") and not filename.endswith(">")
+
+
+def _compiled_text(code: types.CodeType, module_globals: dict[str, Any],
+                   likeness: Callable[[_source.Located], int]
+                   ) -> _source.Located | _source.NoSource:
+    """``code``'s ``def`` in the text it was compiled from, where its file name is made up
+    (:func:`_made_up`) and what ``linecache`` gave for that name does not hold it: the text a
+    context saw given to ``compile`` (``_generated``), as networkx compiles its ``argmap``
+    wrappers when one is first called.  Without it (compiled before any context ran), no
+    source and no warning: the user cannot act on a library's way of making code."""
+    generated = _generated.find(code, module_globals)
+    if isinstance(generated, str):
+        return _source.NoSource(generated)
+    if generated.parsed is None:  # (a benign race, as in _source: both parse the same text)
+        generated.parsed = _source._parse(generated.lines, code.co_filename)
+    parsed = generated.parsed
+    if isinstance(parsed, _source.NoSource):
+        return parsed
+    candidates = parsed.defs.get((code.co_name, code.co_firstlineno), [])
+    if len(candidates) == 1 and likeness(candidates[0]):
+        return cast(_source.Located, candidates[0])
+    return _source.NoSource(f"it was generated ({code.co_filename}) and the text compiled "
+                            f"there does not hold it")
 
 
 def _with_pytest_asserts(code: types.CodeType, node: _source._Def,
@@ -337,7 +383,7 @@ def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
             node = _apply_pass(a_pass, node, code)
         ast.fix_missing_locations(node)  # passes may leave new nodes unpositioned
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
-    rewriter = Overdubber(categories, located.class_name, observe, fast_locals)
+    rewriter = Overdubber(categories, located.class_name, observe, fast_locals, code)
     text = None  # the source of the node, if no pass made it
     if located.lines is not None and not passes and not located.passes_applied \
             and not isinstance(node, ast.Lambda) and node.end_lineno is not None:
@@ -366,7 +412,7 @@ def _rewrite(code: types.CodeType, module_globals: dict[str, Any], passes: tuple
         return found, {}
     located, node, rewriter = found
     try:
-        new = _compile(code, located, node, sorted(rewriter.used))
+        new = _compile(code, located, node, sorted(rewriter.used), rewriter.imported)
     except (SyntaxError, ValueError, TypeError) as exc:
         if not passes:
             raise  # our own bug: let it be seen
@@ -449,7 +495,10 @@ def _attach_nested(compiled: types.CodeType, nested: _Nested) -> None:
 
 
 def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
-             hidden: list[str]) -> types.CodeType:
+             hidden: list[str], imported: Sequence[str] = ()) -> types.CodeType:
+    """``node`` compiled as ``code`` was, with the ``hidden`` names as free variables and
+    the module's ``imported`` names known to the compiler (see
+    ``Overdubber._note_imported``)."""
     synthetic: list[ast.AST] = []  # the wrapper nodes we add, positioned at the function
     target: ast.stmt
     if isinstance(node, ast.Lambda):
@@ -482,6 +531,12 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
         mention = ast.Expr(ast.Name("super", ast.Load()))
         module.body.append(mention)
         synthetic.extend((mention, mention.value))
+    if imported:
+        # Names the user's module imports, which functions defined inside call methods of:
+        # the compiler gives such calls the form it gave them there (never executed either).
+        aliases = [ast.alias(name) for name in imported]
+        module.body.append(ast.Import(aliases))
+        synthetic.extend((module.body[-1], *aliases))
     for wrapper in (factory, arguments, *params, *synthetic):
         wrapper.lineno = wrapper.end_lineno = node.lineno  # type: ignore[attr-defined]
         wrapper.col_offset = wrapper.end_col_offset = 0  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ import ast
 import builtins
 import functools
 import operator
+import sys
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -338,6 +339,106 @@ def _position(template: ast.AST) -> dict[str, Any]:
             "end_lineno": at.end_lineno, "end_col_offset": at.end_col_offset}
 
 
+# Where CPython puts instructions differs on 3.10 (see _attribute_at, _method_call_at); no
+# method-call form takes as many arguments as _STACK_USE_GUIDELINE.
+_PY310 = sys.version_info < (3, 11)
+_STACK_USE_GUIDELINE = 30
+
+
+class _At(ast.AST):
+    """A position that no user node has, as a template for :func:`_place` and
+    :func:`_position`: where CPython puts an instruction that is not at its node's start.
+    (Never part of a tree.)"""
+
+    def __init__(self, lineno: int, col_offset: int, end_lineno: int, end_col_offset: int
+                 ) -> None:
+        self.lineno, self.col_offset = lineno, col_offset
+        self.end_lineno, self.end_col_offset = end_lineno, end_col_offset
+
+
+def _attribute_at(node: ast.Attribute) -> ast.AST:
+    """Where CPython puts the instruction that loads, stores or deletes attribute ``node``: for
+    an attribute spread over lines (``(obj\\n .name)``, a chain of method calls), at the name,
+    on its last line, not at the object on the first (the compiler's
+    ``update_start_location_to_match_attr``; 3.10 moves the line alike, but not a delete's).
+    The column is the end column (in UTF-8 bytes) less the name's length in characters, as
+    CPython computes it.  A traceback through the rewritten operation then shows the native
+    line and carets."""
+    if node.lineno == node.end_lineno or (_PY310 and type(node.ctx) is ast.Del):
+        return node
+    end_line, end_col = cast(int, node.end_lineno), cast(int, node.end_col_offset)
+    if len(node.attr) > end_col:  # (CPython drops the columns of such a made-up node)
+        return node
+    return _At(end_line, end_col - len(node.attr), end_line, end_col)
+
+
+def _method_call_at(node: ast.Call, func: ast.Attribute) -> _At | None:
+    """Where CPython puts the instruction that makes ``node``, a call of ``func``, an attribute
+    spread over lines, if it takes the method-call form; None if not (the call's own position).
+
+    Natively, ``obj.name(args)`` takes that form, whose call instruction CPython puts where the
+    attribute's name starts (see :func:`_attribute_at`): ``return K(\\n).m(\\n 1)`` fails
+    inside ``m`` at the line of ``).m(``, not of ``K(``.  The form is not taken with ``*`` or
+    ``**`` arguments, with too many arguments (CPython's ``STACK_USE_GUIDELINE``), on 3.10 with
+    keywords, nor, on 3.11+, when the object is a name the module imports at its top level
+    (``json\\n.loads(...)``, the compiler's ``is_import_originated``): that last one is left to
+    the caller (see :func:`_method_form`).
+    """
+    args, keywords = node.args, node.keywords
+    if any(type(a) is ast.Starred for a in args) or any(k.arg is None for k in keywords):
+        return None
+    if _PY310:
+        if keywords or len(args) >= _STACK_USE_GUIDELINE:
+            return None
+    elif len(args) + len(keywords) + bool(keywords) >= _STACK_USE_GUIDELINE:
+        return None
+    start = _attribute_at(func)
+    if type(start) is not _At:
+        return None
+    return _At(start.lineno, start.col_offset, cast(int, node.end_lineno),
+               cast(int, node.end_col_offset))
+
+
+def _positions(code: types.CodeType | None) -> set[Any] | None:
+    """The positions of ``code``'s instructions and those of the code compiled inside it
+    (comprehensions, rewritten with it; functions, whose calls
+    :meth:`Overdubber._note_imported` looks at), or None where code has no columns (3.10) or
+    is not known."""
+    if code is None or not hasattr(code, "co_positions"):
+        return None
+    positions: set[Any] = set()
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        positions.update(current.co_positions())
+        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return positions
+
+
+def _method_form(at: _At, positions: set[Any] | None) -> bool:
+    """Whether the native code, with its instructions at ``positions``, makes a call at
+    ``at``: whether a call of a name's attribute took the method-call form, which 3.11+ does
+    not take for a name the module imports (which only the module's symbol table knows).
+    Always on 3.10, which takes it for imported names too."""
+    return positions is None or (at.lineno, at.end_lineno, at.col_offset, at.end_col_offset) \
+        in positions
+
+
+_COMPREHENSION_NAMES = frozenset(("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"))
+
+
+def _defines_functions(code: types.CodeType | None) -> bool:
+    """Whether ``code`` (or a comprehension in it) makes functions (or classes)."""
+    pending = [code] if code is not None else []
+    while pending:
+        for const in pending.pop().co_consts:
+            if isinstance(const, types.CodeType):
+                if const.co_name not in _COMPREHENSION_NAMES:
+                    return True
+                pending.append(const)
+    return False
+
+
 # The dispatcher of an operator with 1, 2 or 3 operands, by their number
 _OPERATOR_DISPATCHERS = {1: "@op1", 2: "@op2", 3: "@op3"}
 # The Overdubber method that visits each node class, looked up once.
@@ -388,7 +489,8 @@ class Overdubber(ast.NodeTransformer):
     """
 
     def __init__(self, categories: frozenset[str], class_name: str | None,
-                 observe: bool = False, fast_locals: frozenset[str] = frozenset()) -> None:
+                 observe: bool = False, fast_locals: frozenset[str] = frozenset(),
+                 code: types.CodeType | None = None) -> None:
         self.categories = categories
         self.class_name = class_name
         self.observe = observe
@@ -402,6 +504,11 @@ class Overdubber(ast.NodeTransformer):
         self._compact = False  # operators outside loops take the call form (set per function)
         self._loops = 0
         self._may_suspend = True  # the function may hold a `yield` or `await` (set per function)
+        self._code = code  # the code being rewritten, as compiled (see _method_form)
+        self._native_positions: set[Any] | None = None  # its instructions' positions, if asked
+        # The names the module imports, as the compiler must know them (see _note_imported)
+        self.imported: list[str] = []
+        self._defines_functions = sys.version_info >= (3, 11) and _defines_functions(code)
 
     # -- helpers ---------------------------------------------------------------------------
     def _name(self, hidden: str, ctx: ast.expr_context | None = None,
@@ -419,6 +526,51 @@ class Overdubber(ast.NodeTransformer):
     def _temp(self) -> str:
         self._temps += 1
         return f"@t{self._temps}"
+
+    def _call_at(self, node: ast.Call, func: ast.expr) -> ast.AST:
+        """Where CPython puts the instruction that makes call ``node`` of (unvisited) ``func``:
+        a method call's at its method's name (see :func:`_method_call_at`).  Rewritten, it is a
+        call of the dispatcher, placed there too."""
+        if type(func) is not ast.Attribute or func.lineno == func.end_lineno:
+            return node  # (almost every call)
+        at = _method_call_at(node, func)
+        if at is None:
+            return node
+        if type(func.value) is ast.Name and not self._method_form(at):
+            return node
+        return at
+
+    def _method_form(self, at: _At) -> bool:
+        if self._native_positions is None:
+            self._native_positions = _positions(self._code)
+        return _method_form(at, self._native_positions)
+
+    def _note_imported(self, body: ast.AST | list[ast.stmt]) -> None:
+        """Note in ``imported`` the names that ``body``, a function's or lambda's defined inside
+        the one rewritten, calls methods of over lines where the module imports those names
+        (see :func:`_method_call_at`).  The body is rewritten when called; until then it is
+        compiled with the rewritten function, in a module of the rewrite's own, which imports
+        nothing: those calls would take the method-call form there, and a traceback through
+        them show another line than the native one.  The compiler is told of the imports
+        (``_cache._compile``).  Only where the native code defines functions (3.11+)."""
+        pending: list[Any] = list(body) if isinstance(body, list) else [body]
+        while pending:
+            node = pending.pop()
+            fields = node.__dict__  # (as _place walks)
+            if type(node) is ast.Call:
+                func = fields["func"]
+                if type(func) is ast.Attribute and type(func.value) is ast.Name \
+                        and func.lineno != func.end_lineno:
+                    at = _method_call_at(node, func)
+                    if at is not None and not self._method_form(at) \
+                            and func.value.id not in self.imported:
+                        self.imported.append(func.value.id)
+            for name in node._fields:
+                value = fields.get(name)
+                if type(value) is list:
+                    pending.extend([item for item in value if isinstance(item, ast.AST)])
+                elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+                    pending.append(value)
 
     def _dispatch(self, dispatcher: str, fn: _Fn, args: list[ast.expr],
                   template: ast.AST) -> ast.Call:
@@ -494,17 +646,29 @@ class Overdubber(ast.NodeTransformer):
         return ast.IfExp(test=test, body=fast, orelse=slow, **at)
 
     def _operator_stmt(self, fn: _Fn, operands: list[ast.expr], native: ast.stmt,
-                       template: ast.AST, subjects: tuple[int, ...]) -> list[ast.stmt]:
-        """Statement form of :meth:`_operator` for stores and deletes (operands are simple)."""
+                       template: ast.AST, subjects: tuple[int, ...], target: ast.expr
+                       ) -> list[ast.stmt]:
+        """Statement form of :meth:`_operator` for stores and deletes (operands are simple):
+        the statements at ``template``'s position, the operation at the native instruction's,
+        ``target``'s (see :meth:`_target_at`)."""
+        where = self._target_at(target)
         if not self._inline():
-            call = self._dispatch(f"@op{len(operands)}", fn, operands, template)
+            call = self._dispatch(f"@op{len(operands)}", fn, operands, where)
             return [_place(ast.Expr(call), template)]
-        at = _position(template)
+        at = _position(where)
         test = self._guard(fn, [_copy(o, at) for o in operands],
                            [_copy(operands[i], at) for i in subjects], [], at)
-        slow = ast.Call(func=self._name(f"@slow{len(operands)}"),
-                        args=[self._fn(fn), *[_copy(o) for o in operands]], keywords=[])
+        slow = _place(ast.Call(func=self._name(f"@slow{len(operands)}"),
+                               args=[self._fn(fn), *[_copy(o) for o in operands]], keywords=[]),
+                      where)
         return [_place(ast.If(test=test, body=[native], orelse=[ast.Expr(slow)]), template)]
+
+    @staticmethod
+    def _target_at(target: ast.expr) -> ast.AST:
+        """Where CPython puts the instruction that stores into or deletes ``target`` (an
+        attribute or a subscription): at the target, not at its statement (a failing property
+        setter's traceback shows ``obj.x`` in ``obj.x = v``)."""
+        return _attribute_at(target) if type(target) is ast.Attribute else target
 
     def _iterated(self, node: ast.expr) -> ast.expr:
         """``node`` (visited) as ``iter(node)`` seen by the context, where iteration is
@@ -672,6 +836,8 @@ class Overdubber(ast.NodeTransformer):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
                           ) -> ast.AST | list[ast.stmt]:
         self._visit_header(node)
+        if self._defines_functions:
+            self._note_imported(node.body)
         if isinstance(node, ast.Lambda):
             return node
         return self._decorate(node)
@@ -885,10 +1051,11 @@ class Overdubber(ast.NodeTransformer):
             # f(**k), f(*a): unpacking errors name the callee -> @spread(@od, f)(**k)
             spread = ast.Call(self._name("@spread"), [self._name("@od"), node.func], [])
             return _place(ast.Call(func=spread, args=node.args, keywords=node.keywords), node)
-        at = _position(node)
+        template = self._call_at(node, func)
+        at = _position(template)
         for part in (node.func, *node.args, *node.keywords):
             if "lineno" not in part.__dict__:  # (_place's work, where it has any)
-                _place(part, node)
+                _place(part, template)
         call = ast.Call(self._name("@od", at=at), [node.func, *node.args], node.keywords)
         call.__dict__.update(at)
         return call
@@ -961,7 +1128,8 @@ class Overdubber(ast.NodeTransformer):
             self.generic_visit(node)
         else:
             read = self._operator(getattr, [self.visit(node.value), self._attr_name(node)],
-                                  lambda n: ast.Attribute(n[0], node.attr, _LOAD), node, (0,))
+                                  lambda n: ast.Attribute(n[0], node.attr, _LOAD),
+                                  _attribute_at(node), (0,))
         view = _FRAME_VIEWS.get(node.attr)
         if view is not None:
             return _place(ast.Call(self._name(view), [read], []), node)
@@ -993,18 +1161,21 @@ class Overdubber(ast.NodeTransformer):
             out.append(_place(ast.Delete([ast.Name(t, ast.Del()) for t in temps]), template))
         return out
 
-    def _load(self, obj: ast.expr, key: ast.expr, attr: str | None, template: ast.AST) -> ast.expr:
-        """Read ``obj.attr`` / ``obj[key]`` (operands simple), seen if the category is."""
+    def _load(self, obj: ast.expr, key: ast.expr, attr: str | None, target: ast.expr
+              ) -> ast.expr:
+        """Read ``obj.attr`` / ``obj[key]`` (operands simple), seen if the category is, where
+        CPython reads ``target`` (an augmented assignment's)."""
         native: Callable[[list[ast.expr]], ast.expr]
+        where = self._target_at(target)
         if attr is not None:
             native = lambda n: ast.Attribute(n[0], attr, _LOAD)  # noqa: E731
             if ATTRIBUTE not in self.categories:
-                return native([_copy(obj)])
-            return self._operator(getattr, [_copy(obj), _copy(key)], native, template, (0,))
+                return _place(native([_copy(obj)]), target)
+            return self._operator(getattr, [_copy(obj), _copy(key)], native, where, (0,))
         native = lambda n: ast.Subscript(n[0], n[1], _LOAD)  # noqa: E731
         if SUBSCRIPT not in self.categories:
-            return native([_copy(obj), _copy(key)])
-        return self._operator(operator.getitem, [_copy(obj), _copy(key)], native, template, (0,))
+            return _place(native([_copy(obj), _copy(key)]), target)
+        return self._operator(operator.getitem, [_copy(obj), _copy(key)], native, where, (0,))
 
     def _store(self, target: ast.expr, value: ast.expr, template: ast.AST,
                temps: list[str]) -> None:
@@ -1014,16 +1185,19 @@ class Overdubber(ast.NodeTransformer):
         """
         if isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
             obj = self._assign_temp(self.visit(target.value), template, temps)
-            native = ast.Assign([ast.Attribute(_copy(obj), target.attr, _STORE)], _copy(value))
+            native = ast.Assign([_place(ast.Attribute(_copy(obj), target.attr, _STORE),
+                                              target)], _copy(value))
             self._pending += self._operator_stmt(
                 setattr, [obj, self._attr_name(target), value], _place(native, template),
-                template, (0,))
+                template, (0,), target)
         elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
             obj = self._assign_temp(self.visit(target.value), template, temps)
             key = self._assign_temp(self._index(target.slice), template, temps)
-            native = ast.Assign([ast.Subscript(_copy(obj), _copy(key), _STORE)], _copy(value))
+            native = ast.Assign([_place(ast.Subscript(_copy(obj), _copy(key), _STORE),
+                                              target)], _copy(value))
             self._pending += self._operator_stmt(
-                operator.setitem, [obj, key, value], _place(native, template), template, (0,))
+                operator.setitem, [obj, key, value], _place(native, template), template, (0,),
+                target)
         elif isinstance(target, (ast.Tuple, ast.List)) and self._intercepted_target(target):
             names, later = [], []
             for elt in target.elts:
@@ -1065,7 +1239,7 @@ class Overdubber(ast.NodeTransformer):
         ordered = ast.Call(self._name("@value_last"),
                            [self.visit(node.value), self.visit(target.value), key], [])
         call = ast.Call(self._name("@op3"), [self._fn(fn), ast.Starred(ordered, _LOAD)], [])
-        return _place(ast.Expr(call), node)
+        return _place(ast.Expr(_place(call, self._target_at(target))), node)
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
         if self._class_bodies:
@@ -1134,14 +1308,14 @@ class Overdubber(ast.NodeTransformer):
         else:
             combined = ast.Call(self._fn(inplace), [_copy(current), value], [])
         result = self._assign_temp(_place(combined, node), node, temps)
-        store = (ast.Attribute(_copy(obj), attr, _STORE) if attr is not None
-                 else ast.Subscript(_copy(obj), _copy(key), _STORE))
+        store = _place(ast.Attribute(_copy(obj), attr, _STORE) if attr is not None
+                             else ast.Subscript(_copy(obj), _copy(key), _STORE), target)
         if self._intercepted_target(target):
             # the object and key are already evaluated: store through the simple temporaries
             fn = setattr if attr is not None else operator.setitem
             self._pending += self._operator_stmt(
                 fn, [obj, key, result], _place(ast.Assign([store], _copy(result)), node), node,
-                (0,))
+                (0,), target)
         else:
             self._pending.append(_place(ast.Assign([store], _copy(result)), node))
         return self._finish(out, temps, node)
@@ -1158,15 +1332,18 @@ class Overdubber(ast.NodeTransformer):
                     delete(elt)
             elif isinstance(target, ast.Attribute) and ATTRIBUTE in self.categories:
                 obj = self._assign_temp(self.visit(target.value), node, temps)
-                native = ast.Delete([ast.Attribute(_copy(obj), target.attr, ast.Del())])
+                native = ast.Delete([_place(
+                    ast.Attribute(_copy(obj), target.attr, ast.Del()), target)])
                 self._pending += self._operator_stmt(
-                    delattr, [obj, self._attr_name(target)], _place(native, node), node, (0,))
+                    delattr, [obj, self._attr_name(target)], _place(native, node), node, (0,),
+                    target)
             elif isinstance(target, ast.Subscript) and SUBSCRIPT in self.categories:
                 obj = self._assign_temp(self.visit(target.value), node, temps)
                 key = self._assign_temp(self._index(target.slice), node, temps)
-                native = ast.Delete([ast.Subscript(_copy(obj), _copy(key), ast.Del())])
+                native = ast.Delete([_place(
+                    ast.Subscript(_copy(obj), _copy(key), ast.Del()), target)])
                 self._pending += self._operator_stmt(
-                    operator.delitem, [obj, key], _place(native, node), node, (0,))
+                    operator.delitem, [obj, key], _place(native, node), node, (0,), target)
             else:
                 self._pending.append(_place(ast.Delete([self.visit(target)]), node))
 

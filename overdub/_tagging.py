@@ -24,7 +24,8 @@ raises :class:`TagError` naming its context when used outside it.
 Shadow keys: attributes by ``(object, name)``, dict items by ``(dict, key)``, list elements by
 the identity of the stored element (so reordering a list keeps its metadata), NumPy arrays by a
 metadata array and a mask of the array's shape (one array, not a Python object per element),
-released when the array dies.  A stored value is re-tagged only if the place still holds the very
+released when the array dies; a view's elements are those of the array owning the memory
+(``a[1:][0]`` is ``a[1]``).  A stored value is re-tagged only if the place still holds the very
 object that was stored.
 """
 
@@ -387,10 +388,14 @@ class Shadow:
     attributes and mapping items; ``sequences``: ``id(list or tuple) -> (sequence, [entry or
     None per position])`` with ``entry = (stored object, meta)``, kept in step with the list
     operations the context sees (a read checks that the position still holds that object);
-    ``arrays``: ``id(array) -> [weak ref, metadata array, mask]`` for NumPy element writes (one
-    metadata array of the array's shape, widened to another dtype when needed, released with
-    the array).  Containers are kept alive until :meth:`clear` (the end of the context's run),
-    so their ids stay unique.
+    ``arrays``: ``id(array) -> [weak ref, metadata array, mask, positions]`` for NumPy element
+    writes (one metadata array of the array's shape and memory order, widened to another dtype
+    when needed, released with the array; ``positions``, made when a view first needs it, numbers
+    the array's elements in memory order).  A plain view of an array (``a[1:]``, ``a.T``,
+    ``a.reshape(...)``: see :func:`_view_owner`) has no entry of its own: its elements are read
+    and written in its owner's, at their offsets in the owner's memory, so a write through one
+    view is read through another.  Containers are kept alive until :meth:`clear` (the end of
+    the context's run), so their ids stay unique.
     """
 
     def __init__(self) -> None:
@@ -449,13 +454,9 @@ class Shadow:
         sample = np.asarray(innermost(meta))
         slot = self.arrays.get(id(array))
         if slot is None or slot[0]() is not array:
-            key = id(array)
-            arrays = self.arrays
-            ref = weakref.ref(array, lambda _: arrays.pop(key, None))
             dtype = sample.dtype if sample.dtype.kind in "biufc" and type(innermost(meta)) \
                 is not Tagged and sample.ndim == 0 else object
-            slot = arrays[key] = [ref, np.zeros(array.shape, dtype=dtype),
-                                  np.zeros(array.shape, dtype=bool)]
+            slot = self._new_slot(array, dtype)
         elif slot[1].dtype != object:
             if not (sample.dtype.kind in "biufc" and sample.ndim == 0) or type(meta) is Tagged:
                 slot[1] = slot[1].astype(object)
@@ -463,20 +464,120 @@ class Shadow:
                 slot[1] = slot[1].astype(np.result_type(slot[1].dtype, sample.dtype))
         return slot
 
+    def _new_slot(self, array: Any, dtype: Any) -> list[Any]:
+        np = sys.modules["numpy"]
+        key, arrays = id(array), self.arrays
+        ref = weakref.ref(array, lambda _: arrays.pop(key, None))
+        # in the array's memory order: a view's offsets index them too (see _positions)
+        order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+        slot = arrays[key] = [ref, np.zeros(array.shape, dtype=dtype, order=order),
+                              np.zeros(array.shape, dtype=bool, order=order), None]
+        return slot
+
+    def array_cells(self, array: Any, index: Any, meta: Any) -> tuple[Any, Any, Any]:
+        """``(metadata, mask, where)``: ``metadata[where]`` and ``mask[where]`` are the shadow
+        of ``array[index]``, to write, able to hold ``meta``: ``array``'s own entry, or, for a
+        plain view, its owner's at the view's offsets."""
+        owner = None if array.base is None else _view_owner(array)
+        if owner is not None:
+            slot = self.array_slot(owner, meta)
+            positions = self._positions(array, owner, slot)
+            if positions is not None:
+                return _in_memory_order(slot[1]), _in_memory_order(slot[2]), positions[index]
+        slot = self.array_slot(array, meta)
+        return slot[1], slot[2], index
+
+    def _held(self, array: Any, index: Any) -> tuple[Any, Any, Any] | None:
+        """:meth:`array_cells` for an array that has metadata already, or None."""
+        slot = self.arrays.get(id(array))
+        if slot is not None and slot[0]() is array:
+            return slot[1], slot[2], index
+        owner = _view_owner(array)
+        if owner is None:
+            return None
+        slot = self.arrays.get(id(owner))
+        if slot is None or slot[0]() is not owner:
+            return None
+        positions = self._positions(array, owner, slot)
+        if positions is None:
+            return None
+        return _in_memory_order(slot[1]), _in_memory_order(slot[2]), positions[index]
+
+    @staticmethod
+    def _positions(array: Any, owner: Any, slot: list[Any]) -> Any:
+        """The offsets, in elements, of ``array``'s elements from the start of ``owner``'s
+        memory (an integer array of ``array``'s shape, a view made in constant time), or None
+        when ``array``'s strides are not whole elements."""
+        np = sys.modules["numpy"]
+        itemsize = owner.itemsize
+        start = array.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+        if not itemsize or start % itemsize or any(s % itemsize for s in array.strides):
+            return None
+        counter = slot[3]
+        if counter is None:
+            counter = slot[3] = np.arange(owner.size)
+        return np.lib.stride_tricks.as_strided(
+            counter[start // itemsize:], array.shape,
+            tuple(s // itemsize * counter.itemsize for s in array.strides))
+
     def array_meta(self, array: Any, index: Any) -> Any:
         slot = self.arrays.get(id(array))
         if slot is None or slot[0]() is not array:
-            return _MISSING
-        mask = slot[2][index]
+            held = self._held(array, index) if array.base is not None else None
+            if held is None:
+                return _MISSING
+            metas, masks, index = held
+        else:
+            metas, masks = slot[1], slot[2]
+        mask = masks[index]
         if not mask.any():
             return _MISSING
-        return slot[1][index]
+        return metas[index]
+
+    def array_selection(self, array: Any, index: Any) -> tuple[Any, Any] | None:
+        """The metadata and mask of ``array[index]``, or None where none is kept."""
+        held = self._held(array, index)
+        if held is None:
+            return None
+        metas, masks, where = held
+        mask = masks[where]
+        return (metas[where], mask) if mask.any() else None
+
+    def adopt(self, array: Any, metas: Any, mask: Any) -> None:
+        """Keep ``metas`` (where ``mask``) for ``array``, a new array copied from one whose
+        metadata they are (``a.copy()``, ``a[[0, 2]]``)."""
+        slot = self._new_slot(array, metas.dtype)
+        slot[1][...] = metas
+        slot[2][...] = mask
+
+    def forget_elements(self, array: Any, index: Any) -> None:
+        """``array[index]`` was written with values without metadata."""
+        held = self._held(array, index)
+        if held is not None:
+            held[1][held[2]] = False
 
     def drop_array(self, array: Any) -> None:
         """``array`` was changed in a way we cannot follow: its metadata is gone."""
-        slot = self.arrays.get(id(array))
-        if slot is not None and slot[0]() is array:
-            slot[2][...] = False
+        self.forget_elements(array, ...)
+
+
+def _view_owner(array: Any) -> Any:
+    """The array owning ``array``'s memory, where ``array`` is a plain view of it: NumPy links a
+    view to the owner directly (``a[1:][::2]``'s base is ``a``), of the same dtype, the owner
+    contiguous (its elements in memory in its C or Fortran order); else None."""
+    base = array.base
+    if base is None or not _is_array(base):
+        return None
+    if base.base is not None or base.dtype != array.dtype or not (
+            base.flags.c_contiguous or base.flags.f_contiguous):
+        return None
+    return base
+
+
+def _in_memory_order(cells: Any) -> Any:
+    """``cells`` (a shadow array, contiguous) as a flat view in memory order, which a view's
+    offsets index (see ``Shadow._positions``)."""
+    return cells.ravel(order="K")
 
 
 def _is_array(x: Any) -> bool:
@@ -495,6 +596,9 @@ def _hashable(key: Any) -> bool:
 # ndarray methods and functions that change an array in place in ways the shadow cannot follow
 _ARRAY_MUTATORS = {"fill", "sort", "put", "resize", "partition", "itemset", "setfield",
                    "byteswap", "setflags"}
+# ndarray methods that copy an array's elements, which keep their metadata (_array_copy)
+_ARRAY_RESHAPES = {"flatten", "ravel", "reshape"}  # (copies where a view cannot be made)
+_ARRAY_COPIES = {"copy", "__copy__", "__deepcopy__", "tolist", *_ARRAY_RESHAPES}
 _INPLACE_OPERATORS = {id(op): op for op in (
     operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
@@ -617,6 +721,7 @@ class Tagger:
                     not hasattr(type(args[1]), "__radd__"):  # (L += array: NumPy's __radd__)
                 _list_extend(self, target, args[1:])
                 return target
+            target = self.strip(target)  # (a view read with its metadata: ``v = a[1:]``)
             if self.shadow.arrays and _is_array(target):
                 self.shadow.drop_array(target)
         elif kind is _BuiltinMethod:
@@ -631,8 +736,14 @@ class Tagger:
                 return _dict_store(self, fn, receiver, args, kwargs)
             elif type(receiver) is dict and fn.__name__ in _DICT_READERS and self.shadow.places:
                 return _DICT_READERS[fn.__name__](self, fn, receiver, args, kwargs)
-            elif self.shadow.arrays and fn.__name__ in _ARRAY_MUTATORS and _is_array(receiver):
-                self.shadow.drop_array(receiver)
+            elif self.shadow.arrays and _is_array(receiver):
+                if fn.__name__ in _ARRAY_MUTATORS:
+                    self.shadow.drop_array(receiver)
+                elif fn.__name__ in _ARRAY_COPIES:
+                    return _array_copy(self, fn, receiver, args, kwargs)
+        elif kind is _MethodDescriptor and self.shadow.arrays and args and \
+                fn.__name__ in _ARRAY_COPIES and _is_array(self.strip(args[0])):
+            return _array_copy(self, fn, self.strip(args[0]), args, kwargs)  # copy.copy(a)
         if self.shadow.arrays and _is_array(kwargs.get("out")):
             self.shadow.drop_array(kwargs["out"])
         owner = self.owner
@@ -647,6 +758,57 @@ class Tagger:
             if out is not NotImplemented:
                 return out
         return self.plain_call(fn, args, kwargs)
+
+
+def _same_memory(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` are the same memory's (one, or both, a plain view)."""
+    owner_a, owner_b = _view_owner(a), _view_owner(b)
+    return (a if owner_a is None else owner_a) is (b if owner_b is None else owner_b)
+
+
+def _array_copy(t: Tagger, fn: Any, array: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``array.copy()`` (``copy.copy``, ``copy.deepcopy``), ``flatten``, ``ravel``,
+    ``reshape`` and ``tolist`` of an array holding stored metadata: the copy holds it too
+    (natively, plain values).  A ``ravel`` or ``reshape`` that is a view needs nothing (its
+    elements are the array's), and one in memory order (``"K"``, ``"A"``) keeps none.
+    (``astype`` computes new values: its metadata is dropped, as for any C function.)"""
+    out = t.plain_call(fn, tuple(t.strip(a) for a in args),
+                       {k: t.strip(v) for k, v in kwargs.items()})
+    selection = t.shadow.array_selection(array, ...)
+    if selection is None or out is array:
+        return out
+    metas, mask = selection
+    name = fn.__name__
+    if name == "tolist":
+        if isinstance(out, list):
+            _list_metadata(t, out, metas, mask)
+        return out
+    if not _is_array(out) or _same_memory(out, array):
+        return out
+    if name in _ARRAY_RESHAPES:
+        # the same method on the metadata and mask, in an order that does not depend on
+        # the memory's (theirs is not the array's)
+        options = args[1:] if type(fn) is _MethodDescriptor else args  # (after the array)
+        order = kwargs.get("order", options[0] if options and name != "reshape" else "C")
+        if order not in ("C", "F"):
+            return out
+        metas, mask = (getattr(cells, name)(*options, **kwargs) for cells in (metas, mask))
+    if metas.shape == out.shape:
+        t.shadow.adopt(out, metas, mask)
+    return out
+
+
+def _list_metadata(t: Tagger, items: list[Any], metas: Any, mask: Any) -> None:
+    """Keep ``metas`` (where ``mask``) for the numbers of ``items``, an array's ``tolist()``
+    (lists nested as deep as the array has dimensions)."""
+    np = sys.modules["numpy"]
+    if mask.ndim > 1:
+        for row, row_metas, row_mask in zip(items, metas, mask):
+            _list_metadata(t, row, row_metas, row_mask)
+        return
+    entries = t.shadow.positions(items)
+    for i in np.flatnonzero(mask):
+        entries[i] = (innermost(items[i]), metas[i])
 
 
 _ARRAY_PROTOCOLS = ("__array_namespace__", "__array_function__", "__array_ufunc__")
@@ -679,6 +841,7 @@ def _python_operator(t: Tagger, fn: Any, args: _Args) -> Any:
 
 
 _BuiltinMethod = types.BuiltinMethodType  # type(len)
+_MethodDescriptor = types.MethodDescriptorType  # type(list.append)
 _operator_module = _operator  # operator.add.__self__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes defined in Python
 _Function = type(_own)
@@ -850,7 +1013,14 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         return value  # (tagged here already: a global a function stored natively)
     if _is_array(container):
         meta = t.shadow.array_meta(container, key)
-        return value if meta is _MISSING else t.wrap(value, meta)
+        if meta is _MISSING:
+            return value
+        if _is_array(value) and not _same_memory(value, container):
+            # a copy (``a[[0, 2]]``, ``a[a > 0]``): its elements keep their metadata
+            selection = t.shadow.array_selection(container, key)
+            if selection is not None:
+                t.shadow.adopt(value, *selection)
+        return t.wrap(value, meta)
     if isinstance(container, (list, tuple)):
         if isinstance(key, slice):
             indices = range(len(container))[key]
@@ -939,25 +1109,26 @@ def _set_array(t: Tagger, fn: Any, array: Any, key: Any, value: Any) -> Any:
         out = t.plain_call(fn, (array, key, value.value), {})
         meta = innermost(value.meta)  # an array value carries one metadata per element
         elementwise = np.ndim(innermost(value.value)) > 0 and np.ndim(meta) > 0
-        slot = t.shadow.array_slot(array, np.ravel(meta)[0] if elementwise else value.meta)
-        slot[1][key] = value.meta
-        slot[2][key] = True
+        metas, masks, where = t.shadow.array_cells(
+            array, key, np.ravel(meta)[0] if elementwise else value.meta)
+        metas[where] = value.meta
+        masks[where] = True
         return out
     if isinstance(value, (list, tuple)) and any(_own(v, t.owner) for v in value):
         plain = [t.strip(v) for v in value]
         out = t.plain_call(fn, (array, key, plain), {})
-        sample = next(v.meta for v in value if _own(v, t.owner))
-        slot = t.shadow.array_slot(array, sample)
-        for v in value:
+        for v in value:  # (each widens the metadata's dtype where it needs to)
             if _own(v, t.owner):
-                slot = t.shadow.array_slot(array, v.meta)
-        zero = np.zeros((), dtype=slot[1].dtype)[()] if slot[1].dtype != object else None
-        slot[1][key] = [v.meta if _own(v, t.owner) else zero for v in value]
-        slot[2][key] = [_own(v, t.owner) for v in value]
+                metas, masks, where = t.shadow.array_cells(array, key, v.meta)
+        zero = np.zeros((), dtype=metas.dtype)[()] if metas.dtype != object else None
+        metas[where] = [v.meta if _own(v, t.owner) else zero for v in value]
+        masks[where] = [_own(v, t.owner) for v in value]
         return out
     held = t.shadow.arrays.get(id(array))
     if held is not None and held[0]() is array:
         held[2][key] = False
+    elif array.base is not None and t.shadow.arrays:
+        t.shadow.forget_elements(array, key)  # (a view: its owner's elements)
     return t.plain_call(fn, (array, key, value), {})
 
 
@@ -1306,8 +1477,7 @@ def _holds_metadata(t: Tagger, x: Any) -> bool:
         slot = t.shadow.sequences.get(id(x))
         return slot is not None and slot[0] is x and any(slot[1])
     if _is_array(x):
-        held = t.shadow.arrays.get(id(x))
-        return held is not None and held[0]() is x and x.ndim > 0 and bool(held[2].any())
+        return x.ndim > 0 and t.shadow.array_selection(x, ...) is not None
     return False
 
 
@@ -1317,18 +1487,18 @@ def _np_append(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     arr, values = t.strip(args[0]), args[1]
     items = list(values) if isinstance(values, (list, tuple)) else [values]
     own = [_own(v, t.owner) for v in items]
-    base = t.shadow.array_meta(arr, ...) if _is_array(arr) else _MISSING
-    if not any(own) and base is _MISSING:
+    base = t.shadow.array_selection(arr, ...) if _is_array(arr) else None
+    if not any(own) and base is None:
         return t.plain_call(fn, (arr, values, *args[2:]), kwargs)
     out = t.plain_call(fn, (arr, [t.strip(v) for v in items], *args[2:]), kwargs)
     if kwargs.get("axis") is not None or len(args) > 2:
         return out  # metadata for appends along an axis is not tracked (docs/limitations.md)
     n = np.size(arr)
-    if base is not _MISSING:
-        source = t.shadow.arrays[id(arr)]
-        slot = t.shadow.array_slot(out, np.ravel(source[1])[0] if source[1].size else 0.0)
-        slot[1][:n] = np.ravel(source[1])
-        slot[2][:n] = np.ravel(source[2])
+    if base is not None:
+        metas, mask = base
+        slot = t.shadow.array_slot(out, np.ravel(metas)[0] if metas.size else 0.0)
+        slot[1][:n] = np.ravel(metas)
+        slot[2][:n] = np.ravel(mask)
     for i, v in enumerate(items):
         if own[i]:
             slot = t.shadow.array_slot(out, v.meta)
