@@ -1329,9 +1329,11 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     ``defaultdict(factory, d)``): made natively, tagged values given in the pairs or the
     keywords stored as they are; a copied dict's metadata goes to the new dict too (natively,
     ``dict(d)`` copies ``d``'s plain values only)."""
+    first = 1 if fn is collections.defaultdict else 0  # (after the factory)
+    if len(args) == first + 1 and _python_mapping(args[first]):
+        return _from_mapping(t, fn, args[:first], args[first], kwargs)
     new = t.plain_call(fn, args, kwargs)
-    if fn is collections.defaultdict:
-        args = args[1:]  # (after the factory)
+    args = args[first:]
     if t.shadow and args and type(args[0]) is dict and isinstance(new, dict):
         _copy_item_metadata(t, args[0], new)
     elif t.shadow.sequences and args and type(args[0]) in (list, tuple) and type(new) is dict:
@@ -1339,6 +1341,27 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
             if type(pair) in (list, tuple) and len(pair) == 2 and pair[0] not in kwargs:
                 key, value = _sequence_items(t, pair)  # dataclasses.asdict makes them
                 _setitem(t, operator.setitem, (new, key, value), {})
+    return new
+
+
+def _python_mapping(x: Any) -> bool:
+    """A mapping of a Python class that is no dict (``UserDict``, ``ChainMap``): ``dict()``
+    reads it through its ``keys`` and ``__getitem__``, which C code would call natively."""
+    kind = type(x)
+    return bool(kind.__flags__ & _HEAPTYPE) and not isinstance(x, dict) and \
+        hasattr(kind, "keys") and hasattr(kind, "__getitem__")
+
+
+def _from_mapping(t: Tagger, fn: Any, first: _Args, mapping: Any, kwargs: _Kwargs) -> Any:
+    """``dict(mapping)`` of a :func:`_python_mapping`: its ``keys()`` and items read through
+    the context, which runs their Python code and gives the values their metadata (natively
+    they would read the heap plain), and stored as ``d[key] = value`` stores them."""
+    od = t.state.od
+    new = t.plain_call(fn, first, {})
+    for key in od(list, od(od(getattr, mapping, "keys"))):
+        _setitem(t, operator.setitem, (new, key, od(operator.getitem, mapping, key)), {})
+    for key, value in kwargs.items():
+        _setitem(t, operator.setitem, (new, key, value), {})
     return new
 
 

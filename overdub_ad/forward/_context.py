@@ -882,6 +882,10 @@ class ForwardContext(Context):
         if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims
             return recurse(self, fn, *args, **kwargs)
         if any(map(self._carries, args)) or any(map(self._carries, kwargs.values())):
+            if fn is dict and args and not isinstance(args[0], dict) and \
+                    hasattr(type(args[0]), "keys"):
+                args = (self.fallback(dict, args[0]), *args[1:])  # dict(UserDict(...), y=t):
+                # the mapping read through the context first (the core reads a Python one)
             if fn is dict and args and type(args[0]) is dict:
                 # dict(d, y=t): d's members tagged again (the core keeps their metadata)
                 args = (dict(self.fallback(args[0].items)), *args[1:])

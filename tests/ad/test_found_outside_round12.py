@@ -83,6 +83,11 @@ CONTAINER_COPIES = {
     "update": lambda k: _updated(_stored(k))["k"],
     "OrderedDict": lambda k: collections.OrderedDict(_stored(k))["k"],
     "defaultdict": lambda k: collections.defaultdict(float, _stored(k))["k"],
+    "dict of a UserDict": lambda k: dict(collections.UserDict(k=k))["k"],
+    "dict of a ChainMap": lambda k: dict(collections.ChainMap({"k": k}, {"j": 1.0}))["k"],
+    "OrderedDict of a UserDict": lambda k: collections.OrderedDict(
+        collections.UserDict(k=k))["k"],
+    "dict of a UserDict and keywords": lambda k: dict(collections.UserDict(j=1.0), k=k)["k"],
     "list copy": lambda k: _listed(k).copy()[0],
     "list slice": lambda k: _listed(k)[:][0],
 }
@@ -105,8 +110,9 @@ def test_copies_of_containers_keep_metadata_under_nested_derivatives(name):
     """A dict a derivative stored a value into, copied (found from outside:
     grad(derivative(f)) of ``y = {}; y["k"] = k; y.copy()["k"] ** 3`` was 0 where 12: the copy
     compared the value it held -- the enclosing derivative's, kept as it is -- with the
-    plain one the inner derivative's shadow held; and OrderedDict(y), defaultdict(float, y)
-    lost the metadata the core keeps of y's items: 0 in forward mode, nested or not)."""
+    plain one the inner derivative's shadow held; OrderedDict(y), defaultdict(float, y) lost
+    the metadata the core keeps of y's items, and dict(UserDict(...)), dict(ChainMap(...))
+    read the mapping's items natively: 0 in forward mode, nested or not)."""
     read = CONTAINER_COPIES[name]
 
     def f(k):
