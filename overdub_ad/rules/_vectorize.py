@@ -8,9 +8,10 @@ over (``np.vectorize(lambda t: k * t)(ts)`` with ``k`` differentiated) would be 
 a plain number.  The dispatchers' own implementations are Python code, run here through the
 context; ``np.vectorize``'s elementwise calls are made as a loop, each result an element of the
 output array, as NumPy fills it (its output types, its extra first call that finds them unless
-``cache=True``).  A vectorized function with a ``signature`` or ``excluded`` arguments runs
-as NumPy runs it (a use of a differentiated value inside raises ``MissingRuleError`` there:
-see ``overdub.Context.native_use``), as does a ufunc made by ``np.frompyfunc`` directly.
+``cache=True``; arguments it ``excluded`` given as they are).  A vectorized function with a
+``signature`` runs as NumPy runs it (its loop over the core dimensions is Python code, which the
+context sees); a ufunc made by ``np.frompyfunc`` calls its function from C, where a use of a
+differentiated value raises ``MissingRuleError``: see ``overdub.Context.native_use``.
 """
 
 from __future__ import annotations
@@ -26,17 +27,30 @@ from .._rules import defstandin
 
 def _vectorized(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
     """``self(*args, **kwargs)``: ``self.pyfunc`` called element by element, in C order, over
-    the broadcast arguments."""
-    if self.signature is not None or self.excluded or kwargs or not args:
+    the broadcast arguments (those ``excluded`` given as they are, by position or name)."""
+    excluded = self.excluded
+    positions = [i for i in range(len(args)) if i not in excluded]
+    names = [k for k in kwargs if k not in excluded]
+    if self.signature is not None or not (positions or names):
         return _as_numpy_calls(self, *args, **kwargs)
-    arrays = [np.asanyarray(a) for a in args]
+    arrays = [np.asanyarray(args[i]) for i in positions] + \
+        [np.asanyarray(kwargs[k]) for k in names]
     shape = np.broadcast_shapes(*[np.shape(a) for a in arrays])
     if not all(shape):  # (no element: NumPy's own error, or its empty result of otypes)
         return _as_numpy_calls(self, *args, **kwargs)
     arrays = [np.broadcast_to(a, shape) for a in arrays]
+
+    def call(index: tuple[int, ...]) -> Any:
+        given, keywords = list(args), dict(kwargs)
+        for i, a in zip(positions, arrays):
+            given[i] = a[index]
+        for k, a in zip(names, arrays[len(positions):]):
+            keywords[k] = a[index]
+        return self.pyfunc(*given, **keywords)
+
     if not self.otypes and not self.cache:  # (NumPy's first call, which finds the types)
-        self.pyfunc(*[a[(0,) * len(shape)] for a in arrays])
-    outputs = [self.pyfunc(*[a[index] for a in arrays]) for index in np.ndindex(*shape)]
+        call((0,) * len(shape))
+    outputs = [call(index) for index in np.ndindex(*shape)]
     first = outputs[0]
     if type(first) is tuple:
         return tuple(_filled([out[k] for out in outputs], shape, self.otypes, k)

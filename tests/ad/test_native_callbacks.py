@@ -31,6 +31,13 @@ CASES = {
         np.apply_along_axis(lambda r: np.sum(b * r ** 2), 0, A)),
     "apply_over_axes": lambda b: np.sum(
         np.apply_over_axes(lambda a, axis: np.sum(b * a, axis), A, [0])),
+    "vectorize excluded position": lambda b: np.sum(
+        np.vectorize(lambda t, k: t * k, excluded={1})(T, b)),
+    "vectorize excluded keyword": lambda b: np.sum(
+        np.vectorize(lambda t, k=1.0: t * k * k, excluded={"k"})(T, k=b)),
+    "vectorize keyword": lambda b: np.sum(np.vectorize(lambda t, k: t * k)(T, k=b * T)),
+    "vectorize excluded list": lambda b: np.sum(
+        np.vectorize(lambda t, ws: t * ws[0] * ws[1], excluded={1})(T, [b, 2.0])),
     "vectorize signature": lambda b: np.sum(
         np.vectorize(lambda r: np.sum(r) * b, signature="(n)->()")(A)),
     "vectorize signature of an argument": lambda b: np.sum(
@@ -83,11 +90,8 @@ def test_frompyfunc_callback_raises_at_the_users_line():
     def f(b):
         return np.sum(np.frompyfunc(lambda t: b * t, 1, 1)(T).astype(float))
 
-    def excluded(b):  # (NumPy's own code: a frompyfunc ufunc of a closure)
-        return np.sum(np.vectorize(lambda t, s: b * t * s, excluded={1})(T, 2.0))
-
-    for api in (ad.grad(f), ad.derivative(f), ad.grad(excluded), ad.derivative(excluded)):
-        with pytest.raises(MissingRuleError, match="called by (C code|numpy.vectorize)") as error:
+    for api in (ad.grad(f), ad.derivative(f)):
+        with pytest.raises(MissingRuleError, match="called by C code") as error:
             api(0.7)
         assert error.traceback[-1].frame.code.name == "<lambda>"
 
