@@ -80,6 +80,9 @@ def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, .
     if not all(type(p) is float or (type(p) is np.ndarray and p.dtype.kind in "fc")
                for p in primals):
         primals = _real_points(primals, tangents)
+    if not all(type(t) is float or (type(t) is np.ndarray and t.dtype.kind in "fc")
+               for t in tangents):
+        tangents = _real_points(tangents, tangents)  # (an integer direction: as floats)
     return _routes.first(_ROUTES[api], f, f, primals, tangents, batch)
 
 
@@ -88,8 +91,9 @@ def _real_points(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[A
     an integer point is the derivative of the function at that point of the real line, as
     reverse mode takes it (``reverse._sweep._seed``), so NumPy's integer dtypes -- an integer
     array that truncates what is written into it, ``p.copy()`` of an integer ``p`` -- do not
-    change the function differentiated, and both modes run the same computation.  (An
-    enclosing derivative's value is left as it is: that derivative made it floats.)"""
+    change the function differentiated, and both modes run the same computation; an integer
+    direction is one of floats too (``_real_points(tangents, tangents)``).  (An enclosing
+    derivative's value is left as it is: that derivative made it floats.)"""
     out = []
     for p, t in zip(primals, tangents):
         leaves, tree = flatten(p)

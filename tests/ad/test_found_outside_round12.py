@@ -174,3 +174,12 @@ def test_a_namespace_made_with_a_container_of_differentiated_values(name):
         assert ad.hvp(f, 0.8, 1.0) == pytest.approx(second, rel=1e-5)
     assert ad.grad(ad.grad(f))(0.8) == pytest.approx(second, rel=1e-5)
     assert ad.grad(ad.derivative(f))(0.8) == pytest.approx(second, rel=1e-5)
+
+
+@pytest.mark.parametrize("f", [lambda x: x // 2 + x, lambda x: x * 2, lambda x: x ** 2])
+@pytest.mark.parametrize("x", [3, 3.0])
+def test_an_integer_direction_is_one_of_floats_on_every_route(f, x):
+    """jvp(f, (3,), (1,)): the fast route's tangent was 1.0, the reference's the int 1."""
+    value, tangent = ad.jvp(f, (x,), (1,))
+    assert type(tangent) is float and type(value) is float
+    assert tangent == pytest.approx(fd(lambda v: f(float(v)), float(x)), rel=1e-6)
