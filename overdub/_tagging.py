@@ -1230,8 +1230,11 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
             return _getitem(t, operator.getitem, (target, key), {})
         _setitem(t, operator.setitem, (target, key, args[1] if len(args) > 1 else None), {})
         return args[1] if len(args) > 1 else None
-    items = dict(*args, **kwargs)
     source = t.strip(args[0]) if args else None
+    if len(args) == 1 and _python_mapping(source):  # d.update(ChainMap(...)): read through
+        args = (_from_mapping(t, dict, (), source, {}),)  # the context, as dict(m)
+        source = args[0]
+    items = dict(*args, **kwargs)
     if type(source) is dict and t.shadow:  # its values with the metadata it holds for them
         items.update((key, _getitem(t, operator.getitem, (source, key), {}))
                      for key in source if key not in kwargs)

@@ -88,6 +88,7 @@ CONTAINER_COPIES = {
     "OrderedDict of a UserDict": lambda k: collections.OrderedDict(
         collections.UserDict(k=k))["k"],
     "dict of a UserDict and keywords": lambda k: dict(collections.UserDict(j=1.0), k=k)["k"],
+    "update from a ChainMap": lambda k: _updated(collections.ChainMap({"k": k}))["k"],
     "list copy": lambda k: _listed(k).copy()[0],
     "list slice": lambda k: _listed(k)[:][0],
 }
