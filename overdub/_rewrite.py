@@ -197,11 +197,20 @@ def _managed(od: _Fn, manager: Any) -> Any:
 def _unpacked(od: _Fn, mapping: Any) -> Any:
     """``mapping`` for ``f(**mapping)`` or ``{**mapping}``: a dict's items read through the
     context (a context may keep metadata for the values it stored in it, which native
-    unpacking would not see), in a new dict unpacked in its place; other mappings as they
-    are (their ``keys`` and ``__getitem__`` run by the unpacking)."""
-    if type(mapping) is not dict:
-        return mapping
-    return dict(od(mapping.items))
+    unpacking would not see), in a new dict unpacked in its place; a mapping whose class is
+    written in Python (``ChainMap``, ``UserDict``) likewise, its ``keys()`` and items read
+    through the context (the unpacking would run them natively); other mappings as they
+    are."""
+    if type(mapping) is dict:
+        return dict(od(mapping.items))
+    kind = type(mapping)
+    if kind.__flags__ & _HEAPTYPE and not isinstance(mapping, dict) and \
+            hasattr(kind, "keys") and hasattr(kind, "__getitem__"):
+        return {key: od(operator.getitem, mapping, key) for key in od(list, od(mapping.keys))}
+    return mapping
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
 def _delegated(od: _Fn, source: Any) -> Any:

@@ -1358,13 +1358,14 @@ def _python_mapping(x: Any) -> bool:
 def _from_mapping(t: Tagger, fn: Any, first: _Args, mapping: Any, kwargs: _Kwargs) -> Any:
     """``dict(mapping)`` of a :func:`_python_mapping`: its ``keys()`` and items read through
     the context, which runs their Python code and gives the values their metadata (natively
-    they would read the heap plain), and stored as ``d[key] = value`` stores them."""
+    they would read the heap plain), and stored through it, as ``d[key] = value`` is (a
+    context may store values its own way: reverse mode keeps them as they are)."""
     od = t.state.od
     new = t.plain_call(fn, first, {})
-    for key in od(list, od(od(getattr, mapping, "keys"))):
-        _setitem(t, operator.setitem, (new, key, od(operator.getitem, mapping, key)), {})
+    for key in od(list, od(od(getattr, mapping, "keys"))):  # (stored as the context stores)
+        od(operator.setitem, new, key, od(operator.getitem, mapping, key))
     for key, value in kwargs.items():
-        _setitem(t, operator.setitem, (new, key, value), {})
+        od(operator.setitem, new, key, value)
     return new
 
 

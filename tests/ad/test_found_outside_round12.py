@@ -89,9 +89,15 @@ CONTAINER_COPIES = {
         collections.UserDict(k=k))["k"],
     "dict of a UserDict and keywords": lambda k: dict(collections.UserDict(j=1.0), k=k)["k"],
     "update from a ChainMap": lambda k: _updated(collections.ChainMap({"k": k}))["k"],
+    "unpacked ChainMap": lambda k: {**collections.ChainMap({"k": k}), "j": 1.0}["k"],
+    "keywords from a UserDict": lambda k: _keyword(**collections.UserDict(k=k, j=1.0)),
     "list copy": lambda k: _listed(k).copy()[0],
     "list slice": lambda k: _listed(k)[:][0],
 }
+
+
+def _keyword(k, j):
+    return k * j
 
 
 def _updated(d):
