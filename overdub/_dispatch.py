@@ -733,6 +733,9 @@ class State:
             return _Partial(shim, self.od)
         if isinstance(fn, type):
             return self._constructor(fn, rewritten)
+        if t is types.MethodWrapperType and fn.__name__ == "__call__" and \
+                isinstance(fn.__self__, type) and fn == type.__call__.__get__(fn.__self__):
+            return self._type_call(fn.__self__)  # super().__call__(...) in a metaclass
         if is_static(t):
             return protocol_for(self.od, fn, args)
         call = lookup(t, "__call__")
@@ -767,6 +770,12 @@ class State:
             return None if new is None else _Partial(new, cls)
         if meta_call is not type.__call__:
             return None
+        return self._type_call(cls)
+
+    def _type_call(self, cls: type) -> Callable[..., Any] | None:
+        """What ``type.__call__`` runs for ``cls`` (also called by name: a metaclass's
+        ``__call__`` calling ``super().__call__(...)``), with Python ``__new__``/``__init__``
+        seen; None where both are C."""
         new_raw = lookup(cls, "__new__")
         new_func = new_raw.__func__ if isinstance(new_raw, staticmethod) else new_raw
         python_new = type(new_func) is _Function

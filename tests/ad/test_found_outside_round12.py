@@ -190,3 +190,34 @@ def test_an_integer_direction_is_one_of_floats_on_every_route(f, x):
     value, tangent = ad.jvp(f, (x,), (1,))
     assert type(tangent) is float and type(value) is float
     assert tangent == pytest.approx(fd(lambda v: f(float(v)), float(x)), rel=1e-6)
+
+
+class _Registered(type):
+    """A metaclass whose __call__ calls type.__call__ by name, as registries and singletons do."""
+
+    made: list[str] = []
+
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)
+        _Registered.made.append(cls.__name__)
+        return obj
+
+
+class _Model(metaclass=_Registered):
+    def __init__(self, w):
+        self.w = w
+
+    def energy(self, x):
+        return self.w * x * x
+
+
+def test_a_metaclass_calling_super_call_constructs_what_is_differentiated():
+    """super().__call__(w) in a metaclass raised MissingRuleError for type.__call__."""
+    def f(w):
+        return _Model(w * w).energy(2.0)
+
+    for api in (ad.grad, ad.derivative):
+        for _ in range(2):
+            assert api(f)(0.5) == pytest.approx(4.0)
+    assert ad.hessian(f)(0.5) == pytest.approx(8.0)
+    assert "_Model" in _Registered.made

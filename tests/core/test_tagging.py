@@ -1748,3 +1748,30 @@ def test_native_use_is_told_what_unseen_code_computes_and_not_its_inspections():
     ctx = Watch()
     run(ctx, lambda v: native(tag(v, ctx, "m")), 2.5)
     assert told == ["operator *", "unary neg", "float()", "operator divmod"]
+
+
+def test_a_metaclass_calling_super_call_runs_init_seen():
+    """``super().__call__(...)`` in a metaclass's ``__call__`` is ``type.__call__`` called by
+    name: the class's Python ``__init__`` runs through the context, as for ``cls(...)``."""
+    from overdub.contexts import TraceContext
+
+    class Meta(type):
+        def __call__(cls, *args):
+            return super().__call__(*args)
+
+    class Point(metaclass=Meta):
+        def __init__(self, x):
+            self.x = x * 2
+
+    ctx = TraceContext()
+    point = run(ctx, lambda: Point(3))
+    assert point.x == 6
+    names = []
+
+    def walk(trace):
+        for call, sub in trace:
+            names.append(getattr(call[0], "__name__", ""))
+            walk(sub)
+
+    walk(ctx.trace)
+    assert "__init__" in names
