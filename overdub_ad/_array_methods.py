@@ -32,11 +32,9 @@ class _Unsupported:
 
 # -- methods and attributes of differentiated arrays -------------------------------------------
 
-def _matrix_transpose(x: Any) -> Any:
-    return np.swapaxes(x, -1, -2)
-
-
-_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose, "mT": _matrix_transpose}
+_ATTRIBUTES = {"real": np.real, "imag": np.imag, "T": np.transpose}
+if hasattr(np, "matrix_transpose"):  # (x.mT: NumPy 2)
+    _ATTRIBUTES["mT"] = np.matrix_transpose
 
 
 def _m_reshape(x: Any, *shape: Any, **kwargs: Any) -> Any:
@@ -100,7 +98,10 @@ def _m_array_wrap(x: Any, array: Any, context: Any = None, return_scalar: bool =
 
 
 def _m_view(x: Any, dtype: Any = None, type: Any = None) -> Any:
-    if (dtype is None or np.dtype(dtype) == np.result_type(x)) and type is None:
+    if isinstance(dtype, builtins.type) and issubclass(dtype, np.ndarray):
+        dtype, type = None, dtype  # (x.view(np.ndarray): NumPy reads a class as the type)
+    if (dtype is None or np.dtype(dtype) == np.result_type(x)) and \
+            (type is None or type is np.ndarray):
         return x[...]
     mode, context = _running()
     public = _callbacks.public_caller(np.ndarray.view)

@@ -290,8 +290,8 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         tangent = _add(tangent, part)
     if tangent is None:
         return _result(out)
-    if out.__class__ is tuple:  # several outputs: None stands for a zero tangent
-        tangent = tuple(0.0 if t is None else t for t in tangent)
+    if isinstance(out, tuple):  # several outputs (a named tuple's: slogdet's sign, logdet):
+        tangent = tuple(0.0 if t is None else t for t in tangent)  # None, a zero tangent
     elif arrays:
         tangent = _in_precision(out, tangent)
     return out, tangent

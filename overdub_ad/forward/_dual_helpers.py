@@ -99,9 +99,10 @@ def _array_binop(op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
     out = op(a, b)
     if rules is None:
         return out, 0.0
-    if a.__class__ is np.ndarray and da.__class__ is not np.ndarray:
-        da = None  # (an array's 0.0: no tangent, as a constant array has none)
-    if b.__class__ is np.ndarray and db.__class__ is not np.ndarray:
+    if (a.__class__ is np.ndarray and da.__class__ is not np.ndarray) or a.__class__ is int:
+        da = None  # (an array's 0.0: no tangent, as a constant array has none; nor a Python
+        # integer's, ``a ** len(a)``: its term would compute out * log(a), warning for a < 0)
+    if (b.__class__ is np.ndarray and db.__class__ is not np.ndarray) or b.__class__ is int:
         db = None
     t = None
     for rule, d in ((rules[0], da), (rules[1], db)):

@@ -105,6 +105,9 @@ defjvp(np.swapaxes, lambda dx, out, /, x, axis1, axis2: np.swapaxes(
     dx, neg_axis(axis1, np.ndim(x)), neg_axis(axis2, np.ndim(x))), ZERO, ZERO)
 defvjp(np.swapaxes, lambda ct, out, /, x, axis1, axis2: np.swapaxes(ct, axis1, axis2),
        ZERO, ZERO)
+if hasattr(np, "matrix_transpose"):  # (NumPy 2: also what x.mT reads)
+    defjvp(np.matrix_transpose, lambda dx, out, /, x: np.swapaxes(dx, -1, -2))
+    defvjp(np.matrix_transpose, lambda ct, out, /, x: np.swapaxes(ct, -1, -2))
 
 
 # -- broadcasting -----------------------------------------------------------------------------
