@@ -1256,7 +1256,12 @@ class Overdubber(ast.NodeTransformer):
             if stored is not None:
                 return stored
         unpacks = len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
-        if not any(self._intercepted_target(t) for t in node.targets):
+        # ``a, b = s = v``: each unpacking target iterates the value through the context (the
+        # value itself, not an iterator of it, is bound to the other targets)
+        several = len(node.targets) > 1 and ITERATION in self.categories and \
+            not self._class_bodies and \
+            any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets)
+        if not several and not any(self._intercepted_target(t) for t in node.targets):
             self.generic_visit(node)
             if unpacks:
                 node.value = self._iterated(node.value)
@@ -1265,7 +1270,11 @@ class Overdubber(ast.NodeTransformer):
         value = self.visit(node.value)
         value = self._assign_temp(self._iterated(value) if unpacks else value, node, temps)
         for target in node.targets:
-            self._store(target, value, node, temps)
+            if several and isinstance(target, (ast.Tuple, ast.List)):
+                items = self._iterated(_place(_copy(value), node))
+                self._store(target, self._assign_temp(items, node, temps), node, temps)
+            else:
+                self._store(target, value, node, temps)
         return self._finish(out, temps, node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | list[ast.stmt]:

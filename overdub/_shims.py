@@ -691,6 +691,19 @@ def _getter(fn: Any) -> _Fn:
 _GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
 
 
+def _chain_from_iterable(od: _Fn, iterables: Iterable[Any]) -> Iterator[Any]:
+    """``itertools.chain.from_iterable(iterables)``: each iterable iterated through the
+    context, as ``chain(*iterables)``'s are (natively, the items of a list whose members'
+    metadata the context keeps aside would come back without it); the outer one at the call,
+    as chain's own, which raises there for what is not iterable."""
+    return _chained(od, od(iter, iterables))
+
+
+def _chained(od: _Fn, iterables: Iterator[Any]) -> Iterator[Any]:
+    for iterable in iterables:
+        yield from od(iter, iterable)
+
+
 def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | None:
     """The shim for calling builtin ``fn`` with these arguments, or None to call it natively."""
     for builtin, applies, shim in SHIMS.get(id(fn), ()):
@@ -698,6 +711,9 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
             return shim
     if type(fn) in _GETTERS and len(args) == 1 and not kwargs:
         return _getter(fn)
+    if type(fn) is _BuiltinMethod and fn.__self__ is itertools.chain and \
+            fn.__name__ == "from_iterable":  # (a class method: bound anew at each access)
+        return _chain_from_iterable
     if (type(fn) is _BuiltinMethod and type(fn.__self__) is list and fn.__name__ == "sort"
             and _has_key(args, kwargs)):  # xs.sort(key=...)
         items = fn.__self__

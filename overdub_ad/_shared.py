@@ -4,8 +4,10 @@ the public functions."""
 
 from __future__ import annotations
 
+import bisect
 import dis
 import functools
+import heapq
 import inspect
 import itertools
 import math
@@ -66,6 +68,15 @@ _ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set
                   itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee)
 _MOVING = {**_ITERATING, **_ids(dict, tuple.__new__,  # (a named tuple's __new__ calls it)
                                  list.copy, dict.copy)}  # (and copy.copy these)
+# C functions that reorder or insert into the list they are given, in place (heaps, sorted
+# insertion; the max-heaps of heapq.nsmallest, public in Python 3.14): handed a copy of it,
+# they would change the copy
+REORDERING = _ids(heapq.heappush, heapq.heappop, heapq.heapify, heapq.heappushpop,
+                  heapq.heapreplace, bisect.insort, bisect.insort_left, bisect.insort_right,
+                  *[getattr(heapq, name) for name in (
+                      "_heapify_max", "_heappop_max", "_heapreplace_max", "heapify_max",
+                      "heappop_max", "heapreplace_max", "heappush_max", "heappushpop_max")
+                    if hasattr(heapq, name)])
 # in-place NumPy functions that reverse mode restates as Python writes (_reverse._REPLACEMENTS)
 _RESTATED = _ids(np.fill_diagonal, np.put, np.putmask, np.place)
 # C functions with rules that iterate every argument (numbers out of sequences)

@@ -29,7 +29,8 @@ from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_ke
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
                        _numeric, _OPERATORS, _public, _PYTHON_CODE,
-                       python_iterable, _rebuild, _RESTATED, _restated, _REVEALABLE,
+                       python_iterable, _rebuild, REORDERING, _RESTATED, _restated,
+                       _REVEALABLE,
                        _reverse_rules_only, _sequence_or_iterator, _sourceless, _STRUCTURAL,
                        _untag_tree, _user_operator, _zero)
 from ..rules._common import as_array_tangent
@@ -367,10 +368,17 @@ class ForwardContext(Context):
         for container in stores.values():
             write = _base_write(container)
             if type(container) is set:
-                items = [self._plain_tree(v) for v in container]
-                container.clear()
-                for item in items:
-                    self.fallback(container.add, item)
+                # the items changed, taken out and put back plain; one whose outer layer is
+                # another context's is left to it (an inner context's that raised before it
+                # could give it back: hashed after its run, it would raise TagError in place
+                # of the user's error)
+                changed = [(v, p) for v in container
+                           if not (type(v) is Tagged and v.owner() is not self)
+                           for p in (self._plain_tree(v),) if p is not v]
+                for item, _ in changed:
+                    container.remove(item)
+                for _, plain in changed:
+                    self.fallback(container.add, plain)
                 continue
             if isinstance(container, dict) and any(self._plain_tree(k) is not k
                                                    for k in container):
@@ -874,6 +882,8 @@ class ForwardContext(Context):
         """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
         as lists of their differentiated rows, lists whose members the core holds metadata of
         as lists of tagged members (a copy), other values untouched (not stripped)."""
+        if id(fn) in REORDERING and args and type(args[0]) is list and id(args[0]) in self.lists:
+            return self._reorder(fn, args, kwargs)
         if id(fn) in _ITERATING or (isinstance(fn, type) and constructs_container(fn)):
             args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
                          for a in args)
@@ -897,6 +907,18 @@ class ForwardContext(Context):
         elif type(fn) is _BUILTIN_METHOD and type(fn.__self__) is set and \
                 fn.__name__ in _SET_STORES:
             self.stores[id(fn.__self__)] = fn.__self__  # s.add(x): x as it is, until the end
+        return out
+
+    def _reorder(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``heapq.heappop(h)``, ``bisect.insort(h, x)``... of a list ``h`` the core holds the
+        metadata of its members of: run on its copy with them tagged again, which is then
+        stored back into ``h`` through the core (the core keeps metadata by position, which
+        the function moves; given the copy alone, it would change the copy, and ``h`` never:
+        heapq.merge's loop never ended)."""
+        target = args[0]
+        items = self._reveal(target)
+        out = self._move(fn, (items, *args[1:]), kwargs)
+        self.fallback(operator.setitem, target, slice(None), items)
         return out
 
     def _rows(self, x: Any) -> list[Any]:
