@@ -81,8 +81,8 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
                                "the tape") from None
     finally:
         tape.clear()
-    result = [_cast(pairs[n][1], leaf) if n in pairs and pairs[n][1] is not None
-              else _zeros_like(leaf) for n, leaf in zip(in_nodes, leaves)]
+    result = [_cast(pairs[n][1] if n in pairs and pairs[n][1] is not None else
+                    _zeros_like(leaf), leaf) for n, leaf in zip(in_nodes, leaves)]
     if not all(map(_finite, result)):
         # (a singular point: where this pass and the nested route differ, see above, the
         # difference is an infinity or a nan in the result; the nested route computes it)

@@ -255,3 +255,17 @@ def test_a_power_by_a_runtime_integer_warns_nothing():
         for _ in range(2):
             assert ad.derivative(lambda a: np.sum(a ** len(a)), x) == \
                 pytest.approx(np.sum(3 * x ** 2))
+
+
+@pytest.mark.parametrize("x", [np.float32(0.5), np.array(0.5), np.array([0.5, 1.5], np.float32)])
+def test_hvp_of_zero_curvature_has_the_type_every_route_gives(x):
+    """A function whose second derivative is 0, at a float32 point: hvp's tape route gave the
+    Python float 0.0 where the reference gives np.float32."""
+    from overdub_ad.testing import REFERENCE, force_route
+
+    f = lambda v: np.sum(v * 2.0)  # noqa: E731
+    got = ad.hvp(f, x, np.ones_like(x))
+    with force_route(REFERENCE):
+        want = ad.hvp(f, x, np.ones_like(x))
+    assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype
+    assert np.all(np.asarray(got) == 0)
