@@ -720,4 +720,42 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
         return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
     if _UFUNC and type(fn) is _UFUNC[0] and any(map(_overrides_ufuncs, args)):
         return _array_ufunc(fn)
+    if _UFUNC and (any(map(_converts_to_array, args)) or
+                   any(map(_converts_to_array, kwargs.values()))):
+        if _converts_arrays(fn):
+            return _arrays_converted(fn)
     return None
+
+
+def _converts_to_array(x: Any) -> bool:
+    """An array-like of a Python class (``__array__`` in Python), not a duck array nor an
+    array of another namespace (``__array_namespace__``: its own functions serve it)."""
+    kind = type(x)
+    return kind is not Tagged and not is_static(kind) and \
+        isinstance(lookup(kind, "__array__"), _Function) and not _duck_array(kind) and \
+        not hasattr(kind, "__array_namespace__")
+
+
+def _converts_arrays(fn: Any) -> bool:
+    """Whether ``fn`` is NumPy's C code, which converts an array-like argument itself: a ufunc,
+    a ufunc's method (``np.add.reduce``), a function of NumPy's C
+    modules (``np.convolve``'s ``correlate``)."""
+    if type(fn) is _UFUNC[0]:
+        return True
+    return type(fn) is _BuiltinMethod and (
+        type(fn.__self__) is _UFUNC[0]
+        or (getattr(fn, "__module__", None) or "").partition(".")[0] == "numpy")
+
+
+def _arrays_converted(fn: Any) -> _Fn:
+    """``np.sin(obj)``, ``np.add.reduce(obj)`` for an ``obj`` whose class defines ``__array__``
+    in Python: NumPy would call that method from C, reading the object's attributes natively
+    (a tagging context keeps their metadata aside: a derivative of 0); here each such argument
+    is converted by ``np.asarray`` through the context first, as NumPy converts it."""
+    def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
+        asarray = sys.modules["numpy"].asarray
+
+        def converted(x: Any) -> Any:
+            return od(asarray, x) if _converts_to_array(x) else x
+        return od(fn, *map(converted, args), **{k: converted(v) for k, v in kwargs.items()})
+    return shim
