@@ -106,6 +106,73 @@ def class_attribute(cls: type, name: str) -> Any:
     return MISSING
 
 
+def out_as_keyword(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A ufunc's call with its output arrays given positionally (``np.sin(a, r)``: those past
+    its ``nin`` inputs), restated with them as its ``out=``, the one spelling the modes look
+    at (a positional ``out`` would be written natively, its derivative lost).  ``fn`` is an
+    ``np.ufunc`` given more than ``fn.nin`` arguments; a call that also names ``out=`` is
+    left to NumPy to refuse."""
+    if "out" in kwargs:
+        return args, kwargs
+    outs = args[fn.nin:]
+    out = outs[0] if fn.nout == 1 and len(outs) == 1 else \
+        (*outs, *(None,) * (fn.nout - len(outs)))  # (missing ones NumPy allocates)
+    return args[:fn.nin], {**kwargs, "out": out}
+
+
+def part_write(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn(*args)`` is ``z.real = v`` or ``z.imag = v`` on a NumPy array, which
+    both modes run as :func:`set_part` (natively the attribute's setter stores plain numbers:
+    the derivative would be lost)."""
+    return fn is setattr and len(args) == 3 and type(_innermost(args[0])) is np.ndarray \
+        and args[1] in ("real", "imag")
+
+
+def set_part(array: Any, name: str, value: Any) -> None:
+    """``array.real = value`` (``name``: "real" or "imag"): the element write
+    ``array[...] = ...`` it amounts to, run through a context, which follows element writes.
+    The part kept is added back as ``1j * part``, whose real part is NaN where ``part`` is
+    infinite (0 * inf): refused there rather than computed wrong."""
+    if array.dtype.kind != "c":
+        if name == "imag":
+            raise TypeError("array does not have imaginary part to set")
+        array[...] = value  # (the real part of a real array is the array)
+        return
+    kept = array.imag if name == "real" else array.real
+    if not np.isfinite(kept).all():
+        raise _rules.MissingRuleError(
+            f"z.{name} = v on a complex array whose {'imaginary' if name == 'real' else 'real'}"
+            f" part is infinite or NaN: its derivative is not followed (write z[...] = ... "
+            f"instead)")
+    if name == "real":
+        array[...] = np.real(value) + 1j * kept
+    else:
+        array[...] = kept + 1j * np.real(value)
+
+
+def unfollowed_write(array: np.ndarray, mode: str) -> _rules.MissingRuleError | None:
+    """The error for a derivative written into ``array`` where neither mode follows one: a
+    structured (record) array or one of its fields (a view of another dtype, as the
+    tangents and the tape know an array's elements only by number), or, in forward mode, any
+    view of an array of another dtype (``z.real[:] = v``: reverse mode says so itself when it
+    commits the write); None where it is followed."""
+    base = array.base
+    structured = array.dtype.names is not None or (
+        type(base) is np.ndarray and base.dtype.names is not None)
+    if structured:
+        return _rules.MissingRuleError(
+            f"overdub_ad {mode} mode: a derivative written into a structured (record) array "
+            f"or one of its fields is not followed; keep each differentiated field in an "
+            f"array of its own")
+    if mode == "forward" and isinstance(base, np.ndarray) and base.dtype != array.dtype:
+        return _rules.MissingRuleError(
+            f"overdub_ad forward mode: a derivative written into a view of dtype "
+            f"{array.dtype} of an array of dtype {base.dtype} (z.real[:] = v) is not "
+            f"followed; write the whole array (z.real = v, z[...] = v)")
+    return None
+
+
 def _innermost(x: Any) -> Any:
     while type(x) is Tagged:
         x = x.value

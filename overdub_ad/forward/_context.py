@@ -22,7 +22,8 @@ from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, unflatten
-from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key,
+from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, out_as_keyword,
+                       part_write, set_part, unfollowed_write,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
@@ -233,6 +234,10 @@ class ForwardContext(Context):
         return fn.__name__ == "copy" and id(receiver) in self.lists
 
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+            args, kwargs = out_as_keyword(fn, args, kwargs)
+        if part_write(fn, args):  # z.real = v: the element write it is (see set_part)
+            return True
         if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees
             return any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
         if fn is getattr:
@@ -438,6 +443,10 @@ class ForwardContext(Context):
         return self._carries(x) and np.ndim(_innermost(x)) > 0
 
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+            args, kwargs = out_as_keyword(fn, args, kwargs)
+        if part_write(fn, args):
+            return self.overdub(set_part, *args)
         if fn is getattr:
             return self._attribute(*args)
         if fn is setattr and _reshapes(self, args):
@@ -582,12 +591,18 @@ class ForwardContext(Context):
         carried = [i for i, (_, t) in enumerate(split) if t is not None]
         target = _inplace_target(fn, primals, plain_kwargs) \
             if plain_kwargs or id(fn) in _INPLACE else None
+        error = None if target is None or not (carried or differentiated_kwargs) else \
+            unfollowed_write(target, "forward")  # (np.sin(a, out=z.real))
+        if error is not None:
+            raise error
         if _rules.is_nondifferentiable(fn) or not (carried or differentiated_kwargs):
             out = run(fn, *primals, **plain_kwargs)
             if target is not None:  # overwritten by something with no derivative
                 out_arg = kwargs.get("out")
                 holder = out_arg[0] if type(out_arg) is tuple and len(out_arg) == 1 else out_arg
                 self._write_constant(target, Ellipsis, target, holder)
+            else:
+                self._put_outputs(fn, kwargs.get("out"), out, None)
             return out
         if rules is None:
             out = run(fn, *primals, **plain_kwargs)
@@ -639,7 +654,31 @@ class ForwardContext(Context):
                     k: _innermost(v) for k, v in plain_kwargs.items()})
             self.arrays.put(target, tangent, computed)
             return out
+        if self._put_outputs(fn, kwargs.get("out"), out, tangent):
+            return out
         return self._attach(out, tangent)
+
+    def _put_outputs(self, fn: Any, out_arg: Any, out: Any, tangent: Any) -> bool:
+        """A ufunc of several outputs given arrays for them (``np.modf(x, r1, r2)``): each
+        array written keeps its output's tangent (None: zero), as one ``out=`` array does
+        (see _inplace_target).  False where ``out=`` is not such a tuple.  A tangent written
+        into integers (``casting="unsafe"``) would need the value before its cast: refused."""
+        if type(out_arg) is not tuple or len(out_arg) < 2 or type(out) is not tuple:
+            return False
+        tangents = tangent if type(tangent) in (tuple, list) else (None,) * len(out)
+        for given, array, t in zip(out_arg, out, tangents):
+            if given is None:
+                continue  # (allocated by NumPy: a new array, whose tangent the tuple holds)
+            if t is None:
+                self._write_constant(array, Ellipsis, array, given)
+                continue
+            if array.dtype.kind not in "fc":
+                raise _rules.missing(fn, "out", "forward", type(self).__name__)
+            error = unfollowed_write(array, "forward")
+            if error is not None:
+                raise error
+            self.arrays.put(array, t)
+        return True
 
     def _as_arrays(self, fn: Any, p: Any, t: Any) -> tuple[Any, Any]:
         """A list argument ``p`` (tangent ``t``, a list) as NumPy reads it: a list of numbers,
@@ -783,6 +822,11 @@ class ForwardContext(Context):
         array = _innermost(target)
         if dvalue is not None and array.dtype.kind == "O":
             raise self._object_write()
+        if dvalue is not None or self._mine(container) or (
+                type(array.base) is np.ndarray and self.arrays.has(array.base)):
+            error = unfollowed_write(array, "forward")  # (s["x"] = v, z.real[:] = v)
+            if error is not None:
+                raise error
         self.fallback(operator.setitem, target, plain_key, plain)
         if dvalue is None:
             self._write_constant(array, plain_key, plain, container)

@@ -105,6 +105,8 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     for a in args:
         if a.__class__ is Tagged:
             raise _Deopt("a value of another context")
+    if kind is np.ufunc and len(args) > f.nin:
+        raise _Deopt("a ufunc given its out= positionally")  # (written: the general mode's)
     special = _dual_objects.special(level, site, f, args, dargs, kwargs, dkwargs)
     if special is not None:
         return special

@@ -22,7 +22,8 @@ from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, _holds_stored, _implementation,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read, _public,
-                       python_iterable, _sourceless, _user_operator)
+                       out_as_keyword, part_write, python_iterable, set_part, _sourceless,
+                       _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
@@ -249,6 +250,10 @@ class ReverseContext(Context):
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+            args, kwargs = out_as_keyword(fn, args, kwargs)
+        if part_write(fn, args):  # z.real = v: the element write it is (see set_part)
+            return True
         if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
             return any(self._node(v) is not None  # value anywhere in its arguments' trees
                        for v in flatten((args, kwargs))[0])
@@ -557,6 +562,10 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+            args, kwargs = out_as_keyword(fn, args, kwargs)
+        if part_write(fn, args):
+            return self.overdub(set_part, *args)
         kind = type(fn)
         if kind is types.FunctionType or kind is types.MethodType:
             func = fn if kind is types.FunctionType else fn.__func__

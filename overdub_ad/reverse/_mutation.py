@@ -13,7 +13,7 @@ import numpy as np
 from overdub import Tagged, untag
 
 from .. import _arrays, _rules
-from .._shared import _innermost, plain_key
+from .._shared import _innermost, plain_key, unfollowed_write
 from ._calls import _dict_storing, _INPLACE, _READS_TARGET, _replace, _stored
 from ._tape import (_element_index, _Entry, _Joint, _Node, _placeholder, _root, _write,
                     _ZERO_IDS)
@@ -246,6 +246,10 @@ def _write_item(self: ReverseContext, container: Any, index: Any, value: Any) ->
         value = self._call(np.array, (value,), {})
     old = self._node(container)
     value_node = self._node(value)
+    if old is not None or value_node is not None:
+        error = unfollowed_write(array, "reverse")  # (s["x"] = v)
+        if error is not None:
+            raise error
     plain_value = self._plain(value)
     if value_node is not None and _truncated(array, plain_value):
         value_node = None  # the elements written are constants, as int(x) is
@@ -324,7 +328,10 @@ def _write_out(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dic
         if where is not True:
             value = self._call(np.where, (where, value, target), {})
         self._write_item(target, Ellipsis, value)
-    return targets[0] if len(targets) == 1 else out
+    if len(targets) == 1:
+        return targets[0]
+    return tuple(value if target is None else target  # (out=(r1, None): NumPy's own second)
+                 for target, value in zip(targets, results))
 
 
 def _copyto(self: ReverseContext, dst: Any, src: Any, casting: str = "same_kind",
