@@ -741,8 +741,8 @@ class ForwardContext(Context):
         if isinstance(out, np.ndarray) and out.dtype == object:  # as reverse mode says
             raise _rules.MissingRuleError(
                 f"a differentiated value became an object array under {type(self).__name__}: "
-                f"its elements would lose their derivatives (np.vectorize and object arrays "
-                f"are not differentiable)")
+                f"its elements would lose their derivatives (object arrays are not "
+                f"differentiable; np.vectorize is, without otypes=[object])")
         if type(out) is not float and not _numeric(out):
             return out
         precision = getattr(_innermost(out), "dtype", None)
@@ -839,8 +839,7 @@ class ForwardContext(Context):
         return _rules.MissingRuleError(
             f"a differentiated value written into an object array under "
             f"{type(self).__name__}: NumPy stores it as a Python object, whose derivative "
-            f"this mode does not follow (np.vectorize and object arrays are not "
-            f"differentiable)")
+            f"this mode does not follow (object arrays are not differentiable)")
 
     def _write_flat(self, flat: Any, key: Any, value: Any) -> None:
         """``a.flat[key] = value`` (``flat`` NumPy's flat iterator of a plain array, or the

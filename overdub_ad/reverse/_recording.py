@@ -245,7 +245,8 @@ def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str,
             raise _rules.MissingRuleError(
                 f"{_rules._name(fn)} turned a differentiated value into an object array "
                 f"under {type(self).__name__}: its elements would lose their derivatives "
-                f"(np.vectorize and object arrays are not differentiable)")
+                f"(object arrays are not differentiable; np.vectorize is, without "
+                f"otypes=[object])")
         return out
     self._note_views(primals, inputs, out, outputs)
     if shape_only:  # the rule needs only the first argument's shape and dtype
