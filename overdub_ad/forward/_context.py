@@ -236,7 +236,7 @@ class ForwardContext(Context):
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
-        if part_write(fn, args):  # z.real = v: the element write it is (see set_part)
+        if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
         if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees
             return any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
@@ -445,7 +445,7 @@ class ForwardContext(Context):
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
-        if part_write(fn, args):
+        if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         if fn is getattr:
             return self._attribute(*args)

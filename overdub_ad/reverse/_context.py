@@ -252,7 +252,7 @@ class ReverseContext(Context):
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
-        if part_write(fn, args):  # z.real = v: the element write it is (see set_part)
+        if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
         if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
             return any(self._node(v) is not None  # value anywhere in its arguments' trees
@@ -564,7 +564,7 @@ class ReverseContext(Context):
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
-        if part_write(fn, args):
+        if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         kind = type(fn)
         if kind is types.FunctionType or kind is types.MethodType:
