@@ -65,6 +65,15 @@ static_types: set[type] = {int, float, complex, bool, str, bytes, list, tuple, d
                            frozenset, type(None), types.ModuleType, type}
 
 
+def python_mapping(x: Any) -> bool:
+    """A mapping of a Python class that is no dict (``UserDict``, ``ChainMap``): what C code
+    makes of it -- ``dict(m)``, ``{**m}``, ``f(**m)``, ``d.update(m)`` -- it reads through its
+    ``keys`` and ``__getitem__``, calling them natively (a context would not see them)."""
+    kind = type(x)
+    return bool(kind.__flags__ & _HEAPTYPE) and not isinstance(x, dict) and \
+        hasattr(kind, "keys") and hasattr(kind, "__getitem__")
+
+
 def is_static(t: type) -> bool:
     """True for C types (cheap check, cached); their operators are always native.
 

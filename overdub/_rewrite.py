@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from . import _frames
-from ._protocols import lookup, static_types
+from ._protocols import lookup, python_mapping, static_types
 
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
     "call", "binop", "unaryop", "compare", "subscript", "attribute")
@@ -203,14 +203,9 @@ def _unpacked(od: _Fn, mapping: Any) -> Any:
     are."""
     if type(mapping) is dict:
         return dict(od(mapping.items))
-    kind = type(mapping)
-    if kind.__flags__ & _HEAPTYPE and not isinstance(mapping, dict) and \
-            hasattr(kind, "keys") and hasattr(kind, "__getitem__"):
+    if python_mapping(mapping):
         return {key: od(operator.getitem, mapping, key) for key in od(list, od(mapping.keys))}
     return mapping
-
-
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
 def _delegated(od: _Fn, source: Any) -> Any:

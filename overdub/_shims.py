@@ -720,11 +720,10 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
         return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
     if _UFUNC and type(fn) is _UFUNC[0] and any(map(_overrides_ufuncs, args)):
         return _array_ufunc(fn)
-    if _UFUNC and (any(map(_converts_to_array, args)) or
-                   any(map(_converts_to_array, kwargs.values()))):
-        if _converts_arrays(fn):
-            return _arrays_converted(fn)
-    return None
+    if _UFUNC and _converts_arrays(fn) and (any(map(_converts_to_array, args)) or
+                                            any(map(_converts_to_array, kwargs.values()))):
+        return _arrays_converted(fn)  # (NumPy's C functions only: no other call scans its
+    return None  # arguments here)
 
 
 def _converts_to_array(x: Any) -> bool:

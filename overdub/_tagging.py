@@ -1231,8 +1231,9 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         _setitem(t, operator.setitem, (target, key, args[1] if len(args) > 1 else None), {})
         return args[1] if len(args) > 1 else None
     source = t.strip(args[0]) if args else None
-    if len(args) == 1 and _python_mapping(source):  # d.update(ChainMap(...)): read through
-        args = (_from_mapping(t, dict, (), source, {}),)  # the context, as dict(m)
+    if len(args) == 1 and _protocols.python_mapping(source):
+        # d.update(ChainMap(...)): read through the context, as dict(m)
+        args = (_from_mapping(t, dict, (), source, {}),)
         source = args[0]
     items = dict(*args, **kwargs)
     if type(source) is dict and t.shadow:  # its values with the metadata it holds for them
@@ -1333,7 +1334,7 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     keywords stored as they are; a copied dict's metadata goes to the new dict too (natively,
     ``dict(d)`` copies ``d``'s plain values only)."""
     first = 1 if fn is collections.defaultdict else 0  # (after the factory)
-    if len(args) == first + 1 and _python_mapping(args[first]):
+    if len(args) == first + 1 and _protocols.python_mapping(args[first]):
         return _from_mapping(t, fn, args[:first], args[first], kwargs)
     new = t.plain_call(fn, args, kwargs)
     args = args[first:]
@@ -1347,19 +1348,12 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     return new
 
 
-def _python_mapping(x: Any) -> bool:
-    """A mapping of a Python class that is no dict (``UserDict``, ``ChainMap``): ``dict()``
-    reads it through its ``keys`` and ``__getitem__``, which C code would call natively."""
-    kind = type(x)
-    return bool(kind.__flags__ & _HEAPTYPE) and not isinstance(x, dict) and \
-        hasattr(kind, "keys") and hasattr(kind, "__getitem__")
-
-
 def _from_mapping(t: Tagger, fn: Any, first: _Args, mapping: Any, kwargs: _Kwargs) -> Any:
-    """``dict(mapping)`` of a :func:`_python_mapping`: its ``keys()`` and items read through
-    the context, which runs their Python code and gives the values their metadata (natively
-    they would read the heap plain), and stored through it, as ``d[key] = value`` is (a
-    context may store values its own way: reverse mode keeps them as they are)."""
+    """``dict(mapping)`` of a Python mapping (``_protocols.python_mapping``): its ``keys()``
+    and items read through the context, which runs their Python code and gives the values
+    their metadata (natively they would read the heap plain), and stored through it, as
+    ``d[key] = value`` is (a context may store values its own way: reverse mode keeps them
+    as they are)."""
     od = t.state.od
     new = t.plain_call(fn, first, {})
     for key in od(list, od(od(getattr, mapping, "keys"))):  # (stored as the context stores)

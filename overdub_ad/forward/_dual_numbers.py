@@ -28,6 +28,7 @@ import numpy as np
 from overdub import Tagged
 
 from .. import _rules
+from ..rules._common import shape_of
 
 
 class _Deopt(BaseException):
@@ -449,17 +450,8 @@ def _array_operand(x: Any, dx: Any) -> bool:
         return False
     if dx is None or (dx.__class__ in (float, int) and dx == 0):
         return True
-    shape, n = _shape(dx), _shape(x)
+    shape, n = shape_of(dx), shape_of(x)
     return len(shape) >= len(n) and shape[len(shape) - len(n):] == n
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    """``np.shape(x)``, read off an array or a number without NumPy's dispatch (the checks
-    of every operation on a small array)."""
-    kind = x.__class__
-    if kind is np.ndarray or kind is np.float64:
-        return x.shape  # type: ignore[no-any-return]
-    return () if kind is float or kind is int else np.shape(x)
 
 
 def _one_batch(pairs: Any, elementwise: bool = True) -> bool:
@@ -470,8 +462,8 @@ def _one_batch(pairs: Any, elementwise: bool = True) -> bool:
     batches = set()
     for x, d in pairs:
         if d is not None and not (d.__class__ in (float, int) and d == 0):
-            shape = _shape(d)
-            batches.add(shape[:len(shape) - len(_shape(x))])
+            shape = shape_of(d)
+            batches.add(shape[:len(shape) - len(shape_of(x))])
     return len(batches) <= 1 and (elementwise or not any(batches))
 
 
@@ -494,7 +486,7 @@ def _array_operands(a: Any, da: Any, b: Any, db: Any) -> bool:
             shape = np.shape(x)
         if dx is None or (dx.__class__ in (float, int) and dx == 0):
             continue
-        dshape = _shape(dx)
+        dshape = shape_of(dx)
         n = len(dshape) - len(shape)
         if n < 0 or dshape[n:] != shape or (batch is not None and dshape[:n] != batch):
             return False

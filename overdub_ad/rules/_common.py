@@ -59,10 +59,11 @@ def _ndim(x: Any) -> int:
     return np.ndim(x)
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    """``np.shape(x)``, as :func:`_ndim` reads it."""
+def shape_of(x: Any) -> tuple[int, ...]:
+    """``np.shape(x)``, as :func:`_ndim` reads it (the engines' checks of an operation on a
+    small array use it too)."""
     kind = x.__class__
-    if kind is np.ndarray:
+    if kind is np.ndarray or kind is np.float64:
         return x.shape  # type: ignore[no-any-return]
     if kind is float or kind is int or kind is complex or kind is bool:
         return ()
@@ -76,7 +77,7 @@ def nbatch(dx: Any, x: Any) -> int:
 
 def bshape(dx: Any, x: Any) -> tuple[int, ...]:
     """``B``, the batch shape of the tangent ``dx`` of ``x``."""
-    return _shape(dx)[:_ndim(dx) - _ndim(x)]
+    return shape_of(dx)[:_ndim(dx) - _ndim(x)]
 
 
 def lift(dx: Any, x: Any, out: Any) -> Any:
@@ -84,14 +85,14 @@ def lift(dx: Any, x: Any, out: Any) -> Any:
     nx, no, nd = _ndim(x), _ndim(out), _ndim(dx)
     if nd == nx or no <= nx:
         return dx
-    s = _shape(dx)
+    s = shape_of(dx)
     return np.reshape(dx, s[:nd - nx] + (1,) * (no - nx) + s[nd - nx:])
 
 
 def fit(t: Any, dx: Any, x: Any, out: Any) -> Any:
     """The contribution ``t`` broadcast to ``B + shape(out)`` (if it is not already)."""
-    shape = _shape(dx)[:_ndim(dx) - _ndim(x)] + _shape(out)
-    return t if _shape(t) == shape else np.broadcast_to(t, shape)
+    shape = shape_of(dx)[:_ndim(dx) - _ndim(x)] + shape_of(out)
+    return t if shape_of(t) == shape else np.broadcast_to(t, shape)
 
 
 def neg_axes(axis: Any, ndim: int) -> tuple[int, ...]:
