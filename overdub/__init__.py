@@ -12,11 +12,11 @@ from ._rewrite import embed
 from ._source import why_no_source
 from ._tagging import Tagged, TagError, carries_tags, has_metadata, metadata, tag, untag
 from ._variants import (NoSourceError, compile_variant, function_source, hidden_prefix,
-                        variant_function)
+                        variant_function, variant_maker)
 
 __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque", "embed",
            "current_context", "show_rewrite", "unbind", "why_no_source",
            "tag", "untag", "metadata", "has_metadata", "Tagged", "TagError", "carries_tags",
            "keeps_heap_metadata", "tags_values", "hide_machinery",
            "function_source", "hidden_prefix", "compile_variant", "variant_function",
-           "NoSourceError"]
+           "variant_maker", "NoSourceError"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import _cache, _source
@@ -168,21 +168,45 @@ def variant_function(fn: Any, code: types.CodeType,
     name; no defaults (set ``__defaults__``/``__kwdefaults__`` where its signature takes them).
     A free ``@label`` missing from ``hidden`` is a ``ValueError``.
     """
+    return variant_maker(fn, code, hidden)(fn)
+
+
+def variant_maker(fn: Any, code: types.CodeType, hidden: Mapping[str, Any] | None = None
+                  ) -> Callable[[Any], types.FunctionType]:
+    """``make(g)``: :func:`variant_function`'s variant for any function ``g`` with ``fn``'s code.
+
+    A ``def`` inside a function makes a new function, with new cells, each time it runs: a
+    plug-in that keeps a variant per function object would otherwise work out the same
+    closure again for each.  The maker reads ``code``'s free variables once and makes the
+    cells of ``hidden`` once, shared by every variant it makes (a hidden value is the
+    plug-in's: a mutable one is seen by them all); ``g``'s own cells are ``g``'s.
+    """
     func = _function(fn)
     values = hidden or {}
-    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
-    closure = []
+    own = {name: i for i, name in enumerate(func.__code__.co_freevars)}
+    layout: list[tuple[int, Any]] = []  # (position in g's closure, or -1 and a hidden cell)
     for name in code.co_freevars:
-        if name in cells:
-            closure.append(cells[name])
+        if name in own:
+            layout.append((own[name], None))
         elif name[:1] == "@" and name[1:] in values:
-            closure.append(types.CellType(values[name[1:]]))
+            layout.append((-1, types.CellType(values[name[1:]])))
         else:
             raise ValueError(f"variant_function: no value for the free variable {name!r} of "
                              f"the variant of {func.__qualname__}")
-    made = types.FunctionType(code, func.__globals__, func.__name__, None, tuple(closure))
-    made.__qualname__ = func.__qualname__
-    return made
+    original = func.__code__
+
+    def make(g: Any) -> types.FunctionType:
+        g = _function(g)
+        if g.__code__ is not original:
+            raise ValueError(f"variant_maker: {g.__qualname__} does not run the code of "
+                             f"{func.__qualname__}")
+        cells = g.__closure__ or ()
+        closure = tuple([cells[i] if i >= 0 else cell for i, cell in layout])
+        made = types.FunctionType(code, g.__globals__, g.__name__, None, closure)
+        made.__qualname__ = g.__qualname__
+        return made
+
+    return make
 
 
 def _function(fn: Any) -> types.FunctionType:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from overdub import (NoSourceError, Tagged, carries_tags, compile_variant, function_source,
-                     hidden_prefix, is_opaque, variant_function)
+                     hidden_prefix, is_opaque, variant_maker)
 
 from .. import _rules
 from . import _comprehensions
@@ -119,6 +119,10 @@ _WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
 # code object -> the specialised code, or why there is none (unsupported); for hvp's tapes apart
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _SECOND_COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# code object -> (the globals, a maker of the specialised versions of functions with that code:
+# a def inside a loop's function makes a new one at every call); for hvp's tapes apart
+_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+_SECOND_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def specialised(fn: types.FunctionType, second: bool = False) -> Any:
@@ -180,10 +184,16 @@ def _build(fn: types.FunctionType, second: bool = False) -> Any:
         compiled = cache.setdefault(code, compiled)
     if isinstance(compiled, str):
         return None
-    compiled, sites = compiled
-    spec = variant_function(fn, compiled, {**_HELPERS, "consts": code.co_consts,
-                                           "namespace": fn.__globals__,
-                                           "sites": [None] * sites})
+    makers = _SECOND_MAKERS if second else _MAKERS
+    found = makers.get(code)
+    if found is None or found[0] is not fn.__globals__:
+        # (the attribute sites shared by the versions of every function with this code: what a
+        # site remembers is checked against the object it reads, and holds for one run)
+        compiled, sites = compiled
+        found = makers[code] = (fn.__globals__, variant_maker(
+            fn, compiled, {**_HELPERS, "consts": code.co_consts, "namespace": fn.__globals__,
+                           "sites": [None] * sites}))
+    spec = found[1](fn)
     spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
     spec.__kwdefaults__ = fn.__kwdefaults__
     return spec

@@ -675,8 +675,18 @@ def _default_from_a_differentiated_value(x):
     return shifted(x) * x
 
 
+def _helper_defining_a_closure(v, c):
+    def inner(w):                  # a new function at each call, over this call's cells
+        return w * c + v * v
+    return inner(v * c)
+
+
+def _calls_a_helper_defining_a_closure(x):
+    return sum([_helper_defining_a_closure(x * k, k + 0.5) for k in range(1, 4)])
+
+
 NESTED = [_loop_of_closures, _recursive_inner, _returns_its_helper,
-          _default_from_a_differentiated_value]
+          _default_from_a_differentiated_value, _calls_a_helper_defining_a_closure]
 
 
 @pytest.mark.parametrize("f", NESTED, ids=[f.__name__ for f in NESTED])

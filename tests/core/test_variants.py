@@ -20,7 +20,7 @@ import pytest
 
 import overdub
 from overdub import (NoSourceError, compile_variant, function_source, hidden_prefix,
-                     overdub as run, variant_function)
+                     overdub as run, variant_function, variant_maker)
 from overdub.contexts import CountContext
 from tests.core import _future_annotations_mod
 
@@ -208,6 +208,27 @@ def test_each_variant_function_has_its_own_hidden_cells():
     assert by_two.__code__ is by_three.__code__ is code
     with pytest.raises(ValueError, match="no value for the free variable '@k'"):
         variant_function(bump, code, {})
+
+
+def test_a_variant_maker_serves_every_function_a_def_makes():
+    first, second = counter(), counter()
+    assert first.__code__ is second.__code__ and first.__closure__[0] is not second.__closure__[0]
+    p = hidden_prefix(function_source(first), "_v_")
+    code = compile_variant(first, f"def {p}v(step):\n    nonlocal count\n"
+                                  f"    {p}seen.append(step)\n    count += {p}k * step\n"
+                                  f"    return count\n", hidden=p)
+    seen = []
+    make = variant_maker(first, code, {"k": 10, "seen": seen})
+    a, b = make(first), make(second)      # each with its own function's cells...
+    assert (a(1), a(1), b(2)) == (10, 20, 20)
+    assert (first(1), second(1)) == (21, 21)   # ...shared with that function, both ways
+    assert seen == [1, 1, 2]              # the hidden cells made once, for them all
+    assert a.__qualname__ == b.__qualname__ == "counter.<locals>.bump"
+    assert variant_function(second, code, {"k": 1, "seen": []})(1) == 22
+    with pytest.raises(ValueError, match="does not run the code of"):
+        make(cube)
+    with pytest.raises(ValueError, match="no value for the free variable '@seen'"):
+        variant_maker(first, code, {"k": 1})
 
 
 class Base:
