@@ -99,9 +99,18 @@ def _real_points(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[A
         leaves, tree = flatten(p)
         dleaves = flatten(t)[0] if len(flatten(t)[0]) == len(leaves) else [None] * len(leaves)
         out.append(unflatten(tree, [
-            _arrays.to_float(x) if d is not None and _integer_point(x) and not (
-                np.ndim(d) == 0 and d == 0) else x for x, d in zip(leaves, dleaves)]))
+            _arrays.to_float(x) if d is not None and _integer_point(x) and not _zero_direction(d)
+            else x for x, d in zip(leaves, dleaves)]))
     return tuple(out)
+
+
+def _zero_direction(d: Any) -> bool:
+    """A zero direction: the integer leaf it goes with is held as it is, as JAX holds an
+    integer leaf whose tangent is float0 (LU pivots, indices given beside the numbers a
+    derivative moves: as floats they could not index)."""
+    if type(d) is np.ndarray:
+        return not d.any()
+    return np.ndim(d) == 0 and d == 0
 
 
 def _integer_point(x: Any) -> bool:

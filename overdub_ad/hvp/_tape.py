@@ -165,7 +165,8 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
         _, node, array_node, index, _ = entry  # x[i]
         d = tangents.get(array_node)
         if d is not None:
-            tangents[node] = d[index]
+            # (a rule may give a 0-d array's tangent as a number: np.broadcast_arrays(x * x))
+            tangents[node] = (d if type(d) is np.ndarray else np.asarray(d))[index]
         return
     if type(entry) is _Linearised or entry.joint is not None:
         raise _Unsupported
@@ -611,7 +612,10 @@ def _t_first(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
     """fn linear in its first argument, the others parameters (an index, a shape, axes)."""
     if any(d is not None for d in dargs[1:]):
         return _GENERIC
-    return fn(dargs[0], *primals[1:], **kwargs)
+    d = dargs[0]
+    if type(d) is float and type(primals[0]) is not float:
+        d = np.asarray(d)  # (a NumPy scalar's tangent as a number: x[()] of it is NumPy's)
+    return fn(d, *primals[1:], **kwargs)
 
 
 def _t_product(fn: Any, primals: list[Any], kwargs: dict[str, Any], out: Any,
