@@ -37,14 +37,22 @@ _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 def takes_arrays(fn: Any, primals: Sequence[Any]) -> bool:
     """Whether ``fn`` reads its list arguments as NumPy does, as arrays: a ufunc, a NumPy
-    function, a method of arrays, or an operator with an array operand (``[x] + [y]`` alone is
-    list concatenation)."""
+    function or a SciPy array function, a method of arrays, or an operator with an array
+    operand (``[x] + [y]`` alone is list concatenation)."""
     if id(fn) in _OPERATORS:
         return operator_reads_arrays(fn, primals)
-    if isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith("numpy"):
+    if isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith(
+            _ARRAY_MODULES):
         return True
     return type(fn) in _C_METHODS and issubclass(getattr(fn, "__objclass__", object),
                                                  np.ndarray)
+
+
+# modules whose functions read a list as an array (np.asarray of it): NumPy's, and SciPy's array
+# functions (scipy.special.logsumexp([x, 1.0]), scipy.linalg.expm([[x, 1.0], [0.0, 2.0]])); not
+# its solvers, whose ``args=(x,)`` tuples are argument lists
+_ARRAY_MODULES = ("numpy", "scipy.special", "scipy.linalg", "scipy.signal", "scipy.fft",
+                  "scipy.stats")
 
 
 def operator_reads_arrays(fn: Any, operands: Sequence[Any]) -> bool:

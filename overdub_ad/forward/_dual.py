@@ -130,6 +130,9 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         if kwargs and any(_dual_function(v) for v in kwargs.values()) or \
                 any(_dual_function(a) for a in args):
             raise _Deopt  # min(xs, key=lambda v: ...): a dual, which C code cannot call
+        if kwargs and any(_holds_dual(v) for v in kwargs.values()):
+            # (logsumexp(a, b=[x, 1.0]): a display's boxed items, which a rule cannot read)
+            raise _Deopt("a differentiated value inside a keyword argument's container")
         out = _call_rules(level, f, rules, args, dargs, kwargs or {})
         if site is not None and len(args) == 1 and not kwargs and _unary(f, rules, args[0],
                                                                           dargs[0], out[0]):
@@ -170,6 +173,12 @@ def _apply(f: Any, tangents: tuple[Any, ...], *args: Any) -> tuple[Any, Any]:
     """``f(tangents, *args)``: a dual defined in the dual code, called as it is by a site of
     a rewritten function (whose own calls the specialising context would dispatch)."""
     return f(tangents, *args)  # type: ignore[no-any-return]
+
+
+def _holds_dual(v: Any) -> bool:
+    """Whether the list or tuple ``v`` holds a boxed dual, at any depth."""
+    return (v.__class__ is list or v.__class__ is tuple) and any(
+        e.__class__ is _Dual or _holds_dual(e) for e in v)
 
 
 def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool:

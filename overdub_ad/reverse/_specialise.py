@@ -119,10 +119,11 @@ _WRITTEN_OUT = frozenset(id(f) for entry in (*_ARITH.values(), *_UNARY.values())
 # code object -> the specialised code, or why there is none (unsupported); for hvp's tapes apart
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _SECOND_COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-# code object -> (the globals, a maker of the specialised versions of functions with that code:
-# a def inside a loop's function makes a new one at every call); for hvp's tapes apart
-_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
-_SECOND_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+# code object -> (it, the globals, a maker of the specialised versions of functions with that
+# code: a def inside a loop's function makes a new one at every call); for hvp's tapes apart
+_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary()
+_SECOND_MAKERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = \
+    weakref.WeakKeyDictionary()
 
 
 def specialised(fn: types.FunctionType, second: bool = False) -> Any:
@@ -186,14 +187,15 @@ def _build(fn: types.FunctionType, second: bool = False) -> Any:
         return None
     makers = _SECOND_MAKERS if second else _MAKERS
     found = makers.get(code)
-    if found is None or found[0] is not fn.__globals__:
+    if found is None or found[0] is not code or found[1] is not fn.__globals__:
         # (the attribute sites shared by the versions of every function with this code: what a
-        # site remembers is checked against the object it reads, and holds for one run)
+        # site remembers is checked against the object it reads, and holds for one run; keyed
+        # by the code itself, as code objects of equal content compare equal)
         compiled, sites = compiled
-        found = makers[code] = (fn.__globals__, variant_maker(
+        found = makers[code] = (code, fn.__globals__, variant_maker(
             fn, compiled, {**_HELPERS, "consts": code.co_consts, "namespace": fn.__globals__,
                            "sites": [None] * sites}))
-    spec = found[1](fn)
+    spec = found[2](fn)
     spec.__defaults__ = fn.__defaults__  # (the user's parameters follow the context)
     spec.__kwdefaults__ = fn.__kwdefaults__
     return spec
