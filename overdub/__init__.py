@@ -20,3 +20,17 @@ __all__ = ["Context", "overdub", "recurse", "can_recurse", "opaque", "is_opaque"
            "keeps_heap_metadata", "tags_values", "hide_machinery",
            "function_source", "hidden_prefix", "compile_variant", "variant_function",
            "variant_maker", "NoSourceError"]
+
+
+def _public_module() -> None:
+    """Give the public functions and classes the module users import them from: a trace,
+    ``help`` and a repr say ``overdub.overdub``, not ``overdub._context.overdub`` (pickle
+    finds them there too)."""
+    import types
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, (types.FunctionType, type)) and obj.__module__.startswith("overdub."):
+            obj.__module__ = __name__
+
+
+_public_module()

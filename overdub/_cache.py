@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from . import _frames, _generated, _persist, _source
+from . import _frames, _generated, _persist, _primitives, _source
 from ._rewrite import EMBEDDED, HIDDEN_CONSTANTS, Overdubber, copy_tree
 
 _N = TypeVar("_N", bound=ast.AST)
@@ -60,11 +60,6 @@ _CONSTANT_CELLS = {name: types.CellType(value) for name, value in HIDDEN_CONSTAN
 # id(code) -> (weak ref to code, {cache key: Rewritten | NoSource, "source": Located | NoSource})
 _by_code: dict[int, tuple[weakref.ref[types.CodeType], dict[Any, Any]]] = {}
 _lock = threading.Lock()
-# CPython 3.11's conversions between Python and C ASTs (compile() of an AST, ast.parse) count
-# their recursion depth in state shared by all threads: concurrent calls can fail with
-# "SystemError: AST constructor recursion depth mismatch".  They take turns (one lock, shared
-# with _source's parsing).
-AST_LOCK = _source.AST_LOCK
 # id(code) -> the code warned about (by identity: equal code objects of two files are equal)
 _warned: dict[int, weakref.ref[types.CodeType]] = {}
 
@@ -361,7 +356,12 @@ _OPERATIONS = frozenset(dis.opmap[name] for name in (
 
 def _apply_pass(a_pass: ast.NodeTransformer | Callable[[ast.AST], Any], node: _N,
                 code: types.CodeType) -> _N:
-    result = a_pass.visit(node) if isinstance(a_pass, ast.NodeTransformer) else a_pass(node)
+    try:
+        result = a_pass.visit(node) if isinstance(a_pass, ast.NodeTransformer) else a_pass(node)
+    except BaseException as exc:  # the pass's own error, unchanged but for where it arose
+        _primitives.add_note(exc, f"(raised in the overdub pass {a_pass!r} while rewriting "
+                                  f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}))")
+        raise
     if not isinstance(result, type(node)):
         raise ValueError(f"overdub pass {a_pass!r} returned {type(result).__name__} for "
                          f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}); "
@@ -542,7 +542,7 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
         wrapper.col_offset = wrapper.end_col_offset = 0  # type: ignore[attr-defined]
         if "type_params" in wrapper._fields:  # 3.12+
             wrapper.type_params = []  # type: ignore[attr-defined]
-    with AST_LOCK:
+    with _source.compiling(code.co_filename):
         compiled = compile(module, code.co_filename, "exec",
                            flags=code.co_flags & _FUTURE_FLAGS, dont_inherit=True)
     found = _find_code(compiled, "<lambda>" if isinstance(node, ast.Lambda) else "@target",

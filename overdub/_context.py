@@ -10,8 +10,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from . import _active, _dispatch, _primitives
+from . import _dispatch, _primitives
 from ._frames import hide_machinery
+from ._resumed import SUSPENDED, suspended
 
 F = TypeVar("F", bound=Callable[..., Any])
 _P = ParamSpec("_P")
@@ -149,9 +150,11 @@ class Context:
     def primitive(cls, fn: Any, types: Any = None) -> Callable[[F], F]:
         """Register ``impl(ctx, *args, **kwargs)`` to run instead of ``fn`` inside this class.
 
-        ``types`` (a tuple of classes, one per positional argument) restricts the primitive to
-        calls whose arguments are instances of them; the most specific match wins and an
-        ambiguous call is a ``TypeError``.  Subclasses inherit primitives and may override them.
+        ``types`` (a class, or a sequence of classes, one per positional argument) restricts
+        the primitive to calls whose arguments are instances of them -- a tagged argument
+        matches its value's classes, and ``Tagged`` too where this context tagged it; the
+        most specific match wins and an ambiguous call is a ``TypeError``.  Subclasses
+        inherit primitives and may override them.
 
         Example::
 
@@ -162,6 +165,7 @@ class Context:
         if not callable(fn):
             raise TypeError(f"{cls.__name__}.primitive: {fn!r} is not callable, so it cannot "
                             f"be a primitive")
+        _primitives.checked_types(cls, fn, types)  # (at the call that gives them)
 
         def register(impl: F) -> F:
             _primitives.register(cls, fn, types, impl)
@@ -292,18 +296,11 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
             or state.table.generation != _primitives.current_generation):
         state = _own_state(ctx, state)
     state.follow_class()
-    enclosing = _active.active.get()
-    parent = state.parent if enclosing is None or enclosing is state else enclosing.od
-    if enclosing is not None and enclosing is not state:
-        state.include(enclosing.categories)
-    previous = state.set_parent(parent)
-    previous_enclosing = state.enclosing
-    if enclosing is not state:  # re-entering a running context keeps its own enclosing one
-        state.enclosing = enclosing
-    token = _active.active.set(state)
-    state.depth += 1
+    entered = state.enter()
     try:
         out: _R = state.od(fn, *args, **kwargs)
+        if type(out) in SUSPENDED:
+            return suspended(state, out)  # type: ignore[no-any-return]
         return out
     except BaseException as exc:
         if state.observe:
@@ -311,12 +308,7 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
         hide_machinery(exc)
         raise
     finally:
-        state.depth -= 1
-        if state.depth == 0 and state.tagger is not None:
-            state.tagger.end_run()  # the heap's metadata lasts for the run, no longer
-        _active.active.reset(token)
-        state.enclosing = previous_enclosing
-        state.set_parent(previous)
+        state.leave(entered)
         if state.depth == 0 and state.poolable:
             # Unbound when nothing the run made can still call it (see _dispatch.State; the
             # counts are taken here, with the State in one variable, as when it was made).

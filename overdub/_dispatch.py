@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _cache, _primitives, _tagging
+from . import _active, _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
@@ -90,13 +90,18 @@ def inline_prehook(ctx: Any) -> Any:
     return hook if form is None else _Method(form, hook.__self__)
 
 
+def _primitive_failed(exc: BaseException, ctx: Any, fn: Any, impl: Any) -> None:
+    """Say which primitive ``exc`` came out of, as :func:`_hook_failed` says which hook (a
+    primitive called with the wrong signature fails in the dispatcher, which names nothing)."""
+    impl = getattr(impl, "impl", impl)  # (a MethodPrimitive: the user's implementation)
+    _primitives.add_note(exc, f"(raised in {type(ctx).__name__}'s primitive "
+                              f"{_primitives._name(impl)} while handling a call of "
+                              f"{_primitives._name(fn)})")
+
+
 def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
-    note = (f"(raised in {type(ctx).__name__}.{hook} while handling a call of "
-            f"{_primitives._name(fn)})")
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # 3.10: PEP 678's attribute by hand (its tracebacks do not print it; pytest does)
-        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+    _primitives.add_note(exc, f"(raised in {type(ctx).__name__}.{hook} while handling a call "
+                              f"of {_primitives._name(fn)})")
 
 
 _TEMPLATE_CACHE: dict[tuple[bool, ...], Callable[..., Any]] = {}
@@ -123,12 +128,11 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(find, resolve, rewritten, functions, protocol_for, is_static, static,",
            "         hook_failed, Function, Method, tagger, handlers, Tagged, plain_operators,",
-           "         MethodPrimitive):",
+           "         MethodPrimitive, primitive_failed):",
            "    ctx = prehook = posthook = is_primitive = execute = fallback = None",
            "    tag_leaf = tagger and tagger.leaf",
            "    tag_unhandled = tagger and tagger.unhandled_leaf",
            "    parent = None",
-           "    owner = find.__self__.owner",
            "    chosen_for_operands = {}",
            "    MISSING = object()",
            "    def set_parent(new):",
@@ -167,29 +171,36 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             # the choice per operand types here, without calling find() again.
             src.extend([f"{indent}ka = type(a)",
                         f"{indent}kb = type(b)",
-                        f"{indent}if ((ka is Tagged and a.owner is not owner)",
-                        f"{indent}        or (kb is Tagged and b.owner is not owner)):",
-                        f"{indent}    impl = find(fn, (a, b))  # another context's tags",
+                        f"{indent}if ka is Tagged or kb is Tagged:",
+                        f"{indent}    impl = find(fn, (a, b))  # the tagged value's type decides",
                         f"{indent}else:",
                         f"{indent}    impl = chosen_for_operands.get((id(fn), ka, kb), MISSING)",
                         f"{indent}    if impl is MISSING:",
                         f"{indent}        impl = chosen_for_operands[id(fn), ka, kb] = (",
                         f"{indent}            find(fn, (a, b)))",
                         f"{indent}if impl is not None:",
-                        f"{indent}    out = (impl(ctx, {call}) if parent is None",
-                        f"{indent}           else parent(impl, ctx, {call}))",
+                        f"{indent}    try:",
+                        f"{indent}        out = (impl(ctx, {call}) if parent is None",
+                        f"{indent}               else parent(impl, ctx, {call}))",
+                        f"{indent}    except BaseException as exc:",
+                        f"{indent}        primitive_failed(exc, ctx, fn, impl)",
+                        f"{indent}        raise",
                         f"{indent}else:"])
             indent += "    "
         elif table and hooks:
             packed = "args" if call.startswith("*") else f"({call},)"
             src.extend([f"{indent}impl = find(fn, {packed})",
                         f"{indent}if impl is not None:",
-                        f"{indent}    if parent is None:",
-                        f"{indent}        out = impl(ctx, {call})",
-                        f"{indent}    elif type(impl) is MethodPrimitive:  # obj.method(...)",
-                        f"{indent}        out = parent(impl.impl, ctx, impl.receiver, {call})",
-                        f"{indent}    else:",
-                        f"{indent}        out = parent(impl, ctx, {call})",
+                        f"{indent}    try:",
+                        f"{indent}        if parent is None:",
+                        f"{indent}            out = impl(ctx, {call})",
+                        f"{indent}        elif type(impl) is MethodPrimitive:  # obj.method(...)",
+                        f"{indent}            out = parent(impl.impl, ctx, impl.receiver, {call})",
+                        f"{indent}        else:",
+                        f"{indent}            out = parent(impl, ctx, {call})",
+                        f"{indent}    except BaseException as exc:",
+                        f"{indent}        primitive_failed(exc, ctx, fn, impl)",
+                        f"{indent}        raise",
                         f"{indent}else:"])
             indent += "    "
         packed_args = "args" if call.startswith("*") else f"({call},)"
@@ -473,7 +484,8 @@ class State:
             self.table.find, self.resolve, self.rewritten, self.functions,
             protocol_for, is_static, static_types, _hook_failed, _Function, _Method,
             self.tagger, _tagging.handlers(),
-            _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive)
+            _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive,
+            _primitive_failed)
         self._bind(ctx)
         set_parent(self.parent)
         _nested(self.od, self.parent)
@@ -606,6 +618,32 @@ class State:
         if flat is not None:
             flat.cell_contents = parent is None
         return old
+
+    def enter(self) -> tuple[Any, Any, Any]:
+        """Make this context's run the active one -- a call of ``overdub``, or a resumption
+        of a generator it returned (see :mod:`._resumed`) -- inside whatever run is active:
+        that one runs what this one executes.  Returns what :meth:`leave` puts back."""
+        enclosing = _active.active.get()
+        parent = self.parent if enclosing is None or enclosing is self else enclosing.od
+        if enclosing is not None and enclosing is not self:
+            self.include(enclosing.categories)
+        previous = self.set_parent(parent)
+        previous_enclosing = self.enclosing
+        if enclosing is not self:  # re-entering a running context keeps its own enclosing one
+            self.enclosing = enclosing
+        token = _active.active.set(self)
+        self.depth += 1
+        return previous, previous_enclosing, token
+
+    def leave(self, entered: tuple[Any, Any, Any]) -> None:
+        """End what :meth:`enter` began."""
+        previous, previous_enclosing, token = entered
+        self.depth -= 1
+        if self.depth == 0 and self.tagger is not None:
+            self.tagger.end_run()  # the heap's metadata lasts for the run, no longer
+        _active.active.reset(token)
+        self.enclosing = previous_enclosing
+        self.set_parent(previous)
 
     def generic_step(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The documented step through the context's methods (``Context.overdub``'s default)."""

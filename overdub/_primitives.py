@@ -4,8 +4,10 @@
 lookups merge the class's MRO, so subclasses inherit and may override (same ``fn`` and ``types``).
 For a call, the candidates whose ``types`` match the positional arguments (``isinstance`` each;
 ``types=None`` matches any call) compete; the most specific wins: the one whose types are all
-subclasses of every other candidate's.  If no single candidate is most specific the call is
-ambiguous, a ``TypeError`` naming both; a duplicate registration on one class replaces the older.
+subclasses of every other candidate's.  A tagged argument is an instance of its value's classes
+(as ``isinstance`` says inside the run) and, if the context itself tagged it, of ``Tagged``,
+which counts as more specific than any class.  If no single candidate is most specific the call
+is ambiguous, a ``TypeError`` naming both; a duplicate registration on one class replaces the older.
 
 Keys are ``id(fn)`` (registered callables are kept alive by the table), so looking up an arbitrary
 callable never runs user ``__hash__``/``__eq__`` code.
@@ -24,7 +26,7 @@ import itertools
 import threading
 import types
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._protocols import lookup
@@ -44,14 +46,47 @@ class Primitive:
     impl: Callable[..., Any]
     owner: type
 
-    def matches(self, kinds: tuple[type, ...]) -> bool:
+    def matches(self, kinds: tuple[_Kind, ...]) -> bool:
         return self.types is None or (
-            len(kinds) == len(self.types) and all(map(issubclass, kinds, self.types)))
+            len(kinds) == len(self.types) and all(map(_instance_of, kinds, self.types)))
 
     def at_least_as_specific(self, other: Primitive, arity: int) -> bool:
         mine = self.types or (object,) * arity
         theirs = other.types or (object,) * arity
-        return all(issubclass(a, b) for a, b in zip(mine, theirs))
+        # `Tagged` asks for the context's tagged values: narrower than any class of values.
+        return all(a is Tagged or (b is not Tagged and issubclass(a, b))
+                   for a, b in zip(mine, theirs))
+
+
+# What dispatch sees of an argument: its type, or, for a value the context tagged,
+# (Tagged, the type of its value).
+_Kind = Any
+
+
+def _instance_of(kind: _Kind, cls: type) -> bool:
+    """Whether an argument of ``kind`` matches ``cls`` in ``types``: one the context tagged is
+    an instance of ``Tagged`` and of its value's classes, as ``isinstance`` says in the run."""
+    if type(kind) is tuple:
+        return cls is Tagged or issubclass(kind[1], cls)
+    return issubclass(kind, cls)
+
+
+def checked_types(cls: type, fn: Any, types: Any) -> tuple[type, ...] | None:
+    """``types`` as a primitive of ``cls`` for ``fn`` keeps it: None, or a tuple of classes
+    from a class or a sequence of them (in order: one per positional argument; a set has no
+    order to match arguments by, a string holds no classes); else a ``TypeError``."""
+    if types is None:
+        return None
+    found = types
+    if isinstance(types, type):
+        found = (types,)
+    elif isinstance(types, Sequence) and not isinstance(types, (str, bytes)):
+        found = tuple(types)
+    if type(found) is not tuple or not all(isinstance(t, type) for t in found):
+        raise TypeError(f"{cls.__name__}.primitive({_name(fn)}): types must be None, a class "
+                        f"or a sequence (tuple, list) of classes, one per positional argument; "
+                        f"got {types!r}")
+    return found
 
 
 def register(cls: type, fn: Any, types: Any, impl: Callable[..., Any]) -> None:
@@ -62,13 +97,7 @@ def register(cls: type, fn: Any, types: Any, impl: Callable[..., Any]) -> None:
     if not callable(impl):
         raise TypeError(f"{cls.__name__}.primitive({_name(fn)}): the implementation {impl!r} "
                         f"is not callable")
-    if types is not None:
-        if isinstance(types, type):
-            types = (types,)
-        types = tuple(types)
-        if not all(isinstance(t, type) for t in types):
-            raise TypeError(f"{cls.__name__}.primitive({_name(fn)}): types must be a tuple of "
-                            f"classes, got {types!r}")
+    types = checked_types(cls, fn, types)
     with _lock:
         own = cls.__dict__.get("_overdub_primitives")
         if own is None:
@@ -165,20 +194,19 @@ class Table:
         impl = self._untyped.get(key)
         if impl is not None:
             return impl
-        # Whose tag it is matters: foreign tags dispatch as plain values.  (Binary operators
-        # are spelled out: `tuple(map(type, args))` is several times slower.)
-        owner = self.owner
+        # A tagged argument dispatches on its value's type, and matches `Tagged` too if the
+        # tag is this context's (see _kind).  (Binary operators are spelled out:
+        # `tuple(map(type, args))` is several times slower.)
+        kinds: tuple[_Kind, ...]
         if len(args) == 2:
             a, b = args
-            kinds: tuple[type, ...] = (type(a), type(b))
-            foreign = ((kinds[0] is Tagged and a.owner is not owner)
-                       or (kinds[1] is Tagged and b.owner is not owner))
+            kinds = (type(a), type(b))
+            if kinds[0] is Tagged or kinds[1] is Tagged:
+                kinds = (self._kind(a), self._kind(b))
         else:
             kinds = tuple([type(arg) for arg in args])
-            foreign = Tagged in kinds and any(
-                type(arg) is Tagged and arg.owner is not owner for arg in args)
-        if foreign:
-            kinds = tuple([self._kind(arg) for arg in args])
+            if Tagged in kinds:
+                kinds = tuple([self._kind(arg) for arg in args])
         chosen: Callable[..., Any] | None = self._chosen.get((key, kinds), _UNCHOSEN)
         if chosen is _UNCHOSEN:
             chosen = self._chosen[key, kinds] = self._choose(entries, kinds)
@@ -205,16 +233,17 @@ class Table:
         impl = self.find(method, (receiver, *args))
         return None if impl is None else MethodPrimitive(impl, receiver)
 
-    def _kind(self, arg: Any) -> type:
-        """The type dispatch sees: another context's tagged value is just its plain value."""
-        kind = type(arg)
-        if kind is Tagged and arg.owner is not self.owner:
-            while type(arg) is Tagged and arg.owner is not self.owner:
-                arg = arg.value
-            kind = type(arg)
-        return kind
+    def _kind(self, arg: Any) -> _Kind:
+        """What dispatch sees of a tagged argument: another context's tagged value is just its
+        plain value (this context does not see that tag); one this context tagged is
+        ``(Tagged, its value's type)``, matching both (see ``_instance_of``)."""
+        own = False
+        while type(arg) is Tagged:
+            own = own or arg.owner is self.owner
+            arg = arg.value
+        return (Tagged, type(arg)) if own else type(arg)
 
-    def _choose(self, entries: list[Primitive], kinds: tuple[type, ...]
+    def _choose(self, entries: list[Primitive], kinds: tuple[_Kind, ...]
                 ) -> Callable[..., Any] | None:
         candidates = [p for p in entries if p.matches(kinds)]
         if not candidates:
@@ -226,10 +255,14 @@ class Table:
             a, b = (best or candidates)[:2]
             raise TypeError(
                 f"ambiguous primitives on {self.cls.__name__} for {_name(a.fn)} with argument "
-                f"types {tuple(k.__name__ for k in kinds)}: types={_types(a)} and "
+                f"types {tuple(map(_kind_name, kinds))}: types={_types(a)} and "
                 f"types={_types(b)} both match and neither is more specific; register one for "
                 f"the intersection")
         return best[0].impl
+
+
+def _kind_name(kind: _Kind) -> str:
+    return f"Tagged({kind[1].__name__})" if type(kind) is tuple else str(kind.__name__)
 
 
 def _types(p: Primitive) -> str:
@@ -240,3 +273,14 @@ def _name(fn: Any) -> str:
     module = getattr(fn, "__module__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``note`` added to ``exc`` unless it has it already: an exception instance raised again
+    (a hook raising one it keeps, run after run) says where it came from once."""
+    if note in (getattr(exc, "__notes__", None) or ()):
+        return
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # 3.10: PEP 678's attribute by hand (its tracebacks do not print it; pytest does)
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]

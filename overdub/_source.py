@@ -12,13 +12,16 @@ into a leaf call.
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import operator
 import os
+import re
 import tokenize
 import threading
 import types
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -96,6 +99,9 @@ def _parse_span(lines: list[str], span: _Span) -> ast.FunctionDef | ast.AsyncFun
     return found if found is not None and _span_of(found) == span else None
 
 
+_REPARSED = "<overdub: a def parsed again>"  # (the file name its parse's warnings would name)
+
+
 def _parse_def(lines: list[str], first: int, end: int, indented: bool
                ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The ``def`` statement that ``lines`` ``first`` to ``end`` hold, parsed from them alone at
@@ -105,8 +111,8 @@ def _parse_def(lines: list[str], first: int, end: int, indented: bool
         return None
     head = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "")
     try:
-        with AST_LOCK:
-            tree = ast.parse(head + "".join(lines[first - 1:end]))
+        with compiling(_REPARSED):
+            tree = ast.parse(head + "".join(lines[first - 1:end]), _REPARSED)
     except (SyntaxError, ValueError):
         return None
     body = cast(ast.If, tree.body[0]).body if indented and tree.body else tree.body
@@ -134,8 +140,39 @@ class _ParsedFile:
 
 _files: dict[str, _ParsedFile] = {}
 _files_lock = threading.Lock()
-# See _cache.AST_LOCK: CPython 3.11 cannot convert ASTs in two threads at once.
+# CPython 3.11's conversions between Python and C ASTs (compile() of an AST, ast.parse) count
+# their recursion depth in state shared by all threads: concurrent calls can fail with
+# "SystemError: AST constructor recursion depth mismatch".  The core's take turns (see
+# `compiling`).
 AST_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def compiling(filename: str) -> Iterator[None]:
+    """``AST_LOCK`` held, with the warnings that parsing or compiling text as ``filename``
+    gives ignored: every place the core parses or compiles user source does it in here.
+
+    Python warned about that source (``"is" with a literal``, ``invalid escape sequence``) when
+    it compiled the user's module; doing it again for our copy would print them twice, and
+    under an error filter (``pytest -W error``) fail a function that runs natively.  Not
+    ``warnings.catch_warnings``, which swaps the global filter list (another thread's
+    ``simplefilter`` meanwhile would be undone, its warnings ignored too): one filter goes at
+    the front of the list and out again, and it matches only warnings whose module is the one
+    the compiler names after ``filename`` (its path less ``.py``), which a warning issued at
+    run time (named after the module's ``__name__``) does not have.  An "ignore" filter
+    records nothing in the warning registries, so nothing else changes."""
+    module = filename[:-3] if filename.endswith(".py") else filename
+    entry = ("ignore", None, Warning, re.compile(re.escape(module) + r"\Z"), 0)
+    with AST_LOCK:
+        filters = cast("list[Any]", warnings.filters)  # (a list: typeshed says Sequence)
+        filters.insert(0, entry)
+        try:
+            yield
+        finally:
+            for index, found in enumerate(filters):
+                if found is entry:
+                    del filters[index]
+                    break
 
 
 # The fields that hold statements (an ExceptHandler's or match_case's `body` included).
@@ -224,7 +261,7 @@ def _parsed_from_disk(filename: str) -> _ParsedFile | NoSource:
 
 def _parse(lines: list[str], filename: str) -> _ParsedFile | NoSource:
     try:
-        with AST_LOCK:
+        with compiling(filename):
             tree = ast.parse("".join(lines), filename)
     except (SyntaxError, ValueError) as exc:
         return NoSource(f"source of {filename!r} does not parse: {exc}", actionable=True)

@@ -89,6 +89,12 @@ class Tagged:
         return result
 
     def __repr__(self) -> str:
+        # While its context runs, the value's: C code formatting a container (``print([t])``,
+        # ``"%r" % (t,)``, ``f"{t!r}"``) reaches the items' ``__repr__`` natively.  Outside
+        # it, the debugging text, never a TagError (a debugger or a test report shows it).
+        ctx = self.owner()
+        if ctx is not None and _active.running(ctx):
+            return repr(self.value)
         return f"Tagged({self.value!r}, meta={self.meta!r}, by {self._label})"
 
     def __getitem__(self, key: Any) -> Any:
@@ -298,6 +304,9 @@ def _names(allowed: Any) -> str:
     return name
 
 
+_CONTEXT_CLASSES: set[type] = set()  # the Context classes untag has been given
+
+
 def _context_fields(ctx: Any, verb: str) -> dict[str, Any]:
     global _Context
     if _Context is None:
@@ -326,6 +335,9 @@ def untag(x: Any, ctx: Any) -> Any:
     """``x`` without ``ctx``'s layer (other contexts' layers stay); ``x`` itself if ``ctx`` did
     not tag it."""
     if type(x) is not Tagged:
+        if type(ctx) not in _CONTEXT_CLASSES:  # (checked as for a tagged x: at the mistake)
+            _context_fields(ctx, "untag")
+            _CONTEXT_CLASSES.add(type(ctx))
         return x
     if x.owner is getattr(ctx, "__dict__", _NO_FIELDS).get("_overdub_ref", _NO_OWNER):
         return x.value  # the common case, without the checks below
@@ -726,6 +738,8 @@ class Tagger:
                 self.shadow.drop_array(target)
         elif kind is _BuiltinMethod:
             receiver = fn.__self__
+            if type(receiver) in _TEXT:
+                return self._read_items(fn, args, kwargs)
             if type(receiver) is list:
                 method = _LIST_METHODS.get(fn.__name__)
                 if method is not None:
@@ -741,6 +755,8 @@ class Tagger:
                     self.shadow.drop_array(receiver)
                 elif fn.__name__ in _ARRAY_COPIES:
                     return _array_copy(self, fn, receiver, args, kwargs)
+        elif kind is _JSON_ENCODER or (kind is _MethodDescriptor and fn.__objclass__ in _TEXT):
+            return self._read_items(fn, args, kwargs)  # json.dumps([x]), str.join(s, [t])
         elif kind is _MethodDescriptor and self.shadow.arrays and args and \
                 fn.__name__ in _ARRAY_COPIES and _is_array(self.strip(args[0])):
             return _array_copy(self, fn, self.strip(args[0]), args, kwargs)  # copy.copy(a)
@@ -758,6 +774,70 @@ class Tagger:
             if out is not NotImplemented:
                 return out
         return self.plain_call(fn, args, kwargs)
+
+    def _read_items(self, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        """A C function that reads the items of the containers it is given, checking their
+        types, and keeps none of them (``str.join``, the other methods of a string, the JSON
+        encoder that ``json.dumps`` calls): given copies without this context's tags, as a C
+        function is given its arguments.  (Natively, ``"-".join([t, "b"])`` would find a
+        ``Tagged`` where it expects a string.)  A generator given to ``join`` is read into a
+        list first, as ``join`` itself reads it."""
+        if not kwargs and not any(type(a) in _READ or isinstance(a, tuple) for a in args):
+            return self.plain_call(fn, args, kwargs)  # ("a b".split(), s.upper(): the most)
+        if args and type(args[-1]) is types.GeneratorType and type(fn) is not _JSON_ENCODER \
+                and fn.__name__ == "join":  # (bound, or str.join(sep, items))
+            args = (*args[:-1], list(args[-1]))
+        owner = self.owner
+        memo: dict[int, Any] = {}
+        args = tuple(_without_tags(owner, a, memo) for a in args)
+        if kwargs:
+            kwargs = {k: _without_tags(owner, v, memo) for k, v in kwargs.items()}
+        return self.plain_call(fn, args, kwargs)
+
+
+_TEXT = (str, bytes, bytearray)
+_JSON_ENCODER: Any = None  # the C encoder json.dumps calls (without it, json's Python
+try:                       # encoder runs in the context, seen as any Python code)
+    from _json import make_encoder as _JSON_ENCODER
+except ImportError:
+    pass
+_COPIED = (list, tuple, dict, set, frozenset)  # copied exactly (a subclass's repr is its own)
+_READ = frozenset((*_COPIED, Tagged, types.GeneratorType))  # (what _read_items changes)
+
+
+def _without_tags(owner: Any, value: Any, memo: dict[int, Any]) -> Any:
+    """``value`` without ``owner``'s tags, in it and inside the lists, tuples (named ones too),
+    dicts and sets in it, to any depth: the very object where it holds none, else a copy made
+    of copies (``memo`` keeps shared and circular containers shared and circular)."""
+    kind = type(value)
+    if kind is Tagged:
+        return _without_tags(owner, value.value, memo) if value.owner is owner else value
+    if kind not in _COPIED and not (isinstance(value, tuple) and hasattr(value, "_make")):
+        return value
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    if kind is list or kind is dict:
+        new: Any = kind()
+        memo[key] = new  # (before the items: a list may hold itself)
+        if kind is list:
+            new.extend(_without_tags(owner, item, memo) for item in value)
+            changed = any(a is not b for a, b in zip(new, value))
+        else:
+            new.update((_without_tags(owner, k, memo), _without_tags(owner, v, memo))
+                       for k, v in value.items())
+            changed = any(a is not b or new[a] is not value[b] for a, b in zip(new, value))
+        if not changed:
+            memo[key] = value
+            return value
+        return new
+    memo[key] = value  # (a tuple or set reached again while its items are read: itself)
+    items = [_without_tags(owner, item, memo) for item in value]
+    if all(a is b for a, b in zip(items, value)):
+        return value
+    new = kind(items) if kind in _COPIED else kind._make(items)
+    memo[key] = new
+    return new
 
 
 def _same_memory(a: Any, b: Any) -> bool:

@@ -118,7 +118,7 @@ def compile_variant(fn: Any, source: str, *, origins: Sequence[ast.AST | None] =
                                or any(t.startswith(hidden) for t in _strings(located.node))):
         raise ValueError(f"compile_variant: {hidden!r} is not a hidden prefix for "
                          f"{func.__qualname__} (see hidden_prefix)")
-    with _cache.AST_LOCK:
+    with _source.compiling(code.co_filename):
         tree = ast.parse(source, code.co_filename)
     if len(tree.body) != 1 or not isinstance(tree.body[0], _FUNCTIONS):
         raise ValueError("compile_variant: the source must be one function definition")
@@ -145,7 +145,7 @@ def compile_variant(fn: Any, source: str, *, origins: Sequence[ast.AST | None] =
         if "type_params" in wrapper._fields:  # 3.12+
             wrapper.type_params = []  # type: ignore[attr-defined]
     module = ast.Module(body=[factory], type_ignores=[])
-    with _cache.AST_LOCK:
+    with _source.compiling(code.co_filename):
         compiled = compile(module, code.co_filename, "exec",
                            flags=code.co_flags & _cache._FUTURE_FLAGS, dont_inherit=True)
     found = _find(compiled, variant.name)

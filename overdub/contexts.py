@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from . import Context, unbind
+from ._context import _KEEP
 
 __all__ = ["LogContext", "CountContext", "TraceContext", "ByIdentity", "describe"]
 
@@ -209,10 +210,12 @@ class TraceContext(Context):
         trace: list[Any] = self.metadata
         return trace
 
-    def similar(self, metadata: Any = None) -> TraceContext:
-        """A sibling recording into ``metadata`` (a new list by default)."""
-        sibling = super().similar([] if metadata is None else metadata)
-        sibling._open = [sibling.metadata]
+    def similar(self, metadata: Any = _KEEP) -> TraceContext:
+        """A sibling recording into ``metadata`` if given, else into this context's trace, as
+        every context's sibling shares its metadata (its runs are further top-level calls of
+        the one trace); ``similar(metadata=[])`` for a trace of its own."""
+        sibling = super().similar(metadata)
+        sibling._open = [sibling.metadata]  # (not a share of this context's open calls)
         return sibling
 
     def overdub(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
