@@ -115,13 +115,18 @@ def _dataclass_children(obj: Any) -> tuple[Iterable[Any], Any]:
     dependence without a word: such an instance is refused."""
     kind = type(obj)
     names = tuple(f.name for f in dataclasses.fields(obj))
-    extra = [name for name in getattr(obj, "__dict__", ()) if name not in names]
+    extra = _not_fields(obj, names)
     if extra:
         raise TypeError(
             f"cannot use a {kind.__name__} as a pytree: its attribute {extra[0]!r} is not a "
             f"dataclass field (declare it with dataclasses.field(init=False), or register "
             f"{kind.__name__} with overdub_ad.register_pytree)")
     return [getattr(obj, name) for name in names], (kind, names)
+
+
+def _not_fields(obj: Any, names: tuple[str, ...]) -> list[str]:
+    """The attributes of dataclass instance ``obj`` that are not among its fields ``names``."""
+    return [name for name in getattr(obj, "__dict__", ()) if name not in names]
 
 
 def _dataclass_from(aux: tuple[type, tuple[str, ...]], children: list[Any]) -> Any:
@@ -208,15 +213,32 @@ def reveal(tree: Any, read: Callable[..., Any]) -> Any:
     return reveal_node(tree, read, lambda child: reveal(child, read))
 
 
-def reveal_node(tree: Any, read: Callable[..., Any], child: Callable[[Any], Any]) -> Any:
+def reveal_node(tree: Any, read: Callable[..., Any], child: Callable[[Any], Any],
+                keep: bool = False) -> Any:
     """A custom node revealed by ``read`` (see :func:`reveal`), its children by ``child``;
-    anything else as it is."""
+    anything else as it is.  ``keep``: ``tree`` itself where each revealed child is the very
+    object that taking it apart natively gives (nothing was kept aside: no copy made)."""
     kind = type(tree)
     custom = None if kind in _CONTAINERS or kind in _LEAVES else _node(kind)
     if custom is None:
         return tree
     children, aux = read(custom[0], tree)
-    return custom[1](aux, [child(c) for c in children])
+    revealed = [child(c) for c in children]
+    if keep and all(a is b for a, b in zip(revealed, custom[0](tree)[0])):
+        return tree
+    return custom[1](aux, revealed)
+
+
+def is_node(tree: Any) -> bool:
+    """Whether :func:`flatten` takes ``tree`` apart as a node other than the containers (a
+    named tuple, a dataclass, a registered object): a dataclass instance with attributes that
+    are not fields is not one (``flatten`` refuses it, and only as an argument that is
+    differentiated: anything else may be given it)."""
+    kind = type(tree)
+    if kind in _CONTAINERS or kind in _LEAVES or _node(kind) is None:
+        return False
+    return kind in _REGISTERED or not dataclasses.is_dataclass(kind) or not _not_fields(
+        tree, tuple(f.name for f in dataclasses.fields(tree)))
 
 
 def node_children(tree: Any) -> list[Any] | None:

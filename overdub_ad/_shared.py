@@ -469,6 +469,24 @@ def _zero(x: Any, batch: tuple[int, ...]) -> Any:
     return 0j if isinstance(x, complex) else 0.0
 
 
+def namespace_of(container: Any, key: Any = None) -> dict[str, Any] | None:
+    """The globals dict that ``container[key] = v`` or ``container.key = v`` (``key`` a
+    name) stores into -- ``globals()[name] = v``, a dict ``exec`` ran in, ``mod.name = v`` on a
+    plain module -- or None for any other store.  The core keeps the metadata of a value stored
+    into a dict or an object aside and stores the plain value, which its own reads re-tag; but
+    a global variable is read natively (``LOAD_GLOBAL`` in the module's functions): there the
+    derivative would be silently lost.  So both modes store differentiated values into a
+    namespace as they are, as an assignment to a ``global`` does, and give plain values back
+    when their run ends (an enclosing derivative keeps its own tag the same way)."""
+    if type(container) is dict:
+        return container if "__builtins__" in container else None  # (what Python adds to
+        # the globals of any code it runs)
+    if type(container) is types.ModuleType and type(key) is str and \
+            not hasattr(type(getattr(types.ModuleType, key, None)), "__set__"):
+        return vars(container)  # (not __dict__ nor __class__: the module type's own)
+    return None
+
+
 def _untag_tree(x: Any, ctx: Context) -> Any:
     if type(x) in (tuple, list):
         return type(x)(untag(e, ctx) for e in x)

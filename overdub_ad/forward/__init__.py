@@ -33,6 +33,13 @@ that receives differentiated values in place (``cache[:] = 2 * y``, ``a += t``, 
 ``grid[i][j] = t``) keeps plain numbers and the tangent of its memory lives in the context
 (:class:`_ArrayTangents`), found again through any array viewing that memory.
 
+Lists, tuples, dicts and objects hold plain values: the core keeps the tangents of what is
+stored into them aside (two levels down: ``rows.append([x, y])``, ``m.p = {"w": w}``) and
+attaches them again when the value is read back through the context.  Where such a container
+is read natively instead -- by a C function (``np.array(rows)``: each inner list's members) or
+by a derivative's entry point, which takes its pytree arguments apart natively
+(``grad(loss)(self.params)``) -- its members are read through the core first (revealed).
+
 Iteration is native in Python; the core makes it a call, ``iter(x)``, under a context that tags
 values (this one): iterating a differentiated array yields differentiated rows, and a list whose
 members the core keeps metadata of (built by ``append``) yields tagged members.  C functions

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, metadata, recurse, tag,
-                     untag)
+from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, keeps_heap_metadata,
+                     metadata, recurse, tag, untag)
 
 from .. import _arrays, _callbacks, _rules
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
@@ -21,9 +21,9 @@ from .._arraylike import (array_like, operator_reads_arrays, SEQUENCE_FUNCTIONS,
 from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
-from .._pytree import flatten, unflatten
+from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, out_as_keyword,
-                       part_write, set_part, unfollowed_write,
+                       namespace_of, part_write, set_part, unfollowed_write,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
@@ -67,6 +67,34 @@ def _base_write(container: Any) -> Any:
     return operator.setitem
 
 
+def _revealable(x: Any) -> bool:
+    """Whether ``x`` is a list or tuple with members (numbers, arrays) whose tangents the core
+    may keep aside: stored into the heap, it stores them plain (see ForwardContext._reveal),
+    or as an enclosing context stores them (tagged by it, under a gradient)."""
+    return isinstance(x, (list, tuple)) and any(
+        type(e) is Tagged or isinstance(e, _REVEALABLE) for e in x)
+
+
+def _derivative_entry(fn: Any) -> bool:
+    """Whether Python code ``fn`` is an entry point of a derivative (``jvp``, ``vjp``,
+    ``grad(f)``'s gradient, a pullback...): overdub_ad's, opaque (run natively, given tagged
+    values as they are), without rules of its own."""
+    target = fn.__func__ if type(fn) is types.MethodType else fn
+    return is_opaque(target) and \
+        (getattr(target, "__module__", None) or "").startswith("overdub_ad.") and \
+        _rules.jvp_rules(fn) is None
+
+
+def _given_trees(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a list, tuple or dict, or a named tuple, dataclass or registered pytree node,
+    is among the arguments."""
+    return any(type(a) in _TREES or is_node(a) for a in args) or \
+        any(type(v) in _TREES or is_node(v) for v in kwargs.values())
+
+
+_TREES = frozenset((list, tuple, dict))
+
+
 def _read_or_iterated(x: Any) -> bool:
     return _sequence_or_iterator(x) or isinstance(x, _READ)
 
@@ -101,6 +129,9 @@ _NUMBERS = frozenset((float, int, complex, np.float64, np.float32, np.float16, n
 _COMPLEX = frozenset((complex, np.complex128, np.complex64))
 
 _SET_STORES = frozenset({"add", "update", "__ior__", "symmetric_difference_update"})
+# The methods of a dict that store items (item assignment aside): into a module's globals,
+# made one item assignment at a time (ForwardContext._update_globals)
+_GLOBAL_UPDATES = frozenset({"update", "setdefault"})
 
 
 def _stored_as_is(container: Any) -> bool:
@@ -127,6 +158,9 @@ class ForwardContext(Context):
         # Containers holding this context's tagged values as they are (see _store_as_is):
         # id -> container, given plain values back when the run ends (_release_stores)
         self.stores: dict[int, Any] = {}
+        # Global variables holding this context's tagged values as they are (see
+        # _store_global): id(namespace) -> (namespace, names), plain again as the run ends
+        self.globals_stored: dict[int, tuple[dict[str, Any], set[str]]] = {}
         # (id(dict), plain key) of the items stored under a differentiated key (see made_here)
         self.keys_written: set[tuple[int, Any]] = set()
         # whether code run here read an ``a.flat`` (see _written_flat_given)
@@ -161,15 +195,24 @@ class ForwardContext(Context):
         if depth and (type(x) in (list, tuple) or isinstance(x, _READ)):
             if any(self._carries_within(e, depth - 1) for e in x):
                 return True
-            # a list or tuple stored into the heap (``d[k] = (x, y)``) comes back with its
-            # members plain, the core keeping their metadata aside: revealed, noted as a list
-            # (one of numbers or arrays: a shape or axes cannot hold a derivative)
-            if depth == 8 and isinstance(x, (list, tuple)) and \
-                    any(isinstance(e, _REVEALABLE) for e in x) and \
-                    any(map(self._carries, self._reveal(x))):
+            # a list or tuple stored into the heap (``d[k] = (x, y)``), or inside one stored
+            # there (``rows.append([x, y])``: the core keeps the members' metadata aside two
+            # levels down), comes back with its members plain: revealed, noted as a list (one
+            # of numbers or arrays: a shape or axes cannot hold a derivative)
+            if self._stored_members(x):
                 self.lists.add(id(x))
                 return True
         return False
+
+    def _stored_members(self, x: Any) -> bool:
+        """Whether the list or tuple ``x`` has members whose tangents the core keeps aside
+        (see :meth:`_reveal`)."""
+        return self._kept_aside(x) and any(map(self._carries, self._reveal(x)))
+
+    def _kept_aside(self, x: Any) -> bool:
+        """Whether ``x`` is a list or tuple of numbers or arrays that the core keeps metadata
+        of members of (to be read again through it: :meth:`_reveal`)."""
+        return _revealable(x) and keeps_heap_metadata(self, x)
 
     def _tangent(self, x: Any) -> Any:
         """The tangent of ``x`` (None if it has none): for an array whose memory was written
@@ -194,7 +237,9 @@ class ForwardContext(Context):
         if kind is Tagged or isinstance(x, np.ndarray):
             return untag(x, self), self._tangent(x)
         if type(x) in (list, tuple) or isinstance(x, _READ):
-            items = self._reveal(x) if id(x) in self.lists else x
+            # (a list inside one NumPy reads, ``np.array(rows)``, may hold its members' tangents
+            # aside too: its own, not its container's, see _carries_within)
+            items = self._reveal(x) if id(x) in self.lists or self._kept_aside(x) else x
             parts = [self._split(e) for e in items]
             if all(t is None for _, t in parts):
                 return x, None
@@ -216,6 +261,9 @@ class ForwardContext(Context):
         """Whether a method of a list or dict is this context's (and lists that receive
         differentiated members are noted)."""
         receiver = fn.__self__
+        if type(receiver) is dict and fn.__name__ in _GLOBAL_UPDATES and \
+                namespace_of(receiver) is not None:
+            return True  # globals().update(name=x): see _update_globals
         if type(receiver) is list and fn.__name__ == "extend" and args and \
                 self._differentiated_array(args[0]):
             return True  # extended by the array's differentiated rows
@@ -246,6 +294,8 @@ class ForwardContext(Context):
             return bool(args) and self._carries(args[0])
         if fn is setattr and _reshapes(self, args):
             return True  # a.shape = s reshapes the array in place: its tangent too
+        if fn is setattr and len(args) == 3 and self._global_store(*args):
+            return True  # mod.name = x: stored as it is (see _store_global)
         if fn is operator.getitem:
             return bool(args) and (self._carries(args[0]) or (
                 len(args) == 2 and isinstance(args[0], dict) and self._carries_within(args[1]))
@@ -273,6 +323,9 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if isinstance(fn, _PYTHON_CODE) and _derivative_entry(fn) and \
+                _given_trees(args, kwargs):
+            return True  # grad(f)(m.params): the pytrees revealed first (see _entry_call)
         if not direct and isinstance(fn, _PYTHON_CODE):
             for a in args:  # (numbers, the common case, hold nothing: no call made for them)
                 if type(a) not in _INERT_VALUES and _holds_stored(self, a) and \
@@ -362,6 +415,49 @@ class ForwardContext(Context):
         self.stores[id(method.__self__)] = method.__self__
         return method(*args, **kwargs)
 
+    def _global_store(self, container: Any, key: Any, value: Any) -> bool:
+        """Whether ``container[key] = value`` (``container.key = value``) stores a value
+        differentiated here into a module's globals (see :func:`namespace_of`)."""
+        return type(value) is Tagged and namespace_of(container, key) is not None and \
+            self._mine(value)
+
+    def _store_global(self, container: Any, name: str, value: Tagged) -> None:
+        """``globals()[name] = value`` or ``mod.name = value`` (``value`` differentiated
+        here): stored as it is, as an assignment to a ``global`` stores it -- the core would
+        keep its tangent aside, where the module's functions, which read their globals
+        natively, never look -- and made plain as the run ends (:meth:`_release_stores`)."""
+        namespace = container if type(container) is dict else vars(container)  # (a module)
+        self.globals_stored.setdefault(id(namespace), (namespace, set()))[1].add(name)
+        namespace[name] = value
+
+    def _update_globals(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                        ) -> Any:
+        """``globals().update(...)`` or ``globals().setdefault(name, v)``: each name stored
+        as ``globals()[name] = v`` stores it (see :meth:`_store_global`; the core would keep
+        the tangents aside, where a read of the global variable never looks), from the
+        arguments as the context holds them (a dict the core keeps the members of aside,
+        revealed).  A call that does not bind is made as it is, to raise as natively."""
+        namespace = method.__self__
+        if method.__name__ == "setdefault":
+            if kwargs or len(args) not in (1, 2):
+                return self.fallback(method, *args, **kwargs)
+            name = args[0]
+            if name not in namespace:
+                self._set_global(namespace, name, args[1] if len(args) == 2 else None)
+            return self.fallback(operator.getitem, namespace, name)
+        items = dict(*self._revealed(args), **self._revealed(kwargs))  # (as update binds them)
+        for name, value in items.items():
+            self._set_global(namespace, name, value)
+        return None
+
+    def _set_global(self, namespace: dict[str, Any], name: Any, value: Any) -> None:
+        """``namespace[name] = value``: as it is for a value differentiated here, else through
+        the context (an enclosing derivative's value is that one's to store)."""
+        if self._global_store(namespace, name, value):
+            self._store_global(namespace, name, value)
+        else:
+            self.fallback(operator.setitem, namespace, name, value)
+
     def _release_stores(self) -> None:
         """The containers that hold this context's tagged values as they are get plain values
         back, as the core leaves the heap (called as the run ends, after the output was read:
@@ -370,6 +466,14 @@ class ForwardContext(Context):
         ``__setitem__`` would transform the values again)."""
         stores, self.stores = self.stores, {}
         self.keys_written.clear()
+        namespaces, self.globals_stored = self.globals_stored, {}
+        for namespace, names in namespaces.values():
+            for name in names:
+                value = namespace.get(name)
+                if type(value) is Tagged and self._mine(value):
+                    # (through the context: an enclosing derivative's tag stays, as it
+                    # stores it)
+                    self.fallback(operator.setitem, namespace, name, untag(value, self))
         for container in stores.values():
             write = _base_write(container)
             if type(container) is set:
@@ -422,6 +526,8 @@ class ForwardContext(Context):
         if len(args) != 3:
             return False
         container, _, value = args
+        if self._global_store(*args):
+            return True  # globals()[name] = x: stored as it is (see _store_global)
         target = _innermost(container)
         if type(target) is np.flatiter or type(target) is _Flat:  # a.flat[i] = v
             return self._carries_within(value) or self._carries(target.base)
@@ -451,6 +557,11 @@ class ForwardContext(Context):
             return self._attribute(*args)
         if fn is setattr and _reshapes(self, args):
             return self._set_shape(*args)
+        if fn is setattr and len(args) == 3 and self._global_store(*args):
+            return self._store_global(*args)
+        if type(fn) is _BUILTIN_METHOD and fn.__name__ in _GLOBAL_UPDATES and \
+                namespace_of(fn.__self__) is not None:
+            return self._update_globals(fn, args, kwargs)
         if fn is operator.setitem:
             return self._write(*args)
         if type(fn) in METHOD_KINDS and _spelled_kind(fn):
@@ -483,6 +594,8 @@ class ForwardContext(Context):
             return self._read(*args)
         if type(fn) is custom_jvp:
             return self._custom(fn, args, kwargs)
+        if isinstance(fn, _PYTHON_CODE) and _derivative_entry(fn):
+            return self._entry_call(fn, args, kwargs)
         if fn is _tolist:
             return self._tolist(*args)
         standin = _rules.standin(fn, _rules.jvp_rules)
@@ -804,6 +917,9 @@ class ForwardContext(Context):
     # -- arrays changed in place ----------------------------------------------------------------
     def _write(self, container: Any, key: Any, value: Any) -> None:
         """``array[key] = value``: the array gets the plain value, its tangent the value's."""
+        if self._global_store(container, key, value):
+            self._store_global(container, key, value)
+            return
         if type(container) is list:  # lst[i:j] = a: the array's differentiated rows
             self.overdub(operator.setitem, container, key, self._rows(value))
             return
@@ -1016,14 +1132,29 @@ class ForwardContext(Context):
         return self.fallback(np.reshape, stacked, batch + np.shape(stacked)[1:])
 
     def _revealed(self, x: Any, depth: int = 8) -> Any:
-        """``x`` with the members of its lists, tuples and dicts tagged again where the core
+        """``x`` with the members of its lists, tuples and dicts, and the children of its
+        other pytree nodes (dataclasses, registered classes), tagged again where the core
         holds their metadata aside (see :meth:`_reveal`): a pytree whose leaves show their
-        tangents."""
+        tangents.  Each is the very same object where nothing in it changed."""
         if not depth:
             return x
         if type(x) is dict:
-            return {k: self._revealed(v, depth - 1) for k, v in self.fallback(x.items)}
+            items = [(k, self._revealed(v, depth - 1)) for k, v in self.fallback(x.items)]
+            return x if all(a is b for (_, a), b in zip(items, x.values())) and \
+                all(a is b for (a, _), b in zip(items, x)) else dict(items)
         if isinstance(x, (list, tuple)):
-            items = self._reveal(x) if any(isinstance(e, _REVEALABLE) for e in x) else x
-            return _rebuild(x, [self._revealed(e, depth - 1) for e in items])
+            given = self._reveal(x) if self._kept_aside(x) else x
+            items = [self._revealed(e, depth - 1) for e in given]
+            return x if all(a is b for a, b in zip(items, x)) else _rebuild(x, items)
+        if is_node(x):  # (its children read through the context)
+            return reveal_node(x, self.overdub, lambda child: self._revealed(child, depth - 1),
+                               keep=True)
         return x
+
+    def _entry_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A derivative's entry point given pytrees (``grad(f)(m.params)``, ``jvp(f, (s[0],),
+        ...)``): it takes them apart natively, where the members the core keeps the tangents
+        of aside (``m.params = {"w": w}`` stored ``w`` plain) would lose them; so it is given
+        the pytrees with those tagged again (copies: it only reads them), and run as any
+        opaque function is."""
+        return self.fallback(fn, *self._revealed(args), **self._revealed(kwargs))

@@ -18,8 +18,8 @@ from overdub import Context, Tagged, can_recurse, overdub, recurse, untag
 
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
-from .._shared import (_hides_arrays, _innermost, iterate_through, _method_of, plain_key,
-                       python_iterable)
+from .._shared import (_hides_arrays, _innermost, iterate_through, _method_of, namespace_of,
+                       plain_key, python_iterable)
 from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
 from ._calls import _BuiltinMethod, _is_iterator, _put_back
 from ._plans import _NP_UNSTACK
@@ -109,9 +109,12 @@ def _release_stores(self: ReverseContext) -> None:
     for container, name in list(self.stores.values()):
         if name is not None:
             own = getattr(container, "__dict__", None)
-            if type(own) is dict and not self.nested:  # (read and put back where it was
-                # stored: the class may have changed since, to one with a property of that
-                # name, o.__class__ = P; an enclosing context sees a write as an attribute's)
+            if type(own) is dict and (not self.nested or namespace_of(container, name)
+                                      is not None):
+                # (read and put back where it was stored: the class may have changed since,
+                # to one with a property of that name, o.__class__ = P; an enclosing context
+                # sees a write as an attribute's -- but a module's, as the item of its globals
+                # it is, which that context stores as it is: see namespace_of)
                 value = own.get(name)
                 cleaned = self._cleaned(value)
                 if cleaned is not value:

@@ -21,9 +21,9 @@ from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, _holds_stored, _implementation,
-                       _innermost, made_here, iterate_through, _KEYED_READS, keyed_read, _public,
-                       out_as_keyword, part_write, python_iterable, set_part, _sourceless,
-                       _user_operator)
+                       _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
+                       namespace_of, _public, out_as_keyword, part_write, python_iterable,
+                       set_part, _sourceless, _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
@@ -267,6 +267,12 @@ class ReverseContext(Context):
                     subject = args[0]
                     return type(subject) is Tagged or not isinstance(
                         getattr(type(subject), "__getitem__", None), types.FunctionType)
+                if fn is setattr and len(args) == 3 and args[2] is a and \
+                        namespace_of(args[0], args[1]) is not None:
+                    # mod.name = x: stored as it is (_setattr), as the module's functions
+                    # read their globals natively (see namespace_of); the core would keep
+                    # the tag aside
+                    return True
                 decision = _DECISIONS.get(id(fn))  # (_direct's answer for a C function)
                 if decision is not None and decision[0] is fn:
                     return decision[1]

@@ -249,7 +249,7 @@ class _Writer:
 
     def statement(self, indent: int = 1, depth: int = 0) -> None:
         d = self.draw
-        kind = d.integer(0, 17)
+        kind = d.integer(0, 19)
         if kind <= 2 or (kind <= 5 and not self.arrays):
             target = self.name("s")
             self.emit(f"{target} = {self.scalar()}", indent)
@@ -289,6 +289,10 @@ class _Writer:
             target = pick(d, self.scalars)
             if target != "x":
                 self.emit(f"{target} {pick(d, ['+=', '-=', '*='])} {self.scalar()}", indent)
+        elif kind == 18:
+            self.nested_containers(indent)
+        elif kind == 19 and depth == 0:
+            self.held_argument(indent)
         elif kind == 17 and self.arrays:
             target = self.name("a")
             source = pick(d, self.arrays)
@@ -341,6 +345,38 @@ class _Writer:
                            f"{items}.insert(0, {self.scalar()})"]), indent)
         self.emit(f"{target} = {pick(d, [f'sum({items})', f'{items}[-1]', f'{items}[0]'])}",
                   indent)
+        self.scalars.append(target)
+
+    def nested_containers(self, indent: int) -> None:
+        """Lists and tuples held by a list that was filled by appends or item writes, then
+        read by NumPy: a trajectory kept as ``hist.append((y, v))`` and ``np.array(hist)``."""
+        d = self.draw
+        rows, target = self.name("R"), self.name("a")
+        self.emit(f"{rows} = {pick(d, ['[]', '[None] * 0'])}", indent)
+        for _ in range(N):
+            pair = pick(d, [f"[{self.scalar()}, {self.scalar()}]",
+                            f"({self.scalar()}, {constant(d)})"])
+            self.emit(f"{rows}.append({pair})", indent)
+        if d.integer(0, 1):
+            self.emit(f"{rows}[{d.integer(0, N - 1)}] = [{self.scalar()}, {self.scalar()}]",
+                      indent)
+        read = pick(d, ["np.array", "np.asarray", "np.vstack"])
+        self.emit(f"{target} = {read}({rows})[:, {d.integer(0, 1)}]", indent)
+        self.arrays.append(target)
+
+    def held_argument(self, indent: int) -> None:
+        """An inner derivative given a container that another container or an object holds
+        (a model's parameters kept on the model)."""
+        d = self.draw
+        holder, target = self.name("h"), self.name("s")
+        inner = f"{{'w': {self.scalar()}, 'v': {self.scalar()}}}"
+        store, read = pick(d, [(f"{holder} = Bag(); {holder}.p = {inner}", f"{holder}.p"),
+                               (f"{holder} = {{'p': {inner}}}", f"{holder}['p']"),
+                               (f"{holder} = [{inner}]", f"{holder}[0]"),
+                               (f"{holder} = Bag(); {holder}.p = {inner}", f"dict({holder}.p)")])
+        self.emit(store, indent)
+        body = pick(d, ["p['w'] ** 2 * p['v']", "math.sin(p['w']) + p['v'] * p['w']"])
+        self.emit(f"{target} = sum(grad(lambda p: {body})({read}).values())", indent)
         self.scalars.append(target)
 
     def dict_ops(self, indent: int) -> None:
