@@ -116,7 +116,9 @@ class Explanation:
 
     @property
     def ran(self) -> list[str]:
-        """The routes that ran (several for a nested or repeated derivative), in order."""
+        """The routes that ran, one entry per decision, in order: a nested or repeated
+        derivative has several, and a route that compiles the functions it runs
+        (``reverse-specialised``, ``hvp-tape``) is listed once for each function."""
         return [route for route, ran, _ in self.decisions if ran]
 
     def __str__(self) -> str:

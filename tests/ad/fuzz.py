@@ -135,6 +135,16 @@ class Wrap:
         return self.v * 3.0
 
 
+G = 0.0
+
+
+def set_g(v):
+    """Assign the module global G (read back by the generated function after it)."""
+    global G
+    G = v
+    return v
+
+
 class Bag:
     def __init__(self, *items):
         self.items = list(items)
@@ -249,7 +259,7 @@ class _Writer:
 
     def statement(self, indent: int = 1, depth: int = 0) -> None:
         d = self.draw
-        kind = d.integer(0, 19)
+        kind = d.integer(0, 20)
         if kind <= 2 or (kind <= 5 and not self.arrays):
             target = self.name("s")
             self.emit(f"{target} = {self.scalar()}", indent)
@@ -293,6 +303,8 @@ class _Writer:
             self.nested_containers(indent)
         elif kind == 19 and depth == 0:
             self.held_argument(indent)
+        elif kind == 20 and depth == 0:
+            self.global_across_levels(indent)
         elif kind == 17 and self.arrays:
             target = self.name("a")
             source = pick(d, self.arrays)
@@ -377,6 +389,20 @@ class _Writer:
         self.emit(store, indent)
         body = pick(d, ["p['w'] ** 2 * p['v']", "math.sin(p['w']) + p['v'] * p['w']"])
         self.emit(f"{target} = sum(grad(lambda p: {body})({read}).values())", indent)
+        self.scalars.append(target)
+
+    def global_across_levels(self, indent: int) -> None:
+        """A module global assigned inside an inner derivative, or before it, and read by the
+        differentiated function after it (perturbation confusion through the heap)."""
+        d = self.draw
+        target = self.name("s")
+        free = self.scalar()
+        if d.integer(0, 1):
+            self.emit(f"{target} = derivative(lambda z: set_g(z * {free}) + z * z, "
+                      f"{self.scalar()}) + G * {self.scalar()}", indent)
+        else:
+            self.emit(f"set_g({free})", indent)
+            self.emit(f"{target} = derivative(lambda z: G * z * z, {self.scalar()}) + G", indent)
         self.scalars.append(target)
 
     def dict_ops(self, indent: int) -> None:
