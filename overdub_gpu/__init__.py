@@ -12,7 +12,7 @@ A plug-in written on overdub's public API only.  See ``docs/gpu.md``.
 """
 
 from ._context import (ArrayBackendContext, EnclosingTagError, GPUContext, GPUUnavailableError,
-                       HostArrayError, to_device, to_host)
+                       HostArrayError, ViewWriteError, to_device, to_host)
 from ._float32 import Float32Literals
 from ._table import MissingCounterpartError, UnsupportedArgumentError
 from ._broadcast import BranchesToWhere, VectorizeError, broadcast
@@ -20,4 +20,4 @@ from ._broadcast import BranchesToWhere, VectorizeError, broadcast
 __all__ = ["ArrayBackendContext", "GPUContext", "to_device", "to_host", "broadcast",
            "BranchesToWhere", "Float32Literals", "MissingCounterpartError",
            "UnsupportedArgumentError", "HostArrayError", "GPUUnavailableError",
-           "VectorizeError", "EnclosingTagError"]
+           "VectorizeError", "EnclosingTagError", "ViewWriteError"]

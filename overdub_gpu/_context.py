@@ -16,8 +16,10 @@ upload), a NumPy array passed where the namespace expects its own arrays is a
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,7 +33,7 @@ from ._table import MissingCounterpartError, Rule
 from ._float32 import Float32Literals
 
 __all__ = ["ArrayBackendContext", "GPUContext", "to_device", "to_host", "HostArrayError",
-           "EnclosingTagError", "GPUUnavailableError", "Backend"]
+           "EnclosingTagError", "GPUUnavailableError", "ViewWriteError", "Backend"]
 
 
 class HostArrayError(TypeError):
@@ -45,6 +47,11 @@ class EnclosingTagError(TypeError):
 
 class GPUUnavailableError(RuntimeError):
     """``GPUContext()`` could not find CuPy or a CUDA device."""
+
+
+class ViewWriteError(TypeError):
+    """A write into a Dask array that NumPy would have seen through a view (or a view would
+    have seen): Dask arrays share no memory, so the write would reach one of them only."""
 
 
 _NUMPY_LIKE = ("numpy", "cupy", "dask.array")  # take NumPy dtypes and Python scalars as-is
@@ -72,6 +79,8 @@ class Backend:
         self._array_types: tuple[type, ...] | None = None
         if not self.is_numpy:
             seal(self.name.split(".")[0])
+        if self.name == "dask.array":
+            _register_dask_writes(xp.Array)
 
     # -- arrays and dtypes -----------------------------------------------------------------
     @property
@@ -186,7 +195,7 @@ class Backend:
         return self.xp.asarray(a)
 
     def download(self, a: Any) -> Any:
-        if isinstance(a, np.ndarray) or not self.is_array(a):
+        if isinstance(a, (np.ndarray, np.generic)) or not self.is_array(a):
             return a
         if self.name == "cupy":
             return a.get()
@@ -490,6 +499,106 @@ def _swap(fn: Any, label: str) -> Callable[..., Any]:
 for _label, _fn in (*_table.numpy_callables(), *_table.math_callables()):
     ArrayBackendContext.primitive(_fn)(_swap(_fn, _label))
 del _label, _fn
+
+
+# -- writes into Dask arrays ---------------------------------------------------------------
+# A Dask array is a graph, not memory: ``x[i] = v`` replaces the graph of the object ``x`` (so
+# the caller's array sees it, as in NumPy), but ``x[1:3]`` is a new array, not a view, and
+# Dask arrays have no in-place operators (``x -= y`` would rebind a local name only).  The
+# context makes in-place operators write into their target, as NumPy's do, and refuses a write
+# NumPy would have made through a view: into an array sliced from another (basic indexing),
+# or into one that such a slice was taken from while the slice is alive.
+
+_INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+            operator.imul: operator.mul, operator.itruediv: operator.truediv,
+            operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+            operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+            operator.iand: operator.and_, operator.ior: operator.or_,
+            operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+            operator.irshift: operator.rshift}
+_SLICED_FROM: dict[int, tuple[Any, Any]] = {}   # id(slice) -> (ref(slice), ref(its base))
+_SLICES_OF: dict[int, list[Any]] = {}           # id(base) -> refs to its live slices
+_dask_registered: list[type] = []
+
+
+def _is_basic(key: Any) -> bool:
+    """Whether NumPy indexing with ``key`` gives a view (ints, slices, ``...``, None)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))
+               for k in parts)
+
+
+def _live(ref: Any, obj: Any = None) -> bool:
+    target = ref()
+    return target is not None and (obj is None or target is obj)
+
+
+def _check_write(x: Any, what: str, value: Any) -> None:
+    """Refuse the write of ``value`` into ``x`` (``value`` itself may be a slice of ``x``:
+    ``x[1:] = x[:-1]`` reads it before writing, in NumPy and in Dask)."""
+    entry = _SLICED_FROM.get(id(x))
+    if entry is not None and _live(entry[0], x) and _live(entry[1]):
+        raise ViewWriteError(
+            f"{what} writes into a slice of another Dask array: in NumPy the slice is a view "
+            f"and the write reaches the array it was sliced from, in Dask it would not; "
+            f"write into that array itself (a[1:3] = v), or copy the slice first (np.copy)")
+    slices = [r for r in _SLICES_OF.get(id(x), ())[1:] if _live(r) and r() is not value]
+    if slices:
+        raise ViewWriteError(
+            f"{what} writes into a Dask array that {len(slices)} live slice(s) were taken "
+            f"from: in NumPy those slices are views and would see the write, in Dask they "
+            f"would not; take the slices after writing, or copy them (np.copy)")
+
+
+def _forget(key: int) -> None:
+    _SLICED_FROM.pop(key, None)
+    _SLICES_OF.pop(key, None)
+
+
+def _register_dask_writes(array_type: type) -> None:
+    """Register the subscript and in-place operator primitives for Dask arrays (once)."""
+    if array_type in _dask_registered:
+        return
+    _dask_registered.append(array_type)
+    cls = ArrayBackendContext
+
+    @cls.primitive(operator.getitem, (array_type, object))
+    @opaque
+    def _getitem(ctx: Any, x: Any, key: Any) -> Any:
+        out = x[key]
+        if _is_basic(key) and out is not x and out.ndim > 0:  # NumPy: a view, not a scalar
+            _SLICED_FROM[id(out)] = (weakref.ref(out), weakref.ref(x))
+            weakref.finalize(out, _forget, id(out))
+            refs = _SLICES_OF.get(id(x))
+            if refs is None or not refs or refs[0]() is not x:
+                refs = _SLICES_OF[id(x)] = [weakref.ref(x)]
+                weakref.finalize(x, _forget, id(x))
+            refs.append(weakref.ref(out))
+        return out
+
+    @cls.primitive(operator.setitem, (array_type, object, object))
+    @opaque
+    def _setitem(ctx: Any, x: Any, key: Any, value: Any) -> None:
+        _check_write(x, "x[...] = v", value)
+        x[key] = value
+
+    for inplace, binary in _INPLACE.items():
+        cls.primitive(inplace, (array_type, object))(_inplace(inplace, binary))
+
+
+def _inplace(inplace: Any, binary: Any) -> Any:
+    symbol = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=",
+              operator.itruediv: "/=", operator.ifloordiv: "//=", operator.imod: "%=",
+              operator.ipow: "**=", operator.imatmul: "@=", operator.iand: "&=",
+              operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
+              operator.irshift: ">>="}[inplace]
+
+    @opaque
+    def run(ctx: Any, x: Any, y: Any) -> Any:
+        _check_write(x, f"x {symbol} y", y)
+        x[...] = binary(x, y)  # into x itself, as NumPy's in-place operators write
+        return x
+    return run
 
 
 # -- the GPU ---------------------------------------------------------------------------------

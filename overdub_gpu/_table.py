@@ -67,9 +67,32 @@ def _refuse(fn: str, f: Any, **given: Any) -> None:
         if value is not _NO and value is not harmless and not (
                 isinstance(value, (str, int, float, bool)) and value == harmless):
             raise UnsupportedArgumentError(
-                f"numpy.{fn}({name}={value!r}) has no counterpart in "
+                f"numpy.{fn}({name}={_shown(value)}) has no counterpart in "
                 f"{getattr(f, '__module__', None) or 'xp'}.{getattr(f, '__name__', '?')}; "
                 f"call it without {name}= inside the context")
+
+
+def _shown(value: Any) -> str:
+    """An argument as an error message shows it: a number or a string as written, anything
+    else by its type (an array's repr would print all its data)."""
+    if value is None or isinstance(value, (str, int, float, bool, complex)):
+        return repr(value)
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def _stacked(be: Any, a: Any) -> Any:
+    """A (nested) list of ``xp`` arrays and numbers as one ``xp`` array (``np.array([x0, 1.0])``
+    with 0-d arrays, float32 literals included): a strict namespace refuses nested arrays,
+    so the pieces are stacked."""
+    if not isinstance(a, (list, tuple)) or not _holds_array(be, a):
+        return a
+    parts = be.arrays(tuple(_stacked(be, v) for v in a))
+    return be.resolve_name("stack")(list(be.promoted(parts)))
+
+
+def _holds_array(be: Any, a: Any) -> bool:
+    return any(be.is_array(v) or isinstance(v, (list, tuple)) and _holds_array(be, v)
+               for v in a)
 
 
 def _elementwise(f: Any, be: Any, *args: Any, out: Any = _NO, where: Any = _NO,
@@ -118,7 +141,8 @@ def _imag_part(f: Any, be: Any, val: Any) -> Any:
 def _where(f: Any, be: Any, condition: Any, x: Any = _NO, y: Any = _NO) -> Any:
     if x is _NO and y is _NO:
         return be.resolve_name("nonzero")(condition)
-    condition, x, y = be.arrays((condition, x, y))
+    (condition,) = be.arrays((condition,))
+    x, y = be.arrays((x, y))  # a number takes the other branch's dtype, not the condition's
     return f(condition, *be.promoted((x, y)))
 
 
@@ -129,6 +153,7 @@ def _asarray(f: Any, be: Any, a: Any, dtype: Any = None, order: Any = _NO, *, co
     _refuse("asarray", f, order=(order, "K"), like=(like, None), ndmin=(ndmin, 0))
     if isinstance(a, np.generic):
         a = a.item()
+    a = _stacked(be, a)
     return f(a, dtype=be.dtype(dtype), copy=copy) if copy is not None else \
         f(a, dtype=be.dtype(dtype))
 
@@ -139,7 +164,7 @@ def _array(f: Any, be: Any, a: Any, dtype: Any = None, *, copy: bool = True, ord
             like=(like, None))
     if isinstance(a, np.generic):
         a = a.item()
-    return f(a, dtype=be.dtype(dtype), copy=True if copy else None)
+    return f(_stacked(be, a), dtype=be.dtype(dtype), copy=True if copy else None)
 
 
 def _copy(f: Any, be: Any, a: Any, order: Any = _NO, subok: Any = _NO) -> Any:
@@ -447,9 +472,16 @@ def _take(f: Any, be: Any, a: Any, indices: Any, axis: Any = None, out: Any = No
           mode: Any = _NO) -> Any:
     _refuse("take", f, out=(out, None), mode=(mode, "raise"))
     (ind,) = be.arrays((indices,)) if not be.is_array(indices) else (indices,)
+    reshape = be.resolve_name("reshape")
     if axis is None:
-        a, axis = be.resolve_name("reshape")(a, (-1,)), 0
-    return f(a, ind, axis=axis)
+        a, axis = reshape(a, (-1,)), 0
+    if ind.ndim == 1:
+        return f(a, ind, axis=axis)
+    # the standard's take (and Dask's) takes 1-d indices: NumPy's n-d ones are flattened, and
+    # the result's taken axis becomes the indices' shape
+    axis = axis % a.ndim
+    out = f(a, reshape(ind, (-1,)), axis=axis)
+    return reshape(out, (*a.shape[:axis], *ind.shape, *a.shape[axis + 1:]))
 
 
 def _take_along_axis(f: Any, be: Any, arr: Any, indices: Any, axis: Any = -1) -> Any:
@@ -568,6 +600,11 @@ def _cross(f: Any, be: Any, a: Any, b: Any, axisa: int = -1, axisb: int = -1, ax
 
 
 def _qr(f: Any, be: Any, a: Any, mode: str = "reduced") -> Any:
+    if mode == "r":  # NumPy's R alone; the standard has "reduced" and "complete" only
+        return f(a, mode="reduced")[1]
+    if mode not in ("reduced", "complete"):
+        raise UnsupportedArgumentError(
+            f"numpy.linalg.qr(mode={mode!r}) has no counterpart in {be.name}.linalg.qr")
     return tuple(f(a, mode=mode))
 
 
@@ -985,11 +1022,13 @@ def _np_tensordot(f: Any, be: Any, x1: Any, x2: Any, /, *, axes: Any = 2) -> Any
     return f(x1, x2, axes=axes)
 
 
-def _np_reduction(f: Any, be: Any, *args: Any, where: Any = _NO, **kwargs: Any) -> Any:
-    """NumPy's reductions take ``where=``, CuPy's and Dask's do not: ``where=True`` (what
-    NumPy code such as overdub_ad's rules passes for "everywhere") is dropped, other masks
-    refused."""
-    _refuse(getattr(f, "__name__", "reduction"), f, where=(where, True))
+def _np_reduction(f: Any, be: Any, *args: Any, where: Any = _NO, initial: Any = _NO,
+                  **kwargs: Any) -> Any:
+    """NumPy's reductions take ``where=`` and ``initial=``, CuPy's and Dask's do not:
+    ``where=True`` (what NumPy code such as overdub_ad's rules passes for "everywhere") is
+    dropped, other masks and any ``initial`` refused."""
+    _refuse(getattr(f, "__name__", "reduction"), f, where=(where, True),
+            initial=(initial, _NO))
     return f(*args, **kwargs)
 
 
@@ -1029,38 +1068,273 @@ CUPY: dict[Any, Rule] = {
     **_family({f"random.{n}": Rule(f"random.{n}", None, "random") for n in _RANDOM.split()}),
 }
 
+# -- Dask: NumPy's names with Dask's own signatures ------------------------------------------
+# dask.array spells most functions the NumPy way but not always with NumPy's parameters: a
+# positional argument may mean something else there (``da.eye(N, chunks, M)``), a default may
+# differ (``da.take``'s ``axis=0``, ``da.linalg.cholesky``'s upper factor).  Each such name
+# gets an adapter here; the rest take NumPy's arguments as they are.
+
+def _dask_eye(f: Any, be: Any, N: int, M: int | None = None, k: int = 0, dtype: Any = float,
+              order: Any = _NO, *, like: Any = _NO, device: Any = None) -> Any:
+    _refuse("eye", f, order=(order, "C"), like=(like, None))
+    dtype = float if dtype is None else dtype
+    if M is None or M == N:
+        return f(N, k=k, dtype=dtype)  # da.eye's 2nd parameter is chunks, not M
+    side = max(N, M)  # da.eye(N, M=M) with N != M builds a graph that cannot be computed
+    return f(side, k=k, dtype=dtype)[:N, :M]
+
+
+def _dask_asarray(f: Any, be: Any, a: Any, dtype: Any = None, order: Any = None, *,
+                  device: Any = None, copy: Any = None, like: Any = _NO) -> Any:
+    """``da.asarray``'s second parameter is ``allow_unknown_chunksizes``, not ``dtype``."""
+    _refuse("asarray", f, like=(like, None))
+    if order not in (None, "K", "A", "C"):
+        _refuse("asarray", f, order=(order, "C"))
+    out = f(_stacked(be, a), dtype=dtype)
+    return _dask_fresh(be, a, out) if copy else out
+
+
+def _dask_array(f: Any, be: Any, a: Any, dtype: Any = None, *, copy: bool = True,
+                order: Any = _NO, subok: Any = _NO, ndmin: Any = _NO, like: Any = _NO) -> Any:
+    _refuse("array", f, order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0),
+            like=(like, None))
+    out = f(_stacked(be, a), dtype=dtype)
+    return _dask_fresh(be, a, out) if copy else out
+
+
+def _dask_fresh(be: Any, a: Any, out: Any) -> Any:
+    """NumPy's copy is a new array: ``da.asarray(x)`` returns ``x`` itself, and a later
+    ``y[i] = v`` would write into the caller's ``x``."""
+    return out.copy() if out is a else out
+
+
+def _dask_copy(f: Any, be: Any, a: Any, order: Any = _NO, subok: Any = _NO) -> Any:
+    _refuse("copy", f, order=(order, "K"), subok=(subok, False))
+    return _dask_fresh(be, a, f(a))
+
+
+def _dask_scalar(dtype_name: str) -> Callable[..., Any]:
+    """``numpy.float32(v)``: a NumPy scalar, which Dask takes where NumPy does (``arange``'s
+    bounds, a fill value); of an array, the array cast."""
+    def adapt(f: Any, be: Any, value: Any = 0) -> Any:
+        if be.is_array(value):
+            return be.astype(value, dtype_name)
+        return np.dtype(dtype_name).type(value)
+    return adapt
+
+
+def _dask_reshape(f: Any, be: Any, a: Any, shape: Any = None, order: Any = _NO, *,
+                  newshape: Any = None, copy: Any = None) -> Any:
+    _refuse("reshape", f, order=(order, "C"))  # da.reshape's 3rd is merge_chunks
+    _refuse("reshape", f, copy=(copy, None))
+    return f(a, newshape if shape is None else shape)
+
+
+def _dask_ravel(f: Any, be: Any, a: Any, order: Any = _NO) -> Any:
+    _refuse("ravel", f, order=(order, "C"))
+    return f(a)
+
+
+def _dask_clip(f: Any, be: Any, a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
+               **kwargs: Any) -> Any:
+    _refuse("clip", f, out=(out, None))
+    lo = kwargs.pop("min", None) if a_min is None else a_min
+    hi = kwargs.pop("max", None) if a_max is None else a_max
+    return f(a, lo, hi)  # da.clip takes its bounds positionally only
+
+
+def _dask_cholesky(f: Any, be: Any, a: Any, /, *, upper: bool = False) -> Any:
+    return f(a, lower=not upper)  # da.linalg.cholesky gives the upper factor by default
+
+
+def _dask_svd(f: Any, be: Any, a: Any, full_matrices: bool = True, compute_uv: bool = True,
+              hermitian: bool = False) -> Any:
+    """``da.linalg.svd(a, coerce_signs, full_matrices=False)``: thin only.  NumPy's default
+    ``full_matrices=True`` is the thin one for a square matrix, and refused otherwise."""
+    _refuse("linalg.svd", f, hermitian=(hermitian, False))
+    if full_matrices and compute_uv and a.shape[-1] != a.shape[-2]:
+        raise UnsupportedArgumentError(
+            f"numpy.linalg.svd(full_matrices=True) of a non-square {a.shape[-2]}x"
+            f"{a.shape[-1]} matrix has no counterpart in dask.array.linalg.svd (thin only); "
+            f"pass full_matrices=False inside the context")
+    u, s, vh = f(a, full_matrices=False)
+    return (u, s, vh) if compute_uv else s
+
+
+def _dask_qr(f: Any, be: Any, a: Any, mode: str = "reduced") -> Any:
+    """``da.linalg.qr(a)`` is NumPy's ``mode="reduced"``; ``"r"`` is its R; ``"complete"``
+    is the reduced one when the matrix has no more rows than columns."""
+    if mode == "complete" and a.shape[-2] <= a.shape[-1]:
+        mode = "reduced"
+    if mode not in ("reduced", "r"):
+        raise UnsupportedArgumentError(
+            f"numpy.linalg.qr(mode={mode!r}) has no counterpart in dask.array.linalg.qr "
+            f"(mode='reduced' or 'r' only here)")
+    q, r = f(a)
+    return r if mode == "r" else (q, r)
+
+
+def _dask_lstsq(f: Any, be: Any, a: Any, b: Any, rcond: Any = None) -> Any:
+    """NumPy's least squares (LAPACK's gelsd) by the SVD: the minimum-norm solution, singular
+    values under ``rcond * s_max`` dropped.  ``da.linalg.lstsq`` solves by QR, which is
+    another answer for a rank-deficient ``a``.  ``f`` is ``da.linalg.svd``.  The residuals
+    are the sums of squares (NumPy gives an empty array where ``a`` is rank-deficient or
+    wide)."""
+    m, n = a.shape
+    if rcond is None or rcond == "warn":
+        rcond = np.finfo(np.dtype(a.dtype)).eps * max(m, n)
+    wide = m < n
+    u, s, vh = f(a.T if wide else a, full_matrices=False)
+    if wide:
+        u, vh = vh.T, u.T
+    where = be.resolve_name("where")
+    keep = s > rcond * s.max()
+    s_inv = where(keep, 1.0 / where(keep, s, 1.0), 0.0)
+    column = b.ndim == 1
+    rhs = b[:, None] if column else b
+    x = vh.T @ (s_inv[:, None] * (u.T @ rhs))
+    residuals = ((rhs - a @ x) ** 2).sum(axis=0)
+    rank = keep.sum()
+    return (x[:, 0], residuals, rank, s) if column else (x, residuals, rank, s)
+
+
+def _dask_median(f: Any, be: Any, a: Any, axis: Any = None, out: Any = None,
+                 overwrite_input: bool = False, keepdims: bool = False) -> Any:
+    _refuse("median", f, out=(out, None))
+    if axis is None:  # da.median works along an axis only: NumPy's axis=None flattens
+        return f(be.resolve_name("ravel")(a), axis=0, keepdims=False) if not keepdims else \
+            be.resolve_name("reshape")(f(be.resolve_name("ravel")(a), axis=0),
+                                       (1,) * a.ndim)
+    return f(a, axis=axis, keepdims=keepdims)
+
+
+def _dask_percentile(f: Any, be: Any, a: Any, q: Any, axis: Any = None, out: Any = None,
+                     overwrite_input: bool = False, method: str = "linear",
+                     keepdims: bool = False, *, weights: Any = None) -> Any:
+    """``da.percentile(a, q, method)`` is for 1-d arrays only (its third is ``method``)."""
+    _refuse("percentile", f, out=(out, None), keepdims=(keepdims, False),
+            weights=(weights, None))
+    if axis is None:
+        a = be.resolve_name("ravel")(a)
+    elif a.ndim != 1 or axis not in (0, -1):
+        raise UnsupportedArgumentError(
+            f"numpy.percentile(axis={axis!r}) of a {a.ndim}-d array has no counterpart in "
+            f"dask.array.percentile (1-d arrays only); use axis=None")
+    return f(a, q, method=method)
+
+
+def _dask_histogram(f: Any, be: Any, a: Any, bins: Any = 10, range: Any = None,
+                    density: Any = None, weights: Any = None) -> Any:
+    """``da.histogram(a, bins, range, normed, ...)``: no default ``bins``, a required
+    ``range`` for a number of bins (NumPy's is the data's, here computed lazily)."""
+    if range is None and not be.is_array(bins) and np.ndim(bins) == 0:
+        range = (be.resolve_name("min")(a), be.resolve_name("max")(a))
+    return f(a, bins=bins, range=range, density=density, weights=weights)
+
+
+def _dask_sort(argsort: bool) -> Callable[..., Any]:
+    """sort/argsort by ``da.topk``/``da.argtopk`` with ``k = -n``: the n smallest, ascending."""
+    def adapt(f: Any, be: Any, a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
+              stable: Any = None) -> Any:
+        name = "argsort" if argsort else "sort"
+        _refuse(name, f, order=(order, None))
+        if argsort and (stable or kind == "stable"):
+            raise UnsupportedArgumentError(
+                "numpy.argsort(stable=True) has no counterpart in dask.array.argtopk (ties "
+                "come in no set order)")
+        if axis is None:
+            a, axis = be.resolve_name("ravel")(a), -1
+        return f(a, -a.shape[axis], axis=axis)
+    return adapt
+
+
+def _dask_randint(f: Any, be: Any, low: Any, high: Any = None, size: Any = None,
+                  dtype: Any = int) -> Any:
+    return f(low, high, size, dtype=dtype)  # da.random.randint's 4th is chunks
+
+
+def _dask_fft(n_d: bool, axes_default: Any) -> Callable[..., Any]:
+    """Dask's fft transforms along axes of one chunk only: NumPy's has no chunks, so the
+    axes are rechunked to one (a padded or concatenated input comes in several)."""
+    def adapt(f: Any, be: Any, a: Any, n: Any = None, axis: Any = axes_default,
+              norm: Any = None, out: Any = None, *, s: Any = _NO, axes: Any = _NO) -> Any:
+        _refuse("fft", f, out=(out, None))
+        if n_d:  # fftn(a, s, axes): the same places, NumPy's names
+            n, axis = (n if s is _NO else s), (axis if axes is _NO else axes)
+        axes = (tuple(range(a.ndim)) if n is None else tuple(range(-len(n), 0))) \
+            if axis is None else (axis if n_d else (axis,))
+        a = a.rechunk({ax % a.ndim: -1 for ax in axes})
+        return f(a, n, axis, norm=norm)
+    return adapt
+
+
+_DASK_ADAPTED: dict[str, Rule] = {
+    **{f"fft.{n}": Rule(f"fft.{n}", _dask_fft(False, -1))
+       for n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
+    **{f"fft.{n}": Rule(f"fft.{n}", _dask_fft(True, None))
+       for n in ("fftn", "ifftn", "rfftn", "irfftn")},
+    **{f"fft.{n}": Rule(f"fft.{n}", _dask_fft(True, (-2, -1)))
+       for n in ("fft2", "ifft2", "rfft2", "irfft2")},
+    "eye": Rule("eye", _dask_eye, "creation"),
+    "take": Rule("take", _take),
+    "linalg.cholesky": Rule("linalg.cholesky", _dask_cholesky),
+    "linalg.svd": Rule("linalg.svd", _dask_svd),
+    "linalg.qr": Rule("linalg.qr", _dask_qr),
+    "linalg.lstsq": Rule("linalg.svd", _dask_lstsq),
+    "reshape": Rule("reshape", _dask_reshape), "ravel": Rule("ravel", _dask_ravel),
+    "clip": Rule("clip", _dask_clip),
+    "concatenate": Rule("concatenate", _concat), "stack": Rule("stack", _stack),
+    "broadcast_to": Rule("broadcast_to", _broadcast_to),
+    "argmax": Rule("argmax", _arg_reduce("argmax")),
+    "argmin": Rule("argmin", _arg_reduce("argmin")),
+    "median": Rule("median", _dask_median), "percentile": Rule("percentile", _dask_percentile),
+    "histogram": Rule("histogram", _dask_histogram),
+    "sort": Rule("topk", _dask_sort(False)), "argsort": Rule("argtopk", _dask_sort(True)),
+    "pad": Rule("pad"), "select": Rule("select"),
+    "meshgrid": Rule("meshgrid", _meshgrid),
+    "zeros": Rule("zeros", _filled("zeros"), "creation"),
+    "ones": Rule("ones", _filled("ones"), "creation"),
+    "empty": Rule("empty", _filled("empty"), "creation"),
+    "full": Rule("full", _full, "creation"),
+    "zeros_like": Rule("zeros_like", _like("zeros_like"), "creation"),
+    "ones_like": Rule("ones_like", _like("ones_like"), "creation"),
+    "empty_like": Rule("empty_like", _like("empty_like"), "creation"),
+    "full_like": Rule("full_like", _full_like, "creation"),
+    "arange": Rule("arange", _arange, "creation"),
+    "linspace": Rule("linspace", _linspace, "creation"),
+    "asarray": Rule("asarray", _dask_asarray, "upload"),
+    "asanyarray": Rule("asarray", _dask_asarray, "upload"),
+    "array": Rule("asarray", _dask_array, "upload"),
+    "copy": Rule("asarray", _dask_copy),
+    "random.randint": Rule("random.randint", _dask_randint, "random"),
+    **{n: Rule("asarray", _dask_scalar(n if n != "bool_" else "bool")) for n in (
+        "float32 float64 int8 int16 int32 int64 uint8 complex64 complex128 bool_").split()},
+}
+
 # -- dask.array: NumPy's names that Dask provides (lazily, chunked) -------------------------
 _DASK_NAMES = (
-    "absolute fabs negative positive sqrt cbrt square exp exp2 expm1 log log1p log2 log10 sin "
-    "cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg "
+    "absolute fabs negative positive sqrt cbrt square exp exp2 expm1 log log1p log2 log10 "
+    "sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg "
     "degrees radians floor ceil trunc rint fix sign signbit isnan isinf isfinite logical_not "
-    "invert real imag reciprocal angle add subtract multiply divide floor_divide "
-    "remainder fmod power float_power arctan2 hypot copysign nextafter maximum minimum fmax "
-    "fmin logaddexp logaddexp2 logical_and logical_or logical_xor bitwise_and bitwise_or "
-    "bitwise_xor left_shift right_shift equal not_equal less less_equal greater greater_equal "
-    "clip round around "
-    "conj where tril triu diag sum prod mean std var max min all any argmax argmin cumsum "
-    "cumprod nansum nanmean nanstd nanvar nanmax nanmin median percentile average ptp "
-    "count_nonzero argwhere flatnonzero nonzero unique searchsorted diff reshape ravel "
-    "transpose swapaxes moveaxis squeeze expand_dims concatenate stack vstack hstack dstack "
-    "broadcast_to broadcast_arrays flip fliplr flipud roll rot90 tile repeat take "
-    "atleast_1d atleast_2d atleast_3d matmul dot vdot outer tensordot einsum "
-    "trace diagonal cov corrcoef histogram bincount isclose allclose "
-    "linalg.inv linalg.cholesky linalg.qr linalg.svd linalg.norm linalg.solve linalg.lstsq "
-    "fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
-    "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft fft.fftfreq fft.rfftfreq fft.fftshift "
-    "fft.ifftshift")
+    "invert real imag reciprocal angle add subtract multiply divide floor_divide remainder "
+    "fmod power float_power arctan2 hypot copysign nextafter maximum minimum fmax fmin "
+    "logaddexp logaddexp2 logical_and logical_or logical_xor bitwise_and bitwise_or "
+    "bitwise_xor left_shift right_shift equal not_equal less less_equal greater "
+    "greater_equal round around conj where tril triu diag sum prod mean std var max min all "
+    "any cumsum cumprod nansum nanmean nanstd nanvar nanmax nanmin average ptp count_nonzero "
+    "argwhere flatnonzero nonzero unique searchsorted diff transpose swapaxes moveaxis "
+    "squeeze expand_dims vstack hstack dstack broadcast_arrays flip fliplr flipud roll rot90 "
+    "tile repeat atleast_1d atleast_2d atleast_3d matmul dot vdot outer tensordot einsum "
+    "trace diagonal cov corrcoef bincount isclose allclose linalg.inv linalg.norm "
+    "linalg.solve fft.fftfreq fft.rfftfreq fft.fftshift fft.ifftshift")
 
 DASK: dict[Any, Rule] = {
     **_family(_names(_DASK_NAMES)),
     **_family({**_NUMPY_LIKE_REDUCTIONS, "unstack": Rule("moveaxis", _np_unstack)}),
-    **_family({n: Rule(n, None, "creation") for n in (
-        "zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye "
-        "meshgrid").split()}),
-    **_family({n: Rule(n, None, "upload") for n in "asarray asanyarray array".split()}),
     **_family({f"random.{n}": Rule(f"random.{n}", None, "random") for n in (
-        "random random_sample uniform normal standard_normal randint choice permutation seed "
+        "random random_sample uniform normal standard_normal choice permutation seed "
         "beta binomial exponential gamma poisson lognormal laplace default_rng").split()}),
+    **_family(_DASK_ADAPTED),
     # math's array-API names (asin, atan2, pow) are spelled the NumPy way in dask.array
     **_family({"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
                "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "pow": "power"},
