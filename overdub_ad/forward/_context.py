@@ -36,7 +36,8 @@ from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_ke
                        _untag_tree, _user_operator, _zero)
 from ..rules._common import as_array_tangent
 from ._tangents import (_ArrayTangents, _batch_of, _copyto, _dtype, _exactly_zero,
-                        _foreign_method, _inplace_target, _reshapes, _tolist)
+                        _foreign_method, _inplace_target, _masked, _masked_call, _reshapes,
+                        _tolist)
 
 # What a C function may read differentiated values out of: sequences (a subclass, a named
 # tuple, a deque too) and a dict's values and items (of a dict subclass, which the core keeps
@@ -603,6 +604,8 @@ class ForwardContext(Context):
             return recurse(self, standin, *args, **kwargs)
         if fn is np.copyto:  # a write: the tangents of dst's memory follow it
             return recurse(self, _copyto, *args, **kwargs)
+        if type(fn) is np.ufunc and kwargs and _masked(kwargs):  # a write through a mask
+            return recurse(self, _masked_call, fn, *args, **kwargs)
         if id(fn) in _RESTATED and _rules.jvp_rules(fn) is None:
             return recurse(self, _REPLACEMENTS[id(fn)][1], *args, **kwargs)
         if _callbacks.has_callback(args, kwargs) and _callbacks.c_callee(fn) and \
@@ -733,6 +736,8 @@ class ForwardContext(Context):
                 type(_innermost(p)) is np.ndarray and np.may_share_memory(_innermost(p), target))
             else p for p in primals]
         out = run(fn, *primals, **plain_kwargs)
+        if isinstance(_innermost(out), (str, bytes)):
+            return out  # text ("%.2f" % x, str.__mod__ of its values): a constant, docs/ad.md
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         tangent = None

@@ -27,7 +27,7 @@ from .. import _rules
 from . import _dual_objects
 from ._tangents import _exactly_zero
 from ._dual_numbers import (_array_operands, _box, _Deopt, _Dual, _in_precision, _Level, _named,
-                            _numberlike, _sum, _TANGENTS, _unbox, _zero)
+                            _numberlike, _plain, _sum, _TANGENTS, _unbox, _zero)
 
 
 _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
@@ -41,6 +41,8 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
         a, da = a.v, _sum(da, a.t)
     if b.__class__ is _Dual and b.L is level:
         b, db = b.v, _sum(db, b.t)
+    if (op is operator.mod or op is operator.imod) and isinstance(a, (str, bytes)):
+        return _formatted(op, a, b), 0.0
     if (a.__class__ is np.ndarray or b.__class__ is np.ndarray) and op not in _IN_PLACE and \
             _array_operands(a, da, b, db):
         return _array_binop(op, a, da, b, db)
@@ -82,6 +84,18 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
                 return op(a, b), _tuple_tangent(cast(tuple[Any, ...], seq), dseq) * n
         raise _Deopt
     return op(a, b), 0.0
+
+
+def _formatted(op: Any, text: str | bytes, values: Any) -> Any:
+    """``text % values``: formatting, whose result is text, a constant (docs/ad.md), made of
+    the values the duals hold.  Values of other kinds (a dict or list made in the run holds
+    duals boxed, which formatting would read as objects) are the general mode's."""
+    items = values if values.__class__ is tuple else (values,)
+    if not all(_numberlike(v) or v is None or isinstance(v, (str, bytes)) or (
+            v.__class__ is np.ndarray and v.dtype.kind != "O") for v in items):
+        raise _Deopt(f"text formatting of a {values.__class__.__name__}")
+    plain = tuple(map(_plain, items))
+    return op(text, plain if values.__class__ is tuple else plain[0])
 
 
 # operators that write into an array: the general mode's (it follows the writes)

@@ -81,6 +81,35 @@ def _copyto(dst: Any, src: Any, casting: Any = "same_kind", where: Any = True) -
         dst[...] = np.where(where, src, dst)
 
 
+def _masked_call(ufunc: Any, /, *args: Any, out: Any, where: Any, **kwargs: Any) -> Any:
+    """``ufunc(*args, out=out, where=where)`` as the masked write it is (run by the context):
+    NumPy stores the ufunc's value into ``out`` where ``where`` holds and leaves the other
+    elements as they were, tangents included.  The rules ignore ufunc keywords and the
+    context's write of ``out=`` covers all of it, so the call is restated: the ufunc computed
+    whole, then copied through the mask (:func:`_copyto`), as reverse mode records it."""
+    value = ufunc(*args, **kwargs)
+    casting = kwargs.get("casting", "same_kind")
+    targets = out if type(out) is tuple else (out,)
+    values = value if ufunc.nout > 1 else (value,)
+    for target, computed in zip(targets, values):
+        if target is not None:
+            _copyto(target, computed, casting, where)
+    if ufunc.nout == 1:
+        return targets[0]
+    return tuple(computed if target is None else target  # (out=(r1, None): NumPy's own)
+                 for target, computed in zip(targets, values))
+
+
+def _masked(kwargs: dict[str, Any]) -> bool:
+    """Whether a ufunc's keywords ask for a masked write: ``where=`` other than ``True`` into
+    arrays given as ``out=`` (without them NumPy leaves the masked elements undefined)."""
+    if "where" not in kwargs or kwargs["where"] is True:
+        return False
+    out = kwargs.get("out")
+    return out is not None and out is not Ellipsis and not (
+        type(out) is tuple and all(o is None for o in out))
+
+
 def _tolist(x: Any) -> Any:
     """``x.tolist()`` of a differentiated array: a primitive whose elements keep their
     tangents (the tables have no rule for ``np.ndarray.tolist``)."""
