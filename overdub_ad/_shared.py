@@ -290,6 +290,23 @@ def _numeric(x: Any) -> bool:
     return _arrays.is_numeric(_innermost(x))
 
 
+def not_differentiable(x: Any) -> str | None:
+    """What ``x`` is, where no derivative can be taken with respect to it -- no number or
+    array of numbers, or a truth value (a bool, a bool array; JAX refuses them too) -- for
+    both modes' message; None for a value that can be differentiated."""
+    plain = _innermost(x)
+    if _arrays.is_numeric(plain) and not isinstance(plain, (bool, np.bool_)) and \
+            _arrays.kind(plain) != "b":
+        return None
+    return f"{plain.dtype} array" if hasattr(plain, "dtype") and \
+        not isinstance(plain, np.generic) else type(plain).__name__
+
+
+def not_differentiable_error(what: str, api: str = "") -> TypeError:
+    return TypeError(f"{api + ': ' if api else ''}cannot differentiate with respect to a "
+                     f"{what} (expected floats, complex numbers or arrays of them)")
+
+
 def _rebuild(like: Any, items: list[Any]) -> Any:
     """A list or tuple (named tuples included) of the type of ``like`` holding ``items``."""
     kind = type(like)

@@ -4,6 +4,7 @@ the dual route first (see :mod:`overdub_ad._routes`)."""
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,9 +14,10 @@ import numpy as np
 from overdub import Tagged, current_context, hide_machinery, opaque, overdub, tag, untag
 
 from .. import _arrays, _routes, _rules
-from .._pytree import flatten, reveal_node, unflatten
+from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
-                       _innermost, _numeric, _own_precision, _OWN_CODE, _untag_bindings, _zero)
+                       _innermost, not_differentiable, not_differentiable_error, _numeric,
+                       _own_precision, _OWN_CODE, _untag_bindings, _zero)
 from . import _dual
 from ._dual_numbers import _Dual
 from ._context import ForwardContext
@@ -79,6 +81,7 @@ def _jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, .
          batch: tuple[int, ...] = (), api: str = "jvp") -> tuple[Any, Any]:
     if not all(type(p) is float or (type(p) is np.ndarray and p.dtype.kind in "fc")
                for p in primals):
+        _refuse_truth_values(primals, tangents, api)
         primals = _real_points(primals, tangents)
     if not all(type(t) is float or (type(t) is np.ndarray and t.dtype.kind in "fc")
                for t in tangents):
@@ -102,6 +105,22 @@ def _real_points(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[A
             _arrays.to_float(x) if d is not None and _integer_point(x) and not _zero_direction(d)
             else x for x, d in zip(leaves, dleaves)]))
     return tuple(out)
+
+
+def _refuse_truth_values(primals: tuple[Any, ...], tangents: tuple[Any, ...], api: str) -> None:
+    """A bool (or bool array) given a direction is refused, as reverse mode refuses it; with a
+    zero direction it is held as it is, as an integer leaf is (see :func:`_zero_direction`)."""
+    for p, t in zip(primals, tangents):
+        leaves = flatten(p)[0]
+        dleaves = flatten(t)[0]
+        if len(dleaves) != len(leaves):
+            continue  # (the structures differ: the routes say so)
+        for x, d in zip(leaves, dleaves):
+            if d is not None and not _zero_direction(d) and \
+                    isinstance(_innermost(x), (bool, np.bool_, np.ndarray)):
+                what = not_differentiable(x)
+                if what is not None:
+                    raise not_differentiable_error(what, api)
 
 
 def _zero_direction(d: Any) -> bool:
@@ -249,10 +268,37 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         raise ValueError(f"jvp: the tangents' leading batch dimensions differ: "
                          f"{sorted(batches)}")
     out, tangent = _jvp(f, tuple(primals), tuple(tangents))
+    if out.__class__ is not tangent.__class__ or out.__class__ in _CONTAINERS:
+        tangent = _typed_like(out, tangent)
     if has_aux:
         _check_pair(out, "jvp")
         return out[0], tangent[0], out[1]
     return out, tangent
+
+
+_SCALARS = (float, complex, np.floating, np.complexfloating)
+_CONTAINERS = frozenset((tuple, list, dict))
+
+
+def _typed_like(out: Any, tangent: Any) -> Any:
+    """``tangent`` with each number leaf of the type of its output leaf: a Python float's
+    tangent a float, a NumPy scalar's a NumPy scalar of its type (not a 0-d array, whatever
+    the route computed it as), as the output and its tangent are one kind of value in JAX."""
+    if isinstance(out, _SCALARS) and not isinstance(out, bool):
+        t: Any = tangent[()] if type(tangent) is np.ndarray and tangent.ndim == 0 else tangent
+        if not (isinstance(t, numbers.Number) or isinstance(t, np.generic)) or (
+                np.iscomplexobj(tangent) and not np.iscomplexobj(out)):
+            return tangent
+        kind: Any = type(out)
+        return kind(t)
+    if type(out) in _CONTAINERS or is_node(out):
+        leaves, tree = flatten(out)
+        dleaves, dtree = flatten(tangent)
+        if len(leaves) != len(dleaves):
+            return tangent
+        return unflatten(dtree, [d if d is None or d.__class__ is y.__class__ else
+                                 _typed_like(y, d) for y, d in zip(leaves, dleaves)])
+    return tangent
 
 
 def _check_pair(out: Any, api: str) -> None:
@@ -312,6 +358,8 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
             out, tangent = _routes.first(_DERIVATIVE_ROUTES, f, f, (x,), (1.0,), ())
             if out.__class__ is not float and out.__class__ is not _Dual:  # (a nested level's
                 _check_output(out, "derivative")  # dual is a number: nothing to check)
+                if out.__class__ is not tangent.__class__:
+                    return _typed_like(out, tangent)
             return tangent
         plain = _innermost(x)
         one: Any
@@ -324,7 +372,7 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
             one = 1.0 + 0j if isinstance(plain, complex) else 1.0
         out, tangent = _jvp(f, (x,), (one,), api="derivative")
         _check_output(out, "derivative")
-        return tangent
+        return tangent if out.__class__ is tangent.__class__ else _typed_like(out, tangent)
     except BaseException as exc:
         hide_machinery(exc, _OWN_CODE)
         raise

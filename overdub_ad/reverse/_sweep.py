@@ -17,7 +17,7 @@ from overdub import (Context, Tagged, current_context, opaque, overdub, recurse,
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
-from .._shared import _innermost, _untag_bindings
+from .._shared import _innermost, not_differentiable, not_differentiable_error, _untag_bindings
 from ._calls import _DECISIONS, _NOT_FUNCTIONS, _REAL_TYPES
 from ._context import ReverseContext
 from ._tape import (_basic, _cast, _Entry, _Node, _Partials, _read_as_array, _shape, _summed,
@@ -374,11 +374,9 @@ def _seed(ctx: ReverseContext, x: Any, node: _Node) -> Any:
     if (kind is np.ndarray and x.dtype.kind in "fc") or kind is float:
         return ctx._wrap(x, node)
     plain = _innermost(x)
-    if not _arrays.is_numeric(plain) or \
-            isinstance(plain, (bool, np.bool_)) or _arrays.kind(plain) == "b":
-        what = f"{plain.dtype} array" if hasattr(plain, "dtype") else type(plain).__name__
-        raise TypeError(f"cannot differentiate with respect to a {what} (expected floats, "
-                        f"complex numbers or arrays of them)")
+    what = not_differentiable(plain)
+    if what is not None:
+        raise not_differentiable_error(what)
     if _arrays.kind(plain) in "iu":  # an integer point, as floats (an enclosing context's
         # value through that context, which follows it: hessian at an integer point)
         x = _arrays.to_float(x) if type(x) is not Tagged else \

@@ -346,8 +346,9 @@ def _cast(ct: Any, x: Any) -> Any:
         return ct if ct.flags.writeable else ct.copy()
     if _arrays.is_foreign_array(plain):
         return _arrays.cast(ct, plain)
-    if isinstance(plain, np.generic) and not isinstance(plain, (float, complex)) and \
-            plain.dtype.kind in "fc" and np.ndim(ct) == 0:  # np.float32: a float32 gradient
+    if isinstance(plain, np.generic) and plain.dtype.kind in "fc" and np.ndim(ct) == 0:
+        # a NumPy scalar's gradient is one of its type (np.float32, np.float64), as forward
+        # mode's tangent is
         return plain.dtype.type(ct if plain.dtype.kind == "c" else np.real(ct))
     if isinstance(plain, (float, int)) and not isinstance(plain, bool) and np.ndim(ct) == 0:
         return float(np.real(ct))
