@@ -92,7 +92,9 @@ def inline_prehook(ctx: Any) -> Any:
 
 def _primitive_failed(exc: BaseException, ctx: Any, fn: Any, impl: Any) -> None:
     """Say which primitive ``exc`` came out of, as :func:`_hook_failed` says which hook (a
-    primitive called with the wrong signature fails in the dispatcher, which names nothing)."""
+    primitive called with the wrong signature fails in the dispatcher, which names nothing).
+    Not for a RecursionError, which the generated dispatchers let through as it is: at the
+    limit, the call naming it would raise another, chained to it, in its place."""
     impl = getattr(impl, "impl", impl)  # (a MethodPrimitive: the user's implementation)
     _primitives.add_note(exc, f"(raised in {type(ctx).__name__}'s primitive "
                               f"{_primitives._name(impl)} while handling a call of "
@@ -158,7 +160,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             src.extend(["        try:",
                         f"            prehook(fn, {call})",
                         "        except BaseException as exc:",
-                        "            hook_failed(exc, ctx, 'prehook', fn)",
+                        "            if exc.__class__ is not RecursionError:",
+                        "                hook_failed(exc, ctx, 'prehook', fn)",
                         "            raise"])
         indent = "        "
         if custom_primitive and hooks:
@@ -183,7 +186,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
                         f"{indent}        out = (impl(ctx, {call}) if parent is None",
                         f"{indent}               else parent(impl, ctx, {call}))",
                         f"{indent}    except BaseException as exc:",
-                        f"{indent}        primitive_failed(exc, ctx, fn, impl)",
+                        f"{indent}        if exc.__class__ is not RecursionError:",
+                        f"{indent}            primitive_failed(exc, ctx, fn, impl)",
                         f"{indent}        raise",
                         f"{indent}else:"])
             indent += "    "
@@ -199,7 +203,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
                         f"{indent}        else:",
                         f"{indent}            out = parent(impl, ctx, {call})",
                         f"{indent}    except BaseException as exc:",
-                        f"{indent}        primitive_failed(exc, ctx, fn, impl)",
+                        f"{indent}        if exc.__class__ is not RecursionError:",
+                        f"{indent}            primitive_failed(exc, ctx, fn, impl)",
                         f"{indent}        raise",
                         f"{indent}else:"])
             indent += "    "
@@ -226,7 +231,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             src.extend(["        try:",
                         f"            posthook(out, fn, {call})",
                         "        except BaseException as exc:",
-                        "            hook_failed(exc, ctx, 'posthook', fn)",
+                        "            if exc.__class__ is not RecursionError:",
+                        "                hook_failed(exc, ctx, 'posthook', fn)",
                         "            raise"])
         src.append("        return out")
 
@@ -651,7 +657,8 @@ class State:
         try:
             ctx.prehook(fn, *args, **kwargs)
         except BaseException as exc:
-            _hook_failed(exc, ctx, "prehook", fn)
+            if exc.__class__ is not RecursionError:  # (see _primitive_failed)
+                _hook_failed(exc, ctx, "prehook", fn)
             raise
         if ctx.is_primitive(fn, *args, **kwargs):
             out = ctx.execute(fn, *args, **kwargs)
@@ -661,7 +668,8 @@ class State:
         try:
             ctx.posthook(out, fn, *args, **kwargs)
         except BaseException as exc:
-            _hook_failed(exc, ctx, "posthook", fn)
+            if exc.__class__ is not RecursionError:  # (see _primitive_failed)
+                _hook_failed(exc, ctx, "posthook", fn)
             raise
         return out
 

@@ -7,9 +7,11 @@ calls.  A shim is looked up only after the context has seen the builtin call its
 says when it applies (``sorted`` without ``key`` calls no user code, so it stays native).
 
 Shims keep the builtin's observable results: same values, same order and stability, same
-exceptions (an empty ``max`` is delegated to the builtin so the message is the builtin's own).
-They may return a different *iterator type* (``map`` gives a generator): documented in
-``docs/limitations.md``.
+exceptions with the same messages and no ``__context__`` of their own (an empty ``max`` is
+delegated to the builtin so the message is the builtin's own).  Each entry applies only to calls
+the builtin accepts: a call with the wrong arguments goes to the builtin, which rejects it
+before calling any user code, in its own words.  Shims may return a different *iterator type*
+(``map`` gives a generator): documented in ``docs/limitations.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import itertools
 import math
 import numbers
 import operator
+import struct
 import sys
 import types
 import typing
@@ -44,12 +47,15 @@ _MISSING = object()
 # Like the builtins, they take their iterators when called (see _iterating).
 
 def _iterating(position: int, generator: _Fn) -> _Fn:
-    """The shim for a lazy builtin whose iterable is argument ``position``: the iterator is
-    taken at the call, as the builtin takes it, so a value that is not iterable is a TypeError
-    there, with the builtin's message, rather than at the first ``next()``."""
+    """The shim for a lazy builtin whose iterable is argument ``position`` (or the keyword
+    ``iterable``): the iterator is taken at the call, as the builtin takes it, so a value that
+    is not iterable is a TypeError there, with the builtin's message, rather than at the first
+    ``next()``."""
     def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
         if len(args) > position:
             args = (*args[:position], _iter(od, args[position]), *args[position + 1:])
+        elif "iterable" in kwargs:
+            kwargs["iterable"] = _iter(od, kwargs["iterable"])
         return generator(od, *args, **kwargs)
     return shim
 
@@ -108,6 +114,8 @@ def _filterfalse(od: _Fn, func: Any, iterable: Iterable[Any]) -> Iterator[Any]:
 
 def _starmap(od: _Fn, func: Any, iterable: Iterable[Any]) -> Iterator[Any]:
     for items in iterable:
+        if type(items) is not tuple:  # as starmap converts it (tuple()'s own TypeError)
+            items = tuple(_iter(od, items))
         try:
             value = od(func, *items)
         except StopIteration:
@@ -163,46 +171,107 @@ def _groupby(od: _Fn, iterable: Iterable[Any], key: Any = None
         yield k, (item for _, item in group)
 
 
+if sys.version_info >= (3, 12):
+    _sort_flag: Callable[[Any], bool] = bool  # list.sort's ``reverse``: any object's truth
+else:
+    def _sort_flag(reverse: Any) -> bool:
+        """``reverse`` read as list.sort reads it before 3.12: a C int (``None`` or ``1.0`` is
+        a TypeError, ``2**40`` an OverflowError), before any key is computed."""
+        flag = operator.index(reverse)
+        if not -2**31 <= flag < 2**31:
+            raise OverflowError("Python int too large to convert to C int")
+        return flag != 0
+
+
 def _sorted(od: _Fn, iterable: Iterable[Any], /, *, key: Any = None,
-            reverse: bool = False) -> list[Any]:
+            reverse: Any = False) -> list[Any]:
+    # sorted is list(iterable).sort(...): that new list is nobody else's, so no key sees it
     items = list(_iter(od, iterable))
-    keys = [od(key, item) for item in items]
-    return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)]
+    return _keyed_sort(od, items, key, _sort_flag(reverse), None)
 
 
-def _list_sort(od: _Fn, items: list[Any], /, *, key: Any = None, reverse: bool = False) -> None:
-    items[:] = _sorted(od, items, key=key, reverse=reverse)
+def _list_sort(od: _Fn, items: list[Any], /, *, key: Any = None, reverse: Any = False) -> None:
+    # As list.sort: the list is empty while the keys are computed and compared (a key that
+    # reads it sees []), its items are put back after, and a key that changed it makes the
+    # sort a ValueError.  Its storage is read and written with list's own methods, as the
+    # builtin does for a subclass that overrides them.
+    flag = _sort_flag(reverse)
+    if od in NESTED and lookup(type(items), "__iter__") is list.__iter__:
+        saved = list(od(iter, items))  # (what the enclosing context keeps for the items)
+    else:
+        saved = list.copy(items)
+    list.clear(items)
+    _keyed_sort(od, saved, key, flag, items)
+
+
+def _keyed_sort(od: _Fn, saved: list[Any], key: Any, reverse: bool,
+                emptied: list[Any] | None) -> list[Any]:
+    """``saved`` sorted by ``key`` (called through the context, in order), also written to
+    ``emptied``, the list that list.sort empties meanwhile.  The indexes are sorted by the keys
+    as list.sort sorts the items along with them, same comparisons in the same order: when one
+    raises, the items are left in the order the builtin leaves them (an error from a key
+    leaves them as they were)."""
+    order = list(range(len(saved)))
+    done = False
+    try:
+        keys = [od(key, item) for item in saved]
+        order.sort(key=keys.__getitem__, reverse=reverse)
+        done = True
+    finally:
+        result = [saved[i] for i in order]
+        if emptied is not None:
+            modified = done and list.__len__(emptied) != 0
+            list.clear(emptied)
+            list.extend(emptied, result)
+    if emptied is not None and modified:
+        raise ValueError("list modified during sort")
+    return result
 
 
 def _extreme(builtin: _Fn) -> _Fn:
     better = operator.gt if builtin is max else operator.lt
 
     def shim(od: _Fn, *args: Any, key: Any, default: Any = _MISSING) -> Any:
-        items = list(_iter(od, args[0]) if len(args) == 1 else args)
-        if not items:  # the builtin's own result or error message
-            return builtin([], key=key) if default is _MISSING else default
-        best, best_key = items[0], od(key, items[0])
-        for item in items[1:]:
+        # Items are taken one at a time, each key computed before the next item, as natively.
+        best: Any = _MISSING
+        best_key: Any = _MISSING
+        for item in _iter(od, args[0]) if len(args) == 1 else args:
             item_key = od(key, item)
-            if better(item_key, best_key):
+            if best_key is _MISSING or better(item_key, best_key):
                 best, best_key = item, item_key
+        if best is _MISSING:  # the builtin's own result or error message
+            return builtin((), key=key) if default is _MISSING else default
         return best
 
     return shim
 
 
-def _reduce(od: _Fn, func: Any, iterable: Iterable[Any], *initial: Any) -> Any:
-    iterator = _iter(od, iterable)
-    if initial:
-        total = initial[0]
-    else:
-        try:
-            total = next(iterator)
-        except StopIteration:
-            return functools.reduce(func, (), *initial)  # the builtin's own error
+def _extreme_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``min``/``max`` with a key, called as the builtin accepts (no ``default`` with several
+    positional arguments, at least one argument)."""
+    return kwargs.get("key") is not None and bool(args) and \
+        kwargs.keys() <= {"key", "default"} and not (len(args) > 1 and "default" in kwargs)
+
+
+def _reduce(od: _Fn, func: Any, iterable: Iterable[Any], initial: Any = _MISSING) -> Any:
+    try:
+        iterator = _iter(od, iterable)
+    except TypeError:
+        iterator = None  # (raised below, outside this handler: no __context__, as natively)
+    if iterator is None:
+        raise TypeError("reduce() arg 2 must support iteration")
+    total = next(iterator, _MISSING) if initial is _MISSING else initial
+    if total is _MISSING:
+        return functools.reduce(func, ())  # the builtin's own error
     for item in iterator:
         total = od(func, total, item)
     return total
+
+
+def _reduce_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if sys.version_info >= (3, 14) and kwargs.keys() == {"initial"} and len(args) == 2:
+        return True  # (3.14 takes ``initial`` by keyword)
+    return 2 <= len(args) <= 3 and not kwargs
 
 
 def _c_number(x: Any) -> bool:
@@ -215,56 +284,82 @@ _PYTHON_NUMBERS = frozenset((int, float, complex, bool))
 
 def _sum(od: _Fn, iterable: Iterable[Any], /, start: Any = 0) -> Any:
     # Items are taken one at a time, as the builtin does (a generator's side effects interleave
-    # with the additions the same way); runs of C numbers are added by the builtin itself, which
-    # keeps its exact float summation, and every other addition goes through the context (an
+    # with the additions the same way).  The builtin adds exact ints in C while it can, then, if
+    # the total is a float, exact floats and C-long ints in C (compensated from 3.12), and each
+    # further item on its own.  Here the builtin adds each run of C numbers itself, in the
+    # phase it would be in, and every addition of another item goes through the context (an
     # array, too: a context may keep metadata for its memory, as forward mode does for arrays
     # written in place).
+    iterator = _iter(od, iterable)  # (first, as the builtin: sum(5, "") is about the 5)
+    for kind, refused in _SUMMED_BY_JOIN:
+        if isinstance(start, kind):
+            raise TypeError(f"sum() can't sum {refused} instead]")
     total = start
-    run: list[Any] = []
-    for item in _iter(od, iterable):
-        if _c_number(item) and _c_number(total):
-            run.append(item)
-            continue
-        if run:
-            total = sum(run, total)
+    if _c_number(start):
+        phase = 2 if type(start) is int else 1  # runs of C numbers the builtin would add
+        while phase:
             run = []
-        total = od(operator.add, total, item)
-    return sum(run, total) if run else total
+            for item in iterator:
+                if _c_number(item):
+                    run.append(item)
+                    continue
+                floats_next = phase == 2 and _adds_in_c_long(total, run)
+                total = od(operator.add, sum(run, total), item)
+                phase = 1 if floats_next and type(total) is float else 0
+                break
+            else:
+                return sum(run, total)
+    for item in iterator:
+        if _c_number(item) and _c_number(total):
+            total = total + item
+        else:
+            total = od(operator.add, total, item)
+    return total
 
 
-def _cmp_to_key(od: _Fn, cmp: Any) -> type:
-    class K:
-        __slots__ = ("obj",)
-        __hash__ = None  # type: ignore[assignment]
+_LONG_LIMIT: int = 2 ** (8 * struct.calcsize("l") - 1)  # the C long sum()'s int loop uses
 
-        def __init__(self, obj: Any) -> None:
-            self.obj = obj
 
-        def __lt__(self, other: K) -> Any:  # whatever cmp(...) < 0 gives
-            return od(cmp, self.obj, other.obj) < 0
+def _adds_in_c_long(start: int, run: list[Any]) -> bool:
+    """Whether sum(run, start) ends in the builtin's C-long loop, which moves to its float
+    loop when the next (Python) item's addition gives a float: ints and bools only, every
+    partial sum a C long."""
+    total: int = start
+    for item in run:
+        if not -_LONG_LIMIT <= total < _LONG_LIMIT or (type(item) is not int and
+                                                         type(item) is not bool):
+            return False
+        total += item
+    return -_LONG_LIMIT <= total < _LONG_LIMIT
 
-        def __gt__(self, other: K) -> Any:
-            return od(cmp, self.obj, other.obj) > 0
 
-        def __eq__(self, other: object) -> Any:
-            return od(cmp, self.obj, other.obj) == 0  # type: ignore[attr-defined]
+_SUMMED_BY_JOIN = ((str, "strings [use ''.join(seq)"), (bytes, "bytes [use b''.join(seq)"),
+                   (bytearray, "bytearray [use b''.join(seq)"))  # sum() refuses as ``start``
 
-        def __le__(self, other: K) -> Any:
-            return od(cmp, self.obj, other.obj) <= 0
 
-        def __ge__(self, other: K) -> Any:
-            return od(cmp, self.obj, other.obj) >= 0
+def _sum_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return (len(args) == 1 and kwargs.keys() <= {"start"}) or (len(args) == 2 and not kwargs)
 
-    return K
+
+def _cmp_to_key(od: _Fn, mycmp: Any) -> Any:
+    """The builtin's own key wrapper (its type, hashing, errors), comparing through the
+    context: ``partial`` is C, so no frame of overdub's comes between them."""
+    return functools.cmp_to_key(functools.partial(od, mycmp))
 
 
 def _callable_iter(od: _Fn, func: Any, sentinel: Any) -> Iterator[Any]:
+    if not callable(func):  # at the call, as the builtin checks
+        raise TypeError("iter(v, w): v must be callable")
+    return _calls_until(od, func, sentinel)
+
+
+def _calls_until(od: _Fn, func: Any, sentinel: Any) -> Iterator[Any]:
     while True:
         try:
             value = od(func)
         except StopIteration:
             return
-        if value == sentinel:
+        if value is sentinel or sentinel == value:  # as the builtin compares (same object first)
             return
         yield value
 
@@ -291,7 +386,7 @@ def _sequence_reversed(od: _Fn, obj: Any) -> Iterator[Any]:
     """``reversed(obj)`` for a class with Python ``__len__`` and ``__getitem__`` (no
     ``__reversed__``): indexes from the end through the context, as the builtin does natively."""
     getitem = lookup(type(obj), "__getitem__")
-    index = od(lookup(type(obj), "__len__"), obj)
+    index = _as_length(od(lookup(type(obj), "__len__"), obj))
 
     def items() -> Iterator[Any]:
         for i in range(index - 1, -1, -1):
@@ -448,31 +543,53 @@ def _named_by_caller(cls: type) -> _Fn:
     return shim
 
 
-def _dunder_builtin(name: str, check: Callable[[Any], None] | None = None) -> _Fn:
+def _dunder_builtin(name: str, check: Callable[[Any], Any] | None = None) -> _Fn:
+    """The builtin calling the class's Python ``name``, its result checked and converted by
+    ``check`` as the builtin does (``len`` gives an ``int``, whatever int-like came back)."""
     def shim(od: _Fn, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
-        if check is not None:
-            check(out)
-        return out
+        return out if check is None else check(out)
     shim.dunder = name  # type: ignore[attr-defined]
     return shim
 
 
-def _must_be_str(name: str) -> Callable[[Any], None]:
-    def check(out: Any) -> None:
+def _type_name(kind: type) -> str:
+    """The name CPython's messages give a type (``tp_name``): a static C type's is dotted with
+    its module (``types.SimpleNamespace``), a class's is its ``__name__``.  (A C extension's heap
+    type, ``collections.deque`` from 3.12, is named as a class: its dotted name is not exposed.)"""
+    if kind.__flags__ & _HEAPTYPE or kind.__module__ == "builtins":
+        return kind.__name__
+    return f"{kind.__module__}.{kind.__name__}"
+
+
+def _must_be_str(name: str) -> Callable[[Any], Any]:
+    def check(out: Any) -> Any:
         if not isinstance(out, str):
-            raise TypeError(f"{name} returned non-string (type {type(out).__name__})")
+            raise TypeError(f"{name} returned non-string (type {_type_name(type(out))})")
+        return out
     return check
 
 
-def _check_len(out: Any) -> None:
-    index = operator.index(out)
-    if index < 0:
+def _as_length(out: Any) -> int:
+    """What ``__len__`` returned, as ``len`` reads it: an ``int`` (``True`` is 1), >= 0, fitting
+    a C ``Py_ssize_t``."""
+    length = operator.index(out)  # (an exact int)
+    if length < 0:
         raise ValueError("__len__() should return >= 0")
+    if length > sys.maxsize:
+        raise OverflowError("cannot fit 'int' into an index-sized integer")
+    return length
 
 
-def _has_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return kwargs.get("key") is not None
+def _must_be_iterator(out: Any) -> Any:
+    if lookup(type(out), "__next__") is None:
+        raise TypeError(f"iter() returned non-iterator of type '{_type_name(type(out))}'")
+    return out
+
+
+def _sort_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``xs.sort(...)`` with a key, as the builtin accepts it (keywords only)."""
+    return not args and kwargs.get("key") is not None and kwargs.keys() <= {"key", "reverse"}
 
 
 def _python_dunder(name: str) -> _Applies:
@@ -484,6 +601,17 @@ def _python_dunder(name: str) -> _Applies:
 _Applies = Callable[[tuple[Any, ...], dict[str, Any]], bool]  # when a shim applies
 _always: _Applies = lambda args, kwargs: True  # noqa: E731
 
+
+def _binds(params: tuple[str, ...], keyword_only: set[str], given: str) -> _Applies:
+    """Calls that bind to ``(params..., *, keyword_only...)`` with ``params[0]`` and a
+    ``given`` that is not None (what the shim is for)."""
+    def applies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        if len(args) > len(params) or not kwargs.keys() <= {*params[len(args):], *keyword_only}:
+            return False
+        bound = {**dict(zip(params, args)), **kwargs}
+        return params[0] in bound and bound.get(given) is not None
+    return applies
+
 # id(builtin) -> [(builtin, when the shim applies, the shim), ...]
 SHIMS: dict[int, list[tuple[Any, _Applies, _Fn]]] = {}
 
@@ -492,27 +620,27 @@ def _register(builtin: Any, applies: _Applies, shim: _Fn) -> None:
     SHIMS.setdefault(id(builtin), []).append((builtin, applies, shim))
 
 
+_two_positional: _Applies = lambda a, k: len(a) == 2 and not k  # noqa: E731
 _register(map, lambda a, k: len(a) >= 2 and not k, _map)
 _register(filter, lambda a, k: len(a) == 2 and a[0] is not None and not k,
           _iterating(1, _filter))
 _register(itertools.filterfalse, lambda a, k: len(a) == 2 and a[0] is not None and not k,
           _iterating(1, _filterfalse))
-_register(itertools.starmap, _always, _iterating(1, _starmap))
-_register(itertools.takewhile, _always, _iterating(1, _takewhile))
-_register(itertools.dropwhile, _always, _iterating(1, _dropwhile))
-_register(itertools.accumulate,
-          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("func") is not None,
+_register(itertools.starmap, _two_positional, _iterating(1, _starmap))
+_register(itertools.takewhile, _two_positional, _iterating(1, _takewhile))
+_register(itertools.dropwhile, _two_positional, _iterating(1, _dropwhile))
+_register(itertools.accumulate, _binds(("iterable", "func"), {"initial"}, "func"),
           _iterating(0, _accumulate))
-_register(itertools.groupby,
-          lambda a, k: (len(a) > 1 and a[1] is not None) or k.get("key") is not None,
-          _iterating(0, _groupby))
-_register(sorted, _has_key, _sorted)
-_register(list.sort, _has_key, _list_sort)
-_register(min, _has_key, _extreme(min))
-_register(max, _has_key, _extreme(max))
-_register(functools.reduce, _always, _reduce)
-_register(sum, _always, _sum)
-_register(functools.cmp_to_key, _always, _cmp_to_key)
+_register(itertools.groupby, _binds(("iterable", "key"), set(), "key"), _iterating(0, _groupby))
+_register(sorted, lambda a, k: len(a) == 1 and _sort_call((), k), _sorted)
+_register(list.sort, lambda a, k: len(a) == 1 and isinstance(a[0], list) and _sort_call((), k),
+          _list_sort)
+_register(min, _extreme_call, _extreme(min))
+_register(max, _extreme_call, _extreme(max))
+_register(functools.reduce, _reduce_call, _reduce)
+_register(sum, _sum_call, _sum)
+_register(functools.cmp_to_key, lambda a, k: len(a) + len(k) == 1 and k.keys() <= {"mycmp"},
+          _cmp_to_key)
 _register(warnings.warn, _always, _warn)
 # exec/eval called by name with one argument run in the user's own frame (see _rewrite); other
 # calls are made from overdub's frames, whose namespaces and future flags are not the user's.
@@ -529,12 +657,12 @@ if sys.version_info >= (3, 12):  # PEP 695 moved them to C
     for _cls in (typing.TypeVar, typing.ParamSpec, typing.TypeVarTuple, typing.TypeAliasType):
         _register(_cls, _always, _named_by_caller(_cls))
 _register(iter, lambda a, k: len(a) == 2 and not k, _callable_iter)
-_register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__"))
+_register(iter, _python_dunder("__iter__"), _dunder_builtin("__iter__", _must_be_iterator))
 _register(iter, _iterated_by_getitem, _sequence_iter)
 _register(reversed, _python_dunder("__reversed__"), _dunder_builtin("__reversed__"))
 _register(reversed, _reversed_by_getitem, _sequence_reversed)
 for _builtin, _name, _check in (
-        (len, "__len__", _check_len), (repr, "__repr__", _must_be_str("__repr__")),
+        (len, "__len__", _as_length), (repr, "__repr__", _must_be_str("__repr__")),
         (str, "__str__", _must_be_str("__str__")), (next, "__next__", None),
         (abs, "__abs__", None)):  # abs(x) is a call, so its dunder is shimmed here
     _register(_builtin, _python_dunder(_name), _dunder_builtin(_name, _check))
@@ -555,8 +683,9 @@ def _converted(name: str, kind: type) -> _Fn:
     def shim(od: _Fn, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
         if not isinstance(_innermost(out), kind):
-            raise TypeError(f"{type(obj).__name__}.{name} returned non-{kind.__name__} "
-                            f"(type {type(_innermost(out)).__name__})")
+            owner = f"{_type_name(type(obj))}." if kind is float else ""  # (as CPython words it)
+            raise TypeError(f"{owner}{name} returned non-{kind.__name__} "
+                            f"(type {_type_name(type(_innermost(out)))})")
         return out if type(_innermost(out)) is kind else od(kind, out)
     return shim
 
@@ -712,10 +841,11 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
     if type(fn) in _GETTERS and len(args) == 1 and not kwargs:
         return _getter(fn)
     if type(fn) is _BuiltinMethod and fn.__self__ is itertools.chain and \
-            fn.__name__ == "from_iterable":  # (a class method: bound anew at each access)
-        return _chain_from_iterable
-    if (type(fn) is _BuiltinMethod and type(fn.__self__) is list and fn.__name__ == "sort"
-            and _has_key(args, kwargs)):  # xs.sort(key=...)
+            fn.__name__ == "from_iterable" and len(args) == 1 and not kwargs:
+        return _chain_from_iterable  # (a class method: bound anew at each access)
+    if (type(fn) is _BuiltinMethod and fn.__name__ == "sort" and _sort_call(args, kwargs)
+            and isinstance(fn.__self__, list)
+            and lookup(type(fn.__self__), "sort") is list.sort):  # xs.sort(key=...)
         items = fn.__self__
         return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
     if _UFUNC and type(fn) is _UFUNC[0] and any(map(_overrides_ufuncs, args)):
