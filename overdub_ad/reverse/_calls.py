@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged
+from overdub import is_opaque, Tagged
 
 from .. import _routes, _rules
 from .._array_methods import _REPLACEMENTS
+from .._pytree import is_node
 from .._shared import _innermost
 from .._stores import CONTAINERS
 
@@ -138,6 +139,54 @@ def _written_array(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     return args[0] if args and type(args[0]) is np.ndarray else None
 
 
+def _reads_text(fn: Any) -> bool:
+    """Whether ``fn`` is a C function that makes text of the items of the containers it is
+    given (the JSON encoder ``json.dumps`` calls, a method of ``str`` or ``bytes``): text is
+    a constant, and C code expects the items' own types (see ``ReverseContext._textual``)."""
+    kind = type(fn)
+    if kind is _C_ENCODER:
+        return True
+    if kind is _BuiltinMethod:
+        return type(fn.__self__) in _TEXT
+    return kind is types.MethodDescriptorType and fn.__objclass__ in _TEXT
+
+
+_TEXT = (str, bytes, bytearray)
+_C_ENCODER: Any = None  # (without it json's Python encoder runs, seen as any Python code)
+try:
+    from _json import make_encoder as _C_ENCODER
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _derivative_entry(fn: Any) -> bool:
+    """Whether Python code ``fn`` is an entry point of a derivative (``grad(f)``'s gradient,
+    ``jacrev``'s, ``jvp``, a pullback...): overdub_ad's, opaque (run natively, given tagged
+    values as they are), no rule's helper and without rules of its own.  It takes the pytrees
+    it is given apart natively (see ``ReverseContext._entry_call``)."""
+    target = fn.__func__ if type(fn) is types.MethodType else fn
+    if not is_opaque(target):
+        return False
+    module = getattr(target, "__module__", None) or ""
+    return module.startswith("overdub_ad.") and not module.startswith("overdub_ad.rules") \
+        and _rules.vjp_rules(fn) is None
+
+
+def _given_nodes(x: Any, within: tuple[int, ...] = ()) -> bool:
+    """Whether ``x`` is, or holds in its lists, tuples and dicts, a pytree node other than
+    those containers (a dataclass, a named tuple, a registered class): the attributes of an
+    object are stored with their metadata kept aside by the core, where a derivative's entry
+    point, taking them apart natively, would read them plain.  ``within``: the ids of the
+    containers on the way down."""
+    kind = type(x)
+    if kind in (list, tuple, dict):
+        if id(x) in within:
+            return False
+        within = (*within, id(x))
+        return any(_given_nodes(v, within) for v in (x.values() if kind is dict else x))
+    return kind is not Tagged and is_node(x)
+
+
 def _outs(out: Any) -> list[np.ndarray]:
     """The plain arrays of an ``out=`` argument."""
     return [o for o in (out if type(out) is tuple else (out,)) if type(o) is np.ndarray]
@@ -150,26 +199,28 @@ def _put_back(writes: list[tuple[Any, ...]]) -> None:
         write(container, key, value)
 
 
-def _arrays_within(x: Any, path: tuple[Any, ...], depth: int = 0
+def _arrays_within(x: Any, path: tuple[Any, ...], within: tuple[int, ...] = ()
                    ) -> Iterator[tuple[np.ndarray, tuple[Any, ...]]]:
-    """The NumPy arrays in the residuals ``x`` of a ``custom_vjp`` (through tuples, named
-    tuples, lists and dicts), each with its path from ``path``."""
+    """The NumPy arrays in ``x`` (a primal argument, or the residuals of a ``custom_vjp``:
+    through tuples, named tuples, lists and dicts, at any depth -- NumPy reads nested lists to
+    any depth), each with its path from ``path``.  ``within``: the ids of the containers on
+    the way down (a container holding itself is not entered again)."""
     value = _innermost(x)
     if type(value) is np.ndarray:
         yield value, path
-    elif depth < 4 and (type(x) in (tuple, list) or
-                        (isinstance(x, tuple) and hasattr(x, "_fields"))):
-        for i, item in enumerate(x):
-            yield from _arrays_within(item, path + (i,), depth + 1)
-    elif depth < 4 and type(x) is dict:
-        for key, item in x.items():
-            yield from _arrays_within(item, path + (key,), depth + 1)
+    elif type(x) in (tuple, list, dict) or (isinstance(x, tuple) and hasattr(x, "_fields")):
+        if id(x) in within:
+            return
+        within = (*within, id(x))
+        for key, item in (x.items() if type(x) is dict else enumerate(x)):
+            yield from _arrays_within(item, path + (key,), within)
 
 
 def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
     """What ``entry`` holds at ``path`` (an enclosing context's tagged value, or an array):
-    ``(i,)``/``(i, j)`` in its primal arguments, ``("out", ...)`` its output, ``("kw", name)``
-    a keyword argument, ``("res", ...)`` its ``custom_vjp`` residuals."""
+    ``(i, ...)`` in its primal argument ``i`` (then the keys into its containers),
+    ``("out", ...)`` its output, ``("kw", name)`` a keyword argument, ``("res", ...)`` its
+    ``custom_vjp`` residuals."""
     kind = path[0]
     if kind == "out":
         return entry.out if len(path) == 1 else entry.out[path[1]]
@@ -180,9 +231,10 @@ def _stored(entry: Any, path: tuple[Any, ...]) -> Any:
         for key in path[1:]:
             value = value[key]
         return value
-    if len(path) == 1:
-        return entry.primals[path[0]]
-    return entry.primals[path[0]][path[1]]
+    value = entry.primals[path[0]]
+    for key in path[1:]:
+        value = value[key]
+    return value
 
 
 def _swapped(container: Any, keys: tuple[Any, ...], value: Any, saved: Any) -> Any:
@@ -219,15 +271,8 @@ def _replace(entry: Any, path: tuple[Any, ...], value: Any, saved: Any) -> None:
             out[path[1]] = saved
             entry.out = type(entry.out)(*out) if hasattr(entry.out, "_fields") else \
                 type(entry.out)(out)
-    elif len(path) == 1:
-        if _innermost(entry.primals[path[0]]) is value:
-            entry.primals[path[0]] = saved
     else:
-        items = entry.primals[path[0]]
-        if _innermost(items[path[1]]) is value:
-            items = list(items)
-            items[path[1]] = saved
-            entry.primals[path[0]] = type(entry.primals[path[0]])(items)
+        entry.primals[path[0]] = _swapped(entry.primals[path[0]], path[1:], value, saved)
 
 
 _DECISIONS: dict[int, tuple[Any, bool]] = {}

@@ -18,6 +18,7 @@ from overdub import Context, Tagged, can_recurse, overdub, recurse, untag
 
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
+from .._pytree import is_node, reveal_node
 from .._shared import (_hides_arrays, _innermost, iterate_through, _method_of, namespace_of,
                        plain_key, python_iterable)
 from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
@@ -155,30 +156,42 @@ def _release_stores(self: ReverseContext) -> None:
         _put_back(writes)
 
 
-def _cleaned(self: ReverseContext, value: Any, depth: int = 0) -> Any:
+def _cleaned(self: ReverseContext, value: Any, seen: dict[int, Any] | None = None) -> Any:
     """``value`` without this context's tags: a list, deque or dict (a subclass's too) put
     plain values back, through its base class's item assignment (a Python ``__setitem__``
-    would transform them again); a tuple (a named tuple) is rebuilt."""
+    would transform them again); a tuple (a named tuple) is rebuilt.  At any depth (a tag
+    left deeper would leak into the heap); ``seen``: id -> what each container cleaned so far
+    became (one holding itself, or held twice, is cleaned once)."""
     if type(value) is Tagged:
         return value.value if value.owner is self._ref else value
-    if depth < 8 and isinstance(value, SEQUENCES):
-        items = [self._cleaned(v, depth + 1) for v in value]
+    if not isinstance(value, _CLEANED):
+        return value
+    if seen is None:
+        seen = {}
+    elif id(value) in seen:
+        return seen[id(value)]
+    seen[id(value)] = value
+    if isinstance(value, SEQUENCES):
+        items = [self._cleaned(v, seen) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             if isinstance(value, tuple):
-                return type(value)(*items) if hasattr(value, "_fields") else \
+                rebuilt = type(value)(*items) if hasattr(value, "_fields") else \
                     type(value)(items)
+                seen[id(value)] = rebuilt
+                return rebuilt
             write = _base_write(value)
             for i, (a, b) in enumerate(zip(items, list(value))):
                 if a is not b:
                     write(value, i, a)
-    if depth < 8 and isinstance(value, dict):
+    if isinstance(value, dict):
         write = _base_write(value)
         for k, v in list(value.items()):
-            c = self._cleaned(v, depth + 1)
+            c = self._cleaned(v, seen)
             if c is not v:
                 write(value, k, c)
     return value
 _SEQUENCE_STORES = (list, collections.deque)
+_CLEANED = (*SEQUENCES, dict)
 
 
 def _base_write(container: Any) -> Any:
@@ -264,6 +277,72 @@ def _elements(self: ReverseContext, x: Any) -> list[Any]:
     if _NP_UNSTACK is not None:
         return list(self._call(_NP_UNSTACK, (x,), {}))
     return [self._call(operator.getitem, (x, i), {}) for i in range(len(_innermost(x)))]
+
+
+def _textual(self: ReverseContext, x: Any, memo: dict[int, Any], loose: bool = False) -> Any:
+    """``x`` without this context's tags, in it and in the lists, tuples (named ones too),
+    dicts and sets in it, at any depth, for a C function that makes text of them (see
+    ``_calls._reads_text``): the very object where it holds none, else a copy made of copies
+    -- of the same class, as a subclass's text is its own (an ``OrderedDict``'s repr), but
+    for the JSON encoder (``loose``), which reads a subclass of a list or dict as one.
+    ``memo``: id -> each container's copy so far (shared and circular ones stay so: the
+    encoder's own check of cycles sees them)."""
+    kind = type(x)
+    if kind is Tagged:
+        return x.value if x.owner is self._ref else x
+    if loose and kind not in _TEXT_ITEMS and isinstance(x, (list, dict)):
+        kind = list if isinstance(x, list) else dict  # (read as one by the encoder)
+    elif kind not in _TEXT_ITEMS and not (isinstance(x, tuple) and hasattr(x, "_fields")):
+        return x
+    key = id(x)
+    if key in memo:
+        return memo[key]
+    if kind is dict:
+        new: Any = {}
+        memo[key] = new  # (before the items: a dict may hold itself)
+        new.update((self._textual(k, memo, loose), self._textual(v, memo, loose))
+                   for k, v in x.items())
+        changed = type(x) is not dict or any(
+            a is not b or new[a] is not x[b] for a, b in zip(new, x))
+    elif kind is list:
+        new = []
+        memo[key] = new
+        new.extend([self._textual(v, memo, loose) for v in x])
+        changed = type(x) is not list or any(a is not b for a, b in zip(new, x))
+    else:
+        memo[key] = x  # (a tuple or set reached again while its items are read: itself)
+        items = [self._textual(v, memo, loose) for v in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
+        new = kind(*items) if hasattr(x, "_fields") else kind(items)
+        memo[key] = new
+        return new
+    if not changed:
+        memo[key] = x
+        return x
+    return new
+_TEXT_ITEMS = frozenset((list, tuple, dict, set, frozenset))
+
+
+def _revealed(self: ReverseContext, x: Any, within: tuple[int, ...] = ()) -> Any:
+    """``x`` with the children of its pytree nodes (dataclasses, named tuples, registered
+    classes), in its lists, tuples and dicts too, read through this context, which gives back
+    the metadata it keeps aside for an object's attributes: a pytree whose leaves show their
+    derivatives.  Each is the very same object where nothing in it changed; ``within``: the
+    ids of the containers on the way down."""
+    kind = type(x)
+    if kind is dict or kind is list or kind is tuple:
+        if id(x) in within:
+            return x
+        within = (*within, id(x))
+        if kind is dict:
+            items = {k: self._revealed(v, within) for k, v in x.items()}
+            return x if all(items[k] is v for k, v in x.items()) else items
+        revealed = [self._revealed(v, within) for v in x]
+        return x if all(a is b for a, b in zip(revealed, x)) else kind(revealed)
+    if kind is Tagged or not is_node(x):
+        return x
+    return reveal_node(x, self.overdub, lambda child: self._revealed(child, within), keep=True)
 
 
 # -- attributes ----------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
-                     _DECISIONS, _dict_storing, _FAST, _INPLACE, _ITERATORS, _MOVING,
+                     _DECISIONS, _derivative_entry, _dict_storing, _FAST, _given_nodes,
+                     _INPLACE, _ITERATORS, _MOVING,
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
@@ -42,6 +43,7 @@ _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values o
 # rules' containers are read as their values otherwise)
 _KEYS_ITERATED = frozenset(map(id, (sum, min, max, sorted, *CONSUMERS.values())))
 _NATIVE_STORES = frozenset({list, dict, np.flatiter})  # (their writes are this context's)
+_ENTRY_KINDS = frozenset({types.FunctionType, types.MethodType})  # (see _entry_given_nodes)
 # Arguments that can neither be nor hold a differentiated value, nor be written into, nor call
 # back, nor be iterated by Python code (a class whose metaclass is ``type``: an Enum's is not):
 # a call given only these (positionally, or by keywords other than ``out``), by a C function
@@ -237,16 +239,27 @@ class ReverseContext(Context):
         return any(self._carries(v) or (depth < 4 and callable(v)
                                         and self._closes_over(v, depth + 1)) for v in captured)
 
-    def _carries(self, x: Any, depth: int = 0) -> bool:
+    def _carries(self, x: Any, seen: set[int] | None = None) -> bool:
         """Whether ``x`` is differentiated here, or holds such a value (in a list, tuple,
-        deque or dict, their subclasses too: a named tuple, an ``OrderedDict``)."""
+        deque or dict, their subclasses too: a named tuple, an ``OrderedDict``) at any depth:
+        NumPy reads nested lists natively to any depth, so a limit would be a silent zero.
+        ``seen``: the containers looked into so far (a container holding itself, or shared
+        by several, is looked into once)."""
         if self._node(x) is not None:
             return True
-        if depth < 3 and isinstance(x, SEQUENCES):
-            return any(self._carries(v, depth + 1) for v in x)
-        if depth < 3 and isinstance(x, dict):
-            return any(self._carries(v, depth + 1) for v in x.values())
-        return False
+        if isinstance(x, SEQUENCES):
+            items: Any = x
+        elif isinstance(x, dict):
+            items = x.values()
+        else:
+            return False
+        if seen is None:
+            seen = {id(x)}
+        elif id(x) in seen:
+            return False
+        else:
+            seen.add(id(x))
+        return any(self._carries(v, seen) for v in items)
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
@@ -254,6 +267,11 @@ class ReverseContext(Context):
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
+        if fn is setattr and len(args) == 3 and args[1] == "shape":  # a.shape = s: see
+            array = _innermost(args[0])                              # _mutation._set_shape
+            if type(array) is np.ndarray and (self._node(args[0]) is not None or
+                                              self._holds(array)):
+                return True
         if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
             return any(self._node(v) is not None  # value anywhere in its arguments' trees
                        for v in flatten((args, kwargs))[0])
@@ -292,6 +310,8 @@ class ReverseContext(Context):
     def _direct(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a call with a differentiated argument is a primitive."""
         if type(fn) is types.FunctionType:
+            if self._entry_given_nodes(fn, args, kwargs):
+                return True
             # user code, called again and again: the decision kept for this run, made below
             # by the same checks while the rules were as they are
             known = self._functions.get(id(fn))
@@ -403,6 +423,22 @@ class ReverseContext(Context):
         hold second partials)."""
         return self.second or _routes.enabled("reverse-specialised")
 
+    def _entry_given_nodes(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                           ) -> bool:
+        """Whether the call is of a derivative's entry point given pytree nodes (``grad(loss)(
+        P(w, b))``, ``grad(f)({"p": params})``): the core keeps the metadata of their
+        attributes aside, so the call is this context's, made on them revealed (see
+        :meth:`_entry_call`)."""
+        return _derivative_entry(fn) and (_given_nodes(args) or _given_nodes(kwargs))
+
+    def _entry_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A derivative's entry point given pytree nodes: it takes them apart natively, where
+        attributes this context's values were stored into read plain (the enclosing
+        derivative silently lost: 0 for a gradient of a gradient of ``p.w ** 3 * p.b``); so it
+        is given the pytrees with their children read through this context (copies where any
+        changed: it only reads them), and run as any opaque function is."""
+        return self._run(fn, *self._revealed(args), **self._revealed(kwargs))
+
     def _python_function(self, fn: Any) -> bool:
         """:meth:`_indirect` for a Python function or bound method given no differentiated
         value of its own (the function ``grad`` is given, with a tuple of them; a method
@@ -471,6 +507,8 @@ class ReverseContext(Context):
         if self._ref is None:
             return False
         if type(fn) is types.FunctionType or type(fn) is types.MethodType:
+            if self._entry_given_nodes(fn, args, kwargs):
+                return True
             # where the core would recurse into it, its specialised version may run instead
             if self._held(fn, args, kwargs) or self._python_function(fn):
                 return True
@@ -572,6 +610,9 @@ class ReverseContext(Context):
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
+        if fn is setattr and len(args) == 3 and args[1] == "shape" and \
+                type(_innermost(args[0])) is np.ndarray:
+            return self._set_shape(args[0], args[2])
         kind = type(fn)
         if kind is types.FunctionType or kind is types.MethodType:
             func = fn if kind is types.FunctionType else fn.__func__
@@ -684,6 +725,8 @@ class ReverseContext(Context):
 
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""
+        if type(fn) in _ENTRY_KINDS and self._entry_given_nodes(fn, args, kwargs):
+            return self._entry_call(fn, args, kwargs)
         if fn is types.SimpleNamespace and not args:
             # SimpleNamespace(v=[x]): an empty namespace, then ns.v = [x] as this context
             # stores it (the core's own setattr would keep the list's members aside, where this
@@ -889,6 +932,7 @@ class ReverseContext(Context):
     _write_inplace = _mutation._write_inplace
     _write_out = _mutation._write_out
     _copyto = _mutation._copyto
+    _set_shape = _mutation._set_shape
 
     # values stored into containers and objects, and iteration: see _containers
     _store = _containers._store
@@ -905,4 +949,6 @@ class ReverseContext(Context):
     _guard = _containers._guard
     _iterate = _containers._iterate
     _elements = _containers._elements
+    _revealed = _containers._revealed
+    _textual = _containers._textual
     _attribute = _containers._attribute

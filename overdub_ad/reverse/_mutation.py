@@ -100,9 +100,11 @@ def _save_all(self: ReverseContext) -> None:
 _HOLDERS = frozenset({np.ndarray, Tagged, tuple, list, dict})
 
 
-def _kept(self: ReverseContext, x: Any, copies: dict[int, Any], depth: int = 0) -> Any:
-    """``x`` with copies of its arrays (through tuples, named tuples, lists and dicts), for
-    :meth:`_save_all`."""
+def _kept(self: ReverseContext, x: Any, copies: dict[int, Any], within: tuple[int, ...] = ()
+          ) -> Any:
+    """``x`` with copies of its arrays (through tuples, named tuples, lists and dicts, at any
+    depth: NumPy reads nested lists to any depth), for :meth:`_save_all`.  ``within``: the
+    ids of the containers on the way down (a container holding itself is kept as it is)."""
     value = _innermost(x)
     kind = type(value)
     if kind is np.ndarray:
@@ -114,12 +116,13 @@ def _kept(self: ReverseContext, x: Any, copies: dict[int, Any], depth: int = 0) 
         if saved is None:
             saved = copies[id(x)] = self._run(np.copy, x) if self.nested else value.copy()
         return saved
-    if depth > 3 or not (kind in (list, tuple, dict) or (isinstance(x, tuple) and
-                                                         hasattr(x, "_fields"))):
+    if id(x) in within or not (kind in (list, tuple, dict) or (isinstance(x, tuple) and
+                                                               hasattr(x, "_fields"))):
         return x
+    within = (*within, id(x))
     if kind is dict:
-        return {key: self._kept(item, copies, depth + 1) for key, item in x.items()}
-    items = [self._kept(item, copies, depth + 1) for item in x]
+        return {key: self._kept(item, copies, within) for key, item in x.items()}
+    items = [self._kept(item, copies, within) for item in x]
     if kind is list:
         return items
     return kind(*items) if hasattr(x, "_fields") else tuple(items)
@@ -339,3 +342,23 @@ def _copyto(self: ReverseContext, dst: Any, src: Any, casting: str = "same_kind"
     if where is not True:
         src = self._call(np.where, (where, src, dst), {})
     self._write_item(dst, Ellipsis, src)
+
+
+def _set_shape(self: ReverseContext, container: Any, shape: Any) -> None:
+    """``a.shape = s``: the array object keeps its memory and takes a new shape, so the node
+    it stands for from here on is a reshape of the one before (the cotangent of a value the
+    array held, written in place, has that value's shape); entries that hold the array keep
+    a copy of it in its shape before (as before a write: their rules read it).  Views keep
+    their nodes: no value changed."""
+    array = _innermost(container)
+    old = self._node(container)
+    self._save_before_write(array)
+    before = _placeholder(array)
+    self._run(setattr, untag(container, self), "shape", self._plain(shape))
+    if old is None:
+        return
+    node = _Node()
+    self.tape.append(_Entry(np.reshape, [before, array.shape], {}, None, [old, None], node))
+    slot = self.versions.get(id(_root(array)))
+    self._set_slot(array, node, slot[2] if slot is not None and slot[0]() is _root(array)
+                   else 0)

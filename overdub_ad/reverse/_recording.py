@@ -17,8 +17,8 @@ from .._arraylike import array_like, stackable, takes_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten, unflatten
 from .._shared import _innermost, _no_derivative_lost, _zero
-from ._calls import (_arrays_within, _NOT_SIMPLE, _plain_tuple, _positional, _SIMPLE_ARGS,
-                     _SIMPLE_VALUES)
+from ._calls import (_arrays_within, _C_ENCODER, _NOT_SIMPLE, _plain_tuple, _positional,
+                     _reads_text, _SIMPLE_ARGS, _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
 from ._tape import (_carries_int, _Entry, _is_differentiable, _Joint, _LINEARISED, _Node,
                     _placeholder, _root)
@@ -39,6 +39,11 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     """A primitive call: run on plain values, record an entry with the argument nodes."""
     if type(fn) is custom_jvp:
         return self._through_jvp_rule(fn, args, kwargs)
+    if _reads_text(fn) and _rules.vjp_rules(fn) is None:  # json.dumps({"a": x}): a constant
+        memo: dict[int, Any] = {}
+        loose = type(fn) is _C_ENCODER
+        return self._run(fn, *[self._textual(a, memo, loose) for a in args],
+                         **{k: self._textual(v, memo, loose) for k, v in kwargs.items()})
     if kwargs and any(self._carries(v) for v in kwargs.values()):
         args, kwargs = _positional(fn, args, kwargs)
         if any(self._carries(v) for v in kwargs.values()):
@@ -265,11 +270,9 @@ def _hold(self: ReverseContext, entry: _Entry, primals: list[Any], out: Any) -> 
         v = _innermost(value)
         if type(v) is np.ndarray:
             held.setdefault(id(_root(v)), []).append((v, entry, (i,)))
-        elif type(value) in (list, tuple):
-            for j, item in enumerate(value):
-                w = _innermost(item)
-                if type(w) is np.ndarray:
-                    held.setdefault(id(_root(w)), []).append((w, entry, (i, j)))
+        elif type(value) in (list, tuple):  # (NumPy reads the arrays in nested lists)
+            for w, path in _arrays_within(value, (i,)):
+                held.setdefault(id(_root(w)), []).append((w, entry, path))
     if isinstance(out, (tuple, list)):
         for j, item in enumerate(out):
             w = _innermost(item)
