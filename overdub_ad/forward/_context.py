@@ -186,15 +186,21 @@ class ForwardContext(Context):
             x = _innermost(x)
         return bool(self.arrays) and isinstance(x, np.ndarray) and self.arrays.has(x)
 
-    def _carries_within(self, x: Any, depth: int = 8) -> bool:
+    def _carries_within(self, x: Any, seen: set[int] | None = None) -> bool:
         """Whether ``x`` or, for sequences (lists, tuples, deques, their subclasses, a dict's
-        values and items), one of its elements has a tangent."""
+        values and items), one of its elements has a tangent, at any depth (``seen``: the
+        sequences on the way, for one that holds itself)."""
         if self._carries(x):
             return True
         if type(x) is list and id(x) in self.lists:
             return True
-        if depth and (type(x) in (list, tuple) or isinstance(x, _READ)):
-            if any(self._carries_within(e, depth - 1) for e in x):
+        if type(x) in (list, tuple) or isinstance(x, _READ):
+            if seen is None:
+                seen = set()
+            elif id(x) in seen:
+                return False
+            seen.add(id(x))
+            if any(self._carries_within(e, seen) for e in x):
                 return True
             # a list or tuple stored into the heap (``d[k] = (x, y)``), or inside one stored
             # there (``rows.append([x, y])``: the core keeps the members' metadata aside two
@@ -505,12 +511,18 @@ class ForwardContext(Context):
                 if plain is not value:
                     self.fallback(write, container, key, plain)
 
-    def _plain_tree(self, value: Any, depth: int = 0) -> Any:
-        """``value`` without this context's tags (through tuples and lists, rebuilt)."""
+    def _plain_tree(self, value: Any, seen: set[int] | None = None) -> Any:
+        """``value`` without this context's tags (through tuples and lists, at any depth,
+        rebuilt; ``seen``: those on the way, for one that holds itself)."""
         if type(value) is Tagged:
             return untag(value, self)
-        if depth < 4 and type(value) in (list, tuple):
-            items = [self._plain_tree(v, depth + 1) for v in value]
+        if type(value) in (list, tuple):
+            if seen is None:
+                seen = set()
+            elif id(value) in seen:
+                return value
+            seen = seen | {id(value)}  # (the path: a list held twice is made plain twice)
+            items = [self._plain_tree(v, seen) for v in value]
             if any(a is not b for a, b in zip(items, value)):
                 return type(value)(items)
         return value
@@ -1136,25 +1148,31 @@ class ForwardContext(Context):
         stacked = self.fallback(np.stack, [self.fallback(np.asarray, t) for t in tangents])
         return self.fallback(np.reshape, stacked, batch + np.shape(stacked)[1:])
 
-    def _revealed(self, x: Any, depth: int = 8) -> Any:
+    def _revealed(self, x: Any, seen: set[int] | None = None) -> Any:
         """``x`` with the members of its lists, tuples and dicts, and the children of its
         other pytree nodes (dataclasses, registered classes), tagged again where the core
-        holds their metadata aside (see :meth:`_reveal`): a pytree whose leaves show their
-        tangents.  Each is the very same object where nothing in it changed."""
-        if not depth:
+        holds their metadata aside (see :meth:`_reveal`), at any depth: a pytree whose leaves
+        show their tangents.  Each is the very same object where nothing in it changed
+        (``seen``: the containers on the way; one that holds itself is left as it is)."""
+        if type(x) is dict or isinstance(x, (list, tuple)) or is_node(x):
+            if seen is None:
+                seen = set()
+            elif id(x) in seen:
+                return x
+            seen = seen | {id(x)}
+        else:
             return x
         if type(x) is dict:
-            items = [(k, self._revealed(v, depth - 1)) for k, v in self.fallback(x.items)]
+            items = [(k, self._revealed(v, seen)) for k, v in self.fallback(x.items)]
             return x if all(a is b for (_, a), b in zip(items, x.values())) and \
                 all(a is b for (a, _), b in zip(items, x)) else dict(items)
         if isinstance(x, (list, tuple)):
             given = self._reveal(x) if self._kept_aside(x) else x
-            items = [self._revealed(e, depth - 1) for e in given]
+            items = [self._revealed(e, seen) for e in given]
             return x if all(a is b for a, b in zip(items, x)) else _rebuild(x, items)
-        if is_node(x):  # (its children read through the context)
-            return reveal_node(x, self.overdub, lambda child: self._revealed(child, depth - 1),
-                               keep=True)
-        return x
+        # (a node's children read through the context)
+        return reveal_node(x, self.overdub, lambda child: self._revealed(child, seen),
+                           keep=True)
 
     def _entry_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A derivative's entry point given pytrees (``grad(f)(m.params)``, ``jvp(f, (s[0],),

@@ -465,3 +465,30 @@ def test_an_inner_derivative_is_given_the_very_containers_that_hold_nothing_asid
             for _ in range(2):
                 assert derivative(f, 0.5) == 2.0
                 assert jacfwd(f)(0.5) == 2.0
+
+
+def _wrapped(depth):
+    def f(x):
+        v = [x, 2.0 * x * x]
+        for _ in range(depth):
+            v = [v]
+        rows = []
+        rows.append(v)
+        return np.array(rows).ravel()
+    return f
+
+
+@pytest.mark.every_route
+@pytest.mark.parametrize("depth", [3, 7, 8, 9, 20])
+def test_lists_at_any_depth_keep_their_tangents(depth):
+    """Forward mode looked for tangents eight levels down at most: deeper, jacfwd gave zeros."""
+    f = _wrapped(depth)
+    want = [1.0, 2.8]
+    for route in (None, REFERENCE):
+        with force_route(route):
+            for _ in range(2):
+                np.testing.assert_allclose(jacfwd(f)(0.7), want, rtol=1e-12)
+                np.testing.assert_allclose(jacrev(f)(0.7), want, rtol=1e-12)
+                assert derivative(lambda x: np.sum(f(x)), 0.7) == pytest.approx(3.8)
+            assert derivative(grad(lambda x: np.sum(f(x))), 0.7) == pytest.approx(4.0)
+
