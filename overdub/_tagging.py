@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import _operator
 import collections
+import copy
 import functools
 import itertools
 import math
@@ -782,7 +783,7 @@ class Tagger:
         function is given its arguments.  (Natively, ``"-".join([t, "b"])`` would find a
         ``Tagged`` where it expects a string.)  A generator given to ``join`` is read into a
         list first, as ``join`` itself reads it."""
-        if not kwargs and not any(type(a) in _READ or isinstance(a, tuple) for a in args):
+        if not kwargs and not any(type(a) in _READ or isinstance(a, _CONTAINERS) for a in args):
             return self.plain_call(fn, args, kwargs)  # ("a b".split(), s.upper(): the most)
         if args and type(args[-1]) is types.GeneratorType and type(fn) is not _JSON_ENCODER \
                 and fn.__name__ == "join":  # (bound, or str.join(sep, items))
@@ -803,6 +804,7 @@ except ImportError:
     pass
 _COPIED = (list, tuple, dict, set, frozenset)  # copied exactly (a subclass's repr is its own)
 _READ = frozenset((*_COPIED, Tagged, types.GeneratorType))  # (what _read_items changes)
+_CONTAINERS = (list, tuple, dict)  # (their subclasses too)
 
 
 def _without_tags(owner: Any, value: Any, memo: dict[int, Any]) -> Any:
@@ -812,21 +814,28 @@ def _without_tags(owner: Any, value: Any, memo: dict[int, Any]) -> Any:
     kind = type(value)
     if kind is Tagged:
         return _without_tags(owner, value.value, memo) if value.owner is owner else value
-    if kind not in _COPIED and not (isinstance(value, tuple) and hasattr(value, "_make")):
+    base = list if isinstance(value, list) else dict if isinstance(value, dict) else None
+    if kind not in _COPIED and base is None and not (isinstance(value, tuple)
+                                                     and hasattr(value, "_make")):
         return value
     key = id(value)
     if key in memo:
         return memo[key]
-    if kind is list or kind is dict:
-        new: Any = kind()
+    if base is not None:
+        # a subclass (OrderedDict, defaultdict, a user's list) copied as itself, its items
+        # replaced through the base class's own methods
+        new: Any = kind() if kind is base else copy.copy(value)
         memo[key] = new  # (before the items: a list may hold itself)
-        if kind is list:
-            new.extend(_without_tags(owner, item, memo) for item in value)
-            changed = any(a is not b for a, b in zip(new, value))
+        if base is list:
+            list.clear(new)
+            list.extend(new, [_without_tags(owner, item, memo) for item in list.__iter__(value)])
+            changed = any(a is not b for a, b in zip(list.__iter__(new), list.__iter__(value)))
         else:
-            new.update((_without_tags(owner, k, memo), _without_tags(owner, v, memo))
-                       for k, v in value.items())
-            changed = any(a is not b or new[a] is not value[b] for a, b in zip(new, value))
+            dict.clear(new)
+            dict.update(new, [(_without_tags(owner, k, memo), _without_tags(owner, v, memo))
+                              for k, v in dict.items(value)])
+            changed = any(a is not b or dict.__getitem__(new, a) is not dict.__getitem__(value, b)
+                          for a, b in zip(dict.__iter__(new), dict.__iter__(value)))
         if not changed:
             memo[key] = value
             return value

@@ -262,3 +262,23 @@ def test_functions_that_return_no_generator_are_unchanged():
     assert overdub(CountContext(), lambda: values) is values
     iterator = iter(values)
     assert overdub(CountContext(), lambda: iterator) is iterator  # (not a generator)
+
+
+def test_subclassed_containers_reach_text_functions_plain():
+    """An OrderedDict, a defaultdict or a list subclass holding a tagged value reached the JSON
+    encoder and str.join as the Tagged wrapper (only exact lists, tuples and dicts were copied);
+    the copy keeps its class, so the text is the plain run's."""
+    import collections
+    import json
+
+    class Names(list):
+        pass
+
+    def text(x, name):
+        return (json.dumps(collections.OrderedDict(a=x, b=[x])),
+                json.dumps(collections.defaultdict(list, a=[x])),
+                "-".join(Names([name, "b"])), "%r" % (collections.OrderedDict(a=x),))
+
+    want = text(5.0, "a")
+    ctx = Context()
+    assert overdub(ctx, text, tag(5.0, ctx, "m"), tag("a", ctx, "m")) == want
