@@ -227,7 +227,9 @@ def _max_weight(x: Any, y: Any, split: bool = True) -> Any:
     """Weight of x in maximum(x, y): 1 where x wins; on ties 1/2 if ``split`` (the other
     argument carries a derivative too), else 0 (the other is a constant: its zero derivative
     is the one taken)."""
-    return np.greater(x, y) + (0.5 if split else 0.0) * np.equal(x, y)
+    # (selected by np.where, not a truth value times a number: array-API namespaces refuse
+    # arithmetic on bools)
+    return np.where(np.greater(x, y), 1.0, np.where(np.equal(x, y), 0.5 if split else 0.0, 0.0))
 
 
 def _fmax_weight(x: Any, y: Any, split: bool = True) -> Any:
