@@ -6,8 +6,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+
 from . import _rules
-from ._shared import _F
+from ._pytree import flatten, unflatten
+from ._shared import _F, _innermost
 
 
 class custom_vjp:
@@ -45,12 +49,46 @@ class custom_vjp:
         if not (callable(fwd) and callable(bwd)):
             raise TypeError("custom_vjp.defvjp(fwd, bwd): both must be callable")
         if self.nondiff_argnums:
-            fwd, bwd = _nondiff_vjp(self.nondiff_argnums, fwd, bwd)
+            fwd, bwd = _nondiff_vjp(self, fwd, bwd)
         self.fwd, self.bwd = fwd, bwd
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fwd is None:  # JAX raises too: differentiated, the body would be (silently)
+            raise TypeError(f"custom_vjp function {_rules._name(self.fn)} has no vjp rule: "
+                            f"define one with {self.__name__}.defvjp(fwd, bwd)")
         return self.fn(*args, **kwargs)
+
+    def fwd_pair(self, result: Any) -> tuple[Any, Any]:
+        """What ``fwd`` returned, checked to be the pair ``(output, residuals)``."""
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError(f"the fwd of custom_vjp function {_rules._name(self.fn)} must "
+                            f"return a pair (output, residuals), got {_described(result)}")
+        return result[0], result[1]
+
+    def check_nondiff(self, differentiated: list[bool]) -> None:
+        """Refuse a differentiated argument among ``nondiff_argnums`` (``differentiated``:
+        per positional argument): ``bwd`` gives it no cotangent, so its derivative would be a
+        silent zero (JAX raises too)."""
+        for i in self.nondiff_argnums:
+            if i < len(differentiated) and differentiated[i]:
+                raise TypeError(f"custom_vjp function {_rules._name(self.fn)}: argument {i} "
+                                f"is differentiated, but it is in nondiff_argnums, for which "
+                                f"bwd gives no cotangent; pass it among the differentiated "
+                                f"arguments and return its cotangent from bwd")
+
+    def check_cotangents(self, parts: Any, primals: list[Any]) -> None:
+        """``bwd``'s result checked as JAX checks it: a tuple with one cotangent per
+        positional argument, each ``None`` (zero) or of its argument's structure, and each
+        leaf of its leaf's shape (never summed or broadcast: a mistake would be a silently
+        wrong derivative)."""
+        name = _rules._name(self.fn)
+        if not isinstance(parts, (tuple, list)) or len(parts) != len(primals):
+            raise TypeError(f"the bwd of custom_vjp function {name} must return a tuple with "
+                            f"one cotangent (or None) per positional argument, "
+                            f"{len(primals)} here, got {_described(parts)}")
+        for i, (part, x) in enumerate(zip(parts, primals)):
+            _check_part(name, f"argument {i}", part, x)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
@@ -105,7 +143,21 @@ class custom_jvp:
         return jvp
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.jvp is None:  # JAX raises too: differentiated, the body would be (silently)
+            raise TypeError(f"custom_jvp function {_rules._name(self.fun)} has no jvp rule: "
+                            f"define one with @{self.__name__}.defjvp")
         return self.fun(*args, **kwargs)
+
+    def check_nondiff(self, differentiated: list[bool]) -> None:
+        """Refuse a differentiated argument among ``nondiff_argnums`` (``differentiated``:
+        per positional argument): the rule gets no tangent for it, so its derivative would
+        be a silent zero (JAX raises too)."""
+        for i in self.nondiff_argnums:
+            if i < len(differentiated) and differentiated[i]:
+                raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: argument {i} "
+                                f"is differentiated, but it is in nondiff_argnums, for which "
+                                f"the rule gets no tangent; pass it among the differentiated "
+                                f"arguments")
 
     def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The arguments of a call as the rule receives them, in either mode: all by position,
@@ -153,21 +205,152 @@ def _nondiff_jvp(positions: tuple[int, ...], jvp: Callable[..., Any]) -> Callabl
     return rule
 
 
-def _nondiff_vjp(positions: tuple[int, ...], fwd: Callable[..., Any],
+def _nondiff_vjp(fn: custom_vjp, fwd: Callable[..., Any],
                  bwd: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """``fwd`` and ``bwd(*nondiff_args, residuals, ct)`` as the pair the engines call: the
     non-differentiated arguments kept beside the residuals, and ``None`` cotangents put at
-    their positions."""
+    their positions (``bwd`` returns exactly one per other argument)."""
+    positions = fn.nondiff_argnums
+
     def forward(*args: Any, **kwargs: Any) -> Any:
         _check_count(positions, len(args))
-        out, residuals = fwd(*args, **kwargs)
+        out, residuals = fn.fwd_pair(fwd(*args, **kwargs))
         return out, (tuple(args[i] for i in positions), len(args), residuals)
 
     def backward(kept: Any, ct: Any) -> tuple[Any, ...]:
         nondiff, count, residuals = kept
-        cts = iter(tuple(bwd(*nondiff, residuals, ct)))
-        return tuple(None if i in positions else next(cts, None) for i in range(count))
+        parts = bwd(*nondiff, residuals, ct)
+        if not isinstance(parts, (tuple, list)) or len(parts) != count - len(positions):
+            raise TypeError(f"the bwd of custom_vjp function {_rules._name(fn.fn)} must "
+                            f"return a tuple with one cotangent (or None) per argument not in "
+                            f"nondiff_argnums, {count - len(positions)} here, got "
+                            f"{_described(parts)}")
+        cts = iter(parts)
+        return tuple(None if i in positions else next(cts) for i in range(count))
     return forward, backward
+
+
+_NUMBERS = (float, int, complex, np.ndarray, np.number)
+
+
+def probe(primal: Any) -> Any:
+    """The tangent value at which reverse mode records a ``custom_jvp`` rule: ones of the
+    primal's shape (see :class:`LinearityCheck`)."""
+    value = _innermost(primal)
+    if isinstance(value, np.ndarray):
+        return np.ones_like(value, dtype=np.result_type(value, 0.0))
+    return 1.0 + 0.0 * value
+
+
+class LinearityCheck:
+    """Reverse mode transposes a ``custom_jvp`` rule's tangent map, which must be linear
+    (JAX cannot transpose any other, and raises); transposed at zero, ``2 * x * dx ** 2``
+    gives a silent zero.  The map ``f`` is recorded at the tangents ``p`` (:func:`probe`),
+    between two pass-through entries whose joints see the cotangents: ``c`` of the map's
+    output, then ``J(p)^T c`` of its input.  Linear, ``<J(p)^T c, p> = <c, J(p) p> = <c,
+    f(p)>``; homogeneous of degree ``k`` (``dx ** 2``: 2), the left side is ``k`` times the
+    right (Euler), and a constant term (``dx + 1``) breaks it too.  Checked in each backward
+    sweep, at no cost of running the rule again (a rule may count its calls).  Positively
+    homogeneous maps of degree one (``abs(dx)``) pass: transposed at ``p`` they give the
+    derivative in the direction ``p``, the rule's own answer there."""
+
+    __slots__ = ("fn", "probes", "values", "paired")
+
+    def __init__(self, fn: custom_jvp, probes: list[Any]) -> None:
+        self.fn, self.probes = fn, probes
+        self.values: list[Any] = []  # f(p), the rule's tangent outputs
+        self.paired: Any = None      # <c, f(p)> of the sweep under way
+
+    def outputs(self, ct: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The joint of the entry after the map: notes ``<c, f(p)>``, passes ``c`` on."""
+        self.paired = _pairing(ct, self.values)
+        return ct
+
+    def inputs(self, ct: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The joint of the entry before the map: compares ``<J^T c, p>`` with ``<c, f(p)>``
+        and passes ``J^T c`` on to the arguments."""
+        paired, self.paired = self.paired, None
+        back = _pairing(ct, self.probes)
+        if paired is not None and back is not None and \
+                abs(back - paired) > 1e-8 * (abs(back) + abs(paired)) + 1e-300:
+            raise TypeError(
+                f"the jvp rule of custom_jvp function {_rules._name(self.fn.fun)} is not "
+                f"linear in the tangents (the transposed map does not match it: "
+                f"<J^T c, t> = {back!r}, <c, J t> = {paired!r}): reverse mode transposes the "
+                f"rule, which needs a linear map of the tangents (a product or power of "
+                f"tangents, or a constant term, is not)")
+        return ct
+
+
+def _pairing(cts: tuple[Any, ...], values: list[Any]) -> float | None:
+    """``sum <c, v>`` over pairs of real numbers or arrays of one shape; None where a pair is
+    anything else (complex: the check is for real maps)."""
+    total = 0.0
+    for c, v in zip(cts, values):
+        a, b = np.asarray(_innermost(c)), np.asarray(_innermost(v))
+        if a.dtype.kind not in "fiu" or b.dtype.kind not in "fiu" or a.shape != b.shape:
+            return None
+        total += float(np.sum(a * b))
+    return total
+
+
+def _described(x: Any) -> str:
+    """A returned value for an error message: its type, and a sequence's length."""
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of length {len(x)}"
+    return f"a {type(x).__name__}"
+
+
+def _check_part(name: str, where: str, part: Any, x: Any) -> None:
+    """One cotangent ``bwd`` returned, against the argument (or the part of one) it is for."""
+    if part is None:  # zero, as in JAX, for a whole argument or any part of one
+        return
+    kind = type(x)
+    if kind is dict:
+        if type(part) is not dict or set(part) != set(x):
+            raise TypeError(f"the bwd of custom_vjp function {name} returned a cotangent "
+                            f"{_described(part)} for {where}, a dict with keys "
+                            f"{sorted(map(repr, x))}: it must have the same keys")
+        for key in x:
+            _check_part(name, f"{where}[{key!r}]", part[key], x[key])
+        return
+    if isinstance(x, (tuple, list)):
+        plain = _innermost(part)
+        if isinstance(plain, np.ndarray) and plain.shape[:1] == (len(x),):
+            return  # a list of numbers is an array to NumPy: its cotangent may be one
+        if not isinstance(part, (tuple, list)) or len(part) != len(x):
+            raise TypeError(f"the bwd of custom_vjp function {name} returned a cotangent "
+                            f"{_described(part)} for {where}, {_described(x)}: it must "
+                            f"have the same structure")
+        for j, (p, item) in enumerate(zip(part, x)):
+            _check_part(name, f"{where}[{j}]", p, item)
+        return
+    value, plain = _innermost(x), _innermost(part)
+    if isinstance(value, (float, complex, np.ndarray, np.floating, np.complexfloating)) and \
+            isinstance(plain, (float, int, complex, np.ndarray, np.number)) and \
+            np.shape(plain) != np.shape(value):
+        raise ValueError(f"the bwd of custom_vjp function {name} returned a cotangent of "
+                         f"shape {np.shape(plain)} for {where}, of shape {np.shape(value)}: "
+                         f"each cotangent must have its argument's shape")
+
+
+def structured_bwd(bwd: Callable[..., Any], tree: Any) -> Callable[..., Any]:
+    """``bwd`` for an output of pytree structure ``tree`` (a dict, nested containers),
+    recorded as the tuple of its leaves: the tuple of their cotangents is given to ``bwd``
+    in the output's structure, as JAX does (a list output's cotangent a list)."""
+    def backward(residuals: Any, ct: Any, *wanted: Any) -> Any:
+        return bwd(residuals, unflatten(tree, list(ct)), *wanted)
+    return backward
+
+
+def output_leaves(out: Any) -> tuple[tuple[Any, ...], Any] | None:
+    """A ``custom_vjp``'s output as the tuple of its leaves and its structure; None for an
+    output that is one leaf or a flat tuple (recorded as it is)."""
+    leaves, tree = flatten(out)
+    if tree.kind == "leaf" or (tree.kind is tuple and
+                               all(c.kind == "leaf" for c in tree.children)):
+        return None
+    return tuple(leaves), tree
 
 
 def _check_count(positions: tuple[int, ...], count: int) -> None:

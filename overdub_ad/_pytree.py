@@ -40,8 +40,14 @@ class TreeDef:
         return hash((id(self.kind), self.keys, self.children))
 
     def __repr__(self) -> str:
+        """``*`` for a leaf, ``tuple(*, *)``, ``{'a': *, 'b': *}`` for a dict (its keys shown:
+        two dicts of one size differ only by them, and an error saying which structure it
+        wanted must show them)."""
         if self.kind == "leaf":
             return "*"
+        if self.kind is dict:
+            return "{" + ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.keys, self.children)) \
+                + "}"
         return f"{getattr(self.kind, '__name__', self.kind)}{self.children!r}"
 
 

@@ -12,6 +12,7 @@ declined.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -164,6 +165,14 @@ def _about(fn: Any, text: str) -> str:
     return f"{name}: {text}" if text else name
 
 
+def _transform(api: Any) -> bool:
+    """Whether ``api`` is one of overdub_ad's transforms (or a ``functools.partial`` of one,
+    ``partial(grad, argnums=1)``): another callable given first (``explain(np.sin, np.cos,
+    1.0)``) would be called on ``f`` and fail somewhere unrelated."""
+    target = api.func if isinstance(api, functools.partial) else api
+    return (getattr(target, "__module__", None) or "").partition(".")[0] == "overdub_ad"
+
+
 def explain(api: Callable[..., Any], f: Callable[..., Any], *args: Any,
             **kwargs: Any) -> Explanation:
     """Run ``api(f)(*args, **kwargs)`` -- ``api`` one of overdub_ad's transforms, such as
@@ -178,6 +187,11 @@ def explain(api: Callable[..., Any], f: Callable[..., Any], *args: Any,
     if not callable(api) or not callable(f):
         raise TypeError("explain(api, f, *args): api and f must be callable, e.g. "
                         "explain(grad, f, 2.0)")
+    if not _transform(api):
+        raise TypeError(f"explain(api, f, *args): api must be one of overdub_ad's transforms "
+                        f"(grad, jvp, jacfwd, hessian...), got {_about(api, '')}; to explain "
+                        f"the derivative of {_about(api, '')}, give it as f: explain(derivative, "
+                        f"{getattr(api, '__name__', 'f')}, ...)")
     decisions: list[tuple[str, bool, str]] = []
     token = _listening.set(decisions)
     try:

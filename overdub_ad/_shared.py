@@ -303,8 +303,9 @@ def not_differentiable(x: Any) -> str | None:
 
 
 def not_differentiable_error(what: str, api: str = "") -> TypeError:
-    return TypeError(f"{api + ': ' if api else ''}cannot differentiate with respect to a "
-                     f"{what} (expected floats, complex numbers or arrays of them)")
+    article = "an" if what[:1].lower() in "aeiou" else "a"
+    return TypeError(f"{api + ': ' if api else ''}cannot differentiate with respect to "
+                     f"{article} {what} (expected floats, complex numbers or arrays of them)")
 
 
 def _rebuild(like: Any, items: list[Any]) -> Any:
@@ -669,30 +670,43 @@ def _implementation(fn: Any) -> Any:
     return impl
 
 
-def check_argnums(api: str, argnums: Any) -> None:
-    """``argnums`` is an int or a non-empty tuple of distinct ints (JAX's rule), checked where
-    the API is given it; whether they are in range is known at the call."""
+def check_argnums(api: str, argnums: Any) -> int | tuple[int, ...]:
+    """``argnums`` checked where the API is given it, as JAX's rule: an int, or a non-empty
+    sequence (a tuple, a list) of distinct ints, which is returned as a tuple (a sequence
+    selects several arguments: the results come as a tuple).  Whether they are in range is
+    known at the call (:func:`_normalize_argnums`)."""
     if type(argnums) is int:  # the common case, at once: grad(f) is often made per call
-        return
-    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+        return argnums
+    nums = tuple(argnums) if isinstance(argnums, (tuple, list)) else (argnums,)
     if not all(isinstance(num, int) and not isinstance(num, bool) for num in nums):
-        raise TypeError(f"{api}: argnums must be an int or a tuple of ints, got {argnums!r}")
+        raise TypeError(f"{api}: argnums must be an int or a sequence of ints, got "
+                        f"{argnums!r}")
     if not nums:
-        raise ValueError(f"{api}: argnums=() selects no argument to differentiate")
+        raise ValueError(f"{api}: argnums={argnums!r} selects no argument to differentiate")
     if len(set(nums)) != len(nums):
         raise ValueError(f"{api}: argnums {argnums!r} repeats an argument")
+    return nums if isinstance(argnums, (tuple, list)) else argnums
 
 
-def _normalize_argnums(argnums: Any, n: int) -> tuple[int, ...]:
+def _normalize_argnums(argnums: Any, n: int, api: str) -> tuple[int, ...]:
+    """The positions ``argnums`` (checked by :func:`check_argnums`) select among ``n``
+    positional arguments, each in ``range(n)``; ``api`` names the function the user called in
+    the errors."""
     if type(argnums) is int and 0 <= argnums < n:  # the common case
         return (argnums,)
     nums = argnums if isinstance(argnums, tuple) else (argnums,)
     for num in nums:
         if not -n <= num < n:
-            raise ValueError(f"argnums {argnums!r} out of range for {n} positional arguments")
+            if n == 0:
+                raise ValueError(f"{api}: the function was called with no positional "
+                                 f"arguments, so argnums={argnums!r} selects none to "
+                                 f"differentiate (keyword arguments are not differentiated)")
+            raise ValueError(f"{api}: argnums {argnums!r} is out of range for {n} positional "
+                             f"argument{'s' if n != 1 else ''}")
     normalized = tuple(num % n for num in nums)
     if len(set(normalized)) != len(normalized):  # (0, -2) with two arguments
-        raise ValueError(f"argnums {argnums!r} names argument {normalized[0]} twice")
+        twice = next(num for num in normalized if normalized.count(num) > 1)
+        raise ValueError(f"{api}: argnums {argnums!r} names argument {twice} twice")
     return normalized
 
 

@@ -16,8 +16,9 @@ from overdub import Tagged, current_context, hide_machinery, opaque, overdub, ta
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
-                       _innermost, not_differentiable, not_differentiable_error, _numeric,
-                       _own_precision, _OWN_CODE, _untag_bindings, _zero)
+                       _innermost, _normalize_argnums, not_differentiable,
+                       not_differentiable_error, _numeric, _own_precision, _OWN_CODE,
+                       _untag_bindings, _zero)
 from . import _dual
 from ._dual_numbers import _Dual
 from ._context import ForwardContext
@@ -138,11 +139,12 @@ def _integer_point(x: Any) -> bool:
             (type(x) is np.ndarray and x.dtype.kind in "iu"))
 
 
-def _structures_differ(primals: Sequence[Any], tangents: Sequence[Any]) -> str:
+def _structures_differ(primals: Sequence[Any], tangents: Sequence[Any], api: str = "jvp") -> str:
     """What is wrong where the tangents do not have the primals' structure: the argument whose
-    tangent differs (a list given for an array is a pytree of numbers, not an array)."""
+    tangent differs (a list given for an array is a pytree of numbers, not an array; a list
+    for a tuple is another structure, as in JAX).  ``api`` names the function called."""
     if len(primals) != len(tangents):
-        return (f"jvp: primals and tangents differ in structure: {len(primals)} primals but "
+        return (f"{api}: primals and tangents differ in structure: {len(primals)} primals but "
                 f"{len(tangents)} tangents (one tangent per argument of f)")
     for i, (p, t) in enumerate(zip(primals, tangents)):
         tree, dtree = flatten(p)[1], flatten(t)[1]
@@ -150,9 +152,9 @@ def _structures_differ(primals: Sequence[Any], tangents: Sequence[Any]) -> str:
             hint = (f"; a {type(t).__name__} is a pytree of numbers, not an array: give "
                     f"np.asarray(...)" if isinstance(t, (list, tuple)) and
                     not isinstance(p, (list, tuple, dict)) else "")
-            return (f"jvp: the tangent of argument {i} has structure {dtree}, its primal {tree}"
-                    f"{hint}")
-    return "jvp: primals and tangents differ in structure"
+            return (f"{api}: the tangent of argument {i} has structure {dtree}, its primal "
+                    f"{tree}{hint}")
+    return f"{api}: primals and tangents differ in structure"
 
 
 def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...],
@@ -163,7 +165,7 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):
-        raise ValueError(_structures_differ(primals, tangents))
+        raise ValueError(_structures_differ(primals, tangents, api))
     if batch == (1,) and _one_number_direction(leaves, dleaves):
         # one direction of numbers (jacfwd of a function of a float): computed as numbers, as
         # derivative computes it -- an array of one would make a zero tangent's term
@@ -252,12 +254,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
                         "with one entry per argument of f")
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
-    if len(dleaves) != len(leaves):
+    if len(dleaves) != len(leaves) or dtree != tree:  # (a list for a tuple too: JAX refuses it)
         raise ValueError(_structures_differ(primals, tangents))
     batches = set()
     for x, dx in zip(leaves, dleaves):
         if dx is None or not _numeric(x):
             continue
+        if _arrays.is_complex(dx) and not _arrays.is_complex(x):
+            # (the derivative along an imaginary direction of a real argument: no direction
+            # the function has; JAX refuses it too.  An integer direction is taken as floats)
+            raise TypeError(f"jvp: a complex tangent for a real primal (a {_dtype_name(x)}); "
+                            f"give a real tangent, or a complex primal for a complex direction")
         shape, dshape = np.shape(x), np.shape(dx)
         batch = len(dshape) - len(shape)  # leading directions (see above)
         if batch < 0 or dshape[batch:] != shape:
@@ -362,6 +369,10 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
                     return _typed_like(out, tangent)
             return tangent
         plain = _innermost(x)
+        if isinstance(plain, (list, tuple, dict)) or is_node(plain):
+            raise TypeError(f"derivative: x must be a float, a complex number or an array, got "
+                            f"a {type(plain).__name__} (np.asarray(x) for an array of its "
+                            f"numbers; jvp or jacfwd for a pytree)")
         one: Any
         if isinstance(plain, np.ndarray):
             one = np.ones(plain.shape, _own_precision(plain))
@@ -384,7 +395,8 @@ D = derivative
 @opaque
 @_entry
 def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
-           chunk: int | None = None, has_aux: bool = False) -> Callable[..., Any]:
+           chunk: int | None = None, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode.
 
     Tangents carry ``chunk`` directions at once (ForwardDiff's chunks; default: all inputs in
@@ -392,7 +404,14 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     ``y`` and input ``x`` the result has shape ``y.shape + x.shape`` (JAX's convention); a
     pytree output gives the same pytree of Jacobians, a tuple ``argnums`` a tuple of them.
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the Jacobian function returns
-    ``(jacobian, aux)``, ``aux`` not differentiated (JAX's API).
+    ``(jacobian, aux)``, ``aux`` not differentiated (JAX's API).  Keyword arguments of the
+    call pass to ``f`` and are not differentiated.
+
+    Complex inputs need ``holomorphic=True`` (as in JAX), which gives the complex derivatives
+    ``df_i/dz_j`` of a holomorphic ``f`` and requires complex inputs and outputs: for any
+    other ``f`` a forward pass gives the derivative along the real axis only, which is no
+    Jacobian (``jacrev`` of a real-valued ``f`` gives ``df/dx - i df/dy``, as ``grad``;
+    ``jvp`` along ``1`` and ``1j`` gives both directional derivatives).
 
     Example::
 
@@ -402,23 +421,24 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     """
     if not callable(f):
         raise TypeError(f"jacfwd: f must be callable, got {f!r}")
-    check_argnums("jacfwd", argnums)
+    argnums = check_argnums("jacfwd", argnums)
     multiple = isinstance(argnums, tuple)
-    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    if chunk is not None and (not isinstance(chunk, numbers.Integral) or
+                              isinstance(chunk, bool)):
+        raise TypeError(f"jacfwd: chunk must be an int (the directions per pass) or None, got "
+                        f"{chunk!r}")
     if chunk is not None and chunk < 1:
         raise ValueError(f"jacfwd: chunk must be a positive number of directions, got {chunk}")
 
     @opaque
     @_entry
-    def jacobian(*args: Any) -> Any:
-        for num in nums:
-            if not -len(args) <= num < len(args):
-                raise IndexError(f"jacfwd: argnums {num} is out of range for {len(args)} "
-                                 f"arguments")
-        if len({num % len(args) for num in nums}) != len(nums):  # (0, -2) with two arguments
-            raise ValueError(f"jacfwd: argnums {argnums!r} names an argument twice")
+    def jacobian(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args), "jacfwd")
+        _check_complex_inputs(args, nums, holomorphic)
+        # (keyword arguments are not differentiated: f with them bound)
+        g = f if not kwargs else lambda *xs: f(*xs, **kwargs)
         outputs: list[Any] = []  # (the primal output of the first pass)
-        results = [_jacobian_wrt(f, args, num, chunk, outputs,
+        results = [_jacobian_wrt(g, args, num, chunk, outputs,
                                  tuple(other for other in nums if other != num))
                    for num in nums]
         out_tree, _ = results[0]
@@ -429,12 +449,52 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                        for _, blocks in results]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
-        per_output = [tuple(blocks[i] for _, blocks in results) if multiple else
+        if holomorphic:
+            _check_complex_outputs(outputs[0][0] if has_aux else outputs[0])
+        per_output = [None if results[0][1][i] is None else  # (an output leaf None: None)
+                      tuple(blocks[i] for _, blocks in results) if multiple else
                       results[0][1][i] for i in range(len(results[0][1]))]
         jacobians = unflatten(out_tree, per_output)
         return (jacobians, outputs[0][1]) if has_aux else jacobians
 
     return jacobian
+
+
+def _check_complex_inputs(args: tuple[Any, ...], nums: tuple[int, ...], holomorphic: bool,
+                          api: str = "jacfwd") -> None:
+    """JAX's rule for jacfwd's inputs: complex ones only with ``holomorphic=True``, and then
+    only complex ones.  A forward pass along the unit directions of a complex input gives the
+    derivative along the real axis, ``df/dx``, which is the Jacobian only for a holomorphic
+    ``f``: for any other (``abs(z) ** 2``) it would silently disagree with ``jacrev``.
+    ``api`` names the function called (``hessian`` checks through it too)."""
+    for num in nums:
+        for leaf in flatten(args[num])[0]:
+            if leaf is None or not _numeric(leaf):
+                continue  # (what is not a number: _jacobian_wrt says so)
+            if _arrays.is_complex(leaf) and not holomorphic:
+                raise TypeError(
+                    f"{api} of a function of complex inputs (argument {num}): pass "
+                    f"holomorphic=True for the complex Jacobian df/dz of a holomorphic f; for "
+                    f"any other f, jvp along 1 and 1j gives df/dx and df/dy, and jacrev of a "
+                    f"real-valued f gives df/dx - i df/dy (as grad)")
+            if holomorphic and not _arrays.is_complex(leaf):
+                raise TypeError(f"{api}(holomorphic=True) requires complex inputs, got "
+                                f"{_dtype_name(leaf)} (argument {num})")
+
+
+def _dtype_name(x: Any) -> str:
+    plain = _innermost(x)
+    return str(getattr(plain, "dtype", type(plain).__name__))
+
+
+def _check_complex_outputs(out: Any) -> None:
+    """With ``holomorphic=True`` the outputs are complex too (JAX's rule): a real output of a
+    complex input is no holomorphic function (unless it is constant)."""
+    for leaf in flatten(out)[0]:
+        plain = _innermost(leaf)
+        if _arrays.is_numeric(plain) and not _arrays.is_complex(plain):
+            raise TypeError(f"jacfwd(holomorphic=True) requires complex outputs, got "
+                            f"{_dtype_name(plain)}")
 
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
@@ -496,8 +556,8 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
     def block(i: int) -> Any:
         if isinstance(blocks[0][i], _FunctionDerivative):
             return _FunctionJacobian(_output_leaf(f, i), args, num, chunk)
-        if blocks[0][i] is None:  # an output leaf None (an empty pytree): None per leaf
-            return None if single else unflatten(tree, [None] * len(leaves))
+        if blocks[0][i] is None:  # an output leaf None (an empty pytree): its Jacobian is
+            return None  # None, whatever the argument (as JAX's, and jacrev's)
         per_leaf = [None if plain is None else
                     _assembled([b[i] for b in blocks], shape, lo, lo + size)
                     for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]

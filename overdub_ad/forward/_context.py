@@ -1114,7 +1114,9 @@ class ForwardContext(Context):
         if fn.jvp is None:
             raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
                             f"define one with @{fn.__name__}.defjvp")
-        leaves, tree = flatten(list(self._revealed(fn.positional(args, kwargs))))
+        positional = self._revealed(fn.positional(args, kwargs))
+        fn.check_nondiff([any(map(self._carries, flatten(a)[0])) for a in positional])
+        leaves, tree = flatten(list(positional))
         parts = [self._split(leaf) for leaf in leaves]
         batch: tuple[int, ...] = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
                                        for p, t in parts if t is not None), ())

@@ -12,9 +12,9 @@ from overdub import opaque
 
 from .. import _routes, _rules
 from .._pytree import flatten, unflatten
-from .._shared import check_argnums, _entry
-from ..forward._api import jacfwd, jvp
-from ..reverse._api import grad, jacrev, NotScalar
+from .._shared import check_argnums, _entry, _normalize_argnums
+from ..forward._api import _check_complex_inputs, jacfwd, jvp
+from ..reverse._api import _grad, jacrev, NotScalar
 from ..reverse._sweep import _enclosed
 from ..reverse._tape import _cast
 from ._compiled import compiled_hvp, DECLINED
@@ -24,24 +24,34 @@ from ._tape import tape_hvp
 @opaque
 @_entry
 def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
-            has_aux: bool = False) -> Callable[..., Any]:
+            has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """The Hessian of ``f``: forward-over-reverse (``jacfwd(grad(f))``); for an output that is
     not a scalar, the second derivatives of each element, ``jacfwd(jacrev(f))``, of shape
     ``out.shape + x.shape + x.shape`` (as JAX's; ``f`` then runs once more, to find the
     output's shape).  With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the Hessian
-    function returns ``(hessian, aux)`` (JAX's API)."""
-    check_argnums("hessian", argnums)
-    gradient = grad(f, argnums, has_aux=has_aux)
-    jacobian = jacrev(f, argnums, has_aux=has_aux)
+    function returns ``(hessian, aux)`` (JAX's API).  Keyword arguments of the call pass to
+    ``f``, not differentiated.  Complex inputs need ``holomorphic=True`` (as for
+    :func:`jacfwd`, and in JAX): the second complex derivative of a holomorphic ``f``."""
+    if not callable(f):
+        raise TypeError(f"hessian: f must be callable, got {f!r}")
+    argnums = check_argnums("hessian", argnums)
+    gradient = _grad(f, argnums, has_aux, holomorphic, "hessian")
+    jacobian = jacrev(f, argnums, holomorphic=holomorphic, has_aux=has_aux)
 
     def first_derivatives(*args: Any, **kwargs: Any) -> Any:
         try:
             return gradient(*args, **kwargs)
         except NotScalar:
-            if kwargs:  # (jacrev takes positional arguments only)
-                raise
-            return jacobian(*args)
-    return jacfwd(first_derivatives, argnums, has_aux=has_aux)
+            return jacobian(*args, **kwargs)
+    second = jacfwd(first_derivatives, argnums, has_aux=has_aux, holomorphic=holomorphic)
+
+    @opaque
+    @_entry
+    def hessian_function(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args), "hessian")  # (its errors name hessian)
+        _check_complex_inputs(args, nums, holomorphic, "hessian")
+        return second(*args, **kwargs)
+    return hessian_function
 
 
 @opaque
@@ -104,7 +114,7 @@ def _outermost() -> None:
 def _nested(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """The reference route: ``jvp(grad(f), (x,), (v,))``, each leaf in its argument's type,
     as the other routes give it (a float for a float, an array for a 0-d array)."""
-    out = jvp(grad(f), (x,), (v,))[1]
+    out = jvp(_grad(f, 0, False, False, "hvp"), (x,), (v,))[1]
     leaves, tree = flatten(out)
     xleaves = flatten(x)[0]
     if len(leaves) != len(xleaves):  # (a structure grad changed: as it is)

@@ -15,7 +15,8 @@ from .. import _arrays
 from .._custom import custom_vjp
 from .._pytree import flatten, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _innermost,
-                       _normalize_argnums, _not_a_number, _OWN_CODE)
+                       _normalize_argnums, _not_a_number, not_differentiable,
+                       not_differentiable_error, _OWN_CODE)
 from ._calls import _REAL_TYPES
 from ._sweep import _enclosed, _forward, _pull, _rebuild, _release, _sweep, _tree_leaves
 from ._tape import _check_ct
@@ -52,10 +53,26 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     @opaque
     @_entry
     def pullback(ct: Any) -> tuple[Any, ...]:
-        return _sweep(tape, out_nodes, _check_ct(tree, plain, ct), nodes, argnums)
+        cts = _check_ct(tree, plain, ct)
+        _check_ct_kinds(plain, cts)
+        return _sweep(tape, out_nodes, cts, nodes, argnums)
 
     out = unflatten(tree, plain)
     return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _check_ct_kinds(outputs: list[Any], cts: list[Any]) -> None:
+    """A complex cotangent for a real output is refused (JAX raises too): a real output's
+    cotangent is real, and the sweep would drop the imaginary part without a word."""
+    for y, c in zip(outputs, cts):
+        y = _innermost(y)
+        if c is not None and _arrays.is_numeric(y) and not _arrays.is_complex(y) and \
+                _arrays.is_complex(c):
+            raise ValueError(
+                f"vjp: the pullback was given a complex cotangent for a real output (a "
+                f"{getattr(y, 'dtype', type(y).__name__)}): its imaginary part has no meaning "
+                f"there; pass a real cotangent (for the derivative of a complex output, make "
+                f"the output complex)")
 
 
 def _split_aux(tree: Any, plain: list[Any], out_nodes: list[Any], api: str
@@ -64,7 +81,8 @@ def _split_aux(tree: Any, plain: list[Any], out_nodes: list[Any], api: str
     and nodes, and ``aux`` (whose leaves are not differentiated: their nodes are dropped)."""
     pair = unflatten(tree, plain)
     if not (isinstance(pair, tuple) and len(pair) == 2):
-        raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data)")
+        raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data), "
+                        f"got {type(pair).__name__}")
     leaves, out_tree = flatten(pair[0])
     return out_tree, plain[:len(leaves)], out_nodes[:len(leaves)], pair[1]
 
@@ -76,18 +94,44 @@ def value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     """A function returning ``(f(*args), grad)`` (``((value, aux), grad)`` with ``has_aux``)."""
     if not callable(f):
         raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
-    check_argnums("value_and_grad", argnums)
-    return opaque(_entry(_value_and_grad(f, argnums, has_aux, holomorphic)))
+    argnums = check_argnums("value_and_grad", argnums)
+    return opaque(_entry(_value_and_grad(f, argnums, has_aux, holomorphic, "value_and_grad")))
+
+
+def _checked_inputs(args: tuple[Any, ...], nums: tuple[int, ...], holomorphic: bool,
+                    api: str) -> None:
+    """The differentiated arguments refused before anything runs, naming ``api``: one that
+    is no number (a bool, a str, an object), or, with ``holomorphic=True``, a real one (JAX's
+    rule: a holomorphic derivative is of a function of complex numbers).  A float or a float
+    array, the common case, passes at once."""
+    for num in nums:
+        x = args[num]
+        if (type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f")) and \
+                not holomorphic:
+            continue
+        for leaf in flatten(x)[0]:
+            if leaf is None:
+                continue
+            what = not_differentiable(leaf)
+            if what is not None:
+                raise not_differentiable_error(what, api)
+            if holomorphic and not _arrays.is_complex(leaf):
+                plain = _innermost(leaf)
+                raise TypeError(f"{api}(holomorphic=True) requires complex inputs, got "
+                                f"{getattr(plain, 'dtype', type(plain).__name__)} (argument "
+                                f"{num})")
 
 
 def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
-                    holomorphic: bool) -> Callable[..., tuple[Any, ...]]:
+                    holomorphic: bool, api: str) -> Callable[..., tuple[Any, ...]]:
     """:func:`value_and_grad`'s function, its arguments checked, bare: ``grad`` calls it from
     its own entry point (one entry point per call, not two: ``grad(f)`` is often made per
-    call, as in a training loop, and each costs a ``functools.wraps``)."""
+    call, as in a training loop, and each costs a ``functools.wraps``).  ``api``: the function
+    the user called (``grad``, ``hessian``, ``hvp``...), named in the errors."""
 
     def value_and_gradient(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        nums = _normalize_argnums(argnums, len(args))
+        nums = _normalize_argnums(argnums, len(args), api)
+        _checked_inputs(args, nums, holomorphic, api)
         enclosed = _enclosed()
         tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums, enclosed)
         out = unflatten(tree, plain)
@@ -95,7 +139,8 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
         value_nodes = out_nodes
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError("has_aux=True: f must return a pair (output, auxiliary data)")
+                raise TypeError(f"{api}(has_aux=True): f must return a pair (output, "
+                                f"auxiliary data), got {type(out).__name__}")
             out, aux = out
             value_nodes = out_nodes[:len(flatten(out)[0])]
         value = out
@@ -103,27 +148,28 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
         seed: Any = 1.0
         if type(inner) not in _REAL_TYPES and _not_a_number(inner):
             _release(tape)
-            _check_output(inner, "grad")  # None, a str: raises
+            _check_output(inner, api)  # None, a str: raises
         if type(inner) is not float and value_nodes and value_nodes[0] is None and \
                 type(value) is not Tagged:  # (not an enclosing derivative's either)
             _release(tape)
-            _check_differentiated(inner, False, "grad")  # a constant int, a bool: raises
+            _check_differentiated(inner, False, api)  # a constant int, a bool: raises
         if type(inner) not in _REAL_TYPES:  # (a real number passes every check below)
             if callable(inner) and not _arrays.is_numeric(inner):
                 _release(tape)
                 lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
                 return ((value, aux), lazy) if has_aux else (value, lazy)
-            if isinstance(inner, (tuple, list, dict)) or np.size(inner) != 1:
+            if isinstance(inner, (tuple, list, dict)) or math.prod(np.shape(inner)) != 1:
                 # (one element in any shape, (1,) or (1, 1), is a scalar: autograd and
-                # PyTorch take it too)
+                # PyTorch take it; JAX refuses it -- code written for autograd is kept)
                 got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
                        else f"shape {np.shape(inner)}")
                 _release(tape)
-                raise NotScalar(f"grad requires a scalar output, got {got}; use jacrev for a "
+                raise NotScalar(f"{api} requires a scalar output, got {got}; use jacrev for a "
                                 f"Jacobian or vjp for a vector-Jacobian product")
             if _arrays.is_complex(inner) and not holomorphic:
-                raise TypeError("grad of a complex-valued function: pass holomorphic=True for "
-                                "the complex derivative, or take the real part")
+                _release(tape)
+                raise TypeError(f"{api} of a complex-valued function: pass holomorphic=True "
+                                f"for the complex derivative, or take the real part")
             # a foreign array's seed is one of its namespace, so that the rules compute there
             # NumPy's: in the output's precision, so that a float32 function's backward pass
             # (and a derivative of it, hessian) stays in float32
@@ -174,7 +220,12 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: boo
 
     For real-valued ``f`` of complex ``z = x + iy`` the gradient is ``df/dx - i df/dy`` (JAX's
     and autograd's convention; PyTorch returns its conjugate).  ``holomorphic=True`` gives the
-    complex derivative ``f'(z)`` of a holomorphic ``f``.
+    complex derivative ``f'(z)`` of a holomorphic ``f`` (and requires complex inputs).
+
+    The output is a number or an array of one element (shape ``()``, ``(1,)``: as autograd
+    and PyTorch take it; JAX refuses ``(1,)``).  ``argnums``
+    is an int or a sequence of ints (then the gradients come as a tuple); keyword arguments
+    of the call pass to ``f``, not differentiated.
 
     Example::
 
@@ -182,8 +233,14 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: boo
     """
     if not callable(f):
         raise TypeError(f"grad: f must be callable, got {f!r}")
-    check_argnums("grad", argnums)
-    value_and_gradient = _value_and_grad(f, argnums, has_aux, holomorphic)
+    return _grad(f, check_argnums("grad", argnums), has_aux, holomorphic, "grad")
+
+
+def _grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
+          holomorphic: bool, api: str) -> Callable[..., Any]:
+    """:func:`grad`'s function, its arguments checked; ``api`` names the function the user
+    called in its errors (``hessian`` and ``hvp`` take gradients too)."""
+    value_and_gradient = _value_and_grad(f, argnums, has_aux, holomorphic, api)
 
     @opaque
     def gradient(*args: Any, **kwargs: Any) -> Any:
@@ -230,25 +287,27 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     """The Jacobian of ``f`` by reverse mode: one pullback per output element.
 
     Shape ``out.shape + x.shape`` (JAX's convention), for each output leaf and each input
-    leaf of pytrees; ``jacobian`` is the same function.  For complex inputs and outputs the
-    entries are complex derivatives ``df_i/dz_j`` of a holomorphic ``f``; ``holomorphic=True``
-    says so (as for :func:`grad` and in JAX), and then checks that the inputs and outputs are
-    complex.  A complex output of real inputs raises ``TypeError`` (as in JAX): a real
-    input's cotangent cannot hold the derivative of the imaginary part, which
-    :func:`jacfwd` gives.  With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the
+    leaf of pytrees; ``jacobian`` is the same function.  A complex output needs
+    ``holomorphic=True`` (as in JAX), which gives the complex derivatives ``df_i/dz_j`` of a
+    holomorphic ``f`` and checks that the inputs and outputs are complex: without it a
+    complex output raises ``TypeError`` (for a non-holomorphic ``f`` the pullbacks of unit
+    cotangents are no Jacobian; of real inputs, a real input's cotangent cannot hold the
+    derivative of the imaginary part, which :func:`jacfwd` gives).  A real output of complex
+    inputs gives ``df/dx - i df/dy``, as :func:`grad`.  Keyword arguments of the call pass to
+    ``f``, not differentiated.  With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the
     Jacobian function returns ``(jacobian, aux)`` (as JAX's).
     """
     if not callable(f):
         raise TypeError(f"jacrev: f must be callable, got {f!r}")
-    check_argnums("jacrev", argnums)
+    argnums = check_argnums("jacrev", argnums)
 
     @opaque
     @_entry
-    def jacobian(*args: Any) -> Any:
-        nums = _normalize_argnums(argnums, len(args))
+    def jacobian(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args), "jacrev")
         if holomorphic:
             _check_complex("inputs", [leaf for num in nums for leaf in flatten(args[num])[0]])
-        tape, (tree, plain, out_nodes), nodes = _forward(f, args, {}, nums)
+        tape, (tree, plain, out_nodes), nodes = _forward(f, args, kwargs, nums)
         aux = None
         if has_aux:
             tree, plain, out_nodes, aux = _split_aux(tree, plain, out_nodes, "jacrev")
@@ -262,18 +321,29 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             _release(tape)
             raise TypeError("jacrev of a complex-valued function of real inputs: use jacfwd "
                             "for the complex Jacobian, or take the real and imaginary parts")
+        elif any(_arrays.is_complex(_innermost(y)) for y in plain):
+            # (JAX's rule: the complex Jacobian is that of a holomorphic f, which the user
+            # says; for any other, a pullback of unit cotangents is no Jacobian, and it would
+            # silently disagree with jacfwd's)
+            _release(tape)
+            raise TypeError("jacrev of a complex-valued function of complex inputs: pass "
+                            "holomorphic=True for the complex Jacobian df/dz of a holomorphic "
+                            "f; for any other f, take the real and imaginary parts, or use vjp")
         if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
             _release(tape)
             _check_output(plain[0], "jacrev")  # None, a str: raises
         if tree.kind == "leaf" and out_nodes[0] is None and type(plain[0]) is not Tagged:
             _release(tape)
             _check_differentiated(plain[0], False, "jacrev")  # a constant int, a bool: raises
-        blocks = []
+        blocks: list[Any] = []
         enclosed = _enclosed()
         for k, y in enumerate(plain):
             inner = _innermost(y)
+            if inner is None:  # (an empty pytree among the outputs: its Jacobian is None, as
+                blocks.append(None)  # jacfwd's and JAX's)
+                continue
             if callable(inner) and not _arrays.is_numeric(inner):
-                blocks.append(_FunctionJacobian(f, k, args, argnums))
+                blocks.append(_FunctionJacobian(f, k, args, kwargs, argnums))
                 continue
             size = math.prod(np.shape(inner))
             # unit cotangents: in the output's namespace for an array of another one
@@ -318,14 +388,14 @@ class _FunctionJacobian:
     too, ``y -> jacrev(x -> f(x)[leaf](y))(x0)``, applied lazily like :class:`_FunctionGradient`."""
 
     def __init__(self, f: Callable[..., Any], leaf: int, args: tuple[Any, ...],
-                 argnums: int | tuple[int, ...]) -> None:
-        self.f, self.leaf, self.args, self.argnums = f, leaf, args, argnums
+                 kwargs: dict[str, Any], argnums: int | tuple[int, ...]) -> None:
+        self.f, self.leaf, self.args, self.kwargs, self.argnums = f, leaf, args, kwargs, argnums
 
     @opaque
     @_entry
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        f, leaf = self.f, self.leaf
-        return jacrev(lambda *xs: flatten(f(*xs))[0][leaf](*args, **kwargs),
+        f, leaf, outer_kwargs = self.f, self.leaf, self.kwargs
+        return jacrev(lambda *xs: flatten(f(*xs, **outer_kwargs))[0][leaf](*args, **kwargs),
                       self.argnums)(*self.args)
 
 

@@ -275,6 +275,10 @@ class ReverseContext(Context):
         if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
             return any(self._node(v) is not None  # value anywhere in its arguments' trees
                        for v in flatten((args, kwargs))[0])
+        if isinstance(fn, custom_vjp) and fn.fwd is not None:  # its rule, for one anywhere in
+            # its arguments' trees (argnums=1: g(x, t) with t a tuple); one only in its closure
+            # is refused by _call (never the body differentiated instead of the rule)
+            return self._carries((args, kwargs)) or self._closes_over(fn.fn)
         ref = self._ref
         for a in args:
             if type(a) is Tagged and a.owner is ref:

@@ -14,7 +14,8 @@ from overdub import Tagged, recurse
 
 from .. import _callbacks, _rules
 from .._arraylike import array_like, stackable, takes_arrays
-from .._custom import custom_jvp, custom_vjp
+from .._custom import (custom_jvp, custom_vjp, LinearityCheck, output_leaves, probe,
+                       structured_bwd)
 from .._pytree import flatten, unflatten
 from .._shared import _innermost, _no_derivative_lost, _zero
 from ._calls import (_arrays_within, _C_ENCODER, _NOT_SIMPLE, _plain_tuple, _positional,
@@ -62,7 +63,7 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:
-            return recurse(self, fn.fn, *args, **kwargs)
+            return fn(*args, **kwargs)  # (raises: no rule)
         if self._closes_over(fn.fn):
             if getattr(fn, "_wants_inputs", False):  # checkpoint: differentiated through,
                 return recurse(self, fn.fn, *args, **kwargs)  # nothing recomputed
@@ -74,12 +75,19 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
         inputs = [_item_nodes(self, a) if type(a) is dict else n for a, n in zip(args, inputs)]
         primals = [{k: self._plain(v) for k, v in a.items()} if type(a) is dict and
                    n is not None else p for a, n, p in zip(args, inputs, primals)]
-        out, residuals = self._run(fn.fwd, *primals, **plain_kwargs)
+        fn.check_nondiff([n is not None for n in inputs])
+        out, residuals = fn.fwd_pair(self._run(fn.fwd, *primals, **plain_kwargs))
         assert fn.bwd is not None  # defvjp sets fwd and bwd together
         wanted = tuple([i for i, n in enumerate(inputs) if n is not None]) \
             if getattr(fn, "_wants_inputs", False) else None  # checkpoint: only what is needed
-        return self._record(fn, primals, plain_kwargs, out, inputs,
-                            joint=_Joint(fn.bwd, residuals, wanted))
+        structured = output_leaves(out)  # a dict or nested output: recorded as its leaves
+        if structured is None:
+            return self._record(fn, primals, plain_kwargs, out, inputs,
+                                joint=_Joint(fn.bwd, residuals, wanted))
+        recorded = self._record(fn, primals, plain_kwargs, structured[0], inputs,
+                                joint=_Joint(structured_bwd(fn.bwd, structured[1]), residuals,
+                                             wanted))
+        return unflatten(structured[1], list(recorded))
     if _rules.is_nondifferentiable(fn) or all(n is None for n in inputs):
         return self._run(fn, *primals, **plain_kwargs)
     rules = _rules.vjp_rules(fn)
@@ -102,11 +110,20 @@ def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...
     differentiated argument's tangent standing for the argument itself (``x - x``, zero in
     value, with ``x``'s node), and added to the rule's output.  The cotangents are then
     the transposed map's; an enclosing derivative sees the map's coefficients depend on
-    the primals."""
-    leaves, tree = flatten(list(fn.positional(args, kwargs)))
+    the primals.  The tangents are recorded at a probe value (ones), not zero, between two
+    pass-through entries that check the map linear (see ``LinearityCheck``)."""
+    positional = fn.positional(args, kwargs)
+    fn.check_nondiff([any(self._node(v) is not None for v in flatten(a)[0])
+                      for a in positional])
+    leaves, tree = flatten(list(positional))
     primals = [self._plain(leaf) for leaf in leaves]
-    tangents = [_zero(p, ()) if self._node(leaf) is None else
-                self.execute(operator.sub, leaf, p) for leaf, p in zip(leaves, primals)]
+    given = [i for i, leaf in enumerate(leaves) if self._node(leaf) is not None]
+    check = LinearityCheck(fn, [probe(primals[i]) for i in given])
+    tangents = [_zero(p, ()) for p in primals]
+    probes = self._record(probe, [primals[i] for i in given], {}, tuple(check.probes),
+                          [self._node(leaves[i]) for i in given], joint=check.inputs)
+    for i, t in zip(given, probes):
+        tangents[i] = t
     result = self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
                           tuple(unflatten(tree, tangents)))
     if not (isinstance(result, tuple) and len(result) == 2):
@@ -119,9 +136,16 @@ def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...
     if len(outs) != len(douts):
         raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} returned a tangent of "
                         f"structure {dout_tree} for an output of structure {out_tree}")
-    return unflatten(out_tree, [o if self._node(d) is None else
-                                self.execute(operator.add, self._plain(o), d)
-                                for o, d in zip(outs, douts)])
+    mapped = [k for k, d in enumerate(douts) if self._node(d) is not None]
+    if not mapped:
+        return unflatten(out_tree, outs)
+    check.values = [self._plain(douts[k]) for k in mapped]
+    zeros = self._record(probe, list(check.values), {},
+                         tuple([_zero(v, ()) for v in check.values]),
+                         [self._node(douts[k]) for k in mapped], joint=check.outputs)
+    for k, z in zip(mapped, zeros):  # the output plus a zero carrying the map's derivative
+        outs[k] = self.execute(operator.add, self._plain(outs[k]), z)
+    return unflatten(out_tree, outs)
 
 
 def _simple_call(self: ReverseContext, fn: Any, plan: _Plan, args: tuple[Any, ...],

@@ -210,9 +210,13 @@ def test_jacrev_of_a_real_to_complex_function_raises():
 
 def test_jacrev_of_complex_inputs_is_still_holomorphic():
     z = np.array([1 + 1j, 2 - 1j])
-    np.testing.assert_allclose(jacrev(lambda z: z * z)(z), np.diag(2 * z))
+    np.testing.assert_allclose(jacrev(lambda z: z * z, holomorphic=True)(z), np.diag(2 * z))
     np.testing.assert_allclose(jacrev(lambda z: z * z, holomorphic=True)(z),
-                               jacfwd(lambda z: z * z)(z))
+                               jacfwd(lambda z: z * z, holomorphic=True)(z))
+    # without holomorphic=True a complex-valued function of complex inputs is refused, as in
+    # JAX: for a non-holomorphic one (z * |z|) the pullbacks of unit cotangents are no Jacobian
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        jacrev(lambda z: z * z)(z)
 
 
 # -- nondiff_argnums (JAX's API) ------------------------------------------------------------------
