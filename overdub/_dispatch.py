@@ -175,7 +175,17 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
             src.extend([f"{indent}ka = type(a)",
                         f"{indent}kb = type(b)",
                         f"{indent}if ka is Tagged or kb is Tagged:",
-                        f"{indent}    impl = find(fn, (a, b))  # the tagged value's type decides",
+                        # (a tagged operand's choice rests on whose tag it is and its value's
+                        # type: kept per both; a tag of a tag, which find walks, is not kept)
+                        f"{indent}    key = (id(fn),",
+                        f"{indent}           (a.owner, type(a.value)) if ka is Tagged else ka,",
+                        f"{indent}           (b.owner, type(b.value)) if kb is Tagged else kb)",
+                        f"{indent}    impl = chosen_for_operands.get(key, MISSING)",
+                        f"{indent}    if impl is MISSING:",
+                        f"{indent}        impl = find(fn, (a, b))",
+                        f"{indent}        if Tagged not in (type(key[1]) is tuple and key[1][1],",
+                        f"{indent}                          type(key[2]) is tuple and key[2][1]):",
+                        f"{indent}            chosen_for_operands[key] = impl",
                         f"{indent}else:",
                         f"{indent}    impl = chosen_for_operands.get((id(fn), ka, kb), MISSING)",
                         f"{indent}    if impl is MISSING:",

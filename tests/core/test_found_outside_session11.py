@@ -191,6 +191,24 @@ def test_tagged_is_more_specific_than_the_value_type():
                    tag(3.0, outer, "o")) == "floats"
 
 
+def test_the_choice_kept_for_tagged_operands_is_per_tag_and_value_type():
+    """The binary dispatcher keeps its choice for tagged operands: by whose tag and the value's
+    type, so the same operation alternating between them chooses each time as find would."""
+    ctx, outer = _Both(), Context()
+
+    def times(a, b):
+        return a * b
+
+    def mixed(other):
+        results = []
+        for value in (tag(3.0, ctx, "m"), other, tag(3, ctx, "i"), tag(4.0, ctx, "n")):
+            results.append(overdub(ctx, times, value, 2.0))
+        return results
+
+    got = overdub(outer, mixed, tag(3.0, outer, "o"))
+    assert got == [("tagged", "m"), "floats", ("tagged", "i"), ("tagged", "n")]
+
+
 def test_a_hook_raising_one_instance_notes_it_once():
     class Raises(Context):
         def prehook(self, fn, /, *args, **kwargs):
