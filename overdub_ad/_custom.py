@@ -67,15 +67,12 @@ class custom_vjp:
         return result[0], result[1]
 
     def check_nondiff(self, differentiated: list[bool]) -> None:
-        """Refuse a differentiated argument among ``nondiff_argnums`` (``differentiated``:
-        per positional argument): ``bwd`` gives it no cotangent, so its derivative would be a
-        silent zero (JAX raises too)."""
-        for i in self.nondiff_argnums:
-            if i < len(differentiated) and differentiated[i]:
-                raise TypeError(f"custom_vjp function {_rules._name(self.fn)}: argument {i} "
-                                f"is differentiated, but it is in nondiff_argnums, for which "
-                                f"bwd gives no cotangent; pass it among the differentiated "
-                                f"arguments and return its cotangent from bwd")
+        """Refuse a differentiated argument among ``nondiff_argnums`` (see
+        :func:`_refuse_differentiated_nondiff`): ``bwd`` gives it no cotangent."""
+        _refuse_differentiated_nondiff(
+            f"custom_vjp function {_rules._name(self.fn)}", self.nondiff_argnums, differentiated,
+            "bwd gives no cotangent; pass it among the differentiated arguments and return its "
+            "cotangent from bwd")
 
     def check_cotangents(self, parts: Any, primals: list[Any]) -> None:
         """``bwd``'s result checked as JAX checks it: a tuple with one cotangent per
@@ -149,15 +146,11 @@ class custom_jvp:
         return self.fun(*args, **kwargs)
 
     def check_nondiff(self, differentiated: list[bool]) -> None:
-        """Refuse a differentiated argument among ``nondiff_argnums`` (``differentiated``:
-        per positional argument): the rule gets no tangent for it, so its derivative would
-        be a silent zero (JAX raises too)."""
-        for i in self.nondiff_argnums:
-            if i < len(differentiated) and differentiated[i]:
-                raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: argument {i} "
-                                f"is differentiated, but it is in nondiff_argnums, for which "
-                                f"the rule gets no tangent; pass it among the differentiated "
-                                f"arguments")
+        """Refuse a differentiated argument among ``nondiff_argnums`` (see
+        :func:`_refuse_differentiated_nondiff`): the rule gets no tangent for it."""
+        _refuse_differentiated_nondiff(
+            f"custom_jvp function {_rules._name(self.fun)}", self.nondiff_argnums, differentiated,
+            "the rule gets no tangent; pass it among the differentiated arguments")
 
     def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The arguments of a call as the rule receives them, in either mode: all by position,
@@ -357,3 +350,14 @@ def _check_count(positions: tuple[int, ...], count: int) -> None:
     if positions and positions[-1] >= count:
         raise TypeError(f"nondiff_argnums {positions} names argument {positions[-1]}, but the "
                         f"function was called with {count} positional arguments")
+
+
+def _refuse_differentiated_nondiff(what: str, nondiff_argnums: Any, differentiated: list[bool],
+                                   why: str) -> None:
+    """A ``TypeError`` for a differentiated argument among ``nondiff_argnums``
+    (``differentiated``: per positional argument): its rule leaves it out, so its derivative
+    would be a silent zero (JAX raises too)."""
+    for i in nondiff_argnums:
+        if i < len(differentiated) and differentiated[i]:
+            raise TypeError(f"{what}: argument {i} is differentiated, but it is in "
+                            f"nondiff_argnums, for which {why}")

@@ -809,6 +809,22 @@ _DEFAULT_ALIASES = {"acos": "acos", "asin": "asin", "atan": "atan", "atan2": "at
                     "bitwise_left_shift": "bitwise_left_shift",
                     "bitwise_right_shift": "bitwise_right_shift"}
 
+# The creation functions, adapted alike for every namespace that needs NumPy's signatures
+# (its dtype=, shape forms and defaults) read into its own
+_CREATION: dict[str, Rule] = {
+    "zeros": Rule("zeros", _filled("zeros"), "creation"),
+    "ones": Rule("ones", _filled("ones"), "creation"),
+    "empty": Rule("empty", _filled("empty"), "creation"),
+    "full": Rule("full", _full, "creation"),
+    "zeros_like": Rule("zeros_like", _like("zeros_like"), "creation"),
+    "ones_like": Rule("ones_like", _like("ones_like"), "creation"),
+    "empty_like": Rule("empty_like", _like("empty_like"), "creation"),
+    "full_like": Rule("full_like", _full_like, "creation"),
+    "arange": Rule("arange", _arange, "creation"),
+    "linspace": Rule("linspace", _linspace, "creation"),
+}
+
+
 DEFAULT: dict[Any, Rule] = {
     # elementwise (NumPy ufuncs)
     **_family(_DEFAULT_UNARY, "elementwise", _unary_only),
@@ -826,16 +842,7 @@ DEFAULT: dict[Any, Rule] = {
                "ascontiguousarray": Rule("asarray", _asarray, "upload"),
                "array": Rule("asarray", _array, "upload"),
                "copy": Rule("asarray", _copy),
-               "zeros": Rule("zeros", _filled("zeros"), "creation"),
-               "ones": Rule("ones", _filled("ones"), "creation"),
-               "empty": Rule("empty", _filled("empty"), "creation"),
-               "full": Rule("full", _full, "creation"),
-               "zeros_like": Rule("zeros_like", _like("zeros_like"), "creation"),
-               "ones_like": Rule("ones_like", _like("ones_like"), "creation"),
-               "empty_like": Rule("empty_like", _like("empty_like"), "creation"),
-               "full_like": Rule("full_like", _full_like, "creation"),
-               "arange": Rule("arange", _arange, "creation"),
-               "linspace": Rule("linspace", _linspace, "creation"),
+               **_CREATION,
                "eye": Rule("eye", _eye, "creation"),
                "identity": Rule("eye", _identity, "creation"),
                "meshgrid": Rule("meshgrid", _meshgrid),
@@ -1292,16 +1299,7 @@ _DASK_ADAPTED: dict[str, Rule] = {
     "sort": Rule("topk", _dask_sort(False)), "argsort": Rule("argtopk", _dask_sort(True)),
     "pad": Rule("pad"), "select": Rule("select"),
     "meshgrid": Rule("meshgrid", _meshgrid),
-    "zeros": Rule("zeros", _filled("zeros"), "creation"),
-    "ones": Rule("ones", _filled("ones"), "creation"),
-    "empty": Rule("empty", _filled("empty"), "creation"),
-    "full": Rule("full", _full, "creation"),
-    "zeros_like": Rule("zeros_like", _like("zeros_like"), "creation"),
-    "ones_like": Rule("ones_like", _like("ones_like"), "creation"),
-    "empty_like": Rule("empty_like", _like("empty_like"), "creation"),
-    "full_like": Rule("full_like", _full_like, "creation"),
-    "arange": Rule("arange", _arange, "creation"),
-    "linspace": Rule("linspace", _linspace, "creation"),
+    **_CREATION,
     "asarray": Rule("asarray", _dask_asarray, "upload"),
     "asanyarray": Rule("asarray", _dask_asarray, "upload"),
     "array": Rule("asarray", _dask_array, "upload"),
