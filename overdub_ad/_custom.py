@@ -59,6 +59,11 @@ class custom_vjp:
                             f"define one with {self.__name__}.defvjp(fwd, bwd)")
         return self.fn(*args, **kwargs)
 
+    def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The arguments of a call as fwd receives them, and bwd gives cotangents for (see
+        :func:`_positional`): one per parameter, however the call spelled them."""
+        return _positional("custom_vjp", self.fn, args, kwargs)
+
     def fwd_pair(self, result: Any) -> tuple[Any, Any]:
         """What ``fwd`` returned, checked to be the pair ``(output, residuals)``."""
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
@@ -153,21 +158,16 @@ class custom_jvp:
             "the rule gets no tangent; pass it among the differentiated arguments")
 
     def positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """The arguments of a call as the rule receives them, in either mode: all by position,
-        keywords bound to their parameters and defaults filled in (JAX's ``resolve_kwargs``:
-        ``f(x)`` for ``def f(x, scale=2.0)`` gives the rule ``(x, 2.0)``, as ``f(x, 2.0)``)."""
-        try:
-            signature = inspect.signature(self.fun)
-        except (TypeError, ValueError):  # (no signature: the call as it is)
-            signature = None
-        if signature is not None:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            args, kwargs = bound.args, {k: v for k, v in bound.kwargs.items() if k in kwargs}
-        if kwargs:
-            raise TypeError(f"custom_jvp function {_rules._name(self.fun)}: pass the "
-                            f"arguments {sorted(kwargs)} by position")
-        return args
+        """The arguments of a call as the rule receives them (see :func:`_positional`)."""
+        return _positional("custom_jvp", self.fun, args, kwargs)
+
+    def rule_pair(self, result: Any) -> tuple[Any, Any]:
+        """What the rule returned, as ``(primal_out, tangent_out)``: a pair, a tuple or a list
+        of two (JAX's), else a ``TypeError`` naming the function."""
+        if not (type(result) in (tuple, list) and len(result) == 2):
+            raise TypeError(f"the jvp rule of {_rules._name(self.fun)} must return a pair "
+                            f"(primal_out, tangent_out), got {_described(result)}")
+        return result[0], result[1]
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """A method: ``layer.act(x)`` is ``act(layer, x)``, the instance its first argument
@@ -361,3 +361,29 @@ def _refuse_differentiated_nondiff(what: str, nondiff_argnums: Any, differentiat
         if i < len(differentiated) and differentiated[i]:
             raise TypeError(f"{what}: argument {i} is differentiated, but it is in "
                             f"nondiff_argnums, for which {why}")
+
+
+def _positional(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[Any, ...]:
+    """The arguments of a call of ``fn`` as its rules receive them, in either mode: all by
+    position, keywords bound to their parameters and defaults filled in (JAX's
+    ``resolve_kwargs``: ``f(x)`` for ``def f(x, scale=2.0)`` gives the rules ``(x, 2.0)``, as
+    ``f(x, 2.0)`` does); a keyword-only parameter cannot be passed so: a ``TypeError``."""
+    signature = _signature(fn)
+    if signature is not None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        args, kwargs = bound.args, {k: v for k, v in bound.kwargs.items() if k in kwargs}
+    if kwargs:
+        raise TypeError(f"{kind} function {_rules._name(fn)}: pass the arguments "
+                        f"{sorted(kwargs)} by position")
+    return args
+
+
+@functools.lru_cache(maxsize=256)
+def _signature(fn: Any) -> inspect.Signature | None:
+    """``fn``'s signature (None where it has none: the call taken as it is), read once."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None

@@ -268,3 +268,20 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     leaves, treedef = flatten(tree)
     others = [flatten(r)[0] for r in rest]
     return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def ordered_as(treedef: TreeDef, tree: Any) -> Any:
+    """``tree`` with each dict's items in the order of the dict ``treedef`` describes at the
+    same place, where the two have the same keys: a dict is one pytree whatever order its
+    items were written in (JAX orders them by key).  The very object where nothing moved."""
+    kind = type(tree)
+    if treedef.kind is dict and kind is dict and len(tree) == len(treedef.keys) and \
+            all(k in tree for k in treedef.keys):
+        items = [ordered_as(c, tree[k]) for k, c in zip(treedef.keys, treedef.children)]
+        if list(tree) == list(treedef.keys) and all(a is b for a, b in zip(items, tree.values())):
+            return tree
+        return dict(zip(treedef.keys, items))
+    if treedef.kind is kind and kind in (tuple, list) and len(tree) == len(treedef.children):
+        items = [ordered_as(c, t) for c, t in zip(treedef.children, tree)]
+        return tree if all(a is b for a, b in zip(items, tree)) else kind(items)
+    return tree

@@ -14,7 +14,7 @@ import numpy as np
 from overdub import Tagged, current_context, hide_machinery, opaque, overdub, tag, untag
 
 from .. import _arrays, _routes, _rules
-from .._pytree import flatten, is_node, reveal_node, unflatten
+from .._pytree import flatten, is_node, ordered_as, reveal_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
                        _innermost, _normalize_argnums, not_differentiable,
                        not_differentiable_error, _numeric, _own_precision, _OWN_CODE,
@@ -254,6 +254,9 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
                         "with one entry per argument of f")
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
+    if dtree != tree:  # (a dict's items in another order: the same pytree, as in JAX)
+        tangents = ordered_as(tree, list(tangents))
+        dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves) or dtree != tree:  # (a list for a tuple too: JAX refuses it)
         raise ValueError(_structures_differ(primals, tangents))
     batches = set()

@@ -1128,10 +1128,8 @@ class ForwardContext(Context):
         outs: list[Any] = []
         per_direction: list[list[Any]] = []
         for tangents in directions:
-            result = self.fallback(fn.jvp, primals, tuple(unflatten(tree, tangents)))
-            if not (isinstance(result, tuple) and len(result) == 2):
-                raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
-                                f"(primal_out, tangent_out), got {type(result).__name__}")
+            result = fn.rule_pair(self.fallback(fn.jvp, primals,
+                                                tuple(unflatten(tree, tangents))))
             outs, otree = flatten(result[0])
             douts, dtree = flatten(result[1])
             if len(outs) != len(douts):

@@ -11,7 +11,7 @@ import numpy as np
 from overdub import opaque
 
 from .. import _routes, _rules
-from .._pytree import flatten, unflatten
+from .._pytree import flatten, ordered_as, unflatten
 from .._shared import check_argnums, _entry, _normalize_argnums
 from ..forward._api import _check_complex_inputs, jacfwd, jvp
 from ..reverse._api import _grad, jacrev, NotScalar
@@ -67,6 +67,9 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
         raise TypeError(f"hvp: f must be callable, got {f!r}")
     xleaves, xtree = flatten(x)
     vleaves, vtree = flatten(v)
+    if vtree != xtree:  # (a dict's items in another order: the same pytree, as in JAX)
+        v = ordered_as(xtree, v)
+        vleaves, vtree = flatten(v)
     if vtree != xtree:
         raise ValueError(f"hvp: the direction's structure {vtree} does not match x's {xtree}")
     for leaf, d in zip(xleaves, vleaves):

@@ -64,6 +64,11 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:
             return fn(*args, **kwargs)  # (raises: no rule)
+        positional = fn.positional(args, kwargs)
+        if kwargs or len(positional) != len(args):
+            # (keywords bound to their positions, defaults filled in: bwd gives one cotangent
+            # per parameter, as JAX's)
+            return _call(self, fn, positional, {})
         if self._closes_over(fn.fn):
             if getattr(fn, "_wants_inputs", False):  # checkpoint: differentiated through,
                 return recurse(self, fn.fn, *args, **kwargs)  # nothing recomputed
@@ -124,11 +129,8 @@ def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...
                           [self._node(leaves[i]) for i in given], joint=check.inputs)
     for i, t in zip(given, probes):
         tangents[i] = t
-    result = self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
-                          tuple(unflatten(tree, tangents)))
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise TypeError(f"the jvp rule of {_rules._name(fn.fun)} must return a pair "
-                        f"(primal_out, tangent_out), got {type(result).__name__}")
+    result = fn.rule_pair(self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
+                                       tuple(unflatten(tree, tangents))))
     if self.second:
         self.tape.append(_LINEARISED)
     outs, out_tree = flatten(result[0])

@@ -11,7 +11,7 @@ import numpy as np
 from overdub import Tagged, current_context, overdub
 
 from .. import _arrays, _rules
-from .._pytree import flatten
+from .._pytree import flatten, ordered_as
 from .._shared import _innermost
 from ._calls import _NUMERIC, _SCALAR
 
@@ -376,6 +376,8 @@ def _as_dtype(a: Any, dtype: Any, array: bool) -> Any:
 
 def _check_ct(tree: Any, leaves: list[Any], ct: Any) -> list[Any]:
     ct_leaves, ct_tree = flatten(ct)
+    if ct_tree != tree:  # (a dict's items in another order: the same pytree, as in JAX)
+        ct_leaves, ct_tree = flatten(ordered_as(tree, ct))
     if ct_tree != tree:
         raise ValueError(f"pullback: the cotangent's structure {ct_tree} does not match the "
                          f"output's {tree}")
