@@ -370,6 +370,8 @@ def _positional(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     ``resolve_kwargs``: ``f(x)`` for ``def f(x, scale=2.0)`` gives the rules ``(x, 2.0)``, as
     ``f(x, 2.0)`` does); a keyword-only parameter cannot be passed so: a ``TypeError``."""
     signature = _signature(fn)
+    if not kwargs and (signature is None or len(args) == len(signature.parameters)):
+        return args  # (the commonest call, every parameter given by position: nothing to bind)
     if signature is not None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()

@@ -290,6 +290,20 @@ def _numeric(x: Any) -> bool:
     return _arrays.is_numeric(_innermost(x))
 
 
+def derivative_entry(fn: Any) -> bool:
+    """Whether Python code ``fn`` is an entry point of a derivative (``jvp``, ``vjp``,
+    ``grad(f)``'s gradient, ``jacrev``'s, a pullback...): overdub_ad's, opaque (run natively,
+    given tagged values as they are), no rule's helper and without rules of its own.  It takes
+    the pytrees it is given apart natively, where values an enclosing derivative stored into
+    them read plain: the engines give it the pytrees revealed (``_entry_call``)."""
+    target = fn.__func__ if type(fn) is types.MethodType else fn
+    if not is_opaque(target):
+        return False
+    module = getattr(target, "__module__", None) or ""
+    return module.startswith("overdub_ad.") and not module.startswith("overdub_ad.rules") \
+        and _rules.jvp_rules(fn) is None and _rules.vjp_rules(fn) is None
+
+
 def not_differentiable(x: Any) -> str | None:
     """What ``x`` is, where no derivative can be taken with respect to it -- no number or
     array of numbers, or a truth value (a bool, a bool array; JAX refuses them too) -- for

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from overdub import (Context, Tagged, can_recurse, has_metadata, is_opaque, keeps_heap_metadata,
+from overdub import (Context, Tagged, can_recurse, has_metadata, keeps_heap_metadata,
                      metadata, recurse, tag, untag)
 
 from .. import _arrays, _callbacks, _rules
@@ -22,7 +22,8 @@ from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
-from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, out_as_keyword,
+from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
+                       out_as_keyword,
                        namespace_of, part_write, set_part, unfollowed_write,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
@@ -74,16 +75,6 @@ def _revealable(x: Any) -> bool:
     or as an enclosing context stores them (tagged by it, under a gradient)."""
     return isinstance(x, (list, tuple)) and any(
         type(e) is Tagged or isinstance(e, _REVEALABLE) for e in x)
-
-
-def _derivative_entry(fn: Any) -> bool:
-    """Whether Python code ``fn`` is an entry point of a derivative (``jvp``, ``vjp``,
-    ``grad(f)``'s gradient, a pullback...): overdub_ad's, opaque (run natively, given tagged
-    values as they are), without rules of its own."""
-    target = fn.__func__ if type(fn) is types.MethodType else fn
-    return is_opaque(target) and \
-        (getattr(target, "__module__", None) or "").startswith("overdub_ad.") and \
-        _rules.jvp_rules(fn) is None
 
 
 def _given_trees(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -330,7 +321,7 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
-        if isinstance(fn, _PYTHON_CODE) and _derivative_entry(fn) and \
+        if isinstance(fn, _PYTHON_CODE) and derivative_entry(fn) and \
                 _given_trees(args, kwargs):
             return True  # grad(f)(m.params): the pytrees revealed first (see _entry_call)
         if not direct and isinstance(fn, _PYTHON_CODE):
@@ -607,7 +598,7 @@ class ForwardContext(Context):
             return self._read(*args)
         if type(fn) is custom_jvp:
             return self._custom(fn, args, kwargs)
-        if isinstance(fn, _PYTHON_CODE) and _derivative_entry(fn):
+        if isinstance(fn, _PYTHON_CODE) and derivative_entry(fn):
             return self._entry_call(fn, args, kwargs)
         if fn is _tolist:
             return self._tolist(*args)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from overdub import is_opaque, Tagged
+from overdub import Tagged
 
 from .. import _routes, _rules
 from .._array_methods import _REPLACEMENTS
@@ -157,19 +157,6 @@ try:
     from _json import make_encoder as _C_ENCODER
 except ImportError:  # pragma: no cover
     pass
-
-
-def _derivative_entry(fn: Any) -> bool:
-    """Whether Python code ``fn`` is an entry point of a derivative (``grad(f)``'s gradient,
-    ``jacrev``'s, ``jvp``, a pullback...): overdub_ad's, opaque (run natively, given tagged
-    values as they are), no rule's helper and without rules of its own.  It takes the pytrees
-    it is given apart natively (see ``ReverseContext._entry_call``)."""
-    target = fn.__func__ if type(fn) is types.MethodType else fn
-    if not is_opaque(target):
-        return False
-    module = getattr(target, "__module__", None) or ""
-    return module.startswith("overdub_ad.") and not module.startswith("overdub_ad.rules") \
-        and _rules.vjp_rules(fn) is None
 
 
 def _given_nodes(x: Any, within: tuple[int, ...] = ()) -> bool:

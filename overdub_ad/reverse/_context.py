@@ -20,7 +20,8 @@ from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
-from .._shared import (by_differentiated_key, CONSUMERS, _holds_stored, _implementation,
+from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
+                       _implementation,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
                        set_part, _sourceless, _user_operator)
@@ -28,7 +29,7 @@ from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
-                     _DECISIONS, _derivative_entry, _dict_storing, _FAST, _given_nodes,
+                     _DECISIONS, _dict_storing, _FAST, _given_nodes,
                      _INPLACE, _ITERATORS, _MOVING,
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
@@ -433,7 +434,7 @@ class ReverseContext(Context):
         P(w, b))``, ``grad(f)({"p": params})``): the core keeps the metadata of their
         attributes aside, so the call is this context's, made on them revealed (see
         :meth:`_entry_call`)."""
-        return _derivative_entry(fn) and (_given_nodes(args) or _given_nodes(kwargs))
+        return derivative_entry(fn) and (_given_nodes(args) or _given_nodes(kwargs))
 
     def _entry_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A derivative's entry point given pytree nodes: it takes them apart natively, where
