@@ -2,15 +2,14 @@
 
 ``np.sum([x, y])``, ``np.sin([x, 0.0])``, ``a @ [x, x]``: NumPy converts a list (or tuple) of
 numbers to an array.  Both engines do the same before a rule sees such an argument, so that
-ufunc, reduction and product rules, written for arrays, need no list case; a list that holds
-arrays (``np.concatenate([a, b])``) is a sequence of arrays and stays a list, with the
-container tangents of ``rules/_common.py``.
-
-Forward mode goes one step further, because a batched tangent (``jacfwd``'s directions in
-front) cannot be left as a list: NumPy would put the list's own dimension first.  A list of
-arrays of one shape (``np.sin([x, x])``, ``np.linalg.det([[a, b], x])``) is one array to every
-function but those that read a *sequence* of arrays (:data:`SEQUENCE_FUNCTIONS`), and to
-those, each list inside the sequence is one array (``np.concatenate([[s], x])``).
+ufunc, reduction and product rules, written for arrays, need no list case (:func:`one_array`).
+A list of arrays of one shape (``np.sin([x, x])``, ``np.linalg.det([[a, b], x])``) is one
+array too, to every function but those that read a *sequence* of arrays
+(:data:`SEQUENCE_FUNCTIONS`, ``np.concatenate([a, b])``), where it stays a list, with the
+container tangents of ``rules/_common.py``; forward mode makes each list inside such a
+sequence one array (``np.concatenate([[s], x])``), as a batched tangent (``jacfwd``'s
+directions in front) cannot be left as a list: NumPy would put the list's own dimension
+first.
 """
 
 from __future__ import annotations
@@ -73,6 +72,13 @@ def array_like(x: Any) -> bool:
     if type(x) in (list, tuple):
         return all(array_like(e) for e in x)
     return isinstance(_innermost(x), numbers.Number)
+
+
+def one_array(fn: Any, x: Any) -> bool:
+    """Whether NumPy function ``fn`` reads list ``x`` as one array, to its rule too: a list of
+    numbers, or one of arrays of one shape given to anything but a function that reads a
+    sequence of arrays (``np.square([a, b])`` is one array, ``np.concatenate([a, b])`` two)."""
+    return stackable(x) and (array_like(x) or id(fn) not in SEQUENCE_FUNCTIONS)
 
 
 def stackable(x: Any) -> bool:

@@ -304,6 +304,29 @@ def derivative_entry(fn: Any) -> bool:
         and _rules.jvp_rules(fn) is None and _rules.vjp_rules(fn) is None
 
 
+def inert_library_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn`` is a NumPy function written in Python (``np.ones``, ``np.eye``,
+    ``np.linspace``) given only values that hold no derivative (numbers, text, shapes, dtypes):
+    nothing can flow through it, so it runs as the one call it is rather than be recursed into.
+    An enclosing context then sees ``np.ones(3)`` as the user wrote it: overdub_gpu's swaps it
+    whole, where NumPy's own body (``copyto`` into ``np.empty``) has no counterpart."""
+    if type(fn) is not types.FunctionType or not (
+            getattr(fn, "__module__", None) or "").startswith("numpy"):
+        return False
+    return all(map(_inert_argument, args)) and all(map(_inert_argument, kwargs.values()))
+
+
+def _inert_argument(x: Any) -> bool:
+    kind = type(x)
+    if kind is tuple:
+        return all(type(v) is int for v in x)  # a shape
+    return kind in _INERT_ARGUMENTS or isinstance(x, np.dtype) or (
+        kind is type and issubclass(x, (np.generic, float, int, complex, bool)))
+
+
+_INERT_ARGUMENTS = frozenset((int, float, complex, bool, str, type(None)))
+
+
 def not_differentiable(x: Any) -> str | None:
     """What ``x`` is, where no derivative can be taken with respect to it -- no number or
     array of numbers, or a truth value (a bool, a bool array; JAX refuses them too) -- for

@@ -16,14 +16,14 @@ from overdub import (Context, Tagged, can_recurse, has_metadata, keeps_heap_meta
 
 from .. import _arrays, _callbacks, _rules
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
-from .._arraylike import (array_like, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
+from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
 from .._custom import custom_jvp
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
-                       out_as_keyword,
+                       inert_library_call, out_as_keyword,
                        namespace_of, part_write, set_part, unfollowed_write,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
@@ -321,6 +321,8 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if not direct and inert_library_call(fn, args, kwargs):
+            return True  # np.ones(3): called whole (see execute)
         if isinstance(fn, _PYTHON_CODE) and derivative_entry(fn) and \
                 _given_trees(args, kwargs):
             return True  # grad(f)(m.params): the pytrees revealed first (see _entry_call)
@@ -557,6 +559,8 @@ class ForwardContext(Context):
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
+        if type(fn) is types.FunctionType and inert_library_call(fn, args, kwargs):
+            return self.fallback(fn, *args, **kwargs)
         if fn is getattr:
             return self._attribute(*args)
         if fn is setattr and _reshapes(self, args):
@@ -743,6 +747,10 @@ class ForwardContext(Context):
             return out  # text ("%.2f" % x, str.__mod__ of its values): a constant, docs/ad.md
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
+        given_out = out  # (what the rules see: the ufunc's result before out= broadcast it)
+        if target is not None and type(fn) is np.ufunc and target.shape != np.broadcast_shapes(
+                *(np.shape(_innermost(p)) for p in before)):
+            given_out = run(fn, *before, **plain_kwargs)
         tangent = None
         number = _innermost(out).__class__ in _NUMBERS  # (a tuple, an array: every rule runs)
         skipped = False
@@ -759,9 +767,9 @@ class ForwardContext(Context):
                 part = run(fn, *moved, **plain_kwargs)
             elif type(rule) is _rules.Carried:
                 part = run(rule.rule, _rules.carried_pattern([t for _, t in split]),
-                           split[i][1], out, *before, **plain_kwargs)
+                           split[i][1], given_out, *before, **plain_kwargs)
             else:
-                part = run(rule, split[i][1], out, *before, **plain_kwargs)
+                part = run(rule, split[i][1], given_out, *before, **plain_kwargs)
             tangent = self._add(tangent, part)
         if tangent is None and skipped:  # (a zero still: max(0, x) is a differentiated int)
             tangent = 0j if _innermost(out).__class__ in _COMPLEX else 0.0
@@ -773,11 +781,24 @@ class ForwardContext(Context):
             computed = None if target.dtype.kind in "fc" or tangent is None or \
                 id(fn) in _INPLACE else fn(*map(_innermost, before), **{
                     k: _innermost(v) for k, v in plain_kwargs.items()})
+            if tangent is not None and given_out is not out:
+                tangent = self._spread_to(tangent, _innermost(given_out), target)
             self.arrays.put(target, tangent, computed)
             return out
         if self._put_outputs(fn, kwargs.get("out"), out, tangent):
             return out
         return self._attach(out, tangent)
+
+    def _spread_to(self, tangent: Any, result: Any, target: np.ndarray) -> Any:
+        """The tangent of a ufunc's ``result`` (``jacfwd``'s directions in front), spread over
+        the larger ``out=`` array NumPy broadcast it into (``np.sin(x[0], out=a[1:2])``: a
+        number written into one element; ``np.exp(x, out=rows)``: a row into each)."""
+        own = np.shape(result)
+        shape = np.shape(_innermost(tangent))
+        batch = shape[:len(shape) - len(own)]
+        lifted = self.fallback(np.reshape, tangent,
+                               batch + (1,) * (target.ndim - len(own)) + own)
+        return self.fallback(np.broadcast_to, lifted, batch + target.shape)
 
     def _put_outputs(self, fn: Any, out_arg: Any, out: Any, tangent: Any) -> bool:
         """A ufunc of several outputs given arrays for them (``np.modf(x, r1, r2)``): each
@@ -807,7 +828,7 @@ class ForwardContext(Context):
         behind its batch dimensions; for a function that reads a sequence of arrays
         (``np.concatenate``) each list in the sequence is one (see ``_arraylike``)."""
         run = self.fallback
-        if stackable(p) and (array_like(p) or id(fn) not in SEQUENCE_FUNCTIONS):
+        if one_array(fn, p):
             return run(np.asarray, p), run(as_array_tangent, t, p)
         if id(fn) not in SEQUENCE_FUNCTIONS:
             return p, t

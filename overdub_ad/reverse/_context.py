@@ -21,7 +21,7 @@ from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
-                       _implementation,
+                       _implementation, inert_library_call,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
                        set_part, _sourceless, _user_operator)
@@ -485,6 +485,8 @@ class ReverseContext(Context):
             decision = _DECISIONS.get(id(fn))  # (overdub_ad's own: a run's first step, given
             if decision is not None and decision[0] is fn:  # no differentiated value, or a
                 return decision[1]  # pytree of them, is decided as one that is)
+            if inert_library_call(fn, args, kwargs):
+                return True  # np.ones(3): called whole (see execute)
         for a in args:
             if type(a) not in _INERT:
                 break
@@ -631,6 +633,8 @@ class ReverseContext(Context):
                     if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
                         _binding_error(fn, args, kwargs)  # raised by the call: say it as fn
                     raise
+            if kind is types.FunctionType and inert_library_call(fn, args, kwargs):
+                return self.fallback(fn, *args, **kwargs)
         if fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) and \
                 self._keyed_here(args[1]):
             if made_here(self.keys_written, args[0], args[1]):

@@ -13,7 +13,7 @@ import numpy as np
 from overdub import Tagged, recurse
 
 from .. import _callbacks, _rules
-from .._arraylike import array_like, stackable, takes_arrays
+from .._arraylike import one_array, takes_arrays
 from .._custom import (custom_jvp, custom_vjp, LinearityCheck, output_leaves, probe,
                        structured_bwd)
 from .._pytree import flatten, unflatten
@@ -58,8 +58,8 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     inputs = [self._inputs(a) for a in args]
     if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
         # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
-        primals = [self._run(np.asarray, p) if type(n) is list and array_like(p)
-                   and stackable(p) else p for p, n in zip(primals, inputs)]
+        primals = [self._run(np.asarray, p) if type(n) is list and one_array(fn, p) else p
+                   for p, n in zip(primals, inputs)]
     plain_kwargs = {k: self._plain(v) for k, v in kwargs.items()} if kwargs else kwargs
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:

@@ -148,6 +148,7 @@ def _exclusive_products(x: Any, ax: Any) -> Any:
 
 
 def _prod_parts(x: Any, axis: Any, initial: Any, where: Any) -> Any:
+    x = np.asarray(x)  # (np.prod([a, b]): a list, which result_type would read as a dtype)
     ax = neg_axes(axis, np.ndim(x))
     where = _wh(where)
     xw = x if where is True else np.where(where, x, 1)
