@@ -144,6 +144,41 @@ class custom_jvp:
         self.jvp = _nondiff_jvp(self.nondiff_argnums, jvp) if self.nondiff_argnums else jvp
         return jvp
 
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """Register one rule per argument (JAX's ``defjvps``): ``jvps[i](t_i, out, *primals)``
+        is argument ``i``'s part of the output tangent, ``t_i`` its tangent and ``out`` the
+        output; None for an argument without one.  The parts are added leaf by leaf."""
+        if self.nondiff_argnums:
+            raise TypeError(f"custom_jvp.defjvps: {_rules._name(self.fun)} has "
+                            f"nondiff_argnums; use defjvp")
+        for rule in jvps:
+            if rule is not None and not callable(rule):
+                raise TypeError(f"custom_jvp.defjvps: {rule!r} is neither callable nor None")
+        name = _rules._name(self.fun)
+
+        def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+            if len(jvps) != len(primals):
+                raise TypeError(f"custom_jvp.defjvps of {name}: {len(jvps)} rule(s) for "
+                                f"{len(primals)} argument(s); give one per argument (None for "
+                                f"none)")
+            out = self.fun(*primals)
+            leaves, tree = flatten(out)
+            total: list[Any] | None = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                part, part_tree = flatten(rule(t, out, *primals))
+                if part_tree != tree:
+                    raise TypeError(f"custom_jvp.defjvps of {name}: a rule returned "
+                                    f"{_described(unflatten(part_tree, part))}, not a tangent "
+                                    f"shaped as the output")
+                total = part if total is None else [a + b for a, b in zip(total, part)]
+            if total is None:  # every rule None: the output does not move
+                total = [np.zeros_like(leaf) for leaf in leaves]
+            return out, unflatten(tree, total)
+
+        self.defjvp(jvp)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.jvp is None:  # JAX raises too: differentiated, the body would be (silently)
             raise TypeError(f"custom_jvp function {_rules._name(self.fun)} has no jvp rule: "
