@@ -40,9 +40,10 @@ FAST_ROUTES: dict[str, str] = {
                         "written-out scalar partials (reverse._calls)",
     "hvp-compiled": "hvp: straight-line NumPy functions compiled from their source "
                     "(hvp._compiled)",
-    "hvp-tape": "hvp: forward mode over the recorded tape, without nested contexts; scalar "
-                "Python compiled to record each expression's partials and second partials "
-                "(hvp._tape, reverse._specialise)",
+    "hvp-tape": "hvp, hessian: forward mode over the recorded tape, without nested "
+                "contexts; scalar Python compiled to record each expression's partials and "
+                "second partials (hvp._tape, reverse._specialise); hessian sweeps it once per "
+                "column",
 }
 #: Every route's name: the reference's, then the fast routes'.
 ROUTES = (REFERENCE, *FAST_ROUTES)

@@ -18,7 +18,7 @@ from ..reverse._api import _grad, jacrev, NotScalar
 from ..reverse._sweep import _enclosed
 from ..reverse._tape import _cast
 from ._compiled import compiled_hvp, DECLINED
-from ._tape import tape_hvp
+from ._tape import NotScalarOutput, tape_hvp, tape_hvps
 
 
 @opaque
@@ -44,14 +44,67 @@ def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         except NotScalar:
             return jacobian(*args, **kwargs)
     second = jacfwd(first_derivatives, argnums, has_aux=has_aux, holomorphic=holomorphic)
+    declined: set[tuple[int, ...]] = set()  # argument shapes giving a non-scalar output
+
+    def columns(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                nums: tuple[int, ...]) -> Any:
+        return _columns(f, args, kwargs, nums, declined)
+    routes = (("hvp-tape", columns), (_routes.REFERENCE, lambda f, *_: second)) \
+        if type(argnums) is int and not has_aux and not holomorphic else \
+        ((_routes.REFERENCE, lambda f, *_: second),)
 
     @opaque
     @_entry
     def hessian_function(*args: Any, **kwargs: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args), "hessian")  # (its errors name hessian)
         _check_complex_inputs(args, nums, holomorphic, "hessian")
-        return second(*args, **kwargs)
+        found = _routes.first(routes, f, f, args, kwargs, nums)
+        return found if found is not second else second(*args, **kwargs)
     return hessian_function
+
+
+def _columns(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             nums: tuple[int, ...], declined: set[tuple[int, ...]]) -> Any:
+    """hessian's route on the tape, for a real scalar ``f`` of one float or float array
+    argument: column ``j`` is ``H @ e_j``, each a sweep of one recording (``tape_hvps``), as
+    ``jacfwd(grad(f))`` takes column ``j`` along ``e_j``.  Anything else declines; an output
+    found not to be a scalar is not recorded again for that argument shape, as the recording
+    would be lost work at every call."""
+    _outermost()
+    if _rules.overridden:
+        raise _routes.Declined("a shipped rule is replaced by the user's")
+    (at,) = nums
+    x: Any = args[at]
+    if not (type(x) is float or (isinstance(x, (np.ndarray, np.floating)) and
+                                 x.dtype.kind == "f")):
+        raise _routes.Declined("the argument is not a float or a float array")
+    shape = np.shape(x)
+    size = int(np.prod(shape))
+    if not 0 < size <= _MOST_COLUMNS:
+        raise _routes.Declined(f"an argument of {size} elements (one sweep each: jacfwd's "
+                               f"batch is cheaper past {_MOST_COLUMNS})")
+    if shape in declined:
+        raise _routes.Declined("not a real scalar output at an earlier call with an argument "
+                               "of this shape")
+    before, after = args[:at], args[at + 1:]
+
+    def of_x(x: Any) -> Any:
+        return f(*before, x, *after, **kwargs)
+    if type(x) is float or isinstance(x, np.floating):
+        basis = [type(x)(1.0)]
+    else:
+        basis = list(np.eye(size, dtype=np.result_type(x)).reshape((size, *shape)))
+    try:
+        columns = tape_hvps(of_x, x, basis)
+    except NotScalarOutput:
+        declined.add(shape)
+        raise
+    return np.stack([np.asarray(c) for c in columns], axis=-1).reshape(shape + shape)
+
+
+# hessian's route on the tape sweeps once per element of the argument; past this many,
+# jacfwd(grad(f))'s one batched pass is cheaper
+_MOST_COLUMNS = 64
 
 
 @opaque

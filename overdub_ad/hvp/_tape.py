@@ -46,6 +46,11 @@ from ..reverse._tape import (_cast, _Linearised, _read_as_array, _ScalarRead, _S
                              _unbroadcast, _vjps, _write, _WRITE_VJPS, _zeros_like)
 
 
+class NotScalarOutput(_routes.Declined):
+    """The tape's function does not give a real scalar (or gives a constant): declined for
+    its output, whatever the argument's values."""
+
+
 class _Unsupported(Exception):
     """The tape has an entry this pass does not differentiate (see the module docstring)."""
 
@@ -53,15 +58,31 @@ class _Unsupported(Exception):
 def tape_hvp(f: Any, x: Any, v: Any) -> Any:
     """``H(x) @ v`` of scalar ``f`` at ``x`` (no enclosing context); raises
     :class:`overdub_ad._routes.Declined` for a tape it does not handle."""
+    return tape_hvps(f, x, [v])[0]
+
+
+def tape_hvps(f: Any, x: Any, directions: list[Any]) -> list[Any]:
+    """``H(x) @ v`` for each ``v`` of ``directions`` (each of ``x``'s structure), from one
+    recording of the tape: a sweep per direction (``hessian``'s columns)."""
     xleaves, xtree = flatten(x)
-    vleaves, _ = flatten(v)      # (its structure checked by hvp, for every route)
     tape, (tree, plain, out_nodes), nodes = _forward(f, (x,), {}, (0,), enclosed=False,
                                                      second=True)
     leaves, _, in_nodes = nodes[0]
-    if len(plain) != 1 or np.ndim(plain[0]) != 0 or np.iscomplexobj(plain[0]) or \
-            out_nodes[0] is None:
-        # (not a real scalar: the nested route says so)
-        raise _routes.Declined("not a real scalar output, or a constant one")
+    try:
+        if len(plain) != 1 or np.ndim(plain[0]) != 0 or np.iscomplexobj(plain[0]) or \
+                out_nodes[0] is None:
+            # (not a real scalar: the nested route says so)
+            raise NotScalarOutput("not a real scalar output, or a constant one")
+        return [unflatten(xtree, _sweep(tape, in_nodes, leaves, out_nodes[0], flatten(v)[0]))
+                for v in directions]
+    finally:
+        tape.clear()
+
+
+def _sweep(tape: list[Any], in_nodes: list[Any], leaves: list[Any], out_node: Any,
+           vleaves: list[Any]) -> list[Any]:
+    """One direction's tangent pass and backward sweep over the recorded tape: the leaves of
+    ``H @ v``, each in its input leaf's type."""
     tangents: dict[Any, Any] = {}
     for node, leaf, d in zip(in_nodes, leaves, vleaves):
         if isinstance(leaf, np.ndarray):
@@ -74,20 +95,18 @@ def tape_hvp(f: Any, x: Any, v: Any) -> Any:
         entry_dargs: dict[int, list[Any]] = {}
         curvatures: dict[int, list[Any]] = {}
         _tangents(tape, tangents, entry_dargs, curvatures)
-        pairs: dict[Any, list[Any]] = {out_nodes[0]: [1.0, None]}
+        pairs: dict[Any, list[Any]] = {out_node: [1.0, None]}
         _pairs(tape, pairs, tangents, entry_dargs, curvatures)
     except _Unsupported:
         raise _routes.Declined("a custom_vjp, checkpoint, custom_jvp or reverse-only rule on "
                                "the tape") from None
-    finally:
-        tape.clear()
     result = [_cast(pairs[n][1] if n in pairs and pairs[n][1] is not None else
                     _zeros_like(leaf), leaf) for n, leaf in zip(in_nodes, leaves)]
     if not all(map(_finite, result)):
         # (a singular point: where this pass and the nested route differ, see above, the
         # difference is an infinity or a nan in the result; the nested route computes it)
         raise _routes.Declined("a result that is not finite (a singular point)")
-    return unflatten(xtree, result)
+    return result
 
 
 def _finite(value: Any) -> bool:

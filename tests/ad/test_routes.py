@@ -113,6 +113,7 @@ def _derivatives(f, x):
                        ("jvp", lambda: jvp(f, (arg(),), (direction,))),
                        ("jacfwd", lambda: jacfwd(f)(arg())),
                        ("hvp", lambda: hvp(f, arg(), direction)),
+                       ("hessian", lambda: hessian(f)(arg())),
                        ("repeated grad", lambda: grad(f)(arg()))]:
         try:
             out[name] = np.asarray(call(), dtype=float).ravel()
