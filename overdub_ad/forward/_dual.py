@@ -43,7 +43,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from overdub import Context, Tagged, can_recurse, current_context, opaque, recurse
+from overdub import Context, Tagged, TagError, can_recurse, current_context, opaque, recurse
 
 from .. import _routes, _rules
 from .._pytree import flatten, unflatten
@@ -647,6 +647,12 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             # 0): the dual cannot tell them apart, the general mode can (see _check_differentiated)
             raise _Deopt("an integer result")
         value, tangent = _outputs(level, out, dout, batch)
+        if not depth and _escaped(value, tangent):
+            raise TagError(
+                "the result holds the value of an inner derivative that escaped "
+                "it (a closure, generator or object made inside the inner derivative and used "
+                "after it returned): use it inside the inner derivative, or return it from "
+                "there")
         if single:
             leaves, tree = flatten(tangent)
             tangent = unflatten(tree, [None if t is None else np.asarray(t)[None]
@@ -829,6 +835,14 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
         else:
             tangents.append(t)
     return unflatten(tree, values), unflatten(tree, tangents)
+
+
+def _escaped(value: Any, tangent: Any) -> bool:
+    """Whether the outermost dual's result still holds a dual: one of an inner derivative's
+    level, which escaped it (only values of the outermost level are unboxed)."""
+    if value.__class__ is float and tangent.__class__ is float:
+        return False
+    return any(leaf.__class__ is _Dual for leaf in (*flatten(value)[0], *flatten(tangent)[0]))
 
 
 def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:

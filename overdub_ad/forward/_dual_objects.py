@@ -411,9 +411,14 @@ def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
     """``np.array([a, b, c])`` (or ``np.asarray``, ``np.stack``) of numbers, or of float
     arrays of one shape, some with tangents (a state built from its components at every
     step): ``f`` of their values, and their tangents stacked as ``f`` stacks the values, behind
-    the batch dimensions of jacfwd's directions (zeros for a constant); anything else (ragged or
-    nested lists, integers) stops."""
+    the batch dimensions of jacfwd's directions (zeros for a constant); a row that is a tuple
+    or list of them is stacked first; anything else (ragged rows, integers) stops."""
     values, tangents = _items(level, items, ditems if ditems is not None else 0.0)
+    if any(v.__class__ is tuple or v.__class__ is list for v in values):
+        # rows (np.array(trajectory) of (x, y) pairs): each row an array first
+        rows = [_stacked(level, np.asarray, v, t) if v.__class__ is tuple or
+                v.__class__ is list else (v, t) for v, t in zip(values, tangents)]
+        values, tangents = tuple(v for v, _ in rows), tuple(t for _, t in rows)
     if all(v.__class__ in _SCALARS for v in values) and \
             all(t.__class__ in _SCALARS for t in tangents):
         value = f(values)  # (numbers with one direction each: their tangents, an array too)
