@@ -172,14 +172,29 @@ def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
 
 
 def _ufunc_at(ufunc: Any, a: Any, indices: Any, b: Any = None) -> None:
-    """``np.add.at(a, indices, b)`` (and ``subtract``): unbuffered scatter-add."""
-    if ufunc not in (np.add, np.subtract) or b is None:
-        raise _rules.MissingRuleError(f"no reverse-mode derivative rule for numpy.{ufunc.__name__}"
-                                      f".at under ReverseContext (only add.at and subtract.at)")
-    pos = np.reshape(np.arange(np.size(a)), np.shape(a))[indices]
-    weights = np.ravel(np.broadcast_to(b, np.shape(pos)))
-    total = np.reshape(np.bincount(np.ravel(pos), weights, np.size(a)), np.shape(a))
-    a[...] = a + total if ufunc is np.add else a - total
+    """``ufunc.at(a, indices, b)``: unbuffered, each index in turn, a repeated one applied
+    again to what the previous wrote.  ``add`` and ``subtract`` as one scatter-add; any other
+    ufunc (``multiply``, ``maximum``...) element by element, each step an element read, the
+    ufunc and an element write, which the engines differentiate as written."""
+    shape = np.shape(a)
+    pos = np.reshape(np.arange(np.size(a)), shape)[indices]
+    if b is None and ufunc.nin == 2:
+        raise ValueError("second operand needed for ufunc")  # (NumPy's words)
+    if b is not None and (ufunc is np.add or ufunc is np.subtract):
+        weights = np.ravel(np.broadcast_to(b, np.shape(pos)))
+        total = np.reshape(np.bincount(np.ravel(pos), weights, np.size(a)), shape)
+        a[...] = a + total if ufunc is np.add else a - total
+        return
+    flat = np.ravel(pos).tolist()
+    if b is None:
+        for p in flat:
+            at = np.unravel_index(p, shape)
+            a[at] = ufunc(a[at])
+        return
+    values = np.broadcast_to(b, np.shape(pos)).reshape(-1)
+    for k, p in enumerate(flat):
+        at = np.unravel_index(p, shape)
+        a[at] = ufunc(a[at], values[k])
 
 
 _REPLACEMENTS = {id(f): (f, r) for f, r in ((np.fill_diagonal, _fill_diagonal), (np.put, _put),
