@@ -15,10 +15,13 @@ upload), a NumPy array passed where the namespace expects its own arrays is a
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import operator
+import os
 import sys
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 from typing_extensions import Self
 
-from overdub import Context, Tagged, opaque
+from overdub import Context, Tagged, current_context, opaque
 
 from . import _table
 from ._table import MissingCounterpartError, Rule
@@ -79,6 +82,8 @@ class Backend:
         self._array_types: tuple[type, ...] | None = None
         if not self.is_numpy:
             seal(self.name.split(".")[0])
+            if self.name != "cupy":  # (CuPy refuses implicit copies itself)
+                _guard_conversions(self)
         if self.name == "dask.array":
             _register_dask_writes(xp.Array)
 
@@ -197,6 +202,13 @@ class Backend:
     def download(self, a: Any) -> Any:
         if isinstance(a, (np.ndarray, np.generic)) or not self.is_array(a):
             return a
+        token = _EXPLICIT.set(True)  # asked for: the conversion guards let it through
+        try:
+            return self._download(a)
+        finally:
+            _EXPLICIT.reset(token)
+
+    def _download(self, a: Any) -> Any:
         if self.name == "cupy":
             return a.get()
         if self.name == "dask.array":
@@ -241,13 +253,35 @@ class Backend:
                 return self._missing(fn, label, looked)
             kind = rule.kind
             call = f if rule.adapt is None else functools.partial(rule.adapt, f, self)
+        if not self.is_numpy and kind in ("call", "elementwise") and \
+                label[len("numpy."):] not in _SEQUENCE_FIRST:
+            call = self._lists_as_arrays(call, kind == "elementwise")
+        if not self.numpy_like and not is_math and kind != "upload":
+            call = self._promoting(fn, label, call)
+        if self.float32:
+            call = self._float32_default(fn, call)
         if kind == "math":
             return self._for_arrays_only(fn, call)
         if not self.is_numpy and kind not in ("upload", "creation", "random"):
             call = self._refusing_host_arrays(label, call)
-        if self.float32 and kind in ("creation", "random", "upload"):
-            call = self._float32_default(call, kind)
+        if self.name == "dask.array" and label[len("numpy."):] in _VIEW_FUNCTIONS:
+            call = self._recording_views(label, call)
         return call
+
+    def _recording_views(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call`` recording its result as a view of its argument, as NumPy's would be."""
+        kinds = self.array_types
+        each = label == "numpy.broadcast_arrays"
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = call(*args, **kwargs)
+            if each:
+                for view, base in zip(out, args):
+                    _record_views(view, base, kinds)
+            elif args:
+                _record_views(out, args[0], kinds)
+            return out
+        return run
 
     def _for_arrays_only(self, fn: Any, call: Callable[..., Any]) -> Callable[..., Any]:
         is_array = self.is_array
@@ -278,15 +312,116 @@ class Backend:
             return call(*args, **kwargs)
         return run
 
-    def _float32_default(self, call: Callable[..., Any], kind: str) -> Callable[..., Any]:
-        narrower = {}
-        for wide, narrow in (("float64", "float32"), ("complex128", "complex64")):
+    def _lists_as_arrays(self, call: Callable[..., Any], every: bool) -> Callable[..., Any]:
+        """``call`` taking a list (or tuple) of numbers or arrays where NumPy takes an array
+        (``np.sum([1.0, 2.0])``, ``np.max([v[0], v[1]])``): the first argument (``every``: each
+        positional one, as ufuncs take them) made one array, as NumPy makes it."""
+        be = self
+
+        def as_array(a: Any) -> Any:
+            if type(a) not in (list, tuple):
+                return a
+            stacked = _table._stacked(be, a)
+            return stacked if be.is_array(stacked) else be.xp.asarray(stacked)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if args and (type(args[0]) in (list, tuple) or every):
+                args = tuple(map(as_array, args)) if every else (as_array(args[0]), *args[1:])
+            return call(*args, **kwargs)
+        return run
+
+    def _promoting(self, fn: Any, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call`` promoting integer and boolean arrays as NumPy does where a strict namespace
+        refuses them (``np.sqrt(2)``, ``np.mean(ints)``, ``np.divide(ints, 2)``): on its
+        TypeError, NumPy's own function run on one-element arrays of the same dtypes says
+        which float type NumPy computes in, and the call is made again with those arrays
+        cast to it."""
+        be = self
+
+        def exact(a: Any) -> bool:
+            return be.is_array(a) and _kind(a.dtype, be.xp) in ("bool", "integral")
+
+        def stand_in(a: Any) -> Any:
+            if be.is_array(a):
+                return np.ones((1,) * a.ndim, dtype=be.numpy_dtype(a.dtype))
+            if type(a) in (list, tuple):
+                return type(a)(stand_in(v) for v in a)
+            return a
+
+        def cast(a: Any, target: Any) -> Any:
+            if exact(a):
+                return be.astype(a, target)
+            if type(a) in (list, tuple):
+                return type(a)(cast(v, target) for v in a)
+            return a
+
+        def run(*args: Any, **kwargs: Any) -> Any:
             try:
-                narrower[self.dtype(np.dtype(wide)) if not self.numpy_like else np.dtype(wide)] \
-                    = narrow
+                return call(*args, **kwargs)
+            except TypeError as error:
+                mixed = [*args, *kwargs.values()]
+                if not any(exact(a) or type(a) in (list, tuple) and any(map(exact, a))
+                           or isinstance(a, (bool, int)) for a in mixed):
+                    raise
+                try:
+                    with np.errstate(all="ignore"), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        want = np.result_type(fn(*map(stand_in, args), **{
+                            k: stand_in(v) for k, v in kwargs.items()}))
+                except Exception:
+                    raise error from None
+                if want.kind not in "fc":
+                    raise
+                try:
+                    target = be.dtype(want)
+                except MissingCounterpartError:
+                    raise MissingCounterpartError(
+                        f"{label} computes in {want.name} with these arguments in NumPy, "
+                        f"which has no counterpart in {be.name}: cast them first "
+                        f"(x.astype(np.float32))") from error
+                if not any(be.is_array(a) for a in args):  # np.sqrt(2): numbers only
+                    args = tuple(be.xp.asarray(a, dtype=target)
+                                 if isinstance(a, (bool, int, np.integer, np.bool_)) else a
+                                 for a in args)
+                return call(*(cast(a, target) for a in args),
+                            **{k: cast(v, target) for k, v in kwargs.items()})
+        return run
+
+    def _float32_default(self, fn: Any, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call`` with float32 (complex64) as the default float type, as JAX without x64:
+        a float64 (complex128) result that NumPy chose by default -- from integers, booleans
+        or Python numbers (``np.sqrt(2)``, ``np.mean(mask)``, ``np.zeros(3)``) -- is narrowed;
+        one that an argument was already (a float64 array, ``np.float64(v)``) or a ``dtype``
+        asked for is kept."""
+        narrower = {}
+        for big, small in (("float64", "float32"), ("complex128", "complex64")):
+            try:
+                narrower[self.dtype(np.dtype(big)) if not self.numpy_like else np.dtype(big)] \
+                    = small
             except MissingCounterpartError:
                 pass
+        if isinstance(fn, type):
+            return call  # np.float64(v): the dtype asked for
         is_array = self.is_array
+
+        def wide(a: Any) -> bool:
+            if is_array(a) or isinstance(a, (np.ndarray, np.generic)):
+                return getattr(a, "dtype", None) in narrower
+            if type(a) in (list, tuple):
+                return any(wide(v) for v in a)
+            return False
+
+        def narrowed(out: Any) -> Any:
+            if isinstance(out, tuple) and not hasattr(out, "_fields"):
+                return tuple(narrowed(o) for o in out)
+            if isinstance(out, tuple):  # a named tuple (EighResult...)
+                return type(out)(*(narrowed(o) for o in out))
+            if isinstance(out, list):
+                return [narrowed(o) for o in out]
+            narrow = narrower.get(getattr(out, "dtype", None))
+            if narrow is None or not (is_array(out) or isinstance(out, np.generic)):
+                return out
+            return out.astype(narrow) if self.numpy_like else self.astype(out, narrow)
 
         def run(*args: Any, **kwargs: Any) -> Any:
             out = call(*args, **kwargs)
@@ -294,11 +429,9 @@ class Backend:
                                         or isinstance(a, str) and _is_dtype_name(a)
                                         for a in args[1:]):
                 return out  # a dtype the user asked for
-            if kind == "upload" and args and (is_array(args[0]) or
-                                              isinstance(args[0], np.ndarray)):
-                return out  # existing arrays keep their dtype
-            narrow = narrower.get(getattr(out, "dtype", None))
-            return out if narrow is None else self.astype(out, narrow)
+            if any(wide(a) for a in args) or any(wide(a) for a in kwargs.values()):
+                return out  # float64 data stays float64
+            return narrowed(out)
         return run
 
     def _missing(self, fn: Any, label: str, looked: list[str]) -> Callable[..., Any]:
@@ -323,6 +456,112 @@ class Backend:
             return _map(self.upload, out) if isinstance(out, (tuple, list)) else (
                 self.upload(out) if isinstance(out, (np.ndarray, np.generic)) else out)
         return run
+
+
+# -- implicit copies to the host -----------------------------------------------------------
+# Code the context runs as written (a function without source, an opaque one) calls NumPy
+# itself; NumPy then converts a namespace's arrays (``__array__``, the buffer protocol, Dask's
+# fallback for functions it lacks) and computes on the host.  While a context of that
+# namespace is the one running, those conversions raise instead, naming the code; to_host (and
+# host_fallback=True) are the asked-for copies.
+
+_EXPLICIT: contextvars.ContextVar[bool] = contextvars.ContextVar("overdub_gpu_explicit",
+                                                                 default=False)
+_guarded: set[type] = set()
+_OWN_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (np, sys.modules[
+    "overdub"])) + (os.path.dirname(__file__) + os.sep,)
+_AD_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "overdub_ad") + os.sep
+_METADATA_ONLY = frozenset(getattr(np, n) for n in ("shape", "ndim", "size", "result_type")
+                           if hasattr(np, n))
+
+
+def _guard_conversions(be: Backend) -> None:
+    """Make implicit conversions of ``be``'s arrays to NumPy raise :class:`HostArrayError`
+    inside a run of a context of ``be``'s namespace (outside one they work as before)."""
+    for cls in be.array_types:
+        if cls in _guarded:
+            continue
+        _guarded.add(cls)
+        for attr in ("__array__", "__buffer__"):
+            original = getattr(cls, attr, None)
+            if callable(original):
+                setattr(cls, attr, _refusing(be.name, original, attr))
+        original = getattr(cls, "__array_function__", None)
+        if be.name == "dask.array" and callable(original):
+            setattr(cls, "__array_function__", _refusing_unhandled(be.name, original))
+
+
+def _in_run_of(name: str) -> bool:
+    ctx = current_context()
+    return isinstance(ctx, ArrayBackendContext) and ctx.backend.name == name and \
+        not ctx.host_fallback and not _EXPLICIT.get()
+
+
+def _refusing(name: str, original: Any, attr: str) -> Any:
+    @functools.wraps(original)
+    def guard(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _in_run_of(name):
+            error = _implicit_copy(name, f"an array of {name} was converted to a NumPy (host) "
+                                         f"array ({attr})")
+            if error is not None:
+                raise error
+        return original(self, *args, **kwargs)
+    return opaque(guard)
+
+
+def _refusing_unhandled(name: str, original: Any) -> Any:
+    """Dask's ``__array_function__``, refusing NumPy functions Dask lacks (Dask would compute
+    its arrays and call NumPy's) inside a run, as its own lookup finds them."""
+    try:
+        import dask.array as module  # noqa: PLC0415 (the dask extra)
+        from dask.array.core import _HANDLED_FUNCTIONS as handled  # noqa: PLC0415
+    except ImportError:  # another Dask: its own fallback is left as it is
+        return original
+    lacks: dict[Any, bool] = {}
+
+    def lacked(func: Any) -> bool:
+        found = lacks.get(func)
+        if found is None:
+            owner: Any = module
+            for part in (getattr(func, "__module__", None) or "numpy").split(".")[1:]:
+                owner = getattr(owner, part, None)
+            target = getattr(owner, getattr(func, "__name__", ""), None)
+            found = lacks[func] = (target is None or target is func) and func not in handled
+        return found
+
+    @functools.wraps(original)
+    def guard(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func not in _METADATA_ONLY and lacked(func) and _in_run_of(name):
+            error = _implicit_copy(name, f"{func.__module__}.{func.__name__}, which {name} "
+                                         f"lacks, got an array of {name}")
+            if error is not None:
+                raise error
+        return original(self, func, types, args, kwargs)
+    return opaque(guard)
+
+
+def _implicit_copy(name: str, what: str) -> HostArrayError | None:
+    """The error for an implicit copy, naming the innermost code outside NumPy, overdub and
+    the namespace that made it (the code overdub ran as written); None where that code is a
+    derivative's own, run by a derivative taken outside the context (whose next NumPy call
+    raises :class:`EnclosingTagError`)."""
+    package = sys.modules[name.split(".")[0]].__file__ or ""
+    skip = (*_OWN_DIRS, os.path.dirname(package) + os.sep)
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back  # type: ignore[assignment]
+    code = None if frame is None else frame.f_code
+    if code is not None and code.co_filename.startswith(_AD_DIR):
+        return None  # a derivative taken outside the context: EnclosingTagError's business
+    where = "code" if frame is None or code is None else (
+        f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename}, line "
+        f"{frame.f_lineno})")
+    return HostArrayError(
+        f"{what} inside ArrayBackendContext({name}), in {where}: overdub runs that code as "
+        f"written (it has no source, or is opaque), so its NumPy calls are not swapped and "
+        f"NumPy would compute on the host; give it source (a function defined in a file), "
+        f"register a primitive for it, or copy explicitly with to_host(ctx, a) "
+        f"(nothing is copied between host and device implicitly)")
 
 
 _sealed: set[str] = set()
@@ -503,11 +742,12 @@ del _label, _fn
 
 # -- writes into Dask arrays ---------------------------------------------------------------
 # A Dask array is a graph, not memory: ``x[i] = v`` replaces the graph of the object ``x`` (so
-# the caller's array sees it, as in NumPy), but ``x[1:3]`` is a new array, not a view, and
-# Dask arrays have no in-place operators (``x -= y`` would rebind a local name only).  The
-# context makes in-place operators write into their target, as NumPy's do, and refuses a write
-# NumPy would have made through a view: into an array sliced from another (basic indexing),
-# or into one that such a slice was taken from while the slice is alive.
+# the caller's array sees it, as in NumPy), but ``x[1:3]``, ``x.T`` or ``np.reshape(x, -1)`` is
+# a new array, not a view, and Dask arrays have no in-place operators (``x -= y`` would rebind a
+# local name only).  The context makes in-place operators write into their target, as NumPy's
+# do, and refuses a write NumPy would have made through a view: into an array that NumPy would
+# have made a view of another (basic indexing, the view functions and methods below), or into
+# one that such a view was taken from while the view is alive.
 
 _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
             operator.imul: operator.mul, operator.itruediv: operator.truediv,
@@ -516,9 +756,25 @@ _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
             operator.iand: operator.and_, operator.ior: operator.or_,
             operator.ixor: operator.xor, operator.ilshift: operator.lshift,
             operator.irshift: operator.rshift}
-_SLICED_FROM: dict[int, tuple[Any, Any]] = {}   # id(slice) -> (ref(slice), ref(its base))
-_SLICES_OF: dict[int, list[Any]] = {}           # id(base) -> refs to its live slices
+# id(view) -> (ref(view), refs to the arrays it views: its base, and the base's own bases)
+_VIEW_OF: dict[int, tuple[Any, list[Any]]] = {}
+_VIEWS_OF: dict[int, list[Any]] = {}            # id(base) -> [ref(base), refs to its views]
 _dask_registered: list[type] = []
+# NumPy functions whose results are views of their (first) argument, wholly or in part
+# (``broadcast_arrays``: each result of the argument in its place).  A read-only view
+# (``broadcast_to``, ``diagonal``) refuses writes in NumPy: refused here as well.
+_VIEW_FUNCTIONS = frozenset(
+    "reshape ravel transpose swapaxes moveaxis rollaxis expand_dims squeeze atleast_1d "
+    "atleast_2d atleast_3d matrix_transpose permute_dims real imag diagonal broadcast_to "
+    "broadcast_arrays flip fliplr flipud rot90 split array_split hsplit vsplit dsplit "
+    "unstack".split())
+# NumPy functions whose first argument is a sequence of arrays, not one array.
+_SEQUENCE_FIRST = frozenset(
+    "concatenate concat stack vstack hstack dstack column_stack row_stack block select "
+    "lexsort linalg.multi_dot broadcast_arrays meshgrid ix_ einsum einsum_path".split())
+# The methods and attributes of a Dask array that NumPy's give views for.
+_VIEW_METHODS = ("T", "mT", "transpose", "reshape", "ravel", "squeeze", "swapaxes", "real",
+                 "imag", "view", "diagonal")
 
 
 def _is_basic(key: Any) -> bool:
@@ -533,30 +789,57 @@ def _live(ref: Any, obj: Any = None) -> bool:
     return target is not None and (obj is None or target is obj)
 
 
+def _record_views(out: Any, base: Any, array_type: Any) -> None:
+    """Remember that NumPy's result ``out`` (an array, or a tuple/list of them) would be a
+    view of ``base``: writes into either while the other is alive are refused."""
+    if isinstance(out, (tuple, list)):
+        for item in out:
+            _record_views(item, base, array_type)
+        return
+    if out is base or not isinstance(out, array_type) or not isinstance(base, array_type) \
+            or getattr(out, "ndim", 0) == 0:  # (NumPy: a scalar, not a view)
+        return
+    entry = _VIEW_OF.get(id(base))
+    bases = [weakref.ref(base)]
+    if entry is not None and _live(entry[0], base):
+        bases += [r for r in entry[1] if _live(r)]
+    _VIEW_OF[id(out)] = (weakref.ref(out), bases)
+    weakref.finalize(out, _forget, id(out))
+    for ref in bases:
+        owner = ref()
+        refs = _VIEWS_OF.get(id(owner))
+        if refs is None or not refs or refs[0]() is not owner:
+            refs = _VIEWS_OF[id(owner)] = [weakref.ref(owner)]
+            weakref.finalize(owner, _forget, id(owner))
+        refs.append(weakref.ref(out))
+
+
 def _check_write(x: Any, what: str, value: Any) -> None:
-    """Refuse the write of ``value`` into ``x`` (``value`` itself may be a slice of ``x``:
+    """Refuse the write of ``value`` into ``x`` (``value`` itself may be a view of ``x``:
     ``x[1:] = x[:-1]`` reads it before writing, in NumPy and in Dask)."""
-    entry = _SLICED_FROM.get(id(x))
-    if entry is not None and _live(entry[0], x) and _live(entry[1]):
+    entry = _VIEW_OF.get(id(x))
+    if entry is not None and _live(entry[0], x) and any(_live(r) for r in entry[1]):
         raise ViewWriteError(
-            f"{what} writes into a slice of another Dask array: in NumPy the slice is a view "
-            f"and the write reaches the array it was sliced from, in Dask it would not; "
-            f"write into that array itself (a[1:3] = v), or copy the slice first (np.copy)")
-    slices = [r for r in _SLICES_OF.get(id(x), ())[1:] if _live(r) and r() is not value]
-    if slices:
+            f"{what} writes into a slice or other view of another Dask array (x[1:3], x.T, "
+            f"np.reshape(x, ...)...): in NumPy it is a view and the write reaches the array "
+            f"it was taken from, in Dask it would not; write into that array itself "
+            f"(a[1:3] = v), or copy the view first (np.copy)")
+    views = [r for r in _VIEWS_OF.get(id(x), ())[1:] if _live(r) and r() is not value]
+    if views:
         raise ViewWriteError(
-            f"{what} writes into a Dask array that {len(slices)} live slice(s) were taken "
-            f"from: in NumPy those slices are views and would see the write, in Dask they "
-            f"would not; take the slices after writing, or copy them (np.copy)")
+            f"{what} writes into a Dask array that {len(views)} live slice(s) or other views "
+            f"were taken from: in NumPy those are views and would see the write, in Dask "
+            f"they would not; take them after writing, or copy them (np.copy)")
 
 
 def _forget(key: int) -> None:
-    _SLICED_FROM.pop(key, None)
-    _SLICES_OF.pop(key, None)
+    _VIEW_OF.pop(key, None)
+    _VIEWS_OF.pop(key, None)
 
 
 def _register_dask_writes(array_type: type) -> None:
-    """Register the subscript and in-place operator primitives for Dask arrays (once)."""
+    """Register the subscript and in-place operator primitives for Dask arrays, and make its
+    view methods record their views (once)."""
     if array_type in _dask_registered:
         return
     _dask_registered.append(array_type)
@@ -566,14 +849,8 @@ def _register_dask_writes(array_type: type) -> None:
     @opaque
     def _getitem(ctx: Any, x: Any, key: Any) -> Any:
         out = x[key]
-        if _is_basic(key) and out is not x and out.ndim > 0:  # NumPy: a view, not a scalar
-            _SLICED_FROM[id(out)] = (weakref.ref(out), weakref.ref(x))
-            weakref.finalize(out, _forget, id(out))
-            refs = _SLICES_OF.get(id(x))
-            if refs is None or not refs or refs[0]() is not x:
-                refs = _SLICES_OF[id(x)] = [weakref.ref(x)]
-                weakref.finalize(x, _forget, id(x))
-            refs.append(weakref.ref(out))
+        if _is_basic(key):
+            _record_views(out, x, array_type)
         return out
 
     @cls.primitive(operator.setitem, (array_type, object, object))
@@ -584,6 +861,28 @@ def _register_dask_writes(array_type: type) -> None:
 
     for inplace, binary in _INPLACE.items():
         cls.primitive(inplace, (array_type, object))(_inplace(inplace, binary))
+    package = os.path.dirname(sys.modules[array_type.__module__.split(".")[0]].__file__
+                              or "") + os.sep
+    for name in _VIEW_METHODS:
+        attr = array_type.__dict__.get(name)
+        if isinstance(attr, property) and attr.fget is not None:
+            setattr(array_type, name, property(_recording(attr.fget, array_type, package),
+                                               attr.fset, attr.fdel, attr.__doc__))
+        elif isinstance(attr, types.FunctionType):
+            setattr(array_type, name, _recording(attr, array_type, package))
+
+
+def _recording(method: Any, array_type: type, package: str) -> Any:
+    """``method`` of a Dask array, recording its result as a view of the array when called
+    from outside Dask during a run (Dask's own uses make new arrays of their own)."""
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        if current_context() is not None and not \
+                sys._getframe(1).f_code.co_filename.startswith(package):
+            _record_views(out, self, array_type)
+        return out
+    return opaque(run)
 
 
 def _inplace(inplace: Any, binary: Any) -> Any:

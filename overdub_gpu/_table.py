@@ -229,7 +229,7 @@ def _linspace(f: Any, be: Any, start: Any, stop: Any, num: int = 50, endpoint: b
     if retstep:
         step = (stop - start) / ((num - 1) if endpoint else num) if num > (1 if endpoint else 0) \
             else float("nan")
-        return out, step
+        return out, np.float64(step)  # NumPy's step is a NumPy float64
     return out
 
 
@@ -1073,6 +1073,7 @@ CUPY: dict[Any, Rule] = {
     **_family({n: Rule(n, None, "upload") for n in (
         "asarray asanyarray ascontiguousarray array").split()}),
     **_family({f"random.{n}": Rule(f"random.{n}", None, "random") for n in _RANDOM.split()}),
+    **_family({"random.RandomState": "random.RandomState"}),  # NumPy's methods, in CuPy
 }
 
 # -- Dask: NumPy's names with Dask's own signatures ------------------------------------------
@@ -1358,7 +1359,8 @@ def numpy_callables() -> list[tuple[str, Any]]:
 
     These are what an array-backend context must not let run on the host unseen: each is either
     in a table or, called inside the context, a :class:`MissingCounterpartError`.  Classes are
-    left out except the scalar types the tables list (``numpy.float32(0.5)``).
+    left out except the scalar types the tables list (``numpy.float32(0.5)``) and ``random``'s
+    (``RandomState``, ``Generator``, the bit generators), whose methods make NumPy arrays.
     """
     found: dict[int, tuple[str, Any]] = {}
     tabled = {id(fn) for table in (DEFAULT, *BACKENDS.values()) for fn in table}
@@ -1370,8 +1372,8 @@ def numpy_callables() -> list[tuple[str, Any]]:
             obj = getattr(module, name, None)
             if obj is None or not callable(obj) or type(obj).__name__ == "module":
                 continue
-            if isinstance(obj, type) and id(obj) not in tabled:
-                continue
+            if isinstance(obj, type) and id(obj) not in tabled and prefix != "random.":
+                continue  # (NumPy's generators, RandomState too, make NumPy arrays)
             if type(obj).__name__ == "PytestTester":
                 continue
             found.setdefault(id(obj), (f"numpy.{prefix}{name}", obj))
