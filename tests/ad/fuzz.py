@@ -567,6 +567,12 @@ def check(f: Callable[..., Any], x: Any, second_order: bool) -> list[str]:
         for call in ("first", "repeated"):
             agree(f"hvp's routes vs its reference ({call} call)", hvp(f, arg(), direction),
                   reference, 1e-9)
+        # hessian's route on the tape against its reference, jacfwd(grad(f)), likewise
+        with force_route(REFERENCE):
+            reference = hessian(f)(arg())
+        for call in ("first", "repeated"):
+            agree(f"hessian's routes vs its reference ({call} call)", hessian(f)(arg()),
+                  reference, 1e-9)
     return problems
 
 
