@@ -123,13 +123,15 @@ def cached_rewrite(code: types.CodeType, module_globals: dict[str, Any], key: tu
                    passes: tuple[Any, ...], categories: frozenset[str],
                    observe: bool) -> Rewritten | _source.NoSource:
     """The rewritten form of ``code`` for ``key`` (a :class:`ClassKey` first, then passes and
-    categories)."""
+    categories).  A key whose pass fingerprint is None (passes whose configuration cannot be
+    read exactly) is not cached: the rewrite is made for the caller alone."""
     entries = _entries(code)
     found: Rewritten | _source.NoSource | None = entries.get(key)
     if found is None:
         found = _rewrite_or_load(code, module_globals, passes, categories, observe)
-        found = entries.setdefault(key, found)
-        key[0].codes.add(id(code))
+        if key[1] is not None:
+            found = entries.setdefault(key, found)
+            key[0].codes.add(id(code))
         warned = _warned.get(id(code))
         if isinstance(found, _source.NoSource) and found.actionable and \
                 (warned is None or warned() is not code):
@@ -490,6 +492,8 @@ def _attach_nested(compiled: types.CodeType, nested: _Nested) -> None:
             continue
         pending.extend(const.co_consts)
         candidates = nested.get((const.co_name, const.co_firstlineno), [])
+        if len(candidates) > 1 and const.co_name == "<lambda>":  # several on one line
+            candidates = _source.lambdas_at(const, candidates) or []  # (ambiguous: skipped)
         if len(candidates) == 1:  # a class body or comprehension has no node here: skipped
             _entries(const).setdefault("source", candidates[0])
 
@@ -502,6 +506,10 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
     synthetic: list[ast.AST] = []  # the wrapper nodes we add, positioned at the function
     target: ast.stmt
     if isinstance(node, ast.Lambda):
+        # Its defaults are evaluated where it is made, not by its code: constants in their
+        # place, so that a lambda among them (`lambda a, b=lambda c: c + 1: b(a)`) compiles to
+        # no second lambda of this line for `_find_code` to take for it.
+        node = _without_defaults(node)
         target = ast.Expr(node)
         synthetic.append(target)
     else:
@@ -560,6 +568,17 @@ def _compile(code: types.CodeType, located: _source.Located, node: _source._Def,
                                  "<lambda>" if isinstance(node, ast.Lambda) else "@target"))
             found = _requalify(found, compiled, original)
     return found
+
+
+def _without_defaults(node: ast.Lambda) -> ast.Lambda:
+    """A shallow copy of ``node`` whose default values are ``None`` constants."""
+    args = copy.copy(node.args)
+    args.defaults = [ast.copy_location(ast.Constant(None), d) for d in args.defaults]
+    args.kw_defaults = [d if d is None else ast.copy_location(ast.Constant(None), d)
+                        for d in args.kw_defaults]
+    lam = copy.copy(node)
+    lam.args = args
+    return lam
 
 
 def _super_unoptimised(code: types.CodeType) -> bool:

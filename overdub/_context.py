@@ -64,6 +64,13 @@ class Context:
             raise TypeError(f"{type(self).__name__}(passes=...) takes a list of passes, "
                             f"got {passes!r}") from None
         for a_pass in passes:
+            if isinstance(a_pass, type) and issubclass(a_pass, ast.NodeVisitor):
+                # (callable, but called with the function's AST it would fail only then)
+                base = next(b for b in (ast.NodeTransformer, ast.NodeVisitor)
+                            if issubclass(a_pass, b))
+                raise TypeError(f"{type(self).__name__}(passes=...): {a_pass.__name__} is an "
+                                f"ast.{base.__name__} class, not an instance: did you mean "
+                                f"{a_pass.__name__}()?")
             if not (isinstance(a_pass, ast.NodeTransformer) or callable(a_pass)):
                 raise TypeError(f"{type(self).__name__}(passes=...): {a_pass!r} is neither an "
                                 f"ast.NodeTransformer nor a function on a function's AST")
@@ -305,6 +312,8 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     except BaseException as exc:
         if state.observe:
             _dispatch.note_inline_hook_failure(exc, state)
+        if state.tagger is not None and state.depth == 1:  # (leaving the outermost run)
+            state.tagger.plain_exception(exc)
         hide_machinery(exc)
         raise
     finally:

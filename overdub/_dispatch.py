@@ -22,6 +22,7 @@ is then called through the parent, so the outer context sees it.
 
 from __future__ import annotations
 
+import ast
 import functools
 import gc
 import operator
@@ -29,7 +30,7 @@ import sys
 import types
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from . import _active, _cache, _primitives, _tagging
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
@@ -294,29 +295,73 @@ def _nested(od: Callable[..., Any], parent: Callable[..., Any] | None) -> None:
         NESTED.add(od)
 
 
-def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Passes are part of the cache key: by type and configuration, or identity if unhashable."""
+def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Passes are part of the cache key: a function by identity, any other pass by its type
+    and its state (its ``__dict__`` and ``__slots__``; a ``functools.partial``'s function and
+    arguments), read exactly (:func:`_exact`).  None where some state cannot be read so: then
+    nothing rewritten with these passes is shared with another context instance."""
     prints: list[Any] = []
-    for a_pass in passes:
-        if isinstance(a_pass, _Function):
-            prints.append(a_pass)
-            continue
-        if type(a_pass) is functools.partial:  # (its own __dict__ is empty: what it wraps)
-            try:
-                config = (_pass_fingerprint((a_pass.func,)), a_pass.args,
-                          tuple(sorted(a_pass.keywords.items())))
-                hash(config)
-                prints.append((functools.partial, config))
-            except TypeError:
+    try:
+        for a_pass in passes:
+            if isinstance(a_pass, _Function):
                 prints.append(a_pass)
-            continue
-        try:
-            config = tuple(sorted(vars(a_pass).items()))
-            hash(config)
-            prints.append((type(a_pass), config))
-        except TypeError:
-            prints.append(a_pass)
+            elif type(a_pass) is functools.partial:  # (its own __dict__ is empty: what it wraps)
+                prints.append((functools.partial, _pass_fingerprint((a_pass.func,)),
+                               _exact(a_pass.args), _exact(a_pass.keywords)))
+                if prints[-1][1] is None:
+                    return None
+            else:
+                prints.append((type(a_pass), _state(a_pass)))
+    except (_Unreadable, RecursionError):
+        return None
     return tuple(prints)
+
+
+class _Unreadable(Exception):
+    """A pass holds a value whose equality does not say the pass acts alike (see _exact)."""
+
+
+def _state(obj: Any) -> tuple[Any, ...]:
+    """``obj``'s attributes, ``__dict__`` and ``__slots__`` (every class's in its MRO), as
+    (name, exact value) pairs in name order; an unset slot is left out."""
+    found = dict(getattr(obj, "__dict__", {}))
+    for cls in type(obj).__mro__:
+        for name, member in vars(cls).items():
+            if type(member) is types.MemberDescriptorType and name not in found:
+                try:
+                    found[name] = member.__get__(obj, cls)
+                except AttributeError:  # (an unset slot)
+                    continue
+    return tuple(sorted((name, _exact(value)) for name, value in found.items()))
+
+
+_SAME_IF_EQUAL = frozenset((type(None), bool, int, str, bytes, type(...)))
+
+
+def _exact(value: Any) -> Any:
+    """A hashable stand-in for ``value`` that is equal for two values only where a pass holding
+    either acts alike: the type goes with the value (``1``, ``1.0`` and ``True`` are equal,
+    their literals are not), floats by ``repr`` (``0.0 == -0.0``), containers item by item,
+    classes, functions, methods and modules by their own equality (identity), an AST by its
+    dump.  Raises _Unreadable for any other object (whose ``==`` may say nothing of how it
+    acts)."""
+    kind = type(value)
+    if kind in _SAME_IF_EQUAL:
+        return kind, value
+    if kind is float or kind is complex:
+        return kind, repr(value)
+    if kind is tuple or kind is list:
+        return kind, tuple(map(_exact, value))
+    if kind is frozenset or kind is set:
+        return kind, frozenset(map(_exact, value))
+    if kind is dict:
+        return kind, tuple((_exact(k), _exact(v)) for k, v in value.items())
+    if isinstance(value, (_Function, _Method, types.BuiltinFunctionType, types.ModuleType)) \
+            or isinstance(value, type) and cast(Any, kind).__eq__ is object.__eq__:  # (a metaclass
+        return kind, value  # may define equality)
+    if isinstance(value, ast.AST):
+        return kind, ast.dump(value, include_attributes=True)
+    raise _Unreadable(kind)
 
 
 class ClassPlan:

@@ -10,7 +10,9 @@ wrapper of the same kind whose every step enters the context as ``overdub`` does
 
 from __future__ import annotations
 
+import inspect
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +87,21 @@ async def _coroutine_in(state: _dispatch.State, coroutine: Any) -> Any:
         raise
 
 
+def _coroutine_for(state: _dispatch.State, coroutine: Any) -> Any:
+    """:func:`_coroutine_in` for ``coroutine``, which is closed, if never started, when the
+    wrapper goes: a wrapper closed (or dropped) before it was awaited never starts the user's
+    coroutine, which would then warn that it "was never awaited" where ``co().close()`` is
+    silent."""
+    wrapper = _coroutine_in(state, coroutine)
+    weakref.finalize(wrapper, _close_unstarted, coroutine).atexit = False
+    return wrapper
+
+
+def _close_unstarted(coroutine: Any) -> None:
+    if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:  # (closing it runs none
+        coroutine.close()  # of its code)
+
+
 async def _async_generator_in(state: _dispatch.State, agen: Any) -> Any:
     """``agen``, returned by ``overdub``, iterated later (``async for``): each step of each
     ``asend``, ``athrow`` and ``aclose`` a run of the context."""
@@ -124,5 +141,5 @@ def suspended(state: _dispatch.State, out: Any) -> Any:
 
 # (a function that makes none pays one dict lookup)
 SUSPENDED: dict[type, Callable[[_dispatch.State, Any], Any]] = {
-    types.GeneratorType: _generator_in, types.CoroutineType: _coroutine_in,
+    types.GeneratorType: _generator_in, types.CoroutineType: _coroutine_for,
     types.AsyncGeneratorType: _async_generator_in}

@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 
 from . import _frames
 from ._protocols import lookup, python_mapping, static_types
+from ._tagging import Tagged, innermost
 
 CALL, BINOP, UNARYOP, COMPARE, SUBSCRIPT, ATTRIBUTE = (
     "call", "binop", "unaryop", "compare", "subscript", "attribute")
@@ -201,11 +202,30 @@ def _unpacked(od: _Fn, mapping: Any) -> Any:
     written in Python (``ChainMap``, ``UserDict``) likewise, its ``keys()`` and items read
     through the context (the unpacking would run them natively); other mappings as they
     are."""
+    if type(mapping) is Tagged:  # (unpacked natively: a mapping's values, or the error
+        mapping = innermost(mapping)  # naming what is not a mapping, as plain Python does)
     if type(mapping) is dict:
         return dict(od(mapping.items))
     if python_mapping(mapping):
         return {key: od(operator.getitem, mapping, key) for key in od(list, od(mapping.keys))}
     return mapping
+
+
+def _iterable(od: _Fn, iterable: Any) -> Any:
+    """What a ``for`` loop, comprehension, unpacking or ``*`` iterates: ``iter(iterable)`` seen
+    by the context; or, where the value under the tags is not iterable at all, that plain
+    value, for the statement to fail on natively: with its own message (``max() argument
+    after * must be an iterable, not int``, ``cannot unpack non-iterable int object``) at its
+    own position, as it does without a context."""
+    try:
+        return od(iter, iterable)
+    except TypeError:
+        plain = innermost(iterable)
+        kind = type(plain)
+        if lookup(kind, "__iter__") is not None or (
+                lookup(kind, "__getitem__") is not None and not issubclass(kind, dict)):
+            raise  # (iterable: the error is its iteration's own)
+    return plain
 
 
 def _delegated(od: _Fn, source: Any) -> Any:
@@ -230,7 +250,9 @@ HIDDEN_CONSTANTS.update({"@eval": eval, "@exec": exec, "@globals": globals, "@na
                          "@past": _frames.past_machinery, "@locals": _frames.user_locals,
                          "@partial": functools.partial, "@value_last": _value_last,
                          "@spread": _Spread, "@managed": _managed, "@unpacked": _unpacked,
-                         "@delegated": _delegated})
+                         "@delegated": _delegated, "@iterable": _iterable,
+                         "@innermost": innermost,
+                         "@AssertionError": AssertionError})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
 # itself (@pre), whether no enclosing context must see leaf operations (@flat), and the
@@ -304,6 +326,9 @@ def copy_tree(node: _N) -> _N:
 
 # Expression contexts carry no data: one shared instance each, as CPython's parser does.
 _LOAD, _STORE = ast.Load(), ast.Store()
+# 3.11 only: a failing assert whose test is a comparison raises at the comparison (3.12 at the
+# statement, 3.13 at the test, whatever it is): see Overdubber.visit_Assert.
+_ASSERT_AT_TEST = sys.version_info[:2] == (3, 11)
 
 _C_CONSTANTS = (int, float, complex, str, bytes, bool, type(None), type(...))
 
@@ -680,7 +705,7 @@ class Overdubber(ast.NodeTransformer):
         if ITERATION not in self.categories or isinstance(
                 node, (ast.Tuple, ast.List, ast.Set, ast.Constant)):
             return node
-        return self._dispatch("@od", iter, [node], node)
+        return _place(ast.Call(self._name("@iterable"), [self._name("@od"), node], []), node)
 
     def _index(self, node: ast.expr) -> ast.expr:
         """A subscript's index as an ordinary expression (slices become ``slice(...)``)."""
@@ -913,6 +938,33 @@ class Overdubber(ast.NodeTransformer):
     def visit_TypeAlias(self, node: ast.AST) -> ast.AST:
         # 3.12+ `type X = ...`: its value is evaluated lazily, like an annotation: native.
         return node
+
+    def visit_Match(self, node: ast.Match) -> ast.AST | list[ast.stmt]:
+        """Under tags, a ``match`` with class patterns matches the value under the subject's
+        tags: ``case int(n)`` checks ``isinstance`` natively, which on the wrapper is false.
+        ``@s = subject; @p = innermost(@s); match @p:``, and each case body first gives back
+        the tagged subject to the names its pattern bound to the very plain value, so that
+        metadata follows (``n`` in ``int(n)``, ``v`` in ``case float() as v``); a guard sees
+        the plain value.  Not in class bodies, where temporaries would be class attributes."""
+        self.generic_visit(node)
+        if ITERATION not in self.categories or self._class_bodies or not any(
+                isinstance(p, ast.MatchClass)
+                for case in node.cases for p in ast.walk(case.pattern)):
+            return node
+        subject, plain = self._temp(), self._temp()
+        made = [_place(ast.Assign([ast.Name(subject, _STORE)], node.subject), node.subject),
+                _place(ast.Assign([ast.Name(plain, _STORE)], ast.Call(
+                    self._name("@innermost"), [ast.Name(subject, _LOAD)], [])), node.subject)]
+        node.subject = _place(ast.Name(plain, _LOAD), node.subject)
+        for case in node.cases:
+            names = sorted({n for p in ast.walk(case.pattern)
+                            for n in (getattr(p, "name", None), getattr(p, "rest", None)) if n})
+            case.body[:0] = [_place(ast.Assign([ast.Name(name, _STORE)], ast.IfExp(
+                ast.Compare(ast.Name(name, _LOAD), [ast.Is()], [ast.Name(plain, _LOAD)]),
+                ast.Name(subject, _LOAD), ast.Name(name, _LOAD))), case.pattern) for name in names]
+        clear = _place(ast.Assign([ast.Name(subject, _STORE), ast.Name(plain, _STORE)],
+                                  ast.Constant(None)), node)
+        return [*made, node, clear]
 
     def visit_match_case(self, node: ast.match_case) -> ast.AST:
         # Patterns are not expressions: their dotted names must stay attribute lookups.
@@ -1400,6 +1452,22 @@ class Overdubber(ast.NodeTransformer):
         return result
 
     visit_For = visit_AsyncFor = visit_While = _loop
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        compared = type(node.test) is ast.Compare
+        at = _position(node.test)
+        self.generic_visit(node)
+        if not (_ASSERT_AT_TEST and compared) or type(node.test) is ast.Compare:
+            return node
+        # 3.11 puts a failing assert's raise where its test left the compiler: a comparison's
+        # position, but the whole statement's after a call (what the rewrite made of the
+        # comparison).  Spelled out, the raise goes where it natively is; `__debug__` is a
+        # constant to the compiler, so `python -O` drops the check as it drops the assert.
+        error = ast.Call(self._name("@AssertionError", at=at), [node.msg] if node.msg else [],
+                         [], **at)
+        check = ast.If(ast.UnaryOp(ast.Not(), node.test, **at), [ast.Raise(error, None, **at)],
+                       [])
+        return _place(ast.If(ast.Name("__debug__", _LOAD), [_place(check, node)], []), node)
 
     def visit_With(self, node: ast.With) -> ast.AST:
         """``with m as v: ...``  ->  ``with @managed(@od, m) as v: ...``: a manager's Python

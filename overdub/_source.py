@@ -311,6 +311,19 @@ def _lambda_columns(code: types.CodeType) -> tuple[int, int] | None:
     return min(starts) if starts else None
 
 
+def lambdas_at(code: types.CodeType, candidates: list[Located]) -> list[Located] | None:
+    """Which of the lambdas ``candidates`` (all on ``code``'s first line) compiled to ``code``,
+    told by where its body's instructions are (the innermost body holding their start: a
+    lambda's body may hold another's; several if that does not tell them apart), or None
+    without column positions (3.10)."""
+    start = _lambda_columns(code)
+    if start is None:
+        return None
+    placed = [c for c in candidates if _body_start(c.node) <= start <= _body_end(c.node)]
+    innermost = max((_body_start(c.node) for c in placed), default=None)
+    return [c for c in placed if _body_start(c.node) == innermost]
+
+
 def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
            likeness: Callable[[Located], int], on_disk: bool = False) -> Located | NoSource:
     """The AST node that compiled to ``code``, or why there is none.
@@ -335,18 +348,15 @@ def locate(code: types.CodeType, module_globals: dict[str, Any] | None,
     if code.co_name == "<lambda>":
         candidates = parsed.lambdas.get(code.co_firstlineno, [])
         if len(candidates) > 1:
-            start = _lambda_columns(code)
-            if start is None:
+            placed = lambdas_at(code, candidates)
+            if placed is None:
                 scores = [likeness(c) for c in candidates]
                 candidates = [c for c, score in zip(candidates, scores)
                               if score and score == max(scores)]
                 if len({ast.dump(c.node) for c in candidates}) == 1:
                     candidates = candidates[:1]  # the same lambda twice: either one is the source
             else:
-                candidates = [c for c in candidates
-                              if _body_start(c.node) <= start <= _body_end(c.node)]
-                if len(candidates) > 1:  # nested lambdas: the innermost body containing start
-                    candidates = [max(candidates, key=lambda c: _body_start(c.node))]
+                candidates = placed
     else:
         candidates = parsed.defs.get((code.co_name, code.co_firstlineno), [])
     if otherwise is not None and (len(candidates) != 1 or not likeness(candidates[0])):

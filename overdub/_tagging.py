@@ -651,6 +651,24 @@ class Tagger:
                     namespace[name] = plain
         self.shadow.clear()  # ...which goes
 
+    def plain_exception(self, exc: BaseException) -> None:
+        """``exc`` leaves the context's outermost run: its arguments (``AssertionError(("bad",
+        t))``, ``ValueError(t)``), and those of the exceptions chained to it or grouped in it,
+        hold plain values, as the heap does (see :meth:`scrub`)."""
+        pending: list[BaseException | None] = [exc]
+        seen: set[int] = set()
+        while pending:
+            current = pending.pop()
+            if current is None or id(current) in seen:
+                continue
+            seen.add(id(current))
+            args = current.args
+            plain = self.scrub(args, 3)
+            if plain is not args:
+                current.args = plain
+            pending += (current.__cause__, current.__context__,
+                        *getattr(current, "exceptions", ()))
+
     def wrap(self, value: Any, meta: Any) -> Tagged:
         return Tagged(value, meta, self.owner, self.label)
 
@@ -728,6 +746,8 @@ class Tagger:
             # Python code run natively (no source, opaque, overdub's own API) gets the tagged
             # values themselves: it can pass them on, and their dunders act on the value.
             return self.plain_call(fn, args, kwargs)
+        if kind is Tagged and fn.owner is self.owner:  # a tagged callee: its value is called,
+            return self.state.od(fn.value, *args, **kwargs)  # (or says it is not callable)
         if _INPLACE_OPERATORS.get(id(fn)) is fn and args:
             target = args[0]
             if type(target) is list and fn is operator.iadd and len(args) == 2 and \
