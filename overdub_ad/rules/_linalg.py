@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import LINEAR, ZERO, defjvp, defvjp, nondifferentiable
-from ._common import bshape, cts, expand, lift, nbatch, neg_axes
+from ._common import bshape, cts, expand, eye, lift, nbatch, neg_axes
 
 
 def _T(a: Any) -> Any:
@@ -47,7 +47,7 @@ def _H(a: Any) -> Any:
 def _diag_embed(v: Any) -> Any:
     """The stacked diagonal matrices with diagonals ``v`` (..., n) -> (..., n, n)."""
     n = np.shape(v)[-1]
-    return np.expand_dims(v, -1) * np.eye(n)
+    return np.expand_dims(v, -1) * eye(n)
 
 
 def _diag(a: Any) -> Any:
@@ -69,7 +69,7 @@ if hasattr(np.linalg, "trace"):
            np.trace(dx, offset, -2, -1))
     defvjp(np.linalg.trace, lambda ct, out, /, x, *, offset=0, dtype=None:
            np.reshape(ct, np.shape(ct) + (1, 1))
-           * np.eye(np.shape(x)[-2], np.shape(x)[-1], k=offset))
+           * eye(np.shape(x)[-2], np.shape(x)[-1], k=offset))
 if hasattr(np.linalg, "matrix_transpose"):
     defjvp(np.linalg.matrix_transpose, LINEAR)
     defvjp(np.linalg.matrix_transpose, lambda ct, out, /, x: _T(ct))
@@ -85,7 +85,7 @@ defvjp(np.linalg.inv, lambda ct, out, /, a: -(_T(out) @ ct @ _T(out)))
 # dP = -P dA P + P P^H dA^H Q + S dA^H P^H P
 def _pinv_complements(a: Any, p: Any) -> Any:
     m, n = np.shape(a)[-2:]
-    return np.eye(m) - a @ p, np.eye(n) - p @ a
+    return eye(m) - a @ p, eye(n) - p @ a
 
 
 def _pinv_jvp(da: Any, out: Any, /, a: Any, *args: Any, **kwargs: Any) -> Any:
@@ -192,7 +192,7 @@ def _matrix_power_terms(a: Any, n: Any) -> Any:
     """(powers of the base, exponent, base is the inverse)."""
     base = a if n >= 0 else np.linalg.inv(a)
     m = abs(int(n))
-    powers = [np.broadcast_to(np.eye(np.shape(a)[-1]), np.shape(a))]
+    powers = [np.broadcast_to(eye(np.shape(a)[-1]), np.shape(a))]
     for _ in range(1, m):
         powers.append(powers[-1] @ base)
     return base, m, powers
@@ -323,24 +323,32 @@ defjvp(np.linalg.cholesky, _cholesky_jvp)
 defvjp(np.linalg.cholesky, _cholesky_vjp)
 
 
-def _eig_gaps(w: Any) -> Any:
-    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+def _gaps_times(w: Any, x: Any) -> Any:
+    """F * x, F[..., i, j] = 1 / (w_j - w_i) off the diagonal and 0 on it.  Where two values
+    are equal F is infinite, and the product is infinite where x is not zero there (the
+    vectors' derivative does not exist) but zero where x is: a repeated eigenvalue whose
+    vectors are not used (their cotangent zero) or not moved has a derivative, which a plain
+    product would make nan (``inf * 0``)."""
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
-    eye = np.eye(np.shape(w)[-1], dtype=bool)
-    return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+    on = eye(np.shape(w)[-1], dtype=bool)
+    tie = np.logical_and(diff == 0, np.logical_not(on))
+    skip = np.logical_or(on, tie)
+    product = np.where(skip, 0.0, 1.0 / np.where(skip, 1.0, diff)) * x
+    return np.where(np.logical_and(tie, x != 0), np.inf, product)
 
 
 def _eigh_jvp(da: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     w, v = out
     m = _H(v) @ _sym(da, UPLO.upper() == "L") @ v
     dw = np.real(_diag(m))
-    return (dw, v @ (_eig_gaps(w) * m))
+    with np.errstate(invalid="ignore"):  # (vectors of a repeated value: no derivative)
+        return (dw, v @ _gaps_times(w, m))
 
 
 def _eigh_vjp(ct: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     w, v = out
     cw, cv = cts(ct, out)
-    inner = _diag_embed(np.real(cw) * 1.0) + _eig_gaps(w) * (_H(v) @ np.conj(cv))
+    inner = _diag_embed(np.real(cw) * 1.0) + _gaps_times(w, _H(v) @ np.conj(cv))
     g = v @ inner @ _H(v)
     return np.conj(_sym_adjoint(g, UPLO.upper() == "L"))
 
@@ -385,8 +393,9 @@ defvjp(np.linalg.eigvals, _eigvals_vjp)
 def _eig_jvp(da: Any, out: Any, /, a: Any) -> Any:
     w, v = out
     m = np.linalg.solve(v, da @ v)
-    dv = v @ (_eig_gaps(w) * m)
-    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))
+    with np.errstate(invalid="ignore"):  # (vectors of a repeated value: no derivative)
+        dv = v @ _gaps_times(w, m)
+        dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))
     dw = _diag(m)
     return (dw, dv) if np.iscomplexobj(w) else (np.real(dw), np.real(dv))
 
@@ -395,7 +404,7 @@ def _eig_vjp(ct: Any, out: Any, /, a: Any) -> Any:
     w, v = out
     cw, cv = cts(ct, out)
     cv = cv - np.conj(v) * np.real(np.sum(cv * v, axis=-2, keepdims=True))
-    inner = _diag_embed(cw * (1.0 + 0j)) + _eig_gaps(w) * (_T(v) @ cv)
+    inner = _diag_embed(cw * (1.0 + 0j)) + _gaps_times(w, _T(v) @ cv)
     return np.linalg.solve(_T(v), inner @ _T(v))  # V^-T (diag(cw) + F * V^T cv) V^T
 
 
@@ -422,11 +431,6 @@ def _svd_parts(a: Any, out: Any, compute_uv: Any) -> Any:
     return u, s, _H(vh)
 
 
-def _svd_f(s: Any) -> Any:
-    """F[..., i, j] = 1 / (s_j^2 - s_i^2) off the diagonal."""
-    return _eig_gaps(s * s)
-
-
 def _inv_nonzero(s: Any) -> Any:
     zero = s == 0
     return np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, s))
@@ -440,15 +444,15 @@ def _svd_jvp(da: Any, out: Any, /, a: Any, full_matrices: Any = True, compute_uv
     ds = np.real(_diag(p))
     if not compute_uv:
         return ds
-    f = _svd_f(s)
     row = np.expand_dims(s, -2)                         # [i, j] -> s_j
     ps, sp = p * row, _T(row) * p                       # P S, S P
     s_inv = _inv_nonzero(s)
-    inner_u = f * (ps + _H(ps))
+    inner_u = _gaps_times(s * s, ps + _H(ps))         # F[i, j] = 1 / (s_j^2 - s_i^2)
     if np.iscomplexobj(p):  # the phase gauge of JAX: the imaginary diagonal goes to U
         inner_u = inner_u + _diag_embed(1j * np.imag(_diag(p)) * s_inv)
-    du = u @ inner_u
-    dv = v @ (f * (sp + _H(sp)))
+    with np.errstate(invalid="ignore"):  # (vectors of a repeated value: no derivative)
+        du = u @ inner_u
+        dv = v @ _gaps_times(s * s, sp + _H(sp))
     m, n = np.shape(a)[-2:]
     if m > n:
         dav = da @ v
@@ -467,10 +471,9 @@ def _svd_vjp(ct: Any, out: Any, /, a: Any, full_matrices: Any = True, compute_uv
         return np.conj(u @ _diag_embed(np.real(ct) * 1.0) @ _H(v))
     c_u, c_s, c_vh = cts(ct, out)
     cu, cv = np.conj(c_u), _T(c_vh)                     # Re<C, .> pairings
-    f = _svd_f(s)
     row = np.expand_dims(s, -2)
-    j1 = f * (_H(u) @ cu)
-    j2 = f * (_H(v) @ cv)
+    j1 = _gaps_times(s * s, _H(u) @ cu)
+    j2 = _gaps_times(s * s, _H(v) @ cv)
     s_inv = _inv_nonzero(s)
     inner = _diag_embed(np.real(c_s) * 1.0) + (j1 + _H(j1)) * row + _T(row) * (j2 + _H(j2))
     if np.iscomplexobj(u) or np.iscomplexobj(cu):
