@@ -21,8 +21,8 @@ Conventions:
   of *complex* matrices have an arbitrary phase; the rules fix it as JAX does (no change of
   phase along the tangent), which is right for any phase-invariant use of the vectors.
 - Repeated eigenvalues / singular values make vector derivatives infinite, as in every AD
-  system; ``qr`` is supported for ``m >= n`` (reduced), ``svd`` for ``full_matrices=False`` or
-  square matrices.
+  system; ``qr`` is supported in reduced mode (and complete where ``m <= n``), ``svd`` for
+  ``full_matrices=False`` or square matrices.
 """
 
 from __future__ import annotations
@@ -544,13 +544,15 @@ defjvp(np.linalg.lstsq, _lstsq_jvp(0), _lstsq_jvp(1), ZERO)
 defvjp(np.linalg.lstsq, _lstsq_vjp(0), _lstsq_vjp(1), ZERO)
 
 
-# -- qr (reduced, m >= n) -------------------------------------------------------------------
+# -- qr (reduced, any shape; complete where it is the reduced one) ---------------------------
+# A wide matrix (m < n) is [X | Y], X square: Q R_X = X is X's QR, and R_Y = Q^H Y.
 
 def _qr_check(a: Any, mode: Any) -> None:
     m, n = np.shape(a)[-2:]
-    if mode not in ("reduced", "r", "complete") or m < n or (mode == "complete" and m != n):
+    if mode not in ("reduced", "r", "complete") or (mode == "complete" and m > n):
         raise NotImplementedError(f"no derivative rule for np.linalg.qr(mode={mode!r}) of a "
-                                  f"{m}x{n} matrix (supported: m >= n, reduced)")
+                                  f"{m}x{n} matrix (supported: reduced, and complete where "
+                                  f"m <= n)")
 
 
 def _qr_parts(a: Any, out: Any, mode: Any) -> Any:
@@ -574,16 +576,34 @@ def _omega_adjoint(n: Any) -> Any:
     return om
 
 
-def _qr_jvp(da: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
-    _qr_check(a, mode)
-    q, r = _qr_parts(a, out, mode)
+def _qr_tall_jvp(da: Any, q: Any, r: Any) -> tuple[Any, Any]:
+    """(dQ, dR) of the QR of a tall or square matrix (m >= n, R square)."""
     dar = _right_solve(da, r)                           # dA R^-1
     c = _H(q) @ dar
     om = _omega(c)
-    dr = (c - om) @ r
-    if mode == "r":
-        return dr
-    return (q @ om + dar - q @ c, dr)
+    return q @ om + dar - q @ c, (c - om) @ r
+
+
+def _qr_tall_vjp(cq: Any, cr: Any, q: Any, r: Any) -> Any:
+    """The cotangent of a tall or square matrix from those of its Q and R (JAX's transpose
+    convention: conjugated in, conjugated out)."""
+    cq, cr = np.conj(cq), np.conj(cr)
+    qcq = _H(q) @ cq
+    k = cr @ _H(r) + _omega_adjoint(qcq - cr @ _H(r))
+    return np.conj(_right_solve(q @ k + cq - q @ qcq, _H(r)))  # (...) R^-H
+
+
+def _qr_jvp(da: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
+    _qr_check(a, mode)
+    q, r = _qr_parts(a, out, mode)
+    m, n = np.shape(a)[-2:]
+    if m >= n:
+        dq, dr = _qr_tall_jvp(da, q, r)
+    else:
+        y = a[..., m:]
+        dq, dr_x = _qr_tall_jvp(da[..., :m], q, r[..., :m])
+        dr = np.concatenate([dr_x, _H(dq) @ y + _H(q) @ da[..., m:]], axis=-1)
+    return dr if mode == "r" else (dq, dr)
 
 
 def _qr_vjp(ct: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
@@ -593,11 +613,13 @@ def _qr_vjp(ct: Any, out: Any, /, a: Any, mode: Any = "reduced") -> Any:
         c_q, c_r = np.zeros(np.shape(q)), ct
     else:
         c_q, c_r = cts(ct, out)
-    cq, cr = np.conj(c_q), np.conj(c_r)
-    qcq = _H(q) @ cq
-    k = cr @ _H(r) + _omega_adjoint(qcq - cr @ _H(r))
-    g = _right_solve(q @ k + cq - q @ qcq, _H(r))        # (...) R^-H
-    return np.conj(g)
+    m, n = np.shape(a)[-2:]
+    if m >= n:
+        return _qr_tall_vjp(c_q, c_r, q, r)
+    y, c_ry = a[..., m:], c_r[..., m:]
+    # R_Y = Q^H Y: its cotangent reaches Q (conj(Y) C_Y^H) and Y (conj(Q) C_Y)
+    g_x = _qr_tall_vjp(c_q + np.conj(y) @ _H(c_ry), c_r[..., :m], q, r[..., :m])
+    return np.concatenate([g_x, np.conj(q) @ c_ry], axis=-1)
 
 
 defjvp(np.linalg.qr, _qr_jvp)
