@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import importlib.util
 import linecache
+import operator
 import subprocess
 import sys
 import textwrap
@@ -329,3 +330,24 @@ def test_the_source_must_be_one_function_definition():
     with pytest.raises(SyntaxError):
         compile_variant(cube, "def v(x):\n    return x +\n")
 
+
+
+def test_only_the_edited_function_of_an_edited_file_is_a_leaf(tmp_path):
+    # as limitations.md says: a function whose own text is unchanged where it was is still
+    # rewritten; the one whose text changed runs natively, with a warning
+    text = """\
+        def kept(x):
+            return x * 2 + 1
+        def edited(x):
+            return x - 3
+        """
+    module, path = _module(tmp_path, "variants_partly_edited_mod", text)
+    path.write_text(textwrap.dedent(text).replace("x - 3", "x - 30"), encoding="utf-8")
+    linecache.checkcache(str(path))
+    ctx = CountContext()
+    assert overdub.overdub(ctx, module.kept, 5) == 11
+    assert ctx.counts[operator.mul] == 1 and ctx.counts[operator.add] == 1
+    ctx = CountContext()
+    with pytest.warns(RuntimeWarning, match="changed after it was compiled"):
+        assert overdub.overdub(ctx, module.edited, 5) == 2
+    assert ctx.counts[operator.sub] == 0
