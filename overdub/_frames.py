@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 OVERDUB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 DISPATCHER_FILE = "<overdub dispatcher"  # the generated dispatchers' file names start so
@@ -60,13 +60,7 @@ def hide_machinery(exc: BaseException, also: tuple[str, ...] = ()) -> None:
     leaves the plug-in's public entry points (``grad(f)(x)``)."""
     if os.environ.get(FILTERING_SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return
-    pending: list[BaseException | None] = [exc]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
+    for current in chained(exc):
         entry = current.__traceback__
         kept: list[types.TracebackType] = []
         hidden = False
@@ -81,7 +75,20 @@ def hide_machinery(exc: BaseException, also: tuple[str, ...] = ()) -> None:
             for old in reversed(kept):
                 rebuilt = types.TracebackType(rebuilt, old.tb_frame, old.tb_lasti, old.tb_lineno)
             current.__traceback__ = rebuilt
-        pending += [current.__cause__, current.__context__]
+
+
+def chained(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception chained to it (``__cause__``, ``__context__``) or grouped in
+    it (an ``ExceptionGroup``'s), each once."""
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending += (current.__cause__, current.__context__, *getattr(current, "exceptions", ()))
 
 
 def user_frame(depth: int = 1) -> types.FrameType | None:

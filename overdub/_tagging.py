@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _active
+from ._frames import chained
 
 
 class TagError(TypeError):
@@ -655,19 +656,11 @@ class Tagger:
         """``exc`` leaves the context's outermost run: its arguments (``AssertionError(("bad",
         t))``, ``ValueError(t)``), and those of the exceptions chained to it or grouped in it,
         hold plain values, as the heap does (see :meth:`scrub`)."""
-        pending: list[BaseException | None] = [exc]
-        seen: set[int] = set()
-        while pending:
-            current = pending.pop()
-            if current is None or id(current) in seen:
-                continue
-            seen.add(id(current))
+        for current in chained(exc):
             args = current.args
             plain = self.scrub(args, 3)
             if plain is not args:
                 current.args = plain
-            pending += (current.__cause__, current.__context__,
-                        *getattr(current, "exceptions", ()))
 
     def wrap(self, value: Any, meta: Any) -> Tagged:
         return Tagged(value, meta, self.owner, self.label)
