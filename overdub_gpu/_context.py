@@ -61,6 +61,35 @@ _NUMPY_LIKE = ("numpy", "cupy", "dask.array")  # take NumPy dtypes and Python sc
 _DTYPE_ARGS = (type, np.dtype, str)
 
 
+def _unknown(v: Any) -> bool:
+    """Whether ``v`` is, or holds, a shape with an unknown (NaN) length: a Dask array indexed
+    with a boolean mask, its shape, or a list of them."""
+    shape = getattr(v, "shape", v)
+    if isinstance(shape, (tuple, list)):
+        return any(isinstance(n, float) and n != n or
+                   isinstance(n, (tuple, list)) and _unknown(n) or
+                   hasattr(n, "shape") and _unknown(n) for n in shape)
+    return False
+
+
+def _naming_unknown_shapes(label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` on Dask, its failure on an array of unknown shape said as such: a boolean mask
+    (``x[mask]``) makes one, and derivatives through it (the cotangent of ``np.sum(x[mask])``,
+    say) need the lengths Dask does not know until it computes."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except (ValueError, TypeError) as error:
+            if not any(map(_unknown, (*args, *kwargs.values()))):
+                raise
+            raise ValueError(
+                f"{label} got a Dask array of unknown shape: indexing a Dask array with a "
+                f"boolean mask (x[mask]) gives one, and what follows it (np.sum(x[mask]), "
+                f"its derivative) needs the lengths Dask knows only after computing: select "
+                f"with np.where(mask, x, 0.0) instead ({error})") from error
+    return run
+
+
 class Backend:
     """What a context knows about its array namespace ``xp``, and its cache of swaps.
 
@@ -266,6 +295,8 @@ class Backend:
             call = self._refusing_host_arrays(label, call)
         if self.name == "dask.array" and label[len("numpy."):] in _VIEW_FUNCTIONS:
             call = self._recording_views(label, call)
+        if self.name == "dask.array":
+            call = _naming_unknown_shapes(label, call)
         return call
 
     def _recording_views(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:

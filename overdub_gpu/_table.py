@@ -34,6 +34,7 @@ Conventions, stated once so the rules can be one line:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -254,6 +255,15 @@ def _tri(f: Any, be: Any, m: Any, k: int = 0) -> Any:
     return f(be.arrays((m,))[0], k=k)
 
 
+def _tri_matrix(f: Any, be: Any, N: int, M: int | None = None, k: int = 0, dtype: Any = float,
+                *, like: Any = _NO) -> Any:
+    """numpy.tri, which the array API lacks: ``j <= i + k``, from two ``arange``s."""
+    _refuse("tri", f, like=(like, None))
+    xp = be.xp
+    hit = xp.reshape(f(N) + k, (N, 1)) >= f(N if M is None else M)
+    return hit if dtype is bool else be.astype(hit, np.float64 if dtype is None else dtype)
+
+
 def _scalar(dtype_name: str) -> Callable[..., Any]:
     """numpy.float32(v) and friends: a 0-d array of that dtype in xp."""
     def adapt(f: Any, be: Any, value: Any = 0) -> Any:
@@ -344,6 +354,35 @@ def _count_nonzero(f: Any, be: Any, a: Any, axis: Any = None, *, keepdims: bool 
     return f(be.arrays((a,))[0], axis=_axis(axis), keepdims=keepdims)
 
 
+def _bincount(f: Any, be: Any, x: Any, weights: Any = None, minlength: int = 0) -> Any:
+    """numpy.bincount, which the array API lacks: each block of ``x`` compared with every bin
+    and the matches summed (exact, as NumPy's; time ``len(x) * bins``, memory bounded by the
+    blocks).  ``f`` is ``xp.sum``."""
+    xp = be.xp
+    (x,) = be.arrays((x,))
+    if x.ndim != 1:
+        raise ValueError("numpy.bincount takes a 1-d array of non-negative integers")
+    n = x.shape[0]
+    bins = operator.index(minlength)
+    if n:
+        if int(xp.min(x)) < 0:
+            raise ValueError("numpy.bincount: 'x' must have no negative elements")
+        bins = max(bins, int(xp.max(x)) + 1)
+    ar = xp.arange(bins, dtype=x.dtype)
+    w = None if weights is None else be.astype(be.arrays((weights,))[0], np.float64)
+    total = xp.zeros(bins, dtype=be.dtype(np.intp if w is None else np.float64))
+    step = max(1, 2 ** 22 // max(bins, 1))
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)  # (a strict namespace refuses slices past the end)
+        hit = xp.reshape(x[lo:hi], (-1, 1)) == ar
+        if w is None:
+            total = total + f(be.astype(hit, np.intp), axis=0)
+        else:
+            part = xp.reshape(w[lo:hi], (-1, 1))
+            total = total + f(xp.where(hit, part, xp.zeros_like(part)), axis=0)
+    return total
+
+
 def _unique(f: Any, be: Any, ar: Any, return_index: bool = False, return_inverse: bool = False,
             return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
             sorted: bool = True) -> Any:
@@ -360,7 +399,21 @@ def _searchsorted(f: Any, be: Any, a: Any, v: Any, side: str = "left",
 
 def _diff(f: Any, be: Any, a: Any, n: int = 1, axis: int = -1, prepend: Any = None,
           append: Any = None) -> Any:
-    return f(be.arrays((a,))[0], axis=axis, n=n, prepend=prepend, append=append)
+    (x,) = be.arrays((a,))
+    return f(x, axis=axis, n=n, prepend=_diff_edge(be, x, prepend, axis),
+             append=_diff_edge(be, x, append, axis))
+
+
+def _diff_edge(be: Any, x: Any, v: Any, axis: int) -> Any:
+    """``prepend=``/``append=`` as NumPy reads them: a number, or an array missing the axis,
+    is one slice along ``axis``, broadcast to the other dimensions (the standard takes
+    arrays of the full rank only)."""
+    if v is None or be.numpy_like or be.is_array(v) and v.ndim == x.ndim:
+        return v
+    (v,) = be.arrays((v,), like=x)
+    shape = list(x.shape)
+    shape[axis] = 1
+    return be.resolve_name("broadcast_to")(v, tuple(shape))
 
 
 def _nonzero(f: Any, be: Any, a: Any) -> Any:
@@ -431,7 +484,15 @@ def _flip(f: Any, be: Any, m: Any, axis: Any = None) -> Any:
 
 
 def _roll(f: Any, be: Any, a: Any, shift: Any, axis: Any = None) -> Any:
-    return f(a, shift, axis=axis)
+    return f(a, _integers(shift), axis=None if axis is None else _integers(axis))
+
+
+def _integers(v: Any) -> Any:
+    """An integer argument (NumPy integers, a sequence or a NumPy array of them) as the Python
+    ``int`` or tuple of them that ``roll`` and the like take outside NumPy."""
+    if isinstance(v, (list, tuple)) or isinstance(v, np.ndarray) and v.ndim:
+        return tuple(int(operator.index(i)) for i in v)
+    return operator.index(v)
 
 
 def _tile(f: Any, be: Any, A: Any, reps: Any) -> Any:
@@ -471,7 +532,7 @@ def _split(even: bool) -> Callable[..., Any]:
 def _take(f: Any, be: Any, a: Any, indices: Any, axis: Any = None, out: Any = None,
           mode: Any = _NO) -> Any:
     _refuse("take", f, out=(out, None), mode=(mode, "raise"))
-    (ind,) = be.arrays((indices,)) if not be.is_array(indices) else (indices,)
+    ind = indices if be.is_array(indices) else be.upload(np.asarray(indices))
     reshape = be.resolve_name("reshape")
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
@@ -579,7 +640,7 @@ def _outer(f: Any, be: Any, a: Any, b: Any, out: Any = None) -> Any:
 def _trace(f: Any, be: Any, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1,
            dtype: Any = None, out: Any = None) -> Any:
     _refuse("trace", f, out=(out, None))
-    if a.ndim != 2 and (axis1, axis2) != (a.ndim - 2, a.ndim - 1):
+    if a.ndim != 2 and (axis1 % a.ndim, axis2 % a.ndim) != (a.ndim - 2, a.ndim - 1):
         raise UnsupportedArgumentError(
             f"numpy.trace over axes ({axis1}, {axis2}) of a {a.ndim}-d array has no counterpart "
             f"in {be.name}.linalg.trace (the last two axes)")
@@ -587,11 +648,105 @@ def _trace(f: Any, be: Any, a: Any, offset: int = 0, axis1: int = 0, axis2: int 
 
 
 def _diagonal(f: Any, be: Any, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    if a.ndim != 2 and (axis1, axis2) != (a.ndim - 2, a.ndim - 1):
+    if a.ndim != 2 and (axis1 % a.ndim, axis2 % a.ndim) != (a.ndim - 2, a.ndim - 1):
         raise UnsupportedArgumentError(
             f"numpy.diagonal over axes ({axis1}, {axis2}) of a {a.ndim}-d array has no "
             f"counterpart in {be.name}.linalg.diagonal (the last two axes)")
     return f(a, offset=offset)
+
+
+def _einsum(f: Any, be: Any, *operands: Any, out: Any = None, dtype: Any = None,
+            order: Any = _NO, casting: Any = _NO, optimize: Any = False) -> Any:
+    """numpy.einsum, which the array API lacks (``f`` is ``xp.matmul``): an operand's repeated
+    letters become its diagonal, letters no later step needs are summed, and the operands are
+    contracted left to right, two at a time, by one batched ``matmul``.  ``optimize`` only
+    chooses an order in NumPy: the result is the same."""
+    _refuse("einsum", f, out=(out, None), order=(order, "K"), casting=(casting, "safe"))
+    if not isinstance(operands[0], str):
+        raise UnsupportedArgumentError(
+            f"numpy.einsum(operand, sublist, ...) has no counterpart in {be.name}; write the "
+            f"subscripts as a string inside the context")
+    spec = operands[0].replace(" ", "")
+    ops = list(be.arrays(tuple(operands[1:])))
+    ins, arrow, out_subs = spec.partition("->")
+    subs = ins.split(",")
+    if len(subs) != len(ops):
+        raise ValueError(f"numpy.einsum: {len(subs)} subscripts for {len(ops)} operands")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in spec]
+    ranks = [op.ndim - len(s) + 3 for s, op in zip(subs, ops) if "..." in s]
+    ell = "".join(spare[:max(ranks, default=0)])
+    subs = [s.replace("...", ell[len(ell) - op.ndim + len(s) - 3:]) if "..." in s else s
+            for s, op in zip(subs, ops)]
+    if arrow:
+        out_subs = out_subs.replace("...", ell)
+    else:  # NumPy's implicit output: the ellipsis, then the letters used once, sorted
+        letters = "".join(subs)
+        out_subs = ell + "".join(sorted(c for c in set(letters) - set(ell)
+                                        if letters.count(c) == 1))
+    for s, op in zip(subs, ops):
+        if len(s) != op.ndim:
+            raise ValueError(f"numpy.einsum: subscripts {s!r} for a {op.ndim}-d operand")
+    acc, acc_s = _einsum_diagonals(be, ops[0], subs[0])
+    for k in range(1, len(ops)):
+        b, b_s = _einsum_diagonals(be, ops[k], subs[k])
+        later = set(out_subs).union(*(set(t) for t in subs[k + 1:]))
+        acc, acc_s = _einsum_keep(be, acc, acc_s, later | set(b_s))
+        b, b_s = _einsum_keep(be, b, b_s, later | set(acc_s))
+        acc, acc_s = _einsum_pair(f, be, acc, acc_s, b, b_s, later)
+    acc, acc_s = _einsum_keep(be, acc, acc_s, set(out_subs))
+    result = be.xp.permute_dims(acc, tuple(acc_s.index(c) for c in out_subs))
+    return result if dtype is None else be.astype(result, dtype)
+
+
+def _einsum_diagonals(be: Any, x: Any, s: str) -> tuple[Any, str]:
+    """``x`` (subscripts ``s``) with each repeated letter's axes made one, their diagonal."""
+    xp = be.xp
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i = s.index(c)
+        j = s.index(c, i + 1)
+        rest = [a for a in range(x.ndim) if a not in (i, j)]
+        x = xp.permute_dims(x, (*rest, i, j))
+        n = x.shape[-1]
+        on = xp.reshape(xp.arange(n), (n, 1)) == xp.arange(n)
+        x = xp.sum(xp.where(on, x, xp.zeros_like(x)), axis=-1)
+        s = "".join(s[a] for a in rest) + c
+    return x, s
+
+
+def _einsum_keep(be: Any, x: Any, s: str, keep: set[str]) -> tuple[Any, str]:
+    """``x`` summed over the letters of ``s`` not in ``keep``."""
+    axes = tuple(i for i, c in enumerate(s) if c not in keep)
+    if not axes:
+        return x, s
+    return be.xp.sum(x, axis=axes), "".join(c for c in s if c in keep)
+
+
+def _einsum_pair(f: Any, be: Any, a: Any, a_s: str, b: Any, b_s: str,
+                 later: set[str]) -> tuple[Any, str]:
+    """The product of ``a`` and ``b`` summed over their shared letters not in ``later``: the
+    shared letters kept are a batch, the rest of each operand its rows or columns."""
+    xp = be.xp
+    size = {c: n for s, x in ((a_s, a), (b_s, b)) for c, n in zip(s, x.shape) if n != 1}
+    batch = [c for c in a_s if c in b_s and c in later]
+    inner = [c for c in a_s if c in b_s and c not in later]
+    rows = [c for c in a_s if c not in b_s]
+    cols = [c for c in b_s if c not in a_s]
+
+    def arranged(x: Any, s: str, order: list[str]) -> Any:
+        x = xp.permute_dims(x, tuple(s.index(c) for c in order))
+        return xp.broadcast_to(x, tuple(size.get(c, 1) for c in order))
+
+    def count(letters: list[str]) -> int:
+        return math.prod(size.get(c, 1) for c in letters)
+
+    left = xp.reshape(arranged(a, a_s, batch + rows + inner),
+                      (count(batch), count(rows), count(inner)))
+    right = xp.reshape(arranged(b, b_s, batch + inner + cols),
+                       (count(batch), count(inner), count(cols)))
+    product = f(*be.promoted((left, right)))
+    letters = batch + rows + cols
+    return xp.reshape(product, tuple(size.get(c, 1) for c in letters)), "".join(letters)
 
 
 def _cross(f: Any, be: Any, a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
@@ -847,6 +1002,7 @@ DEFAULT: dict[Any, Rule] = {
                "identity": Rule("eye", _identity, "creation"),
                "meshgrid": Rule("meshgrid", _meshgrid),
                "tril": Rule("tril", _tri), "triu": Rule("triu", _tri),
+               "tri": Rule("arange", _tri_matrix, "creation"),
                "float32": Rule("asarray", _scalar("float32")),
                "float64": Rule("asarray", _scalar("float64")),
                "int8": Rule("asarray", _scalar("int8")),
@@ -874,6 +1030,7 @@ DEFAULT: dict[Any, Rule] = {
                "cumulative_sum": Rule("cumulative_sum"),
                "cumulative_prod": Rule("cumulative_prod"),
                "count_nonzero": Rule("count_nonzero", _count_nonzero),
+               "bincount": Rule("sum", _bincount),
                "sort": Rule("sort", _sort("sort")),
                "argsort": Rule("argsort", _sort("argsort")),
                "unique": Rule("unique_values", _unique),
@@ -909,6 +1066,7 @@ DEFAULT: dict[Any, Rule] = {
                "issubdtype": Rule("result_type", _issubdtype)}),
     # linear algebra
     **_family({"matmul": Rule("matmul", _matmul), "dot": Rule("matmul", _dot),
+               "einsum": Rule("matmul", _einsum),
                "tensordot": Rule("tensordot", _tensordot),
                "vecdot": Rule("vecdot", _vecdot),
                "outer": Rule("linalg.outer", _outer),
@@ -1246,14 +1404,65 @@ def _dask_sort(argsort: bool) -> Callable[..., Any]:
               stable: Any = None) -> Any:
         name = "argsort" if argsort else "sort"
         _refuse(name, f, order=(order, None))
-        if argsort and (stable or kind == "stable"):
-            raise UnsupportedArgumentError(
-                "numpy.argsort(stable=True) has no counterpart in dask.array.argtopk (ties "
-                "come in no set order)")
         if axis is None:
             a, axis = be.resolve_name("ravel")(a), -1
+        if argsort:  # (Dask's argtopk fails across chunks of the sorted axis: one chunk)
+            a = a.rechunk({axis % a.ndim: -1})
+            if stable or kind == "stable":
+                return _dask_stable_argsort(be, a, axis)
         return f(a, -a.shape[axis], axis=axis)
     return adapt
+
+
+def _dask_stable_argsort(be: Any, a: Any, axis: int) -> Any:
+    """argsort with ties in the order of their positions (NumPy's ``kind="stable"``), which
+    ``da.argtopk`` does not promise: the positions are sorted again by the key (rank of the
+    value among the distinct values, position), integers all different, so without ties."""
+    xp = be.xp
+    a = xp.moveaxis(a, axis, -1)
+    n = a.shape[-1]
+    if n < 2:
+        return xp.moveaxis(xp.argtopk(a, -n, axis=-1), -1, axis)
+    order = xp.argtopk(a, -n, axis=-1)
+    values = xp.topk(a, -n, axis=-1)
+    step = (values[..., 1:] != values[..., :-1]).astype(np.int64)
+    rank = xp.concatenate([xp.zeros_like(step[..., :1]), xp.cumsum(step, axis=-1)], axis=-1)
+    return xp.moveaxis(xp.topk(rank * n + order, -n, axis=-1) % n, -1, axis)
+
+
+def _dask_bincount(f: Any, be: Any, x: Any, weights: Any = None, minlength: int = 0) -> Any:
+    """``da.bincount`` wants the weights chunked as ``x`` is."""
+    if weights is not None and be.is_array(x) and be.is_array(weights):
+        weights = weights.rechunk(x.chunks)
+    return f(x, weights, minlength)
+
+
+def _dask_take_along_axis(f: Any, be: Any, arr: Any, indices: Any, axis: Any = -1) -> Any:
+    """numpy.take_along_axis, which Dask lacks (``f`` is ``da.take``): the indices made flat
+    positions, row by row, and taken from the flattened array."""
+    xp = be.xp
+    if axis is None:
+        return f(xp.ravel(arr), indices)
+    arr, indices = xp.moveaxis(arr, axis, -1), xp.moveaxis(indices, axis, -1)
+    lead = np.broadcast_shapes(arr.shape[:-1], indices.shape[:-1])
+    arr = xp.broadcast_to(arr, (*lead, arr.shape[-1]))
+    indices = xp.broadcast_to(indices, (*lead, indices.shape[-1]))
+    n, rows = arr.shape[-1], math.prod(lead)
+    flat = xp.reshape(indices % n if n else indices, (rows, -1)) \
+        + xp.reshape(xp.arange(rows) * n, (rows, 1))
+    taken = xp.reshape(f(xp.ravel(arr), xp.ravel(flat)), indices.shape)
+    return xp.moveaxis(taken, -1, axis)
+
+
+def _dask_solve(f: Any, be: Any, a: Any, b: Any) -> Any:
+    """``da.linalg.solve`` takes one matrix and a 1-d or 2-d ``b``: NumPy's stacked right-hand
+    sides against one matrix (``b`` of more dimensions) are solved as its columns."""
+    if a.ndim != 2 or b.ndim <= 2:
+        return f(a, b)
+    xp = be.xp
+    n = b.shape[-2]
+    x = f(a, xp.reshape(xp.moveaxis(b, -2, 0), (n, -1)))
+    return xp.moveaxis(xp.reshape(x, (n, *b.shape[:-2], b.shape[-1])), 0, -2)
 
 
 def _dask_randint(f: Any, be: Any, low: Any, high: Any = None, size: Any = None,
@@ -1289,6 +1498,9 @@ _DASK_ADAPTED: dict[str, Rule] = {
     "linalg.svd": Rule("linalg.svd", _dask_svd),
     "linalg.qr": Rule("linalg.qr", _dask_qr),
     "linalg.lstsq": Rule("linalg.svd", _dask_lstsq),
+    "linalg.solve": Rule("linalg.solve", _dask_solve),
+    "take_along_axis": Rule("take", _dask_take_along_axis),
+    "bincount": Rule("bincount", _dask_bincount),
     "reshape": Rule("reshape", _dask_reshape), "ravel": Rule("ravel", _dask_ravel),
     "clip": Rule("clip", _dask_clip),
     "concatenate": Rule("concatenate", _concat), "stack": Rule("stack", _stack),

@@ -28,6 +28,13 @@ Conventions every family follows (stated once here, relied on by the engine):
   to its position.  Float parameters whose derivative no rule provides (the ``ord`` of
   ``np.linalg.norm``, the order of ``scipy.special.jv``) have no rule either, so
   differentiating them raises ``MissingRuleError``.
+- Rules run under the enclosing context, which may compute in another array namespace
+  (overdub_gpu), so they ask only for what any namespace has: Python integers where NumPy takes
+  an integer (a shift, an axis), ``np.take`` for integer-array selections, ``np.where`` rather
+  than a product with booleans, slices by position rather than ``len()`` or iteration.  NumPy
+  functions that are plain Python code without rules of their own (``np.ones``, ``np.eye``,
+  ``np.tri``) are run as written under an enclosing derivative, writes through ``.flat``
+  included: rules use ``np.full``, :func:`eye` and :func:`tri` instead.
 """
 
 from __future__ import annotations
@@ -192,17 +199,21 @@ def map_batch(f: Callable[[Any], Any], dx: Any, nd: int) -> Any:
     shape = np.shape(dx)
     # (the batch size spelled out: -1 cannot be inferred for an empty dx, a tangent of an
     # empty selection)
-    flat = np.reshape(dx, (math.prod(shape[:nb]),) + shape[nb:])
-    res = np.stack([f(t) for t in flat]) if len(flat) else None
+    count = math.prod(shape[:nb])
+    flat = np.reshape(dx, (count,) + shape[nb:])
+    # (slices by position: arrays of other namespaces need not have len() or iteration)
+    res = np.stack([f(flat[k, ...]) for k in range(count)]) if count else None
     if res is None:
         res = np.zeros((0,) + np.shape(f(np.zeros(shape[nb:], dx.dtype))), dx.dtype)
     return np.reshape(res, shape[:nb] + np.shape(res)[1:])
 
 
 def gather(dx: Any, x: Any, index: Any) -> Any:
-    """Tangent of ``x.flat[index]``: ``index`` is an integer array of flat positions of ``x``."""
+    """Tangent of ``x.flat[index]``: ``index`` is an integer array of flat positions of ``x``.
+    (``np.take``, not ``[..., index]``: the array API allows no integer arrays after an
+    ellipsis, and Dask no n-d ones.)"""
     s = np.shape(dx)
-    return np.reshape(dx, s[:np.ndim(dx) - np.ndim(x)] + (-1,))[..., index]
+    return np.take(np.reshape(dx, s[:np.ndim(dx) - np.ndim(x)] + (-1,)), index, axis=-1)
 
 
 def scatter(ct: Any, x: Any, index: Any) -> Any:
@@ -215,6 +226,21 @@ def scatter(ct: Any, x: Any, index: Any) -> Any:
     else:
         g = np.bincount(i, c, n)
     return np.reshape(g, np.shape(x))
+
+
+def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = float) -> Any:
+    """``np.eye(n, m, k, dtype)`` (float or bool) built from ``np.arange`` and a comparison.
+    Rules run under the enclosing context, where NumPy's own ``eye`` (Python code, with no
+    rule of its own) is run as written under an enclosing derivative: it writes through
+    ``.flat``, which other array namespaces lack."""
+    hit = np.reshape(np.arange(n) + k, (n, 1)) == np.arange(n if m is None else m)
+    return hit if dtype is bool else np.where(hit, 1.0, 0.0)
+
+
+def tri(n: int, m: int, k: int = 0) -> Any:
+    """``np.tri(n, m, k, dtype=bool)`` the same way (NumPy's ``tri`` has no counterpart in the
+    array API)."""
+    return np.reshape(np.arange(n) + k, (n, 1)) >= np.arange(m)
 
 
 def positions(x: Any) -> Any:

@@ -228,8 +228,8 @@ defvjp(np.select, ZERO, _select_vjp(1), _select_vjp(2))
 
 # bincount(x, weights, minlength) is linear in the weights
 defjvp(np.bincount, ZERO, lambda dw, out, /, x, weights=None, minlength=0: map_batch(
-    lambda w: np.bincount(x, w, len(out)), dw, 1))
-defvjp(np.bincount, ZERO, lambda ct, out, /, x, weights=None, minlength=0: ct[x])
+    lambda w: np.bincount(x, w, np.shape(out)[0]), dw, 1))
+defvjp(np.bincount, ZERO, lambda ct, out, /, x, weights=None, minlength=0: np.take(ct, x, axis=0))
 
 
 # interp(x, xp, fp): piecewise linear in x (flat outside [xp[0], xp[-1]] unless left/right

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, defjvp, defquick, defstandin, defvjp, same_rules
-from ._common import bshape, fit, indexed, lift, map_batch, nbatch, neg_axis
+from ._common import bshape, eye, fit, indexed, lift, map_batch, nbatch, neg_axis
 from ._linalg import _lift_to, _T
 
 
@@ -190,7 +190,7 @@ def _einsum_vjp_core(subs: Any, out: Any, spare: Any, operands: Any, k: Any, ct:
         for c in target:
             if c in seen:
                 new = next(spare_iter)
-                eyes.append((c + new, np.eye(size[c])))
+                eyes.append((c + new, eye(size[c])))
                 letters.append(new)
             else:
                 seen.add(c)

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from .._rules import ZERO, MissingRuleError, defjvp, defquick, defvjp, same_rules
-from ._common import bshape, cts, expand, gather, neg_axes, neg_axis, positions, scatter, select
+from ._common import (bshape, cts, expand, eye, gather, neg_axes, neg_axis, positions, scatter,
+                      select)
 
 _NOVALUE = np._NoValue
 
@@ -135,12 +136,12 @@ def _exclusive_products(x: Any, ax: Any) -> Any:
     """For each entry of ``x``, the product of the other entries of its reduced group."""
     nd = np.ndim(x)
     if not ax:
-        return np.ones(np.shape(x), np.result_type(x, 0.0))
+        return np.full(np.shape(x), 1, np.result_type(x, 0.0))
     dest = tuple(range(-len(ax), 0))
     moved = np.moveaxis(x, ax, dest)
     shape = np.shape(moved)
     flat = np.reshape(moved, shape[:nd - len(ax)] + (-1,))
-    ones = np.ones(shape[:nd - len(ax)] + (1,), np.result_type(x, 0.0))
+    ones = np.full(shape[:nd - len(ax)] + (1,), 1, np.result_type(x, 0.0))
     left = np.concatenate([ones, np.cumprod(flat[..., :-1], axis=-1)], axis=-1)
     right = np.concatenate([np.flip(np.cumprod(np.flip(flat[..., 1:], -1), axis=-1), -1), ones],
                            axis=-1)
@@ -326,8 +327,8 @@ def _median_map(x: Any, axis: Any, nan: bool) -> Any:
         some = k[..., 0] > 0
     else:
         n = np.shape(xs)[-1]
-        middle = order[..., [(n - 1) // 2, n // 2]]
-        some = np.ones(lead, bool)
+        middle = np.take(order, [(n - 1) // 2, n // 2], axis=-1)
+        some = np.full(lead, True)
     return ax, np.take_along_axis(ps, middle, axis=-1), some
 
 
@@ -367,7 +368,7 @@ def _average_args(a: Any, axis: Any, weights: Any) -> Any:
     """(axes, weights broadcast against a, sum of weights with keepdims)."""
     ax = neg_axes(axis, np.ndim(a))
     if weights is None:
-        w = np.ones(np.shape(a))
+        w = np.full(np.shape(a), 1.0)
     else:
         w = _weights_like(weights, a, axis, ())
     return ax, w, np.sum(np.broadcast_to(w, np.shape(a)), axis=ax, keepdims=True)
@@ -488,7 +489,7 @@ def _cumprod_matrix(x: Any, ax: Any) -> Any:
     later = k[None, :] > k[:, None]                          # [j, k]: k > j
     m = np.where(later, xm[..., None, :], 1)                 # [..., j, k]
     c = np.cumprod(m, axis=-1)                               # [..., j, i] = prod_{j<k<=i} x_k
-    ones = np.ones(np.shape(xm)[:-1] + (1,), np.result_type(x, 0.0))
+    ones = np.full(np.shape(xm)[:-1] + (1,), 1, np.result_type(x, 0.0))
     left = np.concatenate([ones, np.cumprod(xm[..., :-1], axis=-1)], axis=-1)  # prod_{k<j}
     jac = np.swapaxes(c * left[..., :, None], -1, -2)        # [..., i, j]
     return np.where(k[:, None] >= k[None, :], jac, 0)
@@ -563,8 +564,7 @@ def _trace_vjp(ct: Any, out: Any, /, x: Any, offset: Any = 0, axis1: Any = 0, ax
                dtype: Any = None, _out: Any = None, **kw: Any) -> Any:
     nd = np.ndim(x)
     a1, a2 = int(axis1) % nd, int(axis2) % nd
-    eye = np.eye(np.shape(x)[a1], np.shape(x)[a2], k=offset)
-    g = np.reshape(ct, np.shape(ct) + (1, 1)) * eye
+    g = np.reshape(ct, np.shape(ct) + (1, 1)) * eye(np.shape(x)[a1], np.shape(x)[a2], k=offset)
     return np.moveaxis(g, (-2, -1), (a1, a2)) if (a1, a2) != (nd - 2, nd - 1) else g
 
 

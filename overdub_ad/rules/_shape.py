@@ -31,7 +31,7 @@ from overdub import opaque
 from .._rules import (LINEAR, ZERO, MissingRuleError, defjvp, defstandin, defvjp,
                       nondifferentiable, same_rules)
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
-                      lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter,
+                      lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter, tri,
                       zero_like)
 
 
@@ -361,7 +361,9 @@ def _roll_jvp(dx: Any, out: Any, /, x: Any, shift: Any, axis: Any = None) -> Any
 
 
 def _negated(shift: Any) -> Any:
-    return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -np.asarray(shift)
+    """The opposite shift, of the kind given (a number stays a number: ``np.roll`` in other
+    array namespaces takes Python integers or tuples of them, not arrays)."""
+    return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
 
 
 defjvp(np.roll, _roll_jvp, ZERO)
@@ -382,14 +384,16 @@ defvjp(np.rot90, lambda ct, out, /, x, k=1, axes=(0, 1): np.rot90(ct, -k, axes=a
 
 def _tri_mask(x: Any, k: Any, upper: Any) -> Any:
     n, m = np.shape(x)[-2:]
-    lower = np.tri(n, m, k - 1 if upper else k, dtype=bool)
+    lower = tri(n, m, k - 1 if upper else k)
     return np.logical_not(lower) if upper else lower
 
 
-defjvp(np.triu, lambda dx, out, /, x, k=0: dx * _tri_mask(x, k, True))
-defvjp(np.triu, lambda ct, out, /, x, k=0: ct * _tri_mask(x, k, True))
-defjvp(np.tril, lambda dx, out, /, x, k=0: dx * _tri_mask(x, k, False))
-defvjp(np.tril, lambda ct, out, /, x, k=0: ct * _tri_mask(x, k, False))
+# (a selection, as NumPy's own tril/triu make it: array namespaces other than NumPy need not
+# multiply by booleans)
+defjvp(np.triu, lambda dx, out, /, x, k=0: np.where(_tri_mask(x, k, True), dx, 0.0))
+defvjp(np.triu, lambda ct, out, /, x, k=0: np.where(_tri_mask(x, k, True), ct, 0.0))
+defjvp(np.tril, lambda dx, out, /, x, k=0: np.where(_tri_mask(x, k, False), dx, 0.0))
+defvjp(np.tril, lambda ct, out, /, x, k=0: np.where(_tri_mask(x, k, False), ct, 0.0))
 
 
 def _diagonal_jvp(dx: Any, out: Any, /, x: Any, offset: Any = 0, axis1: Any = 0,

@@ -201,6 +201,10 @@ CASES.update({np.real: [_case(V)], np.imag: [_case(V)], np.around: [_case(V, 2)]
               np.iscomplexobj: [_case(V), _case(V + 1j), _case(1.0)],
               np.isrealobj: [_case(V), _case(V * 1j)],
               np.issubdtype: [_case(np.float32, np.floating), _case(int, np.inexact)]})
+CASES.update({np.einsum: [_case("ij,jk->ik", M, T3[0]), _case("ii->i", S), _case("i,i", V, W),
+                          _case("...j,jk", T3, T3[0].T)],
+              np.bincount: [_case(INTS), _case(INTS, V[:1].repeat(8), 12)],
+              np.tri: [_case(3), _case(3, 4, -1), _case(2, 3, 1, bool)]})
 for _t in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8",
            "complex64", "complex128", "bool_"):
     CASES[getattr(np, _t)] = [_case(1)]
