@@ -25,6 +25,7 @@ from overdub import (Context, has_metadata, hide_machinery, is_opaque, keeps_hea
 
 from . import _arrays, _callbacks, _rules
 from ._array_methods import _METHODS, _ufunc_at
+from ._pytree import flatten
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
@@ -206,8 +207,9 @@ def _user_operator(fn: Any, args: tuple[Any, ...]) -> list[tuple[Any, tuple[Any,
 
     Python tries the left operand's in-place method first (``a += x``), then its binary method;
     the right operand's reflected method comes next when the left is a number, whose own method
-    gives up on an unknown type (an array's would broadcast over the object instead: left to
-    the rule)."""
+    gives up on an unknown type, or an array whose operator gives way to the object (see
+    :func:`_numpy_defers`); otherwise an array's would broadcast over the object: left to the
+    rule."""
     names = _OPERATOR_METHODS.get(fn) if type(fn) is types.BuiltinFunctionType else None
     if names is None or len(args) != 2:
         return []
@@ -217,12 +219,29 @@ def _user_operator(fn: Any, args: tuple[Any, ...]) -> list[tuple[Any, tuple[Any,
             return []
         found = (getattr(type(a), name, None) for name in (_INPLACE_METHODS.get(fn, ""), names[0]))
         return [(method, (a, b)) for method in found if type(method) is types.FunctionType]
-    if type(b) is not Tagged and isinstance(_innermost(a), _SCALARS) and \
-            not _arrays.is_foreign_array(b):
-        method = getattr(type(b), names[1], None)
-        if type(method) is types.FunctionType:
-            return [(method, (b, a))]
+    if type(b) is not Tagged and not _arrays.is_foreign_array(b):
+        left = _innermost(a)
+        if isinstance(left, _SCALARS) or (isinstance(left, np.ndarray) and
+                                          fn not in _INPLACE_METHODS and _numpy_defers(b)):
+            method = getattr(type(b), names[1], None)
+            if type(method) is types.FunctionType:
+                return [(method, (b, a))]
     return []
+
+
+def _numpy_defers(b: Any) -> bool:
+    """Whether an array's binary operator gives way to ``b`` (returns NotImplemented, so that
+    Python calls ``b``'s reflected method), as NumPy decides: ``b``'s class sets
+    ``__array_ufunc__ = None``, or, without ``__array_ufunc__``, has an ``__array_priority__``
+    above an array's (0) and is no array itself."""
+    kind = type(b)
+    ufunc = getattr(kind, "__array_ufunc__", _ABSENT)
+    if ufunc is not _ABSENT:
+        return ufunc is None
+    return not isinstance(b, np.ndarray) and getattr(kind, "__array_priority__", 0.0) > 0.0
+
+
+_ABSENT = object()
 
 
 def _no_derivative_lost(out: Any, only_within: bool) -> bool:
@@ -249,13 +268,29 @@ def _check_output(out: Any, api: str) -> None:
     """A result that is no number (``None``, a string) has no derivative to take: a
     ``TypeError``, as for ``grad`` of a list, never a zero.  (An integer or a boolean is a
     number: the result of a piecewise-constant function, ``max(0, x)`` below 0 or ``x > 0``,
-    whose derivative is 0 -- or, at an integer point, one that carries a derivative.)"""
+    whose derivative is 0 -- or, at an integer point, one that carries a derivative.)  Nor has
+    an object that no pytree takes apart, in the result or any of its containers: the
+    derivatives of its fields would be lost."""
     inner = _innermost(out)
     if _not_a_number(inner):
         got = "None" if inner is None else f"an array of {inner.dtype}" \
             if isinstance(inner, np.ndarray) else f"a value of type {type(inner).__name__}"
         raise TypeError(f"{api} requires a numeric output, got {got}, which has no "
                         f"derivative")
+    if inner.__class__ in _NUMBER_OUTPUTS:
+        return
+    for leaf in flatten(out)[0]:
+        plain = _innermost(leaf)
+        if not (plain is None or _arrays.is_numeric(plain) or callable(plain)
+                or isinstance(plain, (str, bytes))):
+            raise TypeError(f"{api} requires numbers, arrays or pytrees of them as the output, "
+                            f"got a value of type {type(plain).__name__}, which no pytree "
+                            f"takes apart: "
+                            f"return its numbers, or register its class "
+                            f"(overdub_ad.register_pytree) to differentiate its fields")
+
+
+_NUMBER_OUTPUTS = frozenset((float, np.float64, np.ndarray, complex))
 
 
 def _check_differentiated(out: Any, carried: bool, api: str) -> None:
