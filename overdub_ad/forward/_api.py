@@ -282,7 +282,9 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         tangent = _typed_like(out, tangent)
     if has_aux:
         _check_pair(out, "jvp")
+        _check_output(out[0], "jvp")
         return out[0], tangent[0], out[1]
+    _check_output(out, "jvp")
     return out, tangent
 
 

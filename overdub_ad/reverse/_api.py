@@ -13,9 +13,9 @@ from overdub import Context, Tagged, hide_machinery, opaque, overdub
 
 from .. import _arrays
 from .._custom import custom_vjp
-from .._pytree import flatten, unflatten
+from .._pytree import flatten, is_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _innermost,
-                       _normalize_argnums, _not_a_number, not_differentiable,
+                       _normalize_argnums, not_differentiable,
                        not_differentiable_error, _OWN_CODE)
 from ._calls import _REAL_TYPES
 from ._sweep import _enclosed, _forward, _pull, _rebuild, _release, _sweep, _tree_leaves
@@ -146,9 +146,10 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
         value = out
         inner = _innermost(value)
         seed: Any = 1.0
-        if type(inner) not in _REAL_TYPES and _not_a_number(inner):
+        if type(inner) not in _REAL_TYPES and not _arrays.is_numeric(inner) and \
+                not callable(inner):
             _release(tape)
-            _check_output(inner, api)  # None, a str: raises
+            _check_output(value, api)  # None, a str, an object no pytree takes apart: raises
         if type(inner) is not float and value_nodes and value_nodes[0] is None and \
                 type(value) is not Tagged:  # (not an enclosing derivative's either)
             _release(tape)
@@ -158,11 +159,12 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
                 _release(tape)
                 lazy = _FunctionGradient(f, args, kwargs, argnums, has_aux, holomorphic)
                 return ((value, aux), lazy) if has_aux else (value, lazy)
-            if isinstance(inner, (tuple, list, dict)) or math.prod(np.shape(inner)) != 1:
+            pytree = isinstance(inner, (tuple, list, dict)) or is_node(inner)
+            if pytree or math.prod(np.shape(inner)) != 1:
                 # (one element in any shape, (1,) or (1, 1), is a scalar: autograd and
                 # PyTorch take it; JAX refuses it -- code written for autograd is kept)
-                got = (f"a {type(inner).__name__}" if isinstance(inner, (tuple, list, dict))
-                       else f"shape {np.shape(inner)}")
+                got = f"a value of type {type(inner).__name__}" if pytree else \
+                    f"shape {np.shape(inner)}"
                 _release(tape)
                 raise NotScalar(f"{api} requires a scalar output, got {got}; use jacrev for a "
                                 f"Jacobian or vjp for a vector-Jacobian product")
@@ -329,9 +331,10 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             raise TypeError("jacrev of a complex-valued function of complex inputs: pass "
                             "holomorphic=True for the complex Jacobian df/dz of a holomorphic "
                             "f; for any other f, take the real and imaginary parts, or use vjp")
-        if len(plain) == 1 and _not_a_number(_innermost(plain[0])):
+        if any(not (_arrays.is_numeric(_innermost(y)) or callable(_innermost(y)) or
+                    _innermost(y) is None) for y in plain):
             _release(tape)
-            _check_output(plain[0], "jacrev")  # None, a str: raises
+            _check_output(unflatten(tree, plain), "jacrev")  # a str, an object: raises
         if tree.kind == "leaf" and out_nodes[0] is None and type(plain[0]) is not Tagged:
             _release(tape)
             _check_differentiated(plain[0], False, "jacrev")  # a constant int, a bool: raises
