@@ -325,16 +325,14 @@ defvjp(np.linalg.cholesky, _cholesky_vjp)
 
 def _gaps_times(w: Any, x: Any) -> Any:
     """F * x, F[..., i, j] = 1 / (w_j - w_i) off the diagonal and 0 on it.  Where two values
-    are equal F is infinite, and the product is infinite where x is not zero there (the
-    vectors' derivative does not exist) but zero where x is: a repeated eigenvalue whose
-    vectors are not used (their cotangent zero) or not moved has a derivative, which a plain
-    product would make nan (``inf * 0``)."""
+    are equal F is infinite: the vectors have no derivative there, and the product is
+    infinite or nan, as in JAX (without NumPy's warnings).  A reverse rule whose vectors'
+    cotangent is None -- the vectors unused, only the values -- leaves this term out: the
+    values' derivative exists at a repeated value."""
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
     on = eye(np.shape(w)[-1], dtype=bool)
-    tie = np.logical_and(diff == 0, np.logical_not(on))
-    skip = np.logical_or(on, tie)
-    product = np.where(skip, 0.0, 1.0 / np.where(skip, 1.0, diff)) * x
-    return np.where(np.logical_and(tie, x != 0), np.inf, product)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(on, 0.0, 1.0 / np.where(on, 1.0, diff)) * x
 
 
 def _eigh_jvp(da: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
@@ -348,7 +346,9 @@ def _eigh_jvp(da: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
 def _eigh_vjp(ct: Any, out: Any, /, a: Any, UPLO: Any = "L") -> Any:
     w, v = out
     cw, cv = cts(ct, out)
-    inner = _diag_embed(np.real(cw) * 1.0) + _gaps_times(w, _H(v) @ np.conj(cv))
+    inner = _diag_embed(np.real(cw) * 1.0)
+    if ct[1] is not None:  # (the vectors used)
+        inner = inner + _gaps_times(w, _H(v) @ np.conj(cv))
     g = v @ inner @ _H(v)
     return np.conj(_sym_adjoint(g, UPLO.upper() == "L"))
 
@@ -403,8 +403,10 @@ def _eig_jvp(da: Any, out: Any, /, a: Any) -> Any:
 def _eig_vjp(ct: Any, out: Any, /, a: Any) -> Any:
     w, v = out
     cw, cv = cts(ct, out)
-    cv = cv - np.conj(v) * np.real(np.sum(cv * v, axis=-2, keepdims=True))
-    inner = _diag_embed(cw * (1.0 + 0j)) + _gaps_times(w, _T(v) @ cv)
+    inner = _diag_embed(cw * (1.0 + 0j))
+    if ct[1] is not None:  # (the vectors used)
+        cv = cv - np.conj(v) * np.real(np.sum(cv * v, axis=-2, keepdims=True))
+        inner = inner + _gaps_times(w, _T(v) @ cv)
     return np.linalg.solve(_T(v), inner @ _T(v))  # V^-T (diag(cw) + F * V^T cv) V^T
 
 
@@ -472,8 +474,9 @@ def _svd_vjp(ct: Any, out: Any, /, a: Any, full_matrices: Any = True, compute_uv
     c_u, c_s, c_vh = cts(ct, out)
     cu, cv = np.conj(c_u), _T(c_vh)                     # Re<C, .> pairings
     row = np.expand_dims(s, -2)
-    j1 = _gaps_times(s * s, _H(u) @ cu)
-    j2 = _gaps_times(s * s, _H(v) @ cv)
+    # (a factor whose cotangent is None is unused: its term left out, see _gaps_times)
+    j1 = _gaps_times(s * s, _H(u) @ cu) if ct[0] is not None else 0.0 * (_H(u) @ cu)
+    j2 = _gaps_times(s * s, _H(v) @ cv) if ct[2] is not None else 0.0 * (_H(v) @ cv)
     s_inv = _inv_nonzero(s)
     inner = _diag_embed(np.real(c_s) * 1.0) + (j1 + _H(j1)) * row + _T(row) * (j2 + _H(j2))
     if np.iscomplexobj(u) or np.iscomplexobj(cu):
