@@ -34,17 +34,31 @@ SEQUENCE_FUNCTIONS = frozenset(id(f) for f in (
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
-def takes_arrays(fn: Any, primals: Sequence[Any]) -> bool:
+def takes_arrays(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn`` reads its list arguments as NumPy does, as arrays: a ufunc, a NumPy
     function or a SciPy array function, a method of arrays, or an operator with an array
-    operand (``[x] + [y]`` alone is list concatenation)."""
+    operand (``[x] + [y]`` alone is list concatenation).  Not an array made with a structured
+    dtype, whose tuples are records (``np.array([(a, 2.0)], dtype=[("p", float), ...])``)."""
     if id(fn) in _OPERATORS:
         return operator_reads_arrays(fn, primals)
+    dtype = kwargs.get("dtype", primals[1] if len(primals) > 1 and id(fn) in _MAKERS else None)
+    if dtype is not None and id(fn) in _MAKERS and _records(dtype):
+        return False
     if isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith(
             _ARRAY_MODULES):
         return True
     return type(fn) in _C_METHODS and issubclass(getattr(fn, "__objclass__", object),
                                                  np.ndarray)
+
+
+_MAKERS = frozenset(map(id, (np.array, np.asarray, np.asanyarray, np.ascontiguousarray)))
+
+
+def _records(dtype: Any) -> bool:
+    try:
+        return np.dtype(dtype).names is not None
+    except TypeError:
+        return False
 
 
 # modules whose functions read a list as an array (np.asarray of it): NumPy's, and SciPy's array

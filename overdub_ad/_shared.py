@@ -234,11 +234,13 @@ def _numpy_defers(b: Any) -> bool:
     Python calls ``b``'s reflected method), as NumPy decides: ``b``'s class sets
     ``__array_ufunc__ = None``, or, without ``__array_ufunc__``, has an ``__array_priority__``
     above an array's (0) and is no array itself."""
-    kind = type(b)
-    ufunc = getattr(kind, "__array_ufunc__", _ABSENT)
+    if isinstance(b, (np.ndarray, np.generic)):
+        return False
+    ufunc = getattr(type(b), "__array_ufunc__", _ABSENT)
     if ufunc is not _ABSENT:
         return ufunc is None
-    return not isinstance(b, np.ndarray) and getattr(kind, "__array_priority__", 0.0) > 0.0
+    priority = getattr(b, "__array_priority__", 0.0)
+    return isinstance(priority, (int, float)) and priority > 0.0
 
 
 _ABSENT = object()
@@ -282,7 +284,7 @@ def _check_output(out: Any, api: str) -> None:
     for leaf in flatten(out)[0]:
         plain = _innermost(leaf)
         if not (plain is None or _arrays.is_numeric(plain) or callable(plain)
-                or isinstance(plain, (str, bytes))):
+                or isinstance(plain, (str, bytes)) or type(plain) in ENGINE_NUMBERS):
             raise TypeError(f"{api} requires numbers, arrays or pytrees of them as the output, "
                             f"got a value of type {type(plain).__name__}, which no pytree "
                             f"takes apart: "
@@ -291,6 +293,9 @@ def _check_output(out: Any, api: str) -> None:
 
 
 _NUMBER_OUTPUTS = frozenset((float, np.float64, np.ndarray, complex))
+#: the engines' own number types (the dual route's dual numbers, registered where they are
+#: defined): an inner derivative's output is one while an enclosing derivative runs
+ENGINE_NUMBERS: set[type] = set()
 
 
 def _check_differentiated(out: Any, carried: bool, api: str) -> None:

@@ -707,7 +707,7 @@ class ForwardContext(Context):
             plain_kwargs, differentiated_kwargs = kwargs, ()
         split = [self._split(a) for a in args]
         if any(type(t) in (list, tuple) for _, t in split) and \
-                takes_arrays(fn, [p for p, _ in split]):
+                takes_arrays(fn, [p for p, _ in split], kwargs):
             split = [self._as_arrays(fn, p, t) if type(t) in (list, tuple) else (p, t)
                      for p, t in split]
         primals = [p for p, _ in split]
@@ -745,6 +745,10 @@ class ForwardContext(Context):
         out = run(fn, *primals, **plain_kwargs)
         if isinstance(_innermost(out), (str, bytes)):
             return out  # text ("%.2f" % x, str.__mod__ of its values): a constant, docs/ad.md
+        if type(out) is np.ndarray and out.dtype.names is not None:
+            error = unfollowed_write(out, "forward")  # (np.array of tuples, a record dtype)
+            assert error is not None
+            raise error
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         given_out = out  # (what the rules see: the ufunc's result before out= broadcast it)

@@ -27,6 +27,8 @@ import numpy as np
 
 from overdub import Tagged
 
+from .._shared import ENGINE_NUMBERS
+
 from .. import _rules
 from ..rules._common import shape_of
 
@@ -111,6 +113,7 @@ class _Dual:
         return str(_plain(self))
 
 
+ENGINE_NUMBERS.add(_Dual)  # (a derivative's output inside another's: see _check_output)
 _PLAIN_NUMBERS = frozenset((float, int))
 
 

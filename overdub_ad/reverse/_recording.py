@@ -17,7 +17,7 @@ from .._arraylike import one_array, takes_arrays
 from .._custom import (custom_jvp, custom_vjp, LinearityCheck, output_leaves, probe,
                        structured_bwd)
 from .._pytree import flatten, unflatten
-from .._shared import _innermost, _no_derivative_lost, _zero
+from .._shared import _innermost, _no_derivative_lost, unfollowed_write, _zero
 from ._calls import (_arrays_within, _C_ENCODER, _NOT_SIMPLE, _plain_tuple, _positional,
                      _reads_text, _SIMPLE_ARGS, _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
@@ -56,7 +56,7 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
                 f"overdub_ad.defvjp")
     primals = [self._plain(a) for a in args]
     inputs = [self._inputs(a) for a in args]
-    if any(type(n) is list for n in inputs) and takes_arrays(fn, primals):
+    if any(type(n) is list for n in inputs) and takes_arrays(fn, primals, kwargs):
         # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
         primals = [self._run(np.asarray, p) if type(n) is list and one_array(fn, p) else p
                    for p, n in zip(primals, inputs)]
@@ -104,6 +104,10 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
                 return out  # (text, a sort key's string): nothing lost, as forward mode
             raise _rules.missing(fn, i, "reverse", type(self).__name__)
     out = self._run(fn, *primals, **plain_kwargs)
+    if type(out) is np.ndarray and out.dtype.names is not None:
+        error = unfollowed_write(out, "reverse")  # (np.array of tuples, a record dtype)
+        assert error is not None
+        raise error
     return self._record(fn, primals, plain_kwargs, out, inputs,
                         shape_only=fn is operator.getitem or fn is _NP_UNSTACK)
 

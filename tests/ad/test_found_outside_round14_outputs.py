@@ -11,8 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from overdub_ad import (derivative, grad, hessian, jacfwd, jacrev, jvp, register_pytree,
-                        value_and_grad)
+from overdub_ad import (MissingRuleError, derivative, grad, hessian, jacfwd, jacrev, jvp,
+                        register_pytree, value_and_grad)
 from overdub_ad.reverse._api import NotScalar
 from overdub_ad.testing import REFERENCE, force_route
 
@@ -75,3 +75,24 @@ def test_numbers_arrays_functions_and_text_leaves_are_still_outputs() -> None:
     assert jvp(lambda x: (x * x, "label", None), (2.0,), (1.0,))[1][0] == 4.0
     assert grad(lambda x: np.float32(x) * 2)(np.float32(1.0)) == 2.0
     assert derivative(lambda x: lambda y: x * y, 2.0)(3.0) == 3.0
+
+
+@ROUTES
+def test_a_structured_array_of_differentiated_values_is_refused_with_its_plain_value(route):
+    # found from outside: the tuples were read as rows of a float array first, so the primal
+    # was a (2, 2) array of records and the Jacobian zeros; now the value is NumPy's and the
+    # derivative refused, as for writes into structured arrays (limitations.md)
+    records = [("p", float), ("q", float)]
+
+    def sim(a):
+        return np.array([(a, 2.0), (3.0, a)], dtype=records)
+
+    assert sim(0.5).shape == (2,)
+    with _on(route):
+        for call in (lambda: jvp(sim, (0.5,), (1.0,)), lambda: jacfwd(sim)(0.5),
+                     lambda: jacrev(sim)(0.5), lambda: grad(lambda a: sim(a)["q"].sum())(0.5)):
+            with pytest.raises(MissingRuleError, match="structured .record. array"):
+                call()
+    from overdub import overdub
+    from overdub.contexts import CountContext
+    assert overdub(CountContext(), sim, 0.5).tolist() == [(0.5, 2.0), (3.0, 0.5)]
