@@ -161,7 +161,7 @@ class custom_jvp:
                 raise TypeError(f"custom_jvp.defjvps of {name}: {len(jvps)} rule(s) for "
                                 f"{len(primals)} argument(s); give one per argument (None for "
                                 f"none)")
-            out = self.fun(*primals)
+            out = self(*primals)  # (the function itself: an enclosing derivative uses the rule)
             leaves, tree = flatten(out)
             total: list[Any] | None = None
             for rule, t in zip(jvps, tangents):

@@ -284,8 +284,10 @@ class ForwardContext(Context):
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
-        if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees
-            return any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
+        if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees;
+            # without one, a leaf (see _custom)
+            return fn.jvp is not None or \
+                any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
         if fn is getattr:
             if len(args) > 1 and args[1] == "flat":
                 self.flats = True
@@ -1134,6 +1136,10 @@ class ForwardContext(Context):
         fn.check_nondiff([any(map(self._carries, flatten(a)[0])) for a in positional])
         leaves, tree = flatten(list(positional))
         parts = [self._split(leaf) for leaf in leaves]
+        if all(t is None for _, t in parts):
+            # nothing this derivative differentiates: the call as it is, which an enclosing
+            # derivative sees whole and takes by its rule (never the body's operations)
+            return self.fallback(fn, *args, **kwargs)
         batch: tuple[int, ...] = next((np.shape(t)[:np.ndim(t) - np.ndim(_innermost(p))]
                                        for p, t in parts if t is not None), ())
         primals = tuple(unflatten(tree, [p for p, _ in parts]))

@@ -19,7 +19,6 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
-from .._pytree import flatten
 from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
                        _implementation, inert_library_call,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
@@ -274,12 +273,12 @@ class ReverseContext(Context):
                                               self._holds(array)):
                 return True
         if type(fn) is custom_jvp and fn.jvp is not None:  # its rule, for a differentiated
-            return any(self._node(v) is not None  # value anywhere in its arguments' trees
-                       for v in flatten((args, kwargs))[0])
+            return True  # value anywhere in its arguments' trees; without one, a leaf (_call)
         if isinstance(fn, custom_vjp) and fn.fwd is not None:  # its rule, for one anywhere in
             # its arguments' trees (argnums=1: g(x, t) with t a tuple); one only in its closure
-            # is refused by _call (never the body differentiated instead of the rule)
-            return self._carries((args, kwargs)) or self._closes_over(fn.fn)
+            # is refused by _call (never the body differentiated instead of the rule); without
+            # either, a leaf (_call)
+            return True
         ref = self._ref
         for a in args:
             if type(a) is Tagged and a.owner is ref:
