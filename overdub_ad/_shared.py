@@ -279,7 +279,13 @@ def _check_output(out: Any, api: str) -> None:
             if isinstance(inner, np.ndarray) else f"a value of type {type(inner).__name__}"
         raise TypeError(f"{api} requires a numeric output, got {got}, which has no "
                         f"derivative")
-    if inner.__class__ in _NUMBER_OUTPUTS:
+    check_leaves(out, api)
+
+
+def check_leaves(out: Any, api: str) -> None:
+    """:func:`_check_output`'s second half, for ``jvp``, whose output may be ``None`` (an
+    empty pytree, as in JAX): a leaf that is an object no pytree takes apart is refused."""
+    if out.__class__ in _NUMBER_OUTPUTS:
         return
     for leaf in flatten(out)[0]:
         plain = _innermost(leaf)

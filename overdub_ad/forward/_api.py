@@ -15,8 +15,8 @@ from overdub import Tagged, current_context, hide_machinery, opaque, overdub, ta
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, is_node, ordered_as, reveal_node, unflatten
-from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _forward_entry,
-                       _innermost, _normalize_argnums, not_differentiable,
+from .._shared import (check_argnums, check_leaves, _check_differentiated, _check_output, _entry,
+                       _forward_entry, _innermost, _normalize_argnums, not_differentiable,
                        not_differentiable_error, _numeric, _own_precision, _OWN_CODE,
                        _untag_bindings, _zero)
 from . import _dual
@@ -282,9 +282,9 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
         tangent = _typed_like(out, tangent)
     if has_aux:
         _check_pair(out, "jvp")
-        _check_output(out[0], "jvp")
+        check_leaves(out[0], "jvp")
         return out[0], tangent[0], out[1]
-    _check_output(out, "jvp")
+    check_leaves(out, "jvp")
     return out, tangent
 
 

@@ -331,8 +331,9 @@ def jacrev(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             raise TypeError("jacrev of a complex-valued function of complex inputs: pass "
                             "holomorphic=True for the complex Jacobian df/dz of a holomorphic "
                             "f; for any other f, take the real and imaginary parts, or use vjp")
-        if any(not (_arrays.is_numeric(_innermost(y)) or callable(_innermost(y)) or
-                    _innermost(y) is None) for y in plain):
+        if (len(plain) == 1 and _innermost(plain[0]) is None) or any(
+                not (_arrays.is_numeric(_innermost(y)) or callable(_innermost(y)) or
+                     _innermost(y) is None) for y in plain):
             _release(tape)
             _check_output(unflatten(tree, plain), "jacrev")  # a str, an object: raises
         if tree.kind == "leaf" and out_nodes[0] is None and type(plain[0]) is not Tagged:
