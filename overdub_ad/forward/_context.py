@@ -135,6 +135,16 @@ def _stored_as_is(container: Any) -> bool:
         not isinstance(getattr(type(container), "__setitem__", None), types.FunctionType)
 
 
+def _broadcast_into(out_arg: Any, operands: Sequence[Any]) -> bool:
+    """Whether a ufunc's ``out=`` array (or any of its tuple's) is larger than its operands
+    broadcast: NumPy broadcast the result into it."""
+    if out_arg is None:
+        return False
+    natural = np.broadcast_shapes(*(np.shape(_innermost(p)) for p in operands))
+    return any(a is not None and np.shape(_innermost(a)) != natural
+               for a in (out_arg if type(out_arg) is tuple else (out_arg,)))
+
+
 class ForwardContext(Context):
     """The forward-mode context: one instance per ``jvp`` call (its tags are its own).
 
@@ -754,8 +764,7 @@ class ForwardContext(Context):
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         given_out = out  # (what the rules see: the ufunc's result before out= broadcast it)
-        if target is not None and type(fn) is np.ufunc and target.shape != np.broadcast_shapes(
-                *(np.shape(_innermost(p)) for p in before)):
+        if type(fn) is np.ufunc and _broadcast_into(kwargs.get("out"), before):
             given_out = run(fn, *before, **plain_kwargs)
         tangent = None
         number = _innermost(out).__class__ in _NUMBERS  # (a tuple, an array: every rule runs)
@@ -791,7 +800,7 @@ class ForwardContext(Context):
                 tangent = self._spread_to(tangent, _innermost(given_out), target)
             self.arrays.put(target, tangent, computed)
             return out
-        if self._put_outputs(fn, kwargs.get("out"), out, tangent):
+        if self._put_outputs(fn, kwargs.get("out"), out, tangent, given_out):
             return out
         return self._attach(out, tangent)
 
@@ -806,14 +815,20 @@ class ForwardContext(Context):
                                batch + (1,) * (target.ndim - len(own)) + own)
         return self.fallback(np.broadcast_to, lifted, batch + target.shape)
 
-    def _put_outputs(self, fn: Any, out_arg: Any, out: Any, tangent: Any) -> bool:
+    def _put_outputs(self, fn: Any, out_arg: Any, out: Any, tangent: Any,
+                     results: Any = None) -> bool:
         """A ufunc of several outputs given arrays for them (``np.modf(x, r1, r2)``): each
         array written keeps its output's tangent (None: zero), as one ``out=`` array does
-        (see _inplace_target).  False where ``out=`` is not such a tuple.  A tangent written
-        into integers (``casting="unsafe"``) would need the value before its cast: refused."""
+        (see _inplace_target), spread over it where NumPy broadcast ``results`` (the outputs
+        before) into larger arrays.  False where ``out=`` is not such a tuple.  A tangent
+        written into integers (``casting="unsafe"``) would need the value before its cast:
+        refused."""
         if type(out_arg) is not tuple or len(out_arg) < 2 or type(out) is not tuple:
             return False
         tangents = tangent if type(tangent) in (tuple, list) else (None,) * len(out)
+        if results is not None and results is not out:
+            tangents = [t if t is None else self._spread_to(t, _innermost(r), array)
+                        for t, r, array in zip(tangents, results, out)]
         for given, array, t in zip(out_arg, out, tangents):
             if given is None:
                 continue  # (allocated by NumPy: a new array, whose tangent the tuple holds)
