@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from . import _dispatch, _primitives
+from . import _active, _dispatch, _primitives
 from ._frames import hide_machinery
 from ._resumed import SUSPENDED, suspended
 
@@ -249,6 +249,8 @@ def _new_state(ctx: Context, stale: _dispatch.State | None) -> _dispatch.State:
     if stale is not None and stale.owner() is ctx:  # stale: a primitive was registered
         stale.poolable = False
         parent = stale.parent
+        if type(parent) is _dispatch.AfterRun:  # (stale's own, between its runs)
+            parent = None
     # The class's pool, if its plan is current (if its verbs changed since, the State taken
     # from it is made again at once: overdub() calls follow_class)
     plan = type(ctx).__dict__.get("_overdub_plan")
@@ -303,6 +305,8 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
             or state.table.generation != _primitives.current_generation):
         state = _own_state(ctx, state)
     state.follow_class()
+    if state.depth and _reentered(state):
+        return _run_reentered(state, fn, args, kwargs)  # type: ignore[no-any-return]
     entered = state.enter()
     try:
         out: _R = state.od(fn, *args, **kwargs)
@@ -325,6 +329,49 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
                 state.count_dropped()
             if state.refcounts() == state.expected:
                 state.unbind()
+
+
+def _reentered(state: _dispatch.State) -> bool:
+    """Whether a run of ``state``'s context, which is running, starts inside another context
+    that itself runs inside it (``overdub(ctx, grad(lambda v: overdub(ctx, f, v)), x)``)."""
+    enclosing = _active.active.get()
+    return enclosing is not None and enclosing is not state and state.encloses(enclosing)
+
+
+def _run_reentered(outer: _dispatch.State, fn: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+    """``overdub(ctx, fn, ...)`` for a context re-entered inside a context that runs inside
+    it (see :func:`_reentered`): the inner run gets a State of its own -- dispatchers, cells
+    and rewritten functions -- whose parent is the context it runs in, while the outer run's
+    dispatchers keep theirs.  One State for both would have one parent for both runs: the
+    context in between would run what the inner run executes through the outer run, whose
+    parent would be that context again, forever (a RecursionError).  While the inner run lasts
+    the inner State is the context's (what the verbs' defaults read, ``fallback`` called by a
+    primitive's implementation say); the outer run's dispatchers, which the context in between
+    calls, call none of those defaults for a context that overrides none of the verbs that
+    would (``overdub``, ``fallback``, ``is_primitive``, ``execute``).
+
+    Refused, with an error saying so, for a context that overrides one of them (its override
+    may call the default, which would find the inner run's parent in the outer run) or tags
+    values (both runs' values would carry one tag identity, and the metadata each keeps for
+    the heap would be the other's to miss)."""
+    ctx = outer.ctx
+    enclosing = _active.active.get()
+    overridden = sorted(outer.overridden & {"overdub", "fallback", "is_primitive", "execute"})
+    if outer.tags or overridden:
+        why = "tags values" if outer.tags else f"overrides {', '.join(overridden)}"
+        raise RuntimeError(
+            f"overdub({type(ctx).__name__}(), ...) inside {type(enclosing.ctx).__name__}, "
+            f"which runs inside that same {type(ctx).__name__} instance: a context that {why} "
+            f"cannot run at two levels of one nesting; give the inner run a context of its "
+            f"own (ctx.similar())")
+    inner = _dispatch.State(ctx, Context)
+    inner.poolable = False
+    object.__setattr__(ctx, "_overdub_state", inner)
+    try:
+        return overdub(ctx, fn, *args, **kwargs)
+    finally:
+        object.__setattr__(ctx, "_overdub_state", outer)
 
 
 def recurse(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:

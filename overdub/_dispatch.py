@@ -289,10 +289,53 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
 
 def _nested(od: Callable[..., Any], parent: Callable[..., Any] | None) -> None:
     """Tell the shims whether ``od`` runs inside an enclosing context (see _shims.NESTED)."""
-    if parent is None:
+    if parent is None or type(parent) is AfterRun:
         NESTED.discard(od)
     else:
         NESTED.add(od)
+
+
+class AfterRun:
+    """The parent of a context between its runs (see :meth:`State.leave`): what code it
+    rewrote executes after a run ended -- a generator, generator expression or lazy ``map``
+    made in the run and resumed later, not wrapped by ``overdub`` (kept in a list, returned
+    inside a tuple) -- runs through whichever context is running at that moment, as this
+    context's parent would run it in a run nested there; natively outside any run.  Without
+    it, a generator made inside an inner derivative and resumed in the outer one computed
+    natively on the outer derivative's values, whose dunders drop the tangent: a silent zero.
+    Costs nothing in a run (:meth:`State.enter` sets the run's parent) and is called only by
+    such code.
+
+    The running context is found from the innermost one, passing over the context itself and
+    any that is not running (a task or thread started in a run copies the variable that names
+    the innermost one, and steps after the run ended).
+
+    A value the context tagged, given to what such code executes (a derivative rule for the
+    inner derivative's own variable), raises TagError: the run that gave it meaning is over,
+    and the rule's result would carry a tag nobody reads (an outer gradient of it: zero)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def __call__(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        state, own = _active.active.get(), self.state
+        tagger = own.tagger
+        if tagger is not None:
+            owner, tagged = tagger.owner, _tagging.Tagged
+            for value in (*args, *kwargs.values()):
+                if type(value) is tagged and value.owner is owner:
+                    raise _tagging.TagError(
+                        f"{_primitives._name(fn)} of a value tagged by {tagger.label} after "
+                        f"that context's run ended: code made in the run (a generator, "
+                        f"generator expression or lazy map resumed later) computed with it; "
+                        f"use the value inside the run, or return it from there")
+        while state is not None and (state is own or not state.depth):
+            state = state.enclosing
+        if state is None:
+            return fn(*args, **kwargs)
+        return state.od(fn, *args, **kwargs)
 
 
 def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -507,6 +550,7 @@ class State:
         # Made once: the weak references to its owners share it, so the State's own reference
         # count does not change with them (see refcounts)
         self.on_death = self._owner_died
+        self.after_run = AfterRun(self)  # (the parent between runs: see leave)
         self.owner = weakref.ref(ctx, self.on_death if self.poolable else None)
         # Rewritten functions dropped since the last count (their cells' counts fall with them)
         self.dropped: list[Callable[..., Any] | None] = []
@@ -685,7 +729,18 @@ class State:
         of a generator it returned (see :mod:`._resumed`) -- inside whatever run is active:
         that one runs what this one executes.  Returns what :meth:`leave` puts back."""
         enclosing = _active.active.get()
+        if self.depth and enclosing is not None and enclosing is not self and \
+                self.encloses(enclosing):
+            # (overdub() gives such a run a State of its own: see _context._run_reentered)
+            raise RuntimeError(
+                f"a generator or coroutine that overdub returned was resumed inside "
+                f"{type(enclosing.ctx).__name__}, which runs inside the same "
+                f"{type(self.ctx).__name__} that made it: its code would send what it executes "
+                f"to {type(enclosing.ctx).__name__} and back, forever; consume it outside "
+                f"that nesting")
         parent = self.parent if enclosing is None or enclosing is self else enclosing.od
+        if type(parent) is AfterRun:  # (a run outside any other: nothing encloses it)
+            parent = None
         if enclosing is not None and enclosing is not self:
             self.include(enclosing.categories)
         previous = self.set_parent(parent)
@@ -696,6 +751,14 @@ class State:
         self.depth += 1
         return previous, previous_enclosing, token
 
+    def encloses(self, state: State | None) -> bool:
+        """Whether ``state`` is running inside a run of this context (on this one's chain)."""
+        while state is not None:
+            if state is self:
+                return True
+            state = state.enclosing
+        return False
+
     def leave(self, entered: tuple[Any, Any, Any]) -> None:
         """End what :meth:`enter` began."""
         previous, previous_enclosing, token = entered
@@ -704,7 +767,8 @@ class State:
             self.tagger.end_run()  # the heap's metadata lasts for the run, no longer
         _active.active.reset(token)
         self.enclosing = previous_enclosing
-        self.set_parent(previous)
+        # The last run over: code made in it that runs later reaches the context running then
+        self.set_parent(previous if self.depth or previous is not None else self.after_run)
 
     def generic_step(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The documented step through the context's methods (``Context.overdub``'s default)."""
