@@ -463,10 +463,11 @@ def defstandin(fn: Any, standin: Any) -> Any:
 
 def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
     """The stand-in to run for the call of ``fn`` (bound to the instance for a method, or for
-    an object whose class's ``__call__`` has one: ``np.vectorize(f)(x)``), or None.
-    ``rules`` (:func:`jvp_rules` or :func:`vjp_rules`): the mode asking, where a rule of its
-    own registered for ``fn`` (``defvjp(float.__pow__, ...)``) wins over the shipped
-    stand-in, as a user's rule wins everywhere."""
+    an object whose class's ``__call__`` has one: ``np.vectorize(f)(x)``; for a class built
+    by a C ``__new__`` with rules, :func:`_constructor`'s), or None.  ``rules``
+    (:func:`jvp_rules` or :func:`vjp_rules`): the mode asking, where a rule of its own
+    registered for ``fn`` (``defvjp(float.__pow__, ...)``) wins over the shipped stand-in,
+    as a user's rule wins everywhere."""
     if not _STANDINS:
         return None
     found = _STANDINS.get(id(fn))
@@ -480,9 +481,11 @@ def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
         target = getattr(type(owner), fn.__name__, None)
     elif type(fn) is types.FunctionType or type(fn) is types.BuiltinFunctionType:
         return None
+    elif isinstance(fn, type):
+        return _constructor(fn, rules)
     else:
         target = getattr(fn, "__func__", None)
-        if target is None and not isinstance(fn, type):  # an object called: its __call__
+        if target is None:  # an object called: its __call__
             call = getattr(type(fn), "__call__", None)
             found = _STANDINS.get(id(call))
             if found is not None and found[0] is call and not _ruled(call, rules):
@@ -493,6 +496,34 @@ def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
         if found is not None and found[0] is target and not _ruled(target, rules):
             return types.MethodType(found[1], fn.__self__)
     return None
+
+
+def _constructor(cls: type, rules: Callable[[Any], Any] | None) -> Any:
+    """The stand-in for ``cls(...)`` where ``cls`` has no rules of its own (the mode's) and
+    is built by a C ``__new__`` that has rules: ``float.__new__`` for ``Meters(x)``, ``class
+    Meters(float)``, a cast.  Run natively, the call would build the instance behind the
+    context's back (dropping the derivative), and the core, seeing no Python ``__new__``,
+    would run ``__new__`` natively even where ``__init__`` is Python.  The stand-in is
+    :func:`_construct` with the class first."""
+    if _ruled(cls, rules) or type(cls).__call__ is not type.__call__:
+        return None
+    new = cls.__new__
+    if type(new) is not types.BuiltinFunctionType or not (
+            _ruled(new, rules) if rules is not None else _ruled(new, jvp_rules) or
+            _ruled(new, vjp_rules)):
+        return None
+    return functools.partial(_construct, cls)
+
+
+def _construct(cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """``cls(*args, **kwargs)`` as ``type.__call__`` runs it, run by the context: the
+    ``__new__`` differentiated by its rules, then the class's own ``__init__`` (object's,
+    which does nothing here, is not called: it would be given the differentiated values)."""
+    obj = cls.__new__(cls, *args, **kwargs)
+    init = cls.__init__
+    if isinstance(obj, cls) and init is not object.__init__:
+        init(obj, *args, **kwargs)
+    return obj
 
 
 def _ruled(fn: Any, rules: Callable[[Any], Any] | None) -> bool:

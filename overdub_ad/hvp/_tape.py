@@ -269,6 +269,8 @@ def _zero(x: Any) -> Any:
         return np.zeros(x.shape, np.result_type(x, float))
     if type(x) in (list, tuple):
         return type(x)([_zero(item) for item in x])
+    if _named(x):
+        return type(x)._make([_zero(item) for item in x])
     if not isinstance(x, (numbers.Number, np.generic)):
         return None  # (a label held beside the numbers: no direction for it)
     return 0.0 * x if isinstance(x, (complex, np.complexfloating)) else 0.0
@@ -307,8 +309,15 @@ def _filled(d: Any, x: Any) -> Any:
         # tangents, and jvp wants a direction shaped as its primal)
         if isinstance(x, np.ndarray):
             return np.array(filled)
+        if _named(x):  # (sum(P(t, 2 * t)): jvp wants the named tuple, not a list)
+            return type(x)._make(filled)
         return type(x)(filled) if type(x) in (list, tuple) else type(d)(filled)
     return d
+
+
+def _named(x: Any) -> bool:
+    """Whether ``x`` is a named tuple (a pytree node of its own class, rebuilt by ``_make``)."""
+    return isinstance(x, tuple) and hasattr(x, "_fields") and hasattr(x, "_make")
 
 
 # -- the backward sweep on pairs ---------------------------------------------------------------

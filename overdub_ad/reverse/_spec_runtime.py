@@ -347,6 +347,61 @@ def _native_items(fn: Any, args: tuple[Any, ...]) -> bool:
         (kind is types.GeneratorType and (fn is tuple or fn is list))
 
 
+# the comparisons sorted, list.sort, min and max make of their items
+_ORDERINGS = ("__lt__", "__gt__", "__le__", "__ge__")
+
+
+def _compared_in_python(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn(*args)`` -- ``sorted``, ``min``, ``max`` (of an iterable or of several
+    items) or ``items.sort`` -- orders a list or tuple of objects at least one of which
+    compares by Python code of its class (``__lt__`` reading ``float(self)``)."""
+    if fn is min or fn is max:
+        items = args[0] if len(args) == 1 else args
+    elif fn is sorted:
+        items = args[0] if len(args) == 1 else None
+    else:
+        items = fn.__self__ if not args else None
+    if type(items) is not list and type(items) is not tuple:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind is not Tagged and kind not in _PLAIN and any(
+                type(getattr(kind, name, None)) is types.FunctionType for name in _ORDERINGS):
+            return True
+    return False
+
+
+class _Compared:
+    """An item as ``sorted``, ``list.sort``, ``min`` and ``max`` compare it: through the
+    context (see :func:`_ordered`)."""
+
+    __slots__ = ("ctx", "item")
+
+    def __init__(self, ctx: Any, item: Any) -> None:
+        self.ctx = ctx
+        self.item = item
+
+    def __lt__(self, other: _Compared) -> Any:
+        return _through(self.ctx, operator.lt, self.item, other.item)
+
+    def __gt__(self, other: _Compared) -> Any:
+        return _through(self.ctx, operator.gt, self.item, other.item)
+
+
+def _ordered(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` (see :func:`_compared_in_python`) with the items compared
+    through the context.  This code stores a differentiated value into an object as it is
+    (:func:`_store_own`), so a comparison the builtin made natively would run the class's
+    ``__lt__`` behind the context's back on it, and ``float(self)`` there would be refused.
+    The builtin compares the items wrapped as its key: the same comparisons (``<`` for
+    sorted and min, ``>`` for max, Python's reflection kept by the operator), the same
+    order and stability, and the result holds the items themselves."""
+    def key(item: Any) -> _Compared:
+        return _Compared(ctx, item)
+
+    return fn(*args, key=key, **{name: v for name, v in kwargs.items() if name != "key"})
+
+
 def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     kind = type(fn)
     if kind is types.FunctionType:
@@ -395,6 +450,10 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
             return stacked
     elif fn is len and not kwargs and len(args) == 1 and type(args[0]) is not Tagged:
         return len(args[0])
+    elif (fn is sorted or fn is min or fn is max or (kind is _BUILTIN and fn.__name__ == "sort"
+                                                   and type(fn.__self__) is list)) and \
+            kwargs.get("key") is None and _compared_in_python(fn, args):
+        return _ordered(ctx, fn, args, kwargs)
     elif fn is _SETATTR and not kwargs and len(args) == 3 and type(args[2]) is Tagged and \
             type(args[1]) is str and _store_own(ctx, args[0], args[1], args[2], raw=True):
         return None  # object.__setattr__(self, name, x): a frozen dataclass's __init__

@@ -627,6 +627,14 @@ defjvp(builtins.complex, _to_scalar_jvp,
        lambda dy, out, /, x, y: 1j * _to_scalar_jvp(dy, out, y))
 defvjp(builtins.complex, _to_scalar_vjp,
        lambda ct, out, /, x, y: _to_scalar_vjp(1j * ct, out, y))
+# float.__new__(cls, x), complex.__new__(cls, re, im): the same casts, building an instance of
+# cls (a subclass: Meters(x), super().__new__(cls, x) in its __new__); the class is no number
+defjvp(float.__new__, ZERO, lambda dx, out, /, cls, x: _to_scalar_jvp(dx, out, x))
+defvjp(float.__new__, ZERO, lambda ct, out, /, cls, x: _to_scalar_vjp(ct, out, x))
+defjvp(complex.__new__, ZERO, lambda dx, out, /, cls, x, y=0.0: _to_scalar_jvp(dx, out, x),
+       lambda dy, out, /, cls, x, y: 1j * _to_scalar_jvp(dy, out, y))
+defvjp(complex.__new__, ZERO, lambda ct, out, /, cls, x, y=0.0: _to_scalar_vjp(ct, out, x),
+       lambda ct, out, /, cls, x, y: _to_scalar_vjp(1j * ct, out, y))
 
 
 def _extremum_weights(out: Any, xs: Any, carried: list[bool]) -> Any:

@@ -606,6 +606,12 @@ for _method, _fn in ((np.ndarray.ravel, np.ravel), (np.ndarray.flatten, np.ravel
                      (np.ndarray.__copy__, np.copy), (np.ndarray.__deepcopy__, np.copy),
                      (np.ndarray.diagonal, np.diagonal)):
     same_rules(_method, _fn)
+# a NumPy scalar's copies (what copy.copy and copy.deepcopy call; the memo is bookkeeping):
+# the same number, so the same tangent
+defjvp(np.generic.__copy__, lambda dx, out, /, x: dx)
+defvjp(np.generic.__copy__, lambda ct, out, /, x: ct)
+defjvp(np.generic.__deepcopy__, lambda dx, out, /, x, memo: dx, ZERO)
+defvjp(np.generic.__deepcopy__, lambda ct, out, /, x, memo: ct, ZERO)
 defjvp(np.ndarray.astype, lambda dx, out, /, x, dtype, *a, **kw: _cast_tangent(dx, out), ZERO)
 defvjp(np.ndarray.astype, lambda ct, out, /, x, dtype, *a, **kw: ct, ZERO)
 nondifferentiable(np.ndarray.argmax, np.ndarray.argmin, np.ndarray.argsort, np.ndarray.nonzero,

@@ -214,8 +214,7 @@ def test_values_kept_by_itertools_keep_their_derivative_under_an_enclosing_conte
 def test_a_special_method_of_a_differentiated_array_element_is_seen_not_run_plain():
     import copy
 
-    from overdub_ad import MissingRuleError
     for f in (lambda v: copy.deepcopy(v[0]) * 3.0, lambda v: v[0].__deepcopy__({}) * 3.0):
-        for api in (grad, jacfwd):  # (it gave 0 in reverse mode)
-            with pytest.raises(MissingRuleError, match="__deepcopy__"):
-                api(f)(np.array([0.7]))
+        for api in (grad, jacfwd):  # (it gave 0 in reverse mode; np.generic.__deepcopy__
+            # has rules now: round 14)
+            np.testing.assert_allclose(api(f)(np.array([0.7])), [3.0])
