@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from overdub import (Context, Tagged, current_context, opaque, overdub, recurse, tags_values,
-                     untag)
+from overdub import (Context, Tagged, TagError, current_context, opaque, overdub, recurse,
+                     tags_values, untag)
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
@@ -444,9 +444,24 @@ def _forward(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     ctx._attributes.clear()
     ctx._classes.clear()
     ctx.tracking = False
-    tape, ctx.tape = ctx.tape, []
+    tape, ctx.tape = ctx.tape, _ENDED
     _done(ctx)
     return tape, (tree, plain, out_nodes), nodes
+
+
+class _EndedTape(list[Any]):
+    """The tape of a context between its runs: code made in a run and resumed after it (a
+    generator, a lazy ``map``) that computes with the run's own values would record on it,
+    and its entries would never be swept (an outer gradient of them: a silent zero)."""
+
+    def append(self, entry: Any) -> None:
+        raise TagError("a value of a reverse-mode derivative that has returned was computed "
+                       "with after it returned (by a generator, generator expression or lazy "
+                       "map made inside it and resumed after): use the value inside the "
+                       "derivative, or return it from there")
+
+
+_ENDED = _EndedTape()
 
 
 @opaque
@@ -499,6 +514,7 @@ def _context(nested: bool) -> ReverseContext:
     if idle:
         ctx: ReverseContext = idle.pop()
         ctx.nested = nested
+        ctx.tape = []
         return ctx
     return ReverseContext(nested=nested)
 
