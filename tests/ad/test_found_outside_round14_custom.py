@@ -15,6 +15,9 @@ import pytest
 from overdub_ad import custom_jvp, custom_vjp, derivative, grad, hessian
 from overdub_ad.testing import REFERENCE, force_route
 
+# (each test compares the routes itself: nothing for CI's reference-route pass to add)
+pytestmark = pytest.mark.every_route
+
 
 @custom_jvp
 def by_jvp(x, y):

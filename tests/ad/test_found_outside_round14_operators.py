@@ -14,6 +14,9 @@ from overdub_ad import derivative, grad, jacfwd, jacrev, jvp
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import fd
 
+# (each test compares the routes itself: nothing for CI's reference-route pass to add)
+pytestmark = pytest.mark.every_route
+
 
 class Money:
     __array_ufunc__ = None  # NumPy gives way: a * m is Money.__rmul__(m, a)

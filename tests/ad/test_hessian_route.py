@@ -14,6 +14,9 @@ from overdub_ad import explain, hessian
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import fd
 
+# (each test compares the routes itself: nothing for CI's reference-route pass to add)
+pytestmark = pytest.mark.every_route
+
 
 def newton_implicit_euler(p):
     """Scalar code with loops and a Newton solve: the reference route's worst case."""

@@ -14,6 +14,9 @@ from overdub_ad import jacfwd, jacrev
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import fd
 
+# (each test compares the routes itself: nothing for CI's reference-route pass to add)
+pytestmark = pytest.mark.every_route
+
 X = np.array([0.3, 0.5, 0.7])
 
 CALLS = {
