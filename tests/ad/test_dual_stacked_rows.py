@@ -11,8 +11,8 @@ import pytest
 from overdub_ad import explain, jacfwd, jvp
 from overdub_ad.testing import REFERENCE, force_route
 
-# (each test compares the routes itself: nothing for CI's reference-route pass to add)
-pytestmark = pytest.mark.every_route
+# (about the fast route itself: that it runs, and gives what the reference gives)
+pytestmark = pytest.mark.default_routes
 
 
 def leapfrog(p):

@@ -14,8 +14,8 @@ from overdub_ad import explain, hessian
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import fd
 
-# (each test compares the routes itself: nothing for CI's reference-route pass to add)
-pytestmark = pytest.mark.every_route
+# (about the fast route itself: that it runs, and gives what the reference gives)
+pytestmark = pytest.mark.default_routes
 
 
 def newton_implicit_euler(p):
