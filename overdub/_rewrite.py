@@ -243,6 +243,97 @@ def _value_last(value: Any, obj: Any, key: Any) -> tuple[Any, Any, Any]:
     return obj, key, value
 
 
+# -- `match` statements under tags (see Overdubber.visit_Match) ------------------------------
+# Type flags CPython's pattern matching reads: Py_TPFLAGS_SEQUENCE, Py_TPFLAGS_MAPPING,
+# _Py_TPFLAGS_MATCH_SELF (int(n) binds the subject itself), Py_TPFLAGS_HEAPTYPE.
+_SEQUENCE_FLAG, _MAPPING_FLAG, _MATCH_SELF_FLAG, _HEAP_TYPE_FLAG = 1 << 5, 1 << 6, 1 << 22, 1 << 9
+_UNMATCHED = object()  # the default of a pattern's attribute and key reads: "not there"
+
+
+def _match_sequence(subject: Any) -> bool:
+    """Whether a sequence pattern may match ``subject``, as ``MATCH_SEQUENCE`` decides: by the
+    type of the value under the tags (a list, a tuple, a registered ``Sequence``; not ``str``)."""
+    return bool(type(innermost(subject)).__flags__ & _SEQUENCE_FLAG)
+
+
+def _match_mapping(subject: Any) -> bool:
+    """Whether a mapping pattern may match ``subject`` (``MATCH_MAPPING``), likewise."""
+    return bool(type(innermost(subject)).__flags__ & _MAPPING_FLAG)
+
+
+def _match_type(cls: Any) -> Any:
+    """``cls``, the class of a class pattern; anything else fails as the native match does, with
+    its own message (which differs between Python versions)."""
+    if not isinstance(cls, type):
+        match None:
+            case cls():  # raises
+                pass
+    return cls
+
+
+def _tp_name(kind: type) -> str:
+    """A type's C-level name, as CPython's messages show it (``datetime.date``, ``Point``)."""
+    if kind.__flags__ & _HEAP_TYPE_FLAG or kind.__module__ == "builtins":
+        return kind.__name__
+    return f"{kind.__module__}.{kind.__name__}"
+
+
+class _ClassMatch:
+    """The attributes a matching class pattern ``cls(p1, ..., k1=q1, ...)`` reads, named and
+    checked as CPython's ``MATCH_CLASS`` does: ``__match_args__`` (a tuple) or, without it, the
+    subject itself for a builtin's one positional sub-pattern; each name checked just before
+    its attribute is read (a missing attribute fails the match before later names are
+    checked)."""
+
+    __slots__ = ("cls", "names", "itself", "seen")
+
+    def __init__(self, cls: type, positional: int) -> None:
+        self.cls, self.itself = cls, False
+        self.names: tuple[Any, ...] = ()
+        self.seen: set[str] = set()
+        if not positional:
+            return
+        try:
+            names = cls.__match_args__  # type: ignore[attr-defined]
+        except AttributeError:
+            names, self.itself = (), bool(cls.__flags__ & _MATCH_SELF_FLAG)
+        else:
+            if type(names) is not tuple:
+                raise TypeError(f"{_tp_name(cls)}.__match_args__ must be a tuple "
+                                f"(got {_tp_name(type(names))})")
+        allowed = 1 if self.itself else len(names)
+        if allowed < positional:
+            raise TypeError(f"{_tp_name(cls)}() accepts {allowed} positional sub-pattern"
+                            f"{'' if allowed == 1 else 's'} ({positional} given)")
+        self.names = names
+
+    def positional(self, index: int) -> str | None:
+        """The attribute the ``index``-th positional sub-pattern matches; None: the subject."""
+        if self.itself:
+            return None
+        name: Any = self.names[index]
+        if type(name) is not str:
+            raise TypeError(f"__match_args__ elements must be strings "
+                            f"(got {_tp_name(type(name))})")
+        return self.keyword(name)
+
+    def keyword(self, name: str) -> str:
+        if name in self.seen:
+            raise TypeError(f"{_tp_name(self.cls)}() got multiple sub-patterns for attribute "
+                            f"{name!r}")
+        self.seen.add(name)
+        return name
+
+
+def _match_key(keys: tuple[Any, ...], index: int) -> Any:
+    """``keys[index]``, a mapping pattern's key, unless an earlier key equals it (a value
+    pattern's: ``MATCH_KEYS`` checks each key just before looking it up)."""
+    key = keys[index]
+    if key in set(keys[:index]):
+        raise ValueError(f"mapping pattern checks duplicate key ({key!r})")
+    return key
+
+
 HIDDEN_CONSTANTS.update({"@eval": eval, "@exec": exec, "@globals": globals, "@namespace": locals,
                          "@iter": iter, "@slice": slice, "@type": type, "@S": static_types,
                          "@hide": _hide, "@getframe": _frames.getframe,
@@ -251,7 +342,10 @@ HIDDEN_CONSTANTS.update({"@eval": eval, "@exec": exec, "@globals": globals, "@na
                          "@partial": functools.partial, "@value_last": _value_last,
                          "@spread": _Spread, "@managed": _managed, "@unpacked": _unpacked,
                          "@delegated": _delegated, "@iterable": _iterable,
-                         "@innermost": innermost,
+                         "@innermost": innermost, "@len": len, "@isinstance": isinstance,
+                         "@match_sequence": _match_sequence, "@match_mapping": _match_mapping,
+                         "@match_type": _match_type, "@ClassMatch": _ClassMatch,
+                         "@match_key": _match_key, "@unmatched": _UNMATCHED,
                          "@AssertionError": AssertionError})
 # Per-context names: dispatchers for calls (@od) and operators by arity (@op1..@op3, @opr for
 # `in`, whose operands are evaluated in the other order); for observe-only contexts the prehook
@@ -488,6 +582,24 @@ _SUSPENDING = frozenset((ast.Yield, ast.YieldFrom, ast.Await))
 _NOT_STRAIGHT = frozenset((ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
                            ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
                            ast.SetComp, ast.DictComp, ast.GeneratorExp))
+
+
+# Patterns whose native matching looks into a tagged subject behind the context's back.
+_LOOKING_PATTERNS = (ast.MatchClass, ast.MatchSequence, ast.MatchMapping, ast.MatchSingleton)
+
+
+def _is_wildcard(pattern: ast.pattern) -> bool:
+    """``_`` or ``*_``: matches anything, binds nothing."""
+    return isinstance(pattern, (ast.MatchAs, ast.MatchStar)) and pattern.name is None and \
+        getattr(pattern, "pattern", None) is None
+
+
+def _pattern_value(node: ast.expr) -> ast.expr:
+    """A value pattern's or a mapping key's expression as the compiler has it: a dotted name
+    (read when matched), or a constant (``-1``, ``1 + 2j`` folded: no operator to see)."""
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Constant)):
+        return node
+    return _place(ast.Constant(ast.literal_eval(node)), node)
 
 
 class Overdubber(ast.NodeTransformer):
@@ -940,31 +1052,230 @@ class Overdubber(ast.NodeTransformer):
         return node
 
     def visit_Match(self, node: ast.Match) -> ast.AST | list[ast.stmt]:
-        """Under tags, a ``match`` with class patterns matches the value under the subject's
-        tags: ``case int(n)`` checks ``isinstance`` natively, which on the wrapper is false.
-        ``@s = subject; @p = innermost(@s); match @p:``, and each case body first gives back
-        the tagged subject to the names its pattern bound to the very plain value, so that
-        metadata follows (``n`` in ``int(n)``, ``v`` in ``case float() as v``); a guard sees
-        the plain value.  Not in class bodies, where temporaries would be class attributes."""
-        self.generic_visit(node)
+        """Under tags, a ``match`` whose patterns look into the subject (class, sequence,
+        mapping patterns, ``None``/``True``/``False``) becomes the tests it stands for, each
+        made as code would make it, through the context: ``isinstance``, ``len``, ``==``, the
+        attributes, items and keys read (a capture gets what reading that element, attribute
+        or key gives: its metadata, its derivative); the type checks themselves
+        (``MATCH_SEQUENCE``, ``MATCH_MAPPING``, a class pattern's positional names) on the
+        value under the tags.  Natively, ``case float(k)`` checks the wrapper's type, and
+        ``case P(x=x)`` reads the attribute behind the context's back.  CPython's order is
+        kept (a sequence pattern unpacks by iterating, or by indexing where it has ``*_``; a
+        class pattern reads its attributes before matching them; names are bound once the
+        pattern matched, before the guard)::
+
+            match s:                      @t1 = s; @t2 = False
+                case float(k) if k > 0:   @t4 = @match_type(float)
+                    body                  if @od(@isinstance, @t1, @t4):
+                                              @t5 = @ClassMatch(@t4, 1); @t6 = @t5.positional(0)
+                                              @t7 = @t1 if @t6 is None else @od(@getattr, ...)
+                                              if @t7 is not @unmatched:
+                                                  @t3 = @t7   (k's)
+                                                  k = @t3
+                                                  if k > 0: @t2 = True; body
+                                          (the next case under `if not @t2:`)
+
+        Other ``match`` statements stay native (a capture or a value pattern sees the tagged
+        subject as code does), and so do those in class bodies, where temporaries would be
+        class attributes."""
         if ITERATION not in self.categories or self._class_bodies or not any(
-                isinstance(p, ast.MatchClass)
+                isinstance(p, _LOOKING_PATTERNS)
                 for case in node.cases for p in ast.walk(case.pattern)):
+            self.generic_visit(node)
             return node
-        subject, plain = self._temp(), self._temp()
-        made = [_place(ast.Assign([ast.Name(subject, _STORE)], node.subject), node.subject),
-                _place(ast.Assign([ast.Name(plain, _STORE)], ast.Call(
-                    self._name("@innermost"), [ast.Name(subject, _LOAD)], [])), node.subject)]
-        node.subject = _place(ast.Name(plain, _LOAD), node.subject)
-        for case in node.cases:
-            names = sorted({n for p in ast.walk(case.pattern)
-                            for n in (getattr(p, "name", None), getattr(p, "rest", None)) if n})
-            case.body[:0] = [_place(ast.Assign([ast.Name(name, _STORE)], ast.IfExp(
-                ast.Compare(ast.Name(name, _LOAD), [ast.Is()], [ast.Name(plain, _LOAD)]),
-                ast.Name(subject, _LOAD), ast.Name(name, _LOAD))), case.pattern) for name in names]
-        clear = _place(ast.Assign([ast.Name(subject, _STORE), ast.Name(plain, _STORE)],
-                                  ast.Constant(None)), node)
-        return [*made, node, clear]
+        subject, done = self._temp(), self._temp()
+        temps = [subject, done]
+        out: list[ast.stmt] = [
+            _place(ast.Assign([ast.Name(subject, _STORE)], self.visit(node.subject)),
+                   node.subject),
+            _place(ast.Assign([ast.Name(done, _STORE)], ast.Constant(False)), node)]
+        for index, case in enumerate(node.cases):
+            names: dict[str, str] = {}
+            for p in ast.walk(case.pattern):
+                for name in (getattr(p, "name", None), getattr(p, "rest", None)):
+                    if name and name not in names:
+                        names[name] = self._temp()
+            temps += names.values()
+            success: list[ast.stmt] = [
+                _place(ast.Assign([ast.Name(done, _STORE)], ast.Constant(True)), case.pattern),
+                *self._statements(case.body)]
+            if case.guard is not None:
+                success = [_place(ast.If(self.visit(case.guard), success, []), case.guard)]
+            bind = [_place(ast.Assign([ast.Name(name, _STORE)], ast.Name(temp, _LOAD)),
+                           case.pattern) for name, temp in names.items()]
+            tests = self._pattern(case.pattern, subject, names, [*bind, *success], temps)
+            if index:
+                tests = [_place(ast.If(ast.UnaryOp(ast.Not(), ast.Name(done, _LOAD)), tests,
+                                       []), case.pattern)]
+            out += tests
+        out.append(_place(ast.Assign([ast.Name(t, _STORE) for t in temps], ast.Constant(None)),
+                          node))
+        return out
+
+    def _pattern(self, pattern: ast.pattern, subject: str, names: dict[str, str],
+                 then: list[ast.stmt], temps: list[str]) -> list[ast.stmt]:
+        """Statements that match ``pattern`` against the temporary ``subject``, binding its
+        captures to their temporaries (``names``), and run ``then`` if it matched."""
+        def put(node: _N) -> _N:
+            return _place(node, pattern)
+
+        def load(name: str) -> ast.Name:
+            return put(ast.Name(name, _LOAD))
+
+        def temp() -> str:
+            made = self._temp()
+            temps.append(made)
+            return made
+
+        def assign(name: str, value: ast.expr) -> ast.stmt:
+            return put(ast.Assign([ast.Name(name, _STORE)], value))
+
+        if isinstance(pattern, (ast.MatchAs, ast.MatchStar)):
+            inner = getattr(pattern, "pattern", None)
+            if pattern.name is not None:
+                then = [assign(names[pattern.name], load(subject)), *then]
+            return then if inner is None else self._pattern(inner, subject, names, then, temps)
+        if isinstance(pattern, ast.MatchValue):
+            test = self.visit(put(ast.Compare(load(subject), [ast.Eq()],
+                                              [_pattern_value(pattern.value)])))
+            return [put(ast.If(test, then, []))]
+        if isinstance(pattern, ast.MatchSingleton):
+            plain = ast.Call(self._name("@innermost"), [load(subject)], [])
+            return [put(ast.If(ast.Compare(plain, [ast.Is()], [ast.Constant(pattern.value)]),
+                               then, []))]
+        if isinstance(pattern, ast.MatchOr):
+            ok = temp()
+            out = [assign(ok, ast.Constant(False))]
+            for index, alternative in enumerate(pattern.patterns):
+                tests = self._pattern(alternative, subject, names,
+                                      [assign(ok, ast.Constant(True))], temps)
+                out += tests if not index else [
+                    put(ast.If(ast.UnaryOp(ast.Not(), load(ok)), tests, []))]
+            return [*out, put(ast.If(load(ok), then, []))]
+        if isinstance(pattern, ast.MatchSequence):
+            return self._sequence_pattern(pattern, subject, names, then, temps, put, temp)
+        if isinstance(pattern, ast.MatchMapping):
+            return self._mapping_pattern(pattern, subject, names, then, temps, put, temp)
+        assert isinstance(pattern, ast.MatchClass)
+        return self._class_pattern(pattern, subject, names, then, temps, put, temp)
+
+    def _length(self, subject: str, template: ast.AST) -> ast.Call:
+        return self._dispatch("@od", len, [ast.Name(subject, _LOAD)], template)
+
+    def _sequence_pattern(self, pattern: ast.MatchSequence, subject: str,
+                          names: dict[str, str], then: list[ast.stmt], temps: list[str],
+                          put: Callable[[Any], Any], temp: Callable[[], str]) -> list[ast.stmt]:
+        patterns = pattern.patterns
+        size = len(patterns)
+        star = next((i for i, p in enumerate(patterns) if isinstance(p, ast.MatchStar)), -1)
+        inner = then
+        if not all(_is_wildcard(p) for p in patterns):
+            items = [temp() for _ in patterns]
+            for item, sub in reversed(list(zip(items, patterns))):
+                inner = self._pattern(sub, item, names, inner, temps)
+            if star >= 0 and _is_wildcard(patterns[star]):  # `[a, *_, b]`: by index
+                reads = []
+                for index, (item, sub) in enumerate(zip(items, patterns)):
+                    if _is_wildcard(sub):
+                        continue
+                    at: ast.expr = ast.Constant(index) if index < star else ast.BinOp(
+                        self._length(subject, pattern), ast.Sub(), ast.Constant(size - index))
+                    read = self._operator(operator.getitem, [put(ast.Name(subject, _LOAD)),
+                                                             put(at)],
+                                          lambda n: ast.Subscript(n[0], n[1], _LOAD),
+                                          pattern, (0,))
+                    reads.append(put(ast.Assign([ast.Name(item, _STORE)], read)))
+            else:  # by iterating, as unpacking does (`*rest` a list)
+                targets: list[ast.expr] = [
+                    ast.Starred(ast.Name(item, _STORE), _STORE) if index == star
+                    else ast.Name(item, _STORE) for index, item in enumerate(items)]
+                reads = [put(ast.Assign([ast.Tuple(targets, _STORE)],
+                                        self._iterated(put(ast.Name(subject, _LOAD)))))]
+            inner = [*reads, *inner]
+        if star < 0:
+            inner = [put(ast.If(ast.Compare(self._length(subject, pattern), [ast.Eq()],
+                                            [ast.Constant(size)]), inner, []))]
+        elif size > 1:
+            inner = [put(ast.If(ast.Compare(self._length(subject, pattern), [ast.GtE()],
+                                            [ast.Constant(size - 1)]), inner, []))]
+        check = ast.Call(self._name("@match_sequence"), [ast.Name(subject, _LOAD)], [])
+        return [put(ast.If(check, inner, []))]
+
+    def _mapping_pattern(self, pattern: ast.MatchMapping, subject: str,
+                         names: dict[str, str], then: list[ast.stmt], temps: list[str],
+                         put: Callable[[Any], Any], temp: Callable[[], str]) -> list[ast.stmt]:
+        size = len(pattern.keys)
+        keys, get = (temp(), temp()) if size else ("", "")
+        values = [temp() for _ in pattern.keys]
+        inner = then
+        if pattern.rest is not None:  # `**rest`, once the values matched: the other items,
+            rest = names[pattern.rest]  # read through the context
+            copied = ast.Dict([None], [self._unpacked(put(ast.Name(subject, _LOAD)))])
+            inner = [put(ast.Assign([ast.Name(rest, _STORE)], copied)), *[
+                put(ast.Delete([ast.Subscript(ast.Name(rest, _LOAD), ast.Subscript(
+                    ast.Name(keys, _LOAD), ast.Constant(index), _LOAD), ast.Del())]))
+                for index in range(size)], *inner]
+        for value, sub in reversed(list(zip(values, pattern.patterns))):
+            inner = self._pattern(sub, value, names, inner, temps)
+        if size:
+            checked = not all(isinstance(_pattern_value(k), ast.Constant)
+                              for k in pattern.keys)
+            for index in reversed(range(size)):
+                key: ast.expr = ast.Subscript(ast.Name(keys, _LOAD), ast.Constant(index), _LOAD)
+                if checked:  # (value patterns: two may be equal)
+                    key = ast.Call(self._name("@match_key"),
+                                   [ast.Name(keys, _LOAD), ast.Constant(index)], [])
+                read = ast.Call(self._name("@od"), [ast.Name(get, _LOAD), key,
+                                                    self._name("@unmatched")], [])
+                inner = [put(ast.Assign([ast.Name(values[index], _STORE)], read)),
+                         put(ast.If(ast.Compare(ast.Name(values[index], _LOAD), [ast.IsNot()],
+                                                [self._name("@unmatched")]), inner, []))]
+            method = self.visit(put(ast.Attribute(ast.Name(subject, _LOAD), "get", _LOAD)))
+            key_values = [self.visit(put(_pattern_value(k))) for k in pattern.keys]
+            inner = [put(ast.Assign([ast.Name(keys, _STORE)], ast.Tuple(key_values, _LOAD))),
+                     put(ast.Assign([ast.Name(get, _STORE)], method)), *inner]
+            inner = [put(ast.If(ast.Compare(self._length(subject, pattern), [ast.GtE()],
+                                            [ast.Constant(size)]), inner, []))]
+        check = ast.Call(self._name("@match_mapping"), [ast.Name(subject, _LOAD)], [])
+        return [put(ast.If(check, inner, []))]
+
+    def _class_pattern(self, pattern: ast.MatchClass, subject: str,
+                       names: dict[str, str], then: list[ast.stmt], temps: list[str],
+                       put: Callable[[Any], Any], temp: Callable[[], str]) -> list[ast.stmt]:
+        cls, attrs = temp(), [temp() for _ in (*pattern.patterns, *pattern.kwd_patterns)]
+        inner = then
+        for value, sub in reversed(list(zip(attrs, (*pattern.patterns,
+                                                    *pattern.kwd_patterns)))):
+            inner = self._pattern(sub, value, names, inner, temps)
+        if attrs:
+            match, name = temp(), temp()
+            count = len(pattern.patterns)
+            for index in reversed(range(len(attrs))):
+                value = attrs[index]
+                if index < count:
+                    which = ast.Call(ast.Attribute(ast.Name(match, _LOAD), "positional", _LOAD),
+                                     [ast.Constant(index)], [])
+                else:
+                    which = ast.Call(ast.Attribute(ast.Name(match, _LOAD), "keyword", _LOAD),
+                                     [ast.Constant(pattern.kwd_attrs[index - count])], [])
+                read: ast.expr = self._dispatch(
+                    "@od", getattr, [ast.Name(subject, _LOAD), ast.Name(name, _LOAD),
+                                     self._name("@unmatched")], pattern)
+                if index < count:  # (None: a builtin's positional sub-pattern, the subject)
+                    read = ast.IfExp(ast.Compare(ast.Name(name, _LOAD), [ast.Is()],
+                                                 [ast.Constant(None)]),
+                                     ast.Name(subject, _LOAD), read)
+                inner = [put(ast.Assign([ast.Name(name, _STORE)], which)),
+                         put(ast.Assign([ast.Name(value, _STORE)], read)),
+                         put(ast.If(ast.Compare(ast.Name(value, _LOAD), [ast.IsNot()],
+                                                [self._name("@unmatched")]), inner, []))]
+            inner = [put(ast.Assign([ast.Name(match, _STORE)], ast.Call(
+                self._name("@ClassMatch"), [ast.Name(cls, _LOAD), ast.Constant(count)], []))),
+                *inner]
+        test = self._dispatch("@od", isinstance, [ast.Name(subject, _LOAD),
+                                                  ast.Name(cls, _LOAD)], pattern)
+        checked = ast.Call(self._name("@match_type"), [self.visit(pattern.cls)], [])
+        return [put(ast.Assign([ast.Name(cls, _STORE)], checked)), put(ast.If(test, inner, []))]
 
     def visit_match_case(self, node: ast.match_case) -> ast.AST:
         # Patterns are not expressions: their dotted names must stay attribute lookups.
