@@ -353,18 +353,13 @@ def _run_reentered(outer: _dispatch.State, fn: Any, args: tuple[Any, ...],
 
     Refused, with an error saying so, for a context that overrides one of them (its override
     may call the default, which would find the inner run's parent in the outer run) or tags
-    values (both runs' values would carry one tag identity, and the metadata each keeps for
-    the heap would be the other's to miss)."""
+    values (see :func:`_dispatch.reentry_refusal`); one whose first tag is made while both
+    runs last is refused at that tag (``_tagging._refuse_at_two_levels``)."""
     ctx = outer.ctx
-    enclosing = _active.active.get()
-    overridden = sorted(outer.overridden & {"overdub", "fallback", "is_primitive", "execute"})
-    if outer.tags or overridden:
-        why = "tags values" if outer.tags else f"overrides {', '.join(overridden)}"
-        raise RuntimeError(
-            f"overdub({type(ctx).__name__}(), ...) inside {type(enclosing.ctx).__name__}, "
-            f"which runs inside that same {type(ctx).__name__} instance: a context that {why} "
-            f"cannot run at two levels of one nesting; give the inner run a context of its "
-            f"own (ctx.similar())")
+    refusal = _dispatch.reentry_refusal(outer, _active.active.get(),
+                                        f"overdub({type(ctx).__name__}(), ...)")
+    if refusal is not None:
+        raise refusal
     inner = _dispatch.State(ctx, Context)
     inner.poolable = False
     object.__setattr__(ctx, "_overdub_state", inner)

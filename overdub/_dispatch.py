@@ -334,8 +334,41 @@ class AfterRun:
         while state is not None and (state is own or not state.depth):
             state = state.enclosing
         if state is None:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except _tagging.TagError:
+                label = next((value._label for value in (*args, *kwargs.values())
+                              if type(value) is _tagging.Tagged), None)
+                if label is None:  # (not a value given here: the error says what it is)
+                    raise
+            # (raised here, without the native frames below and the generic message)
+            raise _tagging.TagError(
+                f"{_primitives._name(fn)} of a value tagged by {label} after that context's "
+                f"run ended, outside any run: code made in a run (a generator, generator "
+                f"expression or lazy map resumed later, or closed when it was garbage-"
+                f"collected) computed with it; use the value inside the run, or return it "
+                f"from there")
         return state.od(fn, *args, **kwargs)
+
+
+def reentry_refusal(state: State, enclosing: State, subject: str) -> RuntimeError | None:
+    """The error for ``state``'s context run again inside ``enclosing``, which runs inside
+    its running run (``subject``: what runs again, ``overdub(Ctx(), ...)`` say), where the two
+    runs cannot be kept apart: None where they can.  They cannot for a context that tags
+    values (both runs' values would carry one tag identity, and the metadata each keeps for
+    the heap would be the other's to miss) or that overrides a verb whose override may call
+    the default (``overdub``, ``fallback``, ``is_primitive``, ``execute``), which finds the
+    context's one current State, not the run it was called for."""
+    overridden = sorted(state.overridden & {"overdub", "fallback", "is_primitive", "execute"})
+    tags = state.tags or bool(getattr(state.ctx, "_overdub_tags", False))
+    if not (tags or overridden):
+        return None
+    name = type(state.ctx).__name__
+    why = "tags values" if tags else f"overrides {', '.join(overridden)}"
+    return RuntimeError(
+        f"{subject} inside {type(enclosing.ctx).__name__}, which runs inside that same {name} "
+        f"instance: a context that {why} cannot run at two levels of one nesting; give the "
+        f"inner run a context of its own (ctx.similar())")
 
 
 def _pass_fingerprint(passes: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -724,20 +757,17 @@ class State:
             flat.cell_contents = parent is None
         return old
 
-    def enter(self) -> tuple[Any, Any, Any]:
+    def enter(self) -> tuple[Any, Any, Any, Any]:
         """Make this context's run the active one -- a call of ``overdub``, or a resumption
         of a generator it returned (see :mod:`._resumed`) -- inside whatever run is active:
         that one runs what this one executes.  Returns what :meth:`leave` puts back."""
         enclosing = _active.active.get()
+        below = None
         if self.depth and enclosing is not None and enclosing is not self and \
                 self.encloses(enclosing):
-            # (overdub() gives such a run a State of its own: see _context._run_reentered)
-            raise RuntimeError(
-                f"a generator or coroutine that overdub returned was resumed inside "
-                f"{type(enclosing.ctx).__name__}, which runs inside the same "
-                f"{type(self.ctx).__name__} that made it: its code would send what it executes "
-                f"to {type(enclosing.ctx).__name__} and back, forever; consume it outside "
-                f"that nesting")
+            # (a resumption: overdub() gives its own such run a State of its own, see
+            # _context._run_reentered)
+            below = self._resumed_below_itself(enclosing)
         parent = self.parent if enclosing is None or enclosing is self else enclosing.od
         if type(parent) is AfterRun:  # (a run outside any other: nothing encloses it)
             parent = None
@@ -749,7 +779,36 @@ class State:
             self.enclosing = enclosing
         token = _active.active.set(self)
         self.depth += 1
-        return previous, previous_enclosing, token
+        return previous, previous_enclosing, token, below
+
+    def _resumed_below_itself(self, enclosing: State) -> tuple[State, Any, Any, State]:
+        """A generator or coroutine this context returned, resumed inside ``enclosing``, which
+        runs inside this context's running run: the step is a run of the context nested
+        there, as a fresh instance's would be.  Its code is this State's (the rewritten
+        generator reads this State's cells), so the outer run gives up its place for the
+        step: the context entered directly inside it, on ``enclosing``'s chain, gets as
+        parent a State of its own for the context, whose parent is the outer run's (one
+        parent for both would send what the step executes to ``enclosing`` and back,
+        forever).  Refused, before anything is touched, where the runs cannot be kept
+        apart (see :func:`reentry_refusal`): none of the body runs, but the wrapper around it
+        that ``overdub`` returned (a Python generator or coroutine: see :mod:`._resumed`)
+        ends, as a generator that raises does.  Returns what :meth:`leave` puts back."""
+        refusal = reentry_refusal(self, enclosing, f"a generator or coroutine that overdub("
+                                                   f"{type(self.ctx).__name__}(), ...) returned, "
+                                                   f"resumed")
+        if refusal is not None:
+            raise refusal
+        nearest = enclosing
+        while nearest.enclosing is not self:
+            nearest = cast(State, nearest.enclosing)
+        stand_in = State(self.ctx, self.base)  # (not poolable: it holds a bound instance)
+        stand_in.poolable = False
+        stand_in.include(self.categories)
+        stand_in.set_parent(self.parent)
+        stand_in.enclosing, stand_in.depth = self.enclosing, 1
+        below = (nearest, nearest.set_parent(stand_in.od), nearest.enclosing, stand_in)
+        nearest.enclosing = stand_in
+        return below
 
     def encloses(self, state: State | None) -> bool:
         """Whether ``state`` is running inside a run of this context (on this one's chain)."""
@@ -759,9 +818,14 @@ class State:
             state = state.enclosing
         return False
 
-    def leave(self, entered: tuple[Any, Any, Any]) -> None:
+    def leave(self, entered: tuple[Any, Any, Any, Any]) -> None:
         """End what :meth:`enter` began."""
-        previous, previous_enclosing, token = entered
+        previous, previous_enclosing, token, below = entered
+        if below is not None:  # (see _resumed_below_itself)
+            nearest, nearest_parent, nearest.enclosing, stand_in = below
+            nearest.set_parent(nearest_parent)
+            stand_in.depth = 0  # (code it rewrote that runs later: see AfterRun)
+            stand_in.set_parent(stand_in.after_run)
         self.depth -= 1
         if self.depth == 0 and self.tagger is not None:
             self.tagger.end_run()  # the heap's metadata lasts for the run, no longer

@@ -283,11 +283,33 @@ def _start_tagging(ctx: Any) -> dict[type, Any]:
         from ._context import Context as _Context
     if not isinstance(ctx, _Context):
         raise TypeError(f"tag(value, ctx, meta): ctx must be a Context instance, got {ctx!r}")
+    _refuse_at_two_levels(ctx)
     owner_of(ctx)
     _label(ctx)
     _active.enable_tags(ctx)
     allowed_for: dict[type, Any] = ctx.__dict__.setdefault("_overdub_allowed", {})
     return allowed_for
+
+
+def _refuse_at_two_levels(ctx: Any) -> None:
+    """Raise if ``ctx`` runs at two levels of one nesting (entered again inside a context
+    that runs inside it, or a generator it returned resumed there): its two runs would
+    share the tag identity this first tag makes, and the outer run would read the inner
+    one's metadata as its own.  (A context that tags already is refused at the inner
+    ``overdub``: see ``_dispatch.reentry_refusal``.)"""
+    state, first = _active.active.get(), None
+    while state is not None:
+        if state.ctx is ctx:
+            if first is not None and first is not state:
+                name = type(ctx).__name__
+                raise RuntimeError(
+                    f"tag(value, ctx, meta) with a {name} that runs at two levels of one "
+                    f"nesting (inside {type(first.enclosing.ctx).__name__}, which runs inside "
+                    f"that same {name} instance): a context that tags values cannot run at "
+                    f"two levels of one nesting; give the inner run a context of its own "
+                    f"(ctx.similar())")
+            first = first or state
+        state = state.enclosing
 
 
 def _check_metadata(ctx: Any, plain: Any, meta: Any, allowed: Any) -> None:
