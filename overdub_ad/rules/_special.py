@@ -124,6 +124,20 @@ if sc is not None:
     _elementwise("entr", lambda x, out: -(np.log(x) + 1.0))
     _elementwise("rel_entr", lambda x, y, out: np.log(x / y) + 1.0, lambda x, y, out: -x / y)
     _elementwise("kl_div", lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - x / y)
+    _elementwise("cbrt", lambda x, out: 1.0 / (3.0 * out * out))
+    # spence(z) = integral from 1 to z of log(t) / (1 - t): its integrand, -1 at z = 1
+    _elementwise("spence", lambda z, out: np.where(
+        np.equal(z, 1.0), -1.0, np.log(z) / np.where(np.equal(z, 1.0), 2.0, 1.0 - z)))
+    # huber(d, r): r^2 / 2 inside |r| <= d, d (|r| - d / 2) outside
+    _elementwise("huber", lambda d, r, out: np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
+                 lambda d, r, out: np.clip(r, -d, d))
+    # pseudo_huber(d, r) = d^2 (s - 1), s = sqrt(1 + (r / d)^2)
+    _elementwise("pseudo_huber",
+                 lambda d, r, out: 2.0 * out / d - r * r / (d * np.sqrt(1.0 + (r / d) ** 2)),
+                 lambda d, r, out: r / np.sqrt(1.0 + (r / d) ** 2))
+    # binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)), for real n and k
+    _elementwise("binom", lambda n, k, out: out * (sc.psi(n + 1.0) - sc.psi(n - k + 1.0)),
+                 lambda n, k, out: out * (sc.psi(n - k + 1.0) - sc.psi(k + 1.0)))
     _elementwise("expm1", lambda x, out: out + 1.0)
     _elementwise("log1p", lambda x, out: 1.0 / (1.0 + x))
     _elementwise("cosm1", lambda x, out: -np.sin(x))

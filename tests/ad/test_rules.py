@@ -501,6 +501,9 @@ if sc is not None:
         case(sc.rel_entr, _P, X), case(sc.kl_div, _P, X), case(sc.expn, 2, X + 0.1),
         case(sc.jv, 1.5, X), case(sc.yv, 0.5, X), case(sc.iv, 2.5, X), case(sc.kv, 1.3, X),
         case(sc.ive, 1.5, X), case(sc.kve, 0.7, X),
+        case(sc.cbrt, X - 0.5), case(sc.spence, X + 0.3),
+        case(sc.huber, X, 2.0 * X - 1.0), case(sc.huber, 0.5 + X, X - 0.5),  # (both pieces)
+        case(sc.pseudo_huber, X + 0.2, 3.0 * X - 1.5), case(sc.binom, X + 3.0, 2.0 * X),
         case(sc.softmax, X), case(sc.softmax, X, 1), case(sc.log_softmax, X, 0),
         case(sc.logsumexp, X), case(sc.logsumexp, X, 1, _P),
         case(sc.logsumexp, X, axis=0, keepdims=True),
