@@ -366,11 +366,12 @@ def _inert_argument(x: Any) -> bool:
     kind = type(x)
     if kind is tuple:
         return all(type(v) is int for v in x)  # a shape
-    return kind in _INERT_ARGUMENTS or isinstance(x, np.dtype) or (
-        kind is type and issubclass(x, (np.generic, float, int, complex, bool)))
+    return kind in INERT_ARGUMENTS or isinstance(x, np.dtype)
 
 
-_INERT_ARGUMENTS = frozenset((int, float, complex, bool, str, type(None)))
+#: plain arguments that hold no derivative (numbers not tagged, text, classes as dtypes): a
+#: call given only these has nothing to differentiate
+INERT_ARGUMENTS = frozenset({int, float, bool, complex, str, type(None), np.float64, type})
 
 
 def not_differentiable(x: Any) -> str | None:

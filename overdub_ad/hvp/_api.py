@@ -49,17 +49,19 @@ def hessian(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     def columns(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                 nums: tuple[int, ...]) -> Any:
         return _columns(f, args, kwargs, nums, declined)
-    routes = (("hvp-tape", columns), (_routes.REFERENCE, lambda f, *_: second)) \
+    def nested(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+               nums: tuple[int, ...]) -> Any:
+        return second(*args, **kwargs)
+    routes = (("hvp-tape", columns), (_routes.REFERENCE, nested)) \
         if type(argnums) is int and not has_aux and not holomorphic else \
-        ((_routes.REFERENCE, lambda f, *_: second),)
+        ((_routes.REFERENCE, nested),)
 
     @opaque
     @_entry
     def hessian_function(*args: Any, **kwargs: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args), "hessian")  # (its errors name hessian)
         _check_complex_inputs(args, nums, holomorphic, "hessian")
-        found = _routes.first(routes, f, f, args, kwargs, nums)
-        return found if found is not second else second(*args, **kwargs)
+        return _routes.first(routes, f, f, args, kwargs, nums)
     return hessian_function
 
 

@@ -20,7 +20,7 @@ from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
-                       _implementation, inert_library_call,
+                       _implementation, inert_library_call, INERT_ARGUMENTS,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
                        set_part, _sourceless, _user_operator)
@@ -44,14 +44,15 @@ _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values o
 _KEYS_ITERATED = frozenset(map(id, (sum, min, max, sorted, *CONSUMERS.values())))
 _NATIVE_STORES = frozenset({list, dict, np.flatiter})  # (their writes are this context's)
 _ENTRY_KINDS = frozenset({types.FunctionType, types.MethodType})  # (see _entry_given_nodes)
-# Arguments that can neither be nor hold a differentiated value, nor be written into, nor call
-# back, nor be iterated by Python code (a class whose metaclass is ``type``: an Enum's is not):
-# a call given only these (positionally, or by keywords other than ``out``), by a C function
-# that is not a method of an object, is this context's only for a stand-in (every other test
-# of _held is about what its arguments are or hold, or about the object a method is bound to),
-# and Python code is left to _indirect's own tests (its specialised version).  Most calls of a
-# function's bookkeeping are of this kind.
-_INERT = frozenset({int, float, bool, complex, str, type(None), np.float64, type})
+# INERT_ARGUMENTS (_shared): arguments that can neither be nor hold a differentiated value, nor
+# be written into, nor call back, nor be iterated by Python code (a class whose metaclass is
+# ``type``: an Enum's is not): a call given only these (positionally, or by keywords other
+# than ``out``), by a C function that is not a method of an object, is this context's only
+# for a stand-in (every other test of _held is about what its arguments are or hold, or about
+# the object a method is bound to), and Python code is left to _indirect's own tests (its
+# specialised version, or a NumPy function called whole).  Most calls of a function's
+# bookkeeping are of this kind.
+
 # Library functions that _general sends to _call (np.sin, np.sum, np.zeros): id -> (fn, the
 # rules' version then, its public function, whether its callable arguments are guarded).
 # Every test _general makes before that is of the function alone, given the rules, but for
@@ -487,11 +488,11 @@ class ReverseContext(Context):
             if inert_library_call(fn, args, kwargs):
                 return True  # np.ones(3): called whole (see execute)
         for a in args:
-            if type(a) not in _INERT:
+            if type(a) not in INERT_ARGUMENTS:
                 break
-        else:  # (np.zeros(3), n != 1, np.ones(2, dtype=float)): see _INERT
+        else:  # (np.zeros(3), n != 1, np.ones(2, dtype=float)): see INERT_ARGUMENTS
             if not kwargs or ("out" not in kwargs and
-                              all(type(v) in _INERT for v in kwargs.values())):
+                              all(type(v) in INERT_ARGUMENTS for v in kwargs.values())):
                 kind = type(fn)
                 if kind is not types.FunctionType and kind is not types.MethodType and (
                         kind not in METHOD_KINDS or (kind is _BuiltinMethod and type(

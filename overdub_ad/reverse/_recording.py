@@ -38,13 +38,9 @@ def _item_nodes(self: ReverseContext, d: dict[Any, Any]) -> dict[Any, Any] | Non
 
 def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A primitive call: run on plain values, record an entry with the argument nodes."""
-    if (type(fn) is custom_jvp or isinstance(fn, custom_vjp)) and \
-            not self._carries((args, kwargs)) and \
-            not (isinstance(fn, custom_vjp) and self._closes_over(fn.fn)):
-        # nothing this derivative differentiates: the call as it is, which an enclosing
-        # derivative sees whole and takes by its rule (never the body's operations)
-        return self.fallback(fn, *args, **kwargs)
     if type(fn) is custom_jvp:
+        if not self._carries((args, kwargs)):
+            return self.fallback(fn, *args, **kwargs)  # (a leaf: see the custom_vjp case)
         return self._through_jvp_rule(fn, args, kwargs)
     if _reads_text(fn) and _rules.vjp_rules(fn) is None:  # json.dumps({"a": x}): a constant
         memo: dict[int, Any] = {}
@@ -70,6 +66,10 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:
             return fn(*args, **kwargs)  # (raises: no rule)
+        if not self._carries((args, kwargs)) and not self._closes_over(fn.fn):
+            # nothing this derivative differentiates: the call as it is, which an enclosing
+            # derivative sees whole and takes by its rule (never the body's operations)
+            return self.fallback(fn, *args, **kwargs)
         positional = fn.positional(args, kwargs)
         if kwargs or len(positional) != len(args):
             # (keywords bound to their positions, defaults filled in: bwd gives one cotangent
