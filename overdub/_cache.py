@@ -335,11 +335,13 @@ def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
     """What must agree between a function's code and its source compiled again (cheap: the
     opcode sequence, the arguments of the instructions whose argument is the operation --
     ``+`` or ``-``, ``<`` or ``>`` are one opcode, told apart by it --, names, constants and
-    variables, compared as byte strings and tuples)."""
+    variables, compared as byte strings and tuples) -- and the same of the code nested in it
+    (a ``lambda``, ``def``, comprehension or class body), which a context rewrites with it: an
+    edit there is an edit of the function)."""
     raw = code.co_code
     opcodes = raw[::2]
     operations = bytes(arg for op, arg in zip(opcodes, raw[1::2]) if op in _OPERATIONS)
-    consts = tuple(c.co_name if isinstance(c, types.CodeType) else
+    consts = tuple((c.co_name, _fingerprint(c)) if isinstance(c, types.CodeType) else
                    sorted(map(repr, c)) if isinstance(c, frozenset) else repr(c)  # hash order
                    for c in code.co_consts)
     return opcodes.translate(None, _CONTEXT_DEPENDENT), operations, consts, code.co_names, \

@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 from . import overdub
 from ._frames import DISPATCHER_FILE, OVERDUB_DIR
-from .contexts import CountContext, LogContext, TraceContext, _module_of, describe
+from ._primitives import module_of
+from .contexts import CountContext, LogContext, TraceContext, describe
 
 _PROG = "python -m overdub"
 
@@ -62,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=summary, description=summary, epilog=_EPILOG,
+        sub = commands.add_parser(name, prog=f"{_PROG} {name}", help=summary,
+                                  description=summary, epilog=_EPILOG,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("target", metavar="MODULE:FUNCTION",
                          help="the function to run: an importable module, a colon, and a "
@@ -182,7 +184,7 @@ def _module_filter(modules: list[str] | None) -> Callable[[Any], bool]:
     if not modules:
         return lambda fn: True
     prefixes = tuple(modules)
-    return lambda fn: _module_of(fn).startswith(prefixes)
+    return lambda fn: module_of(fn).startswith(prefixes)
 
 
 def _print_counts(ctx: CountContext, options: argparse.Namespace, out: TextIO) -> None:

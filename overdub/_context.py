@@ -144,6 +144,13 @@ class Context:
         """
         return object
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy (``copy.copy``, ``copy.deepcopy``) or a pickle of a context holds: its
+        attributes, without its dispatch state and tag identity, which are the original's (a
+        copy gets its own when it runs)."""
+        return {key: value for key, value in self.__dict__.items()
+                if not key.startswith("_overdub_")}
+
     def similar(self: _C, metadata: Any = _KEEP) -> _C:
         """A sibling context: same class and passes, fresh state, ``metadata`` if given."""
         sibling = copy.copy(self)
@@ -459,7 +466,8 @@ def opaque(fn: F) -> F:
 
     Hooks and primitives still see the call itself.  Plugins use it for their entry points
     (``overdub_ad.grad`` is opaque: an enclosing context sees what it executes, not its
-    bookkeeping).
+    bookkeeping).  On a class, the mark is a class attribute: constructing the class, or a
+    subclass, is a leaf (``__new__``/``__init__`` unseen), and so is calling an instance.
     """
     if not callable(fn):
         raise TypeError(f"opaque: {fn!r} is not callable")

@@ -637,8 +637,8 @@ class State:
 
     def _cell_value(self, name: str) -> Any:
         """What rewritten code finds in its cell ``name`` (one of _rewrite.DISPATCHERS)."""
-        if name == "@flat":  # no enclosing context must see leaf operations
-            return self.parent is None
+        if name == "@flat":  # no enclosing context must see leaf operations, nor tags
+            return self._flat()
         if name == "@pre":
             return None if self.ctx is None else inline_prehook(self.ctx)
         if name.startswith("@slow"):
@@ -726,10 +726,14 @@ class State:
     def follow_class(self) -> None:
         """Take up verbs defined, replaced or deleted on the context's class since the state was
         made: Python classes are open, and a context made before a hook was defined sees it
-        (Cassette's "world age" test).  Run at every ``overdub()`` entry: one C call when
-        nothing changed."""
+        (Cassette's "world age" test), and passes whose state changed between runs (a pass
+        is configured by its attributes: an instance changed since is another pass).  Run at
+        every ``overdub()`` entry: one C call when nothing changed and there are no passes."""
         if _verbs_of(type(self.ctx)) != self.verbs:
             self._take_verbs()
+            self._configure(self.tags, self.categories)
+        elif self.passes and not self.depth and \
+                _pass_fingerprint(self.passes) != self.key[1]:
             self._configure(self.tags, self.categories)
 
     def enable_tags(self) -> None:
@@ -754,8 +758,14 @@ class State:
         _nested(self.od, parent)
         flat = self.cells.get("@flat")
         if flat is not None:
-            flat.cell_contents = parent is None
+            flat.cell_contents = self._flat()
         return old
+
+    def _flat(self) -> bool:
+        """Whether observe-mode code may run a leaf operation natively: not when an enclosing
+        context must see it, nor once tags are on (a tag made during the run, in a frame
+        rewritten before it, must still be stored in shadow storage by writes after it)."""
+        return self.parent is None and not self.tags
 
     def enter(self) -> tuple[Any, Any, Any, Any]:
         """Make this context's run the active one -- a call of ``overdub``, or a resumption
@@ -961,6 +971,8 @@ class State:
         if shim is not None:
             return _Partial(shim, self.od)
         if isinstance(fn, type):
+            if getattr(fn, "__overdub_opaque__", False):  # @opaque on a class: built natively
+                return None
             return self._constructor(fn, rewritten)
         if t is types.MethodWrapperType and fn.__name__ == "__call__" and \
                 isinstance(fn.__self__, type) and fn == type.__call__.__get__(fn.__self__):

@@ -23,6 +23,7 @@ without a registration is not its base class's primitive.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import types
 from dataclasses import dataclass
@@ -270,9 +271,26 @@ def _types(p: Primitive) -> str:
 
 
 def _name(fn: Any) -> str:
-    module = getattr(fn, "__module__", None)
+    module = module_of(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def module_of(fn: Any) -> str:
+    """The module users find ``fn`` in (``""`` if none): ``operator`` for ``_operator.mul`` and
+    ``heapq`` for ``_heapq.heappush`` (C accelerators re-exported by a Python module), the class's
+    module for a method descriptor such as ``list.append``."""
+    func = getattr(fn, "__func__", fn)
+    module = getattr(func, "__module__", None)
+    if module is None:
+        module = getattr(getattr(func, "__objclass__", None), "__module__", None)
+    if not isinstance(module, str):
+        return ""
+    if module.startswith("_"):
+        public = sys.modules.get(module[1:])
+        if public is not None and getattr(public, getattr(func, "__name__", ""), None) is func:
+            return module[1:]
+    return module
 
 
 def add_note(exc: BaseException, note: str) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, MutableMapping, MutableSequence
 from typing import Any, TextIO
 
 from . import Context, unbind
 from ._context import _KEEP
+from ._primitives import module_of
 
 __all__ = ["LogContext", "CountContext", "TraceContext", "ByIdentity", "describe"]
 
@@ -29,27 +30,10 @@ def describe(fn: Any) -> str:
     name: str | None = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
     if name is None:
         return repr(fn)
-    module = _module_of(func)
+    module = module_of(func)
     if module in ("", "builtins", "__main__"):
         return name
     return f"{module}.{name}"
-
-
-def _module_of(fn: Any) -> str:
-    """The module users find ``fn`` in (``""`` if none): ``operator`` for ``_operator.mul`` and
-    ``heapq`` for ``_heapq.heappush`` (C accelerators re-exported by a Python module), the class's
-    module for a method descriptor such as ``list.append``."""
-    func = getattr(fn, "__func__", fn)
-    module = getattr(func, "__module__", None)
-    if module is None:
-        module = getattr(getattr(func, "__objclass__", None), "__module__", None)
-    if not isinstance(module, str):
-        return ""
-    if module.startswith("_"):
-        public = sys.modules.get(module[1:])
-        if public is not None and getattr(public, getattr(func, "__name__", ""), None) is func:
-            return module[1:]
-    return module
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -100,6 +84,15 @@ class CountContext(Context):
 
     def __init__(self, *, types: type | tuple[type, ...] | None = None, metadata: Any = None,
                  passes: Any = ()) -> None:
+        if types is not None:
+            try:
+                isinstance(None, types)
+            except TypeError:
+                raise TypeError(f"CountContext(types=...): types must be None, a class or a "
+                                f"tuple of classes (as isinstance takes), got {types!r}") from None
+        if metadata is not None and not isinstance(metadata, MutableMapping):
+            raise TypeError(f"CountContext(metadata=...): the counts are kept in a mapping "
+                            f"(a dict, a Counter), got {type(metadata).__name__}")
         super().__init__(metadata={} if metadata is None else metadata, passes=passes)
         self.types = types
 
@@ -202,6 +195,9 @@ class TraceContext(Context):
 
     def __init__(self, **options: Any) -> None:
         options.setdefault("metadata", [])
+        if not isinstance(options["metadata"], MutableSequence):
+            raise TypeError(f"TraceContext(metadata=...): the trace is kept in a list, got "
+                            f"{type(options['metadata']).__name__}")
         super().__init__(**options)
         self._open = [self.metadata]
 
@@ -270,7 +266,7 @@ def _shown_calls(trace: list[Any], max_depth: int | None,
         if max_depth is not None and depth >= max_depth:
             return
         for call, sub in trace:
-            if prefixes is None or _module_of(call[0]).startswith(prefixes):
+            if prefixes is None or module_of(call[0]).startswith(prefixes):
                 here, shown = shown, shown + 1
                 yield depth, parent, _call_text(call[0], call[1], call[2] if len(call) > 2 else {})
                 yield from walk(sub, depth + 1, here)

@@ -163,6 +163,27 @@ def test_a_file_edited_in_an_operator_only_is_refused(tmp_path, edit):
         assert overdub.overdub(CountContext(), module.f, 1, 2) == module.f(1, 2) == 3
 
 
+@pytest.mark.parametrize("text, edit", [
+    ("def f(x):\n    g = lambda y: y * y\n    return g(x)\n", ("y * y", "y * y * y")),
+    ("def f(x):\n    def g(y):\n        return y * 2\n    return g(x)\n", ("y * 2", "y * 3")),
+    ("def f(x):\n    return sum([y * 2 for y in (x, x)])\n", ("y * 2", "y * 3")),
+    ("def f(x):\n    return sum(y * 2 for y in (x, x))\n", ("y * 2", "y * 3")),
+    ("def f(x):\n    class K:\n        def m(self, y):\n            return y * 2\n"
+     "    return K().m(x)\n", ("y * 2", "y * 3")),
+], ids=["lambda", "def", "comprehension", "generator", "class"])
+def test_a_file_edited_in_nested_code_only_is_refused(tmp_path, text, edit):
+    # found from outside: the check compared the nested code objects by name only, and the
+    # context rewrote f from the edited text: 8.0 under CountContext (the loaded code gives
+    # 4.0) and grad 12.0 where the running code's derivative is 4.0
+    module, path = _module(tmp_path, f"variants_nested_{abs(hash(text))}_mod", text)
+    path.write_text(text.replace(*edit), encoding="utf-8")
+    linecache.checkcache(str(path))
+    with pytest.raises(NoSourceError, match="changed after it was compiled"):
+        function_source(module.f)
+    with pytest.warns(RuntimeWarning, match="changed after it was compiled"):
+        assert overdub.overdub(CountContext(), module.f, 2.0) == module.f(2.0)
+
+
 def test_a_file_edited_back_as_it_was_is_found(tmp_path):
     module, path = _module(tmp_path, "variants_same_mod", """\
         def f(x):
