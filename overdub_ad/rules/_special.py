@@ -20,6 +20,16 @@ Conventions:
   ``MissingRuleError``.  A real parameter with no rule at all (``zeta``'s ``x``,
   ``chndtr``'s non-centrality) raises ``MissingRuleError`` instead of returning a wrong zero.
 - ``softmax``, ``log_softmax`` and ``logsumexp`` take NumPy's ``axis``/``keepdims``.
+- Functions of several outputs (``sici``, ``fresnel``, ``airy``, ``ellipj``...) follow the
+  multi-output convention of ``._common``: a tuple of tangents, one per output, and a tuple of
+  cotangents with ``None`` for an output not used (:func:`_several`).
+- ``ellipkinc``/``ellipeinc`` (and through them ``ellipj``) in ``m``: the partials are
+  primitives computed with Carlson's ``elliprd`` (no cancellation at ``m = 0``), closed-form
+  in ``phi``; a second derivative in ``m`` raises ``MissingRuleError``.  ``airye``'s scaling
+  of ``Bi`` is not holomorphic: a complex argument raises ``MissingRuleError``.
+- Quantiles (``stdtrit``, ``gammaincinv``...) are differentiated as inverses
+  (:func:`_inverse`); a real degree of the orthogonal polynomials, an order of ``struve``, the
+  parameters of the hypergeometric functions have no rule.
 """
 
 from __future__ import annotations
@@ -30,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ZERO, defjvp, defvjp, nondifferentiable
+from overdub import opaque
+
+from .._rules import ZERO, MissingRuleError, defjvp, defvjp, nondifferentiable
 from ._common import expand, fit, lift, near_zero, neg_axes
 from ._special_params import (beta_density, betainc_da, betainc_db, gamma_density, gammainc_da,
                               ive_dv, jv_dv, kve_dv, yv_dv)
@@ -360,3 +372,309 @@ if sc is not None:
         if _fn is not None:
             defjvp(_fn, ZERO, ZERO, _rule(_partial, 2, 3, "fwd"))
             defvjp(_fn, ZERO, ZERO, _rule(_partial, 2, 3, "rev"))
+
+
+# -- functions of several outputs, elliptic integrals, hypergeometric functions, inverses -----
+
+# sin(x) / x and sinh(x) / x by their series near 0 (Si' and Shi', see ._common.near_zero)
+_SIN_OVER_X = [0.0 if k % 2 else (-1.0) ** (k // 2) / math.factorial(k + 1) for k in range(17)]
+_SINH_OVER_X = [0.0 if k % 2 else 1.0 / math.factorial(k + 1) for k in range(17)]
+# d/dt (log1p(t) / t) = sum_j (-1)^(j+1) (j+1) t^j / (j+2), near 0 (inv_boxcox's lambda)
+_LOG1P_OVER_T_SLOPE = [(-1.0) ** (j + 1) * (j + 1) / (j + 2) for j in range(18)]
+
+
+def _tuple_rule(deriv: Any, pos: int, nargs: int, mode: str) -> Callable[..., Any]:
+    """The rule for argument ``pos`` of an elementwise function with several outputs whose
+    partial derivatives are ``deriv(*args, out)``: a tuple with one entry per output (None for
+    an output that does not depend on the argument).  Tangents are a tuple of one per output,
+    cotangents come as one (None for a zero one), as the multi-output convention of
+    ``._common`` has them."""
+    def jvp(d: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
+        x = args[pos]
+        return tuple(None if p is None else fit(lift(d, x, o) * p, d, x, o)
+                     for p, o in zip(deriv(*args[:nargs], out), out))
+
+    def vjp(ct: Any, out: Any, /, *args: Any, **kw: Any) -> Any:
+        total: Any = None
+        for c, p in zip(ct, deriv(*args[:nargs], out)):
+            if c is None or p is None:
+                continue
+            total = c * p if total is None else total + c * p
+        return np.zeros(np.shape(out[0])) if total is None else total
+    return jvp if mode == "fwd" else vjp
+
+
+def _several(name: Any, *partials: Any) -> None:
+    """Register ``scipy.special.<name>``, elementwise with several outputs: one partial (a
+    function returning a tuple per output, see :func:`_tuple_rule`), ZERO or None per
+    argument."""
+    fn = _get(name)
+    if fn is None:
+        return
+    n = len(partials)
+    defjvp(fn, *(p if p is ZERO or p is None else _tuple_rule(p, k, n, "fwd")
+                 for k, p in enumerate(partials)))
+    defvjp(fn, *(p if p is ZERO or p is None else _tuple_rule(p, k, n, "rev")
+                 for k, p in enumerate(partials)))
+
+
+def _refuse_complex(name: str, *args: Any) -> None:
+    """For a function SciPy accepts complex arguments for but that is not holomorphic there
+    (``airye``'s scaling by ``exp(-|Re zeta|)``): a complex argument has no rule."""
+    if any(np.iscomplexobj(v) for v in args):
+        raise MissingRuleError(f"no derivative rule for scipy.special.{name} at a complex "
+                               f"argument (it is not holomorphic there; real arguments only)")
+
+
+def _positive_sqrt(x: Any) -> Any:
+    """``sqrt(x)`` for ``x > 0``, 0 elsewhere; its derivative is finite (0) where it is 0 (the
+    inner ``where`` keeps ``sqrt``'s infinite slope at 0 out of a second derivative)."""
+    positive = np.greater(x, 0.0)
+    return np.where(positive, np.sqrt(np.where(positive, x, 1.0)), 0.0)
+
+
+def _exprel_slope(t: Any) -> Any:
+    """``exprel'(t)``, ``exprel(t) = (e^t - 1) / t``: by its series near 0."""
+    return near_zero(t, _EXPREL_SLOPE, lambda t: (np.exp(t) - sc.exprel(t)) / t, 0.1)
+
+
+def _log1p_over_t_slope(t: Any) -> Any:
+    """``d/dt (log1p(t) / t)``: by its series near 0."""
+    return near_zero(t, _LOG1P_OVER_T_SLOPE,
+                     lambda t: (t / (1.0 + t) - np.log1p(t)) / (t * t), 0.1)
+
+
+def _delta2(phi: Any, m: Any) -> Any:
+    """``1 - m sin^2 phi``, written ``cos^2 phi + (1 - m) sin^2 phi``: accurate where it is
+    small (``m`` near 1, ``phi`` near ``pi / 2``)."""
+    s, c = np.sin(phi), np.cos(phi)
+    return c * c + (1.0 - m) * s * s
+
+
+def _reduced(phi: Any) -> tuple[Any, Any]:
+    """``(n, psi)`` with ``phi = n pi + psi``, ``|psi| <= pi / 2``: the integrands of the
+    incomplete elliptic integrals have period ``pi``."""
+    n = np.round(np.divide(phi, math.pi))
+    return n, phi - n * math.pi
+
+
+def _periods(n: Any, full: Callable[[Any], Any], m: Any) -> Any:
+    """``n`` times an integral over a whole period, ``full(m)``; 0 where ``n`` is 0 (``full``
+    may be NaN there, ``1 - m < 0``, where only ``|phi| < pi / 2`` is in the domain)."""
+    whole = np.not_equal(n, 0.0)
+    return np.where(whole, n * full(np.where(whole, m, 0.5)), 0.0)
+
+
+@opaque
+def ellipkinc_dm(phi: Any, m: Any) -> Any:
+    """``d ellipkinc(phi, m) / dm = (1/2) int_0^phi sin^2 t / (1 - m sin^2 t)^(3/2) dt``, by
+    Carlson's ``R_D``: ``int_0^psi = sin^3 psi R_D(cos^2 psi, 1, 1 - m sin^2 psi) / 3`` for
+    ``|psi| <= pi/2``, ``(2/3) R_D(0, 1, 1 - m)`` a period (no cancellation at ``m = 0``,
+    unlike ``(E - (1 - m) F) / (2 m (1 - m)) - ...``)."""
+    n, psi = _reduced(phi)
+    s, c = np.sin(psi), np.cos(psi)
+    part = s ** 3 / 3.0 * sc.elliprd(c * c, 1.0, c * c + (1.0 - m) * s * s)
+    return 0.5 * (part + _periods(n, lambda m: 2.0 / 3.0 * sc.elliprd(0.0, 1.0, 1.0 - m), m))
+
+
+@opaque
+def ellipeinc_dm(phi: Any, m: Any) -> Any:
+    """``d ellipeinc(phi, m) / dm = -(1/2) int_0^phi sin^2 t / (1 - m sin^2 t)^(1/2) dt``
+    (``= (E - F) / (2 m)``), by Carlson's ``R_D`` as :func:`ellipkinc_dm`:
+    ``sin^3 psi R_D(cos^2 psi, 1 - m sin^2 psi, 1) / 3``, ``(2/3) R_D(0, 1 - m, 1)`` a period."""
+    n, psi = _reduced(phi)
+    s, c = np.sin(psi), np.cos(psi)
+    part = s ** 3 / 3.0 * sc.elliprd(c * c, c * c + (1.0 - m) * s * s, 1.0)
+    return -0.5 * (part + _periods(n, lambda m: 2.0 / 3.0 * sc.elliprd(0.0, 1.0 - m, 1.0), m))
+
+
+def _elliptic_refusal(public: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, *args: Any) -> Any:
+        raise MissingRuleError(
+            f"no derivative rule for the second derivative of scipy.special.{public} in m: "
+            f"the first derivative is computed with Carlson's elliprd, which has no rule of its "
+            f"own (mixed second derivatives, once in m and once in phi or u, are supported)")
+    return rule
+
+
+def _ellipj_dm(u: Any, m: Any, out: Any) -> tuple[Any, Any, Any, Any]:
+    """The partials of ``(sn, cn, dn, ph)`` in ``m``: ``u = F(ph | m)`` at fixed ``u`` gives
+    ``d ph / dm = -dn dF/dm(ph, m)``; ``sn = sin ph``, ``cn = cos ph``, ``dn^2 = 1 - m sn^2``."""
+    sn, cn, dn, ph = out
+    dph = -dn * ellipkinc_dm(ph, m)
+    return cn * dph, -sn * dph, -(sn * sn + 2.0 * m * sn * cn * dph) / (2.0 * dn), dph
+
+
+def _airye_dz(z: Any, out: Any) -> tuple[Any, Any, Any, Any]:
+    """``airye``: ``eAi = Ai e^zeta``, ``eBi = Bi e^-|Re zeta|``, ``zeta = (2/3) z^(3/2)``;
+    for real ``z``, ``d zeta / dz = sqrt(z)`` where ``z > 0`` and ``Re zeta = 0`` where
+    ``z < 0`` (where SciPy's ``eAi`` is NaN)."""
+    _refuse_complex("airye", z)
+    e_ai, e_aip, e_bi, e_bip = out
+    s = _positive_sqrt(z)
+    return e_aip + s * e_ai, z * e_ai + s * e_aip, e_bip - s * e_bi, z * e_bi - s * e_bip
+
+
+def _struve_term(v: Any, x: Any) -> Any:
+    """``(x/2)^v / (2 sqrt(pi) Gamma(v + 3/2))``, the term of the recurrences of ``struve``
+    and ``modstruve`` (DLMF 11.4.24, 11.4.28) that keeps their derivative finite at 0 (the
+    second derivative at exactly 0 goes through orders below ``v - 1``, infinite there: NaN)."""
+    return np.power(0.5 * x, v) * sc.rgamma(v + 1.5) / (2.0 * _SQRT_PI)
+
+
+def _inverse(*partials: Any) -> tuple[Any, ...]:
+    """The partials of the inverse ``x(p, y)`` of ``y = F(p, x)`` (the quantile of a
+    distribution function) from those of ``F``, given as ``partial(*params, x)`` with the
+    one in ``x`` last: ``dx/dy = 1 / F_x``, ``dx/dp = -F_p / F_x`` (implicit function
+    theorem); each evaluated at ``x = out``."""
+    *params, in_x = partials
+
+    def dy(*args: Any) -> Any:
+        return 1.0 / in_x(*args[:-2], args[-1])
+
+    def dp(partial: Any) -> Any:
+        if partial is ZERO or partial is None:
+            return partial
+        return lambda *args: -partial(*args[:-2], args[-1]) / in_x(*args[:-2], args[-1])
+    return (*(dp(p) for p in params), dy)
+
+
+if sc is not None:
+    _several("sici", lambda x, out: (near_zero(x, _SIN_OVER_X, lambda x: np.sin(x) / x, 0.1),
+                                     np.cos(x) / x))
+    _several("shichi", lambda x, out: (near_zero(x, _SINH_OVER_X,
+                                                 lambda x: np.sinh(x) / x, 0.1),
+                                       np.cosh(x) / x))
+    _several("fresnel", lambda z, out: (np.sin(0.5 * math.pi * z * z),
+                                        np.cos(0.5 * math.pi * z * z)))
+    # Ai'' = z Ai, Bi'' = z Bi
+    _several("airy", lambda z, out: (out[1], z * out[0], out[3], z * out[2]))
+    _several("airye", _airye_dz)
+    # Jacobi's elliptic functions (sn, cn, dn, ph = am) in u and in the parameter m
+    _several("ellipj", lambda u, m, out: (out[1] * out[2], -out[0] * out[2],
+                                          -m * out[0] * out[1], out[2]), _ellipj_dm)
+    for _kernel, _in_phi in ((ellipkinc_dm, lambda phi, m: 0.5 * np.sin(phi) ** 2
+                              / _delta2(phi, m) ** 1.5),
+                             (ellipeinc_dm, lambda phi, m: -0.5 * np.sin(phi) ** 2
+                              / np.sqrt(_delta2(phi, m)))):
+        _public = "ellipkinc (or ellipj)" if _kernel is ellipkinc_dm else "ellipeinc"
+        defjvp(_kernel, _rule(lambda phi, m, out, f=_in_phi: f(phi, m), 0, 2, "fwd"),
+               _elliptic_refusal(_public))
+        defvjp(_kernel, _rule(lambda phi, m, out, f=_in_phi: f(phi, m), 0, 2, "rev"),
+               _elliptic_refusal(_public))
+    _elementwise("ellipkinc", lambda phi, m, out: 1.0 / np.sqrt(_delta2(phi, m)),
+                 lambda phi, m, out: ellipkinc_dm(phi, m))
+    _elementwise("ellipeinc", lambda phi, m, out: np.sqrt(_delta2(phi, m)),
+                 lambda phi, m, out: ellipeinc_dm(phi, m))
+
+    # Struve functions in x (the order has no closed-form derivative)
+    _elementwise("struve", None, lambda v, x, out: 0.5 * (sc.struve(v - 1.0, x)
+                                                          - sc.struve(v + 1.0, x))
+                 + _struve_term(v, x))
+    _elementwise("modstruve", None, lambda v, x, out: 0.5 * (sc.modstruve(v - 1.0, x)
+                                                             + sc.modstruve(v + 1.0, x))
+                 + _struve_term(v, x))
+    # T(h, a) = (1 / 2 pi) int_0^a exp(-h^2 (1 + t^2) / 2) / (1 + t^2) dt
+    _elementwise("owens_t",
+                 lambda h, a, out: -np.exp(-0.5 * h * h) / (2.0 * _SQRT_2PI)
+                 * sc.erf(a * h / math.sqrt(2.0)),
+                 lambda h, a, out: np.exp(-0.5 * h * h * (1.0 + a * a))
+                 / (2.0 * math.pi * (1.0 + a * a)))
+    _elementwise("wrightomega", lambda z, out: out / (1.0 + out))
+
+    # hypergeometric functions in their argument
+    _elementwise("hyp2f1", None, None, None,
+                 lambda a, b, c, z, out: a * b / c * sc.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z))
+    _elementwise("hyp1f1", None, None,
+                 lambda a, b, x, out: a / b * sc.hyp1f1(a + 1.0, b + 1.0, x))
+    _elementwise("hyp0f1", None, lambda v, z, out: sc.hyp0f1(v + 1.0, z) / v)
+    _elementwise("hyperu", None, None, lambda a, b, x, out: -a * sc.hyperu(a + 1.0, b + 1.0, x))
+    # Wright's generalized Bessel function: d/dx Phi(a, b; x) = Phi(a, a + b; x)
+    _elementwise("wright_bessel", None, None,
+                 lambda a, b, x, out: sc.wright_bessel(a, a + b, x))
+    _elementwise("log_wright_bessel", None, None,
+                 lambda a, b, x, out: np.exp(sc.log_wright_bessel(a, a + b, x) - out))
+
+    # Box-Cox: boxcox(x, l) = expm1(l log x) / l, so d/dl = log(x)^2 exprel'(l log x)
+    _elementwise("boxcox", lambda x, lmbda, out: np.power(x, lmbda - 1.0),
+                 lambda x, lmbda, out: np.log(x) ** 2 * _exprel_slope(lmbda * np.log(x)))
+    _elementwise("boxcox1p", lambda x, lmbda, out: np.power(1.0 + x, lmbda - 1.0),
+                 lambda x, lmbda, out: np.log1p(x) ** 2 * _exprel_slope(lmbda * np.log1p(x)))
+    # inv_boxcox(y, l) = exp(log1p(l y) / l)
+    _elementwise("inv_boxcox", lambda y, lmbda, out: out / (1.0 + lmbda * y),
+                 lambda y, lmbda, out: out * y * y * _log1p_over_t_slope(lmbda * y))
+    _elementwise("inv_boxcox1p", lambda y, lmbda, out: (out + 1.0) / (1.0 + lmbda * y),
+                 lambda y, lmbda, out: (out + 1.0) * y * y * _log1p_over_t_slope(lmbda * y))
+
+    _elementwise("ndtri_exp", lambda y, out: _SQRT_2PI * np.exp(y + 0.5 * out * out))
+    _elementwise("exp2", lambda x, out: math.log(2.0) * out)
+    _elementwise("exp10", lambda x, out: math.log(10.0) * out)
+    _elementwise("powm1", lambda x, y, out: y * np.power(x, y - 1.0),
+                 lambda x, y, out: sc.xlogy(out + 1.0, x))
+    _elementwise("kn", ZERO, lambda n, x, out: -0.5 * (sc.kn(np.subtract(n, 1), x)
+                                                      + sc.kn(np.add(n, 1), x)))
+
+    # quantiles: the inverses of distribution functions, in the probability and (through the
+    # numerical partials) in the shape parameters
+    _elementwise("stdtrit", *_inverse(lambda df, t: _stdtr_ddf(df, t, None),
+                                      lambda df, t: _t_pdf(df, t)))
+    _elementwise("chdtri", *_inverse(lambda v, x: -0.5 * gammainc_da(v / 2.0, x / 2.0),
+                                     lambda v, x: -_chi2_pdf(v, x)))
+    _elementwise("gammaincinv", *_inverse(gammainc_da, gamma_density))
+    _elementwise("gammainccinv", *_inverse(lambda a, x: -gammainc_da(a, x),
+                                           lambda a, x: -gamma_density(a, x)))
+    _elementwise("betaincinv", *_inverse(betainc_da, betainc_db, beta_density))
+    _elementwise("betainccinv", *_inverse(lambda a, b, x: -betainc_da(a, b, x),
+                                          lambda a, b, x: -betainc_db(a, b, x),
+                                          lambda a, b, x: -beta_density(a, b, x)))
+    _elementwise("fdtri", *_inverse(lambda m, n, x: _fdtr_dm(m, n, x, None),
+                                    lambda m, n, x: _fdtr_dn(m, n, x, None),
+                                    lambda m, n, x: _fdtr_dx(m, n, x, None)))
+    _elementwise("pdtri", *_inverse(ZERO, lambda k, m: -_poisson_pmf(k, m)))
+    # the binomial and negative binomial distributions in p (k and n are integers)
+    _elementwise("bdtr", ZERO, ZERO, lambda k, n, p, out: -n * _binom_pmf(np.floor(k), n - 1.0, p))
+    _elementwise("bdtrc", ZERO, ZERO, lambda k, n, p, out: n * _binom_pmf(np.floor(k), n - 1.0, p))
+    _elementwise("bdtri", *_inverse(ZERO, ZERO,
+                                    lambda k, n, p: -n * _binom_pmf(np.floor(k), n - 1.0, p)))
+    # nbdtr(k, n, p) = I_p(n, k + 1)
+    _elementwise("nbdtr", ZERO, ZERO,
+                 lambda k, n, p, out: beta_density(np.floor(n), np.floor(k) + 1.0, p))
+    _elementwise("nbdtrc", ZERO, ZERO,
+                 lambda k, n, p, out: -beta_density(np.floor(n), np.floor(k) + 1.0, p))
+
+    # orthogonal polynomials in x (a real degree n has no rule: MissingRuleError); for n = 0
+    # the derivative is 0, written without the polynomial of degree -1
+    def _lower(n: Any, f: Callable[[Any], Any]) -> Any:
+        """``f(n - 1)`` for ``n != 0``, 0 for ``n == 0``."""
+        zero = np.equal(n, 0)
+        return np.where(zero, 0.0, f(np.where(zero, 1, n) - 1))
+
+    _elementwise("eval_legendre", None, lambda n, x, out: _lower(
+        n, lambda k: sc.eval_gegenbauer(k, 1.5, x)))
+    _elementwise("eval_sh_legendre", None, lambda n, x, out: _lower(
+        n, lambda k: 2.0 * sc.eval_gegenbauer(k, 1.5, 2.0 * x - 1.0)))
+    _elementwise("eval_chebyt", None, lambda n, x, out: _lower(
+        n, lambda k: (k + 1) * sc.eval_chebyu(k, x)))
+    _elementwise("eval_sh_chebyt", None, lambda n, x, out: _lower(
+        n, lambda k: 2.0 * (k + 1) * sc.eval_chebyu(k, 2.0 * x - 1.0)))
+    _elementwise("eval_chebyc", None, lambda n, x, out: _lower(
+        n, lambda k: (k + 1) * sc.eval_chebyu(k, 0.5 * x)))
+    _elementwise("eval_chebyu", None, lambda n, x, out: _lower(
+        n, lambda k: 2.0 * sc.eval_gegenbauer(k, 2.0, x)))
+    _elementwise("eval_sh_chebyu", None, lambda n, x, out: _lower(
+        n, lambda k: 4.0 * sc.eval_gegenbauer(k, 2.0, 2.0 * x - 1.0)))
+    _elementwise("eval_chebys", None, lambda n, x, out: _lower(
+        n, lambda k: sc.eval_gegenbauer(k, 2.0, 0.5 * x)))
+    _elementwise("eval_gegenbauer", None, None, lambda n, alpha, x, out: _lower(
+        n, lambda k: 2.0 * alpha * sc.eval_gegenbauer(k, alpha + 1.0, x)))
+    _elementwise("eval_jacobi", None, None, None, lambda n, alpha, beta, x, out: _lower(
+        n, lambda k: 0.5 * (k + alpha + beta + 2.0)
+        * sc.eval_jacobi(k, alpha + 1.0, beta + 1.0, x)))
+    _elementwise("eval_hermite", None, lambda n, x, out: _lower(
+        n, lambda k: 2.0 * (k + 1) * sc.eval_hermite(k, x)))
+    _elementwise("eval_hermitenorm", None, lambda n, x, out: _lower(
+        n, lambda k: (k + 1) * sc.eval_hermitenorm(k, x)))
+    _elementwise("eval_laguerre", None, lambda n, x, out: _lower(
+        n, lambda k: -sc.eval_genlaguerre(k, 1.0, x)))
+    _elementwise("eval_genlaguerre", None, None, lambda n, alpha, x, out: _lower(
+        n, lambda k: -sc.eval_genlaguerre(k, alpha + 1.0, x)))

@@ -512,6 +512,62 @@ if sc is not None:
         case(np.i0, X - 0.5), case(np.i0, np.array([0.0, 1.5, -2.0])),  # (its rule needs SciPy)
     ]
     CASES += _scipy_cases()
+    from overdub_ad.rules import _special as _spr
+    # (built from X, _P and _Zc: no new draws from rng, which the cases below share)
+    _W = {"wrt": (1,)}
+    CASES += [  # functions of several outputs, elliptic, hypergeometric, inverses, polynomials
+        *[case(f, X - 0.5) for f in (sc.sici, sc.shichi, sc.fresnel, sc.airy)],
+        *[case(f, _Zc) for f in (sc.sici, sc.shichi, sc.fresnel, sc.airy, sc.wrightomega)],
+        case(sc.sici, np.array([1e-3, -0.05, 0.09, 2.0])),  # (near 0: the series of sin x / x)
+        case(sc.shichi, np.array([1e-3, -0.05, 0.09, 2.0])),
+        case(sc.airye, 3.0 * X),  # (below 0 SciPy's eAi is NaN: Bi compared only)
+        case(sc.airye, -3.0 * X, _check={"outputs": (2, 3), "modes": ("fwd",)}),
+        case(sc.ellipj, 6.0 * X - 3.0, _P), case(sc.ellipj, 10.0 * X, 0.999 * _P),
+        case(sc.ellipkinc, 6.0 * X - 3.0, _P), case(sc.ellipkinc, X, 3.0 * _P - 3.0),
+        case(sc.ellipeinc, 10.0 * X - 5.0, _P), case(sc.ellipeinc, X, 3.0 * _P - 3.0),
+        case(_spr.ellipkinc_dm, 6.0 * X - 3.0, _P, _check={"wrt": (0,)}),
+        case(_spr.ellipeinc_dm, 6.0 * X - 3.0, _P, _check={"wrt": (0,)}),
+        case(sc.struve, 1.5, 3.0 * X, _check=_W), case(sc.struve, 0.0, X, _check=_W),
+        case(sc.struve, -0.5, 10.0 * X, _check=_W), case(sc.modstruve, 2.0, 5.0 * X, _check=_W),
+        case(sc.modstruve, 0.0, X - 0.2, _check=_W),
+        case(sc.owens_t, 4.0 * X - 2.0, 3.0 * _P - 1.5), case(sc.owens_t, X, 1.5),
+        case(sc.wrightomega, 6.0 * X - 3.0),
+        case(sc.hyp2f1, 1.5, 0.5, 2.5, _P - 0.5, _check={"wrt": (3,)}),
+        case(sc.hyp2f1, 1.5, 0.5, 2.5, 0.5 * _Zc, _check={"wrt": (3,)}),
+        case(sc.hyp1f1, 1.5, 2.5, 4.0 * X - 2.0, _check={"wrt": (2,)}),
+        case(sc.hyp1f1, 0.5, 2.5, _Zc, _check={"wrt": (2,)}),
+        case(sc.hyp0f1, 1.5, 4.0 * X - 2.0, _check=_W), case(sc.hyp0f1, 2.5, _Zc, _check=_W),
+        case(sc.hyperu, 1.5, 2.5, X + 0.5, _check={"wrt": (2,)}),
+        case(sc.wright_bessel, 0.5, 1.5, 3.0 * X, _check={"wrt": (2,)}),
+        case(sc.log_wright_bessel, 0.5, 1.5, 5.0 * X, _check={"wrt": (2,)}),
+        case(sc.boxcox, X + 0.5, 2.0 * _P - 1.0), case(sc.boxcox1p, X, 2.0 * _P - 1.0),
+        case(sc.boxcox, X + 0.5, np.array([0.0, 1e-9, -1e-5])),
+        case(sc.inv_boxcox, X, 2.0 * _P - 1.0), case(sc.inv_boxcox1p, X, 2.0 * _P - 1.0),
+        case(sc.inv_boxcox, X, np.array([0.0, 1e-9, -1e-5])),
+        case(sc.ndtri_exp, -3.0 * X), case(sc.ndtri_exp, -60.0 * X),
+        case(sc.exp2, X), case(sc.exp10, X), case(sc.powm1, X + 0.5, 2.0 * _P - 1.0),
+        case(sc.kn, 2, X + 0.3), case(sc.kn, 0, X + 0.3),
+        case(sc.stdtrit, 4.0, _P), case(sc.stdtrit, X + 2.0, _P, _check={"rtol": 1e-5}),
+        case(sc.chdtri, X + 2.0, _P, _check={"rtol": 1e-5}),
+        case(sc.gammaincinv, X + 1.5, _P, _check={"rtol": 1e-5}),
+        case(sc.gammainccinv, X + 1.5, _P, _check={"rtol": 1e-5}),
+        case(sc.betaincinv, X + 1.5, 2.5, _P, _check={"rtol": 1e-5}),
+        case(sc.betainccinv, 2.0, X + 1.5, _P, _check={"rtol": 1e-5}),
+        case(sc.fdtri, X + 3.0, X + 4.0, _P, _check={"rtol": 1e-5}), case(sc.pdtri, 3, _P),
+        *[case(f, 3, 7, _P) for f in (sc.bdtr, sc.bdtrc, sc.bdtri, sc.nbdtr, sc.nbdtrc)],
+        *[case(f, n, 2.0 * _P - 1.0) for n in (0, 3) for f in (
+            sc.eval_legendre, sc.eval_chebyt, sc.eval_chebyu, sc.eval_hermite,
+            sc.eval_hermitenorm)],
+        *[case(f, 2.5, 2.0 * _P - 1.0, _check=_W)
+          for f in (sc.eval_legendre, sc.eval_chebyt, sc.eval_chebyu)],
+        *[case(f, 4, _P) for f in (sc.eval_sh_legendre, sc.eval_sh_chebyt, sc.eval_sh_chebyu)],
+        *[case(f, 3, 4.0 * _P - 2.0) for f in (sc.eval_chebyc, sc.eval_chebys)],
+        case(sc.eval_laguerre, 3, 3.0 * _P), case(sc.eval_laguerre, 2.5, 3.0 * _P, _check=_W),
+        *[case(f, n, 1.5, 3.0 * _P, _check={"wrt": (2,)}) for n in (3, 2.5)
+          for f in (sc.eval_gegenbauer, sc.eval_genlaguerre)],
+        *[case(sc.eval_jacobi, n, 1.5, 0.5, 2.0 * _P - 1.0, _check={"wrt": (3,)})
+          for n in (3, 2.5)],
+    ]
     import scipy.fft as _sfft  # the same transforms as np.fft, the same rules
     CASES += [
         case(_sfft.fft, Cx(2, 6)), case(_sfft.fft, R(6, 3), 4, 0, "ortho"),
