@@ -619,8 +619,8 @@ class ForwardContext(Context):
         if fn is _tolist:
             return self._tolist(*args)
         standin = _rules.standin(fn, _rules.jvp_rules)
-        if standin is not None:
-            return recurse(self, standin, *args, **kwargs)
+        if standin is not None:  # given the pytrees revealed: quad(f, a, b, args=kept[0])
+            return recurse(self, standin, *self._revealed(args), **self._revealed(kwargs))
         if fn is np.copyto:  # a write: the tangents of dst's memory follow it
             return recurse(self, _copyto, *args, **kwargs)
         if type(fn) is np.ufunc and kwargs and _masked(kwargs):  # a write through a mask

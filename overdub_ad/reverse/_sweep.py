@@ -84,6 +84,10 @@ class _NestedSweep:
                 # give only shapes, natively
                 self.send(n, self.compute(operator.getitem, part, k), item)
             return
+        if type(part) in (list, tuple) and hasattr(x, "shape"):
+            # an array argument's cotangent as a list of its rows' (a rule written for a list
+            # argument): stacked through the enclosing context, which keeps their tangents
+            part = self.compute(np.stack, part)
         # (shapes read natively: NumPy would convert a tagged number to read its shape, a use
         # of the value behind the enclosing context's back)
         if _shape(part) != _shape(x) or (_arrays.is_complex(part)

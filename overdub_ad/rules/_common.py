@@ -285,10 +285,14 @@ def as_array_tangent(dx: Any, x: Any) -> Any:
 
 def like_items(xs: Any, cts: list[Any]) -> Any:
     """The cotangents ``cts`` of the elements of a container ``xs`` as the cotangent of ``xs``
-    itself: one array for an array (a rule of a function that iterates its argument, such as
-    ``math.fsum``, is given an array too, whose other cotangents are arrays), the list for a
-    list or tuple."""
-    return np.array(cts) if isinstance(xs, np.ndarray) else cts
+    itself: one array for an array of any namespace (a rule of a function that iterates its
+    argument, such as ``math.fsum`` or ``np.concatenate``, is given an array too, whose other
+    cotangents are arrays), the list for a list or tuple.  Stacked by ``np.stack``, which an
+    enclosing context sees: under a forward-mode derivative of the gradient the cotangents
+    carry tangents, which a native conversion would drop."""
+    if isinstance(xs, (list, tuple)) or not hasattr(xs, "shape"):
+        return cts
+    return np.stack(cts)
 
 
 def like_argument(g: Any, x: Any) -> Any:

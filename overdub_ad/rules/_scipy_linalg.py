@@ -389,6 +389,39 @@ def _matrix_function(name: str) -> None:
     defvjp(fn, vjp, ZERO, ZERO)
 
 
+# sqrtm and logm: not from the block matrix, whose eigenvalues are a's twice over -- a negative
+# one, on the branch cut of the square root and the logarithm, is split by rounding into a
+# pair on either side of it, whose roots then cancel (derivatives of 1e13 for 0.3).  For
+# S = sqrtm(a), L_sqrt(a, E) is the X of S X + X S = E (well posed: S's eigenvalues lie in
+# the right half-plane, or on the imaginary axis); log(a) = 2 log(S), whose block matrix has
+# S's eigenvalues, away from the logarithm's cut: L_log(a, E) = 2 L_log(S, L_sqrt(a, E)).
+# Adjoints by transposing each factor (as for _frechet).
+
+def _sqrtm_jvp(da: Any, out: Any, a: Any, *args: Any, **kw: Any) -> Any:
+    s = _primary(out)
+    e = lift(da, a, a)
+    d = _sylvester(s, s, e, np.ndim(e) - np.ndim(a))
+    return (d, None) if isinstance(out, tuple) else d
+
+
+def _sqrtm_vjp(ct: Any, out: Any, a: Any, *args: Any, **kw: Any) -> Any:
+    s = _T(_primary(out))
+    return sla.solve_sylvester(s, s, cts(ct, out)[0] if isinstance(out, tuple) else ct)
+
+
+def _logm_jvp(da: Any, out: Any, a: Any, *args: Any, **kw: Any) -> Any:
+    s = _primary(sla.sqrtm(a))
+    e = lift(da, a, a)
+    d = 2.0 * _frechet(sla.logm, s, _sylvester(s, s, e, np.ndim(e) - np.ndim(a)))
+    return (d, None) if isinstance(out, tuple) else d
+
+
+def _logm_vjp(ct: Any, out: Any, a: Any, *args: Any, **kw: Any) -> Any:
+    s = _T(_primary(sla.sqrtm(a)))
+    c = cts(ct, out)[0] if isinstance(out, tuple) else ct
+    return sla.solve_sylvester(s, s, 2.0 * _frechet(sla.logm, s, c))
+
+
 # -- eigh, svdvals, norm ----------------------------------------------------------------------
 
 def _eigh_check(b: Any, kw: dict[str, Any]) -> None:
@@ -514,8 +547,11 @@ if sla is not None:
     defvjp(sla.lu_factor, _lu_factor_vjp, ZERO, ZERO)
     defjvp(sla.lu_solve, _lu_solve_jvp_lu, _lu_solve_jvp_b, ZERO, ZERO, ZERO)
     defvjp(sla.lu_solve, _lu_solve_vjp_lu, _lu_solve_vjp_b, ZERO, ZERO, ZERO)
-    for _name in ("expm", "logm", "sqrtm"):
-        _matrix_function(_name)
+    _matrix_function("expm")
+    defjvp(sla.sqrtm, _sqrtm_jvp, ZERO, ZERO)
+    defvjp(sla.sqrtm, _sqrtm_vjp, ZERO, ZERO)
+    defjvp(sla.logm, _logm_jvp, ZERO, ZERO)
+    defvjp(sla.logm, _logm_vjp, ZERO, ZERO)
     defjvp(sla.eigh, _sla_eigh_jvp, None)
     defvjp(sla.eigh, _sla_eigh_vjp, None)
     defjvp(sla.svdvals, lambda da, out, a, *args: _svd_jvp(da, out, a, False, False),

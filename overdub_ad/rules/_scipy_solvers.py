@@ -739,6 +739,7 @@ def _odeint_standin(func: Any, y0: Any, t: Any, *args: Any, **kwargs: Any) -> An
     y = trajectory(flow, theta, y0)
     probe = flow.rhs(detach(theta))(np.ravel(detach(y0)), call.arguments["t"][0])
     y = checked(y, probe, "scipy.integrate.odeint")
+    y = refused(y, t, "scipy.integrate.odeint with respect to its times t")
     if call.arguments.get("full_output"):
         return (y,) + tuple(call.result[1:])
     return y
@@ -755,6 +756,9 @@ def _solve_ivp_standin(fun: Any, t_span: Any, y0: Any, *args: Any, **kwargs: Any
     y = trajectory(flow, theta, y0)
     probe = flow.rhs(detach(theta))(np.ravel(detach(y0)), arguments["t_span"][0])
     y = checked(y, probe, "scipy.integrate.solve_ivp")
+    times = inspect.signature(_integrate.solve_ivp).bind(fun, t_span, y0, *args, **kwargs)
+    y = refused(y, (t_span, times.arguments.get("t_eval")),  # (arguments: detached)
+                "scipy.integrate.solve_ivp with respect to its times t_span and t_eval")
     out = _solved(call.result)
     out.y = np.swapaxes(y, 0, 1)
     return out

@@ -31,6 +31,7 @@ from overdub import opaque
 from .._rules import (LINEAR, ZERO, MissingRuleError, defjvp, defstandin, defvjp,
                       nondifferentiable, same_rules)
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
+                      like_items,
                       lift, map_batch, nbatch, neg_axes, neg_axis, positions, scatter, tri,
                       zero_like)
 
@@ -171,7 +172,8 @@ def _split_back(ct: Any, pieces: Any, ax: Any) -> Any:
 
 def _concat_vjp(ct: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     parts, ax = _concat_parts(xs, axis)
-    return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, parts, ax), xs)]
+    return like_items(xs, [np.reshape(g, np.shape(x))
+                           for g, x in zip(_split_back(ct, parts, ax), xs)])
 
 
 for _fn in {np.concatenate, getattr(np, "concat", np.concatenate)}:
@@ -185,7 +187,7 @@ def _stack_jvp(dxs: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any
 
 def _stack_vjp(ct: Any, out: Any, /, xs: Any, axis: Any = 0, *a: Any, **kw: Any) -> Any:
     ax = neg_axis(axis, np.ndim(out))
-    return [np.take(ct, i, axis=ax) for i in range(len(xs))]
+    return like_items(xs, [np.take(ct, i, axis=ax) for i in range(len(xs))])
 
 
 defjvp(np.stack, _stack_jvp)
@@ -220,7 +222,8 @@ def _stacker_rules(fn: Any) -> None:
 
     def vjp(ct: Any, out: Any, /, xs: Any, **kw: Any) -> Any:
         arrays, ax = parts(xs)
-        return [np.reshape(g, np.shape(x)) for g, x in zip(_split_back(ct, arrays, ax), xs)]
+        return like_items(xs, [np.reshape(g, np.shape(x))
+                               for g, x in zip(_split_back(ct, arrays, ax), xs)])
     defjvp(fn, jvp)
     defvjp(fn, vjp)
 

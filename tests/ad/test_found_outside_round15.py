@@ -1,0 +1,194 @@
+"""Found from outside (session 13: autograd's suite ported through our API, library code).
+
+1. ``np.concatenate(x)`` / ``np.vstack(x)`` / ``np.stack(x)`` of an *array* ``x`` (its rows the
+   sequence): the reverse rules returned the rows' cotangents as a list.  Under an enclosing
+   forward derivative (``jvp(grad(f))``, ``jacfwd(grad(f))``, ``derivative`` of a gradient) the
+   list was made an array behind its back: zeros; and ``np.concatenate(x * 2.0)`` raised
+   ``can't multiply sequence by non-int``.
+2. ``odeint``/``solve_ivp`` differentiated with respect to their times gave a silent 0: the
+   times were detached.  They raise ``MissingRuleError`` (docs/limitations.md).
+3. A solver's ``args`` tuple read back from a list or a dict (``kept.append((k,))``;
+   ``quad(f, 0, 1, args=kept[0])``) lost its tangent in forward mode: 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import overdub_ad as ad
+from overdub_ad import MissingRuleError, derivative, grad, hessian, jacfwd, jacrev, jvp
+
+scipy = pytest.importorskip("scipy")
+from scipy.integrate import odeint, quad, solve_ivp  # noqa: E402
+
+X = np.array([[0.5, -1.0], [2.0, 0.3]])
+
+JOINERS = {
+    "concatenate": lambda x: np.concatenate(x),
+    "concatenate axis=None": lambda x: np.concatenate(x, axis=None),
+    "vstack": lambda x: np.vstack(x),
+    "hstack": lambda x: np.hstack(x),
+    "stack": lambda x: np.stack(x),
+    "stack axis=1": lambda x: np.stack(x, axis=1),
+    "column_stack": lambda x: np.column_stack(x),
+}
+
+
+@pytest.mark.parametrize("join", JOINERS.values(), ids=JOINERS.keys())
+def test_second_derivatives_through_joining_the_rows_of_an_array(join):
+    def f(x):
+        return np.sum(join(x) ** 3)
+
+    want = np.diag(6 * X.ravel()).reshape(2, 2, 2, 2)
+    np.testing.assert_allclose(grad(f)(X), 3 * X ** 2)
+    np.testing.assert_allclose(hessian(f)(X), want)
+    np.testing.assert_allclose(jacfwd(grad(f))(X), want)
+    np.testing.assert_allclose(jacrev(grad(f))(X), want)
+    v = np.array([[1.0, -2.0], [0.5, 3.0]])
+    np.testing.assert_allclose(jvp(grad(f), (X,), (v,))[1], 6 * X * v)
+    np.testing.assert_allclose(ad.hvp(f, X, v), 6 * X * v)
+
+
+@pytest.mark.parametrize("join", JOINERS.values(), ids=JOINERS.keys())
+def test_joining_the_rows_of_a_computed_array(join):
+    def f(x):
+        return np.sum(join(np.sin(x) * 2.0))
+
+    np.testing.assert_allclose(grad(f)(X), 2 * np.cos(X))
+    np.testing.assert_allclose(jvp(f, (X,), (np.ones_like(X),))[1], np.sum(2 * np.cos(X)))
+
+
+def test_the_pullback_of_vstack_is_linear_in_its_cotangent_under_a_derivative():
+    x = np.array([0.3, -1.2])
+    ct = np.array([[1.0], [2.0]])
+
+    def pull(x, c):
+        return ad.vjp(np.vstack, x)[1](c)[0]
+
+    np.testing.assert_allclose(pull(x, ct), [1.0, 2.0])
+    np.testing.assert_allclose(jvp(pull, (x, ct), (np.zeros(2), ct))[1], [1.0, 2.0])
+    w = np.array([[1.0], [2.0]])
+    np.testing.assert_allclose(
+        derivative(lambda t: grad(lambda x: np.sum(t * w * np.vstack(x)))(x), 1.0), [1.0, 2.0])
+
+
+def _rhs(y, t):
+    return -y + t
+
+
+ODE_TIMES = {
+    "odeint t": lambda t1: odeint(_rhs, np.array([1.0]), np.array([0.0, t1]))[-1, 0],
+    "odeint t list": lambda t1: odeint(_rhs, np.array([1.0]), [0.0, t1])[-1, 0],
+    "odeint t keyword": lambda t1: odeint(_rhs, np.array([1.0]), t=[0.0, t1])[-1, 0],
+    "solve_ivp t_span": lambda t1: solve_ivp(lambda t, y: -y + t, (0.0, t1),
+                                             np.array([1.0])).y[0, -1],
+    "solve_ivp t_eval": lambda t1: solve_ivp(lambda t, y: -y + t, (0.0, 2.0), np.array([1.0]),
+                                             t_eval=[t1]).y[0, -1],
+}
+
+
+@pytest.mark.parametrize("f", ODE_TIMES.values(), ids=ODE_TIMES.keys())
+@pytest.mark.parametrize("api", ["grad", "jvp"])
+def test_differentiating_an_ode_solution_in_its_times_raises(f, api):
+    with pytest.raises(MissingRuleError, match="with respect to its times"):
+        if api == "grad":
+            grad(f)(0.7)
+        else:
+            jvp(f, (0.7,), (1.0,))
+
+
+def test_an_ode_solution_in_its_parameters_still_differentiates():
+    def f(k):
+        return solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0]), rtol=1e-10,
+                         atol=1e-12, t_eval=[0.5, 1.0]).y[0, -1]
+
+    want = -math.exp(-0.7)
+    assert grad(f)(0.7) == pytest.approx(want, rel=1e-6)
+    assert jvp(f, (0.7,), (1.0,))[1] == pytest.approx(want, rel=1e-6)
+
+
+def _integrand(s, k):
+    return math.exp(-k * s)
+
+
+def _appended(k):
+    kept = []
+    kept.append((k,))
+    return quad(_integrand, 0.0, 1.0, args=kept[0])[0]
+
+
+def _positional(k):
+    kept = []
+    kept.append((k,))
+    return quad(_integrand, 0.0, 1.0, kept[0])[0]
+
+
+def _dict_item(k):
+    options = {"args": ()}
+    options["args"] = (k,)
+    return quad(_integrand, 0.0, 1.0, **options)[0]
+
+
+@pytest.mark.parametrize("f", [_appended, _positional, _dict_item])
+def test_solver_arguments_read_back_from_containers_keep_their_derivative(f):
+    k = 0.7
+    want = (math.exp(-k) * (k + 1) - 1) / k ** 2  # d/dk (1 - e^-k) / k
+    for _ in range(2):
+        assert derivative(f, k) == pytest.approx(want, rel=1e-9)
+        assert grad(f)(k) == pytest.approx(want, rel=1e-9)
+        assert jvp(f, (k,), (1.0,))[1] == pytest.approx(want, rel=1e-9)
+
+
+def _symmetric_with_negative_eigenvalues():
+    a = np.random.default_rng(42).standard_normal((3, 3))
+    a = 0.5 * (a + a.T)
+    assert np.linalg.eigvalsh(a).min() < 0
+    return a
+
+
+def _fd(f, x, direction, eps=1e-5):
+    return (f(x + eps * direction) - f(x - eps * direction)) / (2 * eps)
+
+
+@pytest.mark.parametrize("name", ["sqrtm", "logm", "expm"])
+def test_second_derivatives_of_matrix_functions_with_complex_values(name):
+    # the Frechet derivative came from f of the block matrix [[A, E], [0, A]], whose doubled
+    # negative eigenvalues rounding splits across the branch cut: grad of grad was 1e13..1e19
+    import scipy.linalg as sla
+    fn = getattr(sla, name)
+    a = _symmetric_with_negative_eigenvalues()
+    rng = np.random.default_rng(7)
+    c, v, w = (rng.standard_normal((3, 3)) for _ in range(3))
+
+    def loss(a):
+        return np.real(np.sum(c * fn(a)))
+
+    def directional(a):
+        return np.sum(grad(loss)(a) * v)
+
+    assert np.sum(grad(loss)(a) * w) == pytest.approx(_fd(loss, a, w), rel=1e-6)
+    assert jvp(loss, (a,), (w,))[1] == pytest.approx(_fd(loss, a, w), rel=1e-6)
+    want = _fd(directional, a, w)
+    assert np.sum(grad(directional)(a) * w) == pytest.approx(want, rel=1e-5)
+    assert jvp(directional, (a,), (w,))[1] == pytest.approx(want, rel=1e-5)
+    assert np.sum(ad.hvp(loss, a, w) * v) == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sqrtm", "logm"])
+def test_matrix_functions_of_a_general_matrix_in_both_modes(name):
+    import scipy.linalg as sla
+    fn = getattr(sla, name)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
+    c, w = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+
+    def loss(a):
+        return np.real(np.sum(c * fn(a)))
+
+    want = _fd(loss, a, w)
+    assert np.sum(grad(loss)(a) * w) == pytest.approx(want, rel=1e-6)
+    assert jvp(loss, (a,), (w,))[1] == pytest.approx(want, rel=1e-6)
+    np.testing.assert_allclose(jacfwd(loss)(a), grad(loss)(a), rtol=1e-10, atol=1e-12)
