@@ -809,3 +809,16 @@ def _assigns_globals(code: types.CodeType) -> bool:
         ref = weakref.ref(code, lambda _: _GLOBAL_WRITERS.pop(key, None))
         known = _GLOBAL_WRITERS[key] = (ref, writes or nested)
     return known[1]
+
+
+def summed_through(run: Any, array: np.ndarray, start: Any = 0) -> Any:
+    """``sum(array, start)`` as the builtin adds (one item after the other: for an array's
+    items, NumPy scalars or rows, the builtin takes no faster path), each item read and added
+    through ``run``: an enclosing derivative keeps the tangents of an array written in place
+    in its own record of the memory, which reading the items natively would skip (the
+    primal's tangent of ``sum(a)`` after ``a[0] = t`` was lost: second derivatives 0).  Both
+    modes compute the builtin's primal so where an argument is an array."""
+    total = start
+    for i in range(len(array)):
+        total = run(operator.add, total, run(operator.getitem, array, i))
+    return total

@@ -23,7 +23,7 @@ from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTEND
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
-                       inert_library_call, out_as_keyword,
+                       inert_library_call, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
                        made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
@@ -754,7 +754,10 @@ class ForwardContext(Context):
             run(np.copy, p) if _innermost(p) is target or (
                 type(_innermost(p)) is np.ndarray and np.may_share_memory(_innermost(p), target))
             else p for p in primals]
-        out = run(fn, *primals, **plain_kwargs)
+        if fn is sum and type(primals[0]) is np.ndarray:
+            out = summed_through(run, *primals)
+        else:
+            out = run(fn, *primals, **plain_kwargs)
         if isinstance(_innermost(out), (str, bytes)):
             return out  # text ("%.2f" % x, str.__mod__ of its values): a constant, docs/ad.md
         if type(out) is np.ndarray and out.dtype.names is not None:

@@ -23,7 +23,7 @@ from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _hold
                        _implementation, inert_library_call, INERT_ARGUMENTS,
                        _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
-                       set_part, _sourceless, _user_operator)
+                       set_part, _sourceless, summed_through, _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
@@ -890,6 +890,8 @@ class ReverseContext(Context):
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` on plain values: through the enclosing context if there is one."""
         if self.nested:
+            if fn is sum and args and type(args[0]) is np.ndarray and not kwargs:
+                return summed_through(self.fallback, *args)  # (see summed_through)
             return self.fallback(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 

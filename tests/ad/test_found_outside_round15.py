@@ -192,3 +192,42 @@ def test_matrix_functions_of_a_general_matrix_in_both_modes(name):
     assert np.sum(grad(loss)(a) * w) == pytest.approx(want, rel=1e-6)
     assert jvp(loss, (a,), (w,))[1] == pytest.approx(want, rel=1e-6)
     np.testing.assert_allclose(jacfwd(loss)(a), grad(loss)(a), rtol=1e-10, atol=1e-12)
+
+
+def _written_then_summed(t):
+    a = np.zeros(2)
+    a[0] = t
+    a[1:] = 2.0 * t
+    return sum(a) ** 2  # the builtin sum of an array written in place: 9 t^2
+
+
+def test_forward_over_forward_through_the_builtin_sum_of_a_written_array():
+    # found from outside (a generated program): the inner derivative computed sum(a)'s primal
+    # by iterating a natively, where the outer one keeps a's tangent in its record of the
+    # memory: second derivatives 0
+    t = 1.5
+    assert derivative(_written_then_summed, t) == pytest.approx(18 * t)
+    assert derivative(lambda t: derivative(_written_then_summed, t), t) == pytest.approx(18.0)
+    x = np.array([0.5, 2.0])
+
+    def f(x):
+        a = np.zeros(2)
+        a[:] = x
+        return sum(a) ** 2
+
+    np.testing.assert_allclose(jacfwd(jacfwd(f))(x), np.full((2, 2), 2.0))
+    np.testing.assert_allclose(hessian(f)(x), np.full((2, 2), 2.0))
+
+
+def test_reverse_inner_through_the_builtin_sum_of_a_written_array():
+    assert grad(grad(_written_then_summed))(1.5) == pytest.approx(18.0)
+    assert derivative(grad(_written_then_summed), 1.5) == pytest.approx(18.0)
+    x = np.array([0.5, 2.0])
+
+    def f(x):
+        a = np.zeros(2)
+        a[:] = x
+        return sum(a) ** 2
+
+    np.testing.assert_allclose(jacfwd(grad(f))(x), np.full((2, 2), 2.0))
+    np.testing.assert_allclose(jacrev(jacrev(f))(x), np.full((2, 2), 2.0))
