@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, defelementwise, defjvp,
-                      defscalar, defshape, defstandin, defvjp, is_carried, nondifferentiable)
+from .._rules import (BILINEAR, LINEAR, POWER, QUOTIENT, ZERO, Carried, MissingRuleError,
+                      defelementwise, defjvp, defscalar, defshape, defstandin, defvjp,
+                      is_carried, nondifferentiable)
 from ._common import cts, fill, fit, indexed, lift, like_items, select
 
 _LN2 = math.log(2.0)
@@ -649,8 +650,18 @@ def _extremum_weights(out: Any, xs: Any, carried: list[bool]) -> Any:
 
 
 def _picked(items: list[Any], out: Any) -> int:
-    """The position of the candidate ``max``/``min`` returned (the first one equal to it)."""
-    return next(k for k, x in enumerate(items) if x is out or x == out)
+    """The position of the candidate ``max``/``min`` returned: that very object, else the first
+    one equal to it (an array's items are new objects at each reading; an earlier item equal
+    to the result would have had the same key, and been picked).  Never ``StopIteration``,
+    which would end the loop of a user's ``__next__`` that calls ``max`` silently."""
+    for k, x in enumerate(items):
+        if x is out:
+            return k
+    for k, x in enumerate(items):
+        if bool(np.all(x == out)):
+            return k
+    raise MissingRuleError(f"no derivative rule for max/min: the result {out!r} is none of "
+                           f"the candidates (a NaN?)")
 
 
 def _extremum_rule(i: int, mode: str) -> Carried:
@@ -668,19 +679,22 @@ def _extremum_rule(i: int, mode: str) -> Carried:
         if len(xs) == 1:  # max(iterable)
             items = list(xs[0])
             if "key" in kw:  # the first item the key picked
-                first = next(k for k, x in enumerate(items) if x is out)
+                first = _picked(items, out)
                 w = [float(k == first) for k in range(len(items))]
             else:
                 w = _extremum_weights(out, items, [is_carried(carried, 0, k)
                                                    for k in range(len(items))])
-            if isinstance(xs[0], np.ndarray):  # a 1-D array iterates over its elements
-                picked = select(d, np.array(w))
-                return np.sum(picked, axis=-1) if mode == "fwd" else picked
+            if isinstance(xs[0], np.ndarray):  # an array iterates over its rows (elements)
+                rows = np.ndim(xs[0])
+                shares = np.reshape(np.array(w), (len(w),) + (1,) * (rows - 1))
+                if mode == "fwd":
+                    return np.sum(select(d, shares), axis=-rows)
+                return select(np.expand_dims(d, -rows), shares)  # (a row's cotangent, spread)
             if mode == "rev":
                 return [select(d, wk) for wk in w]
             return _sum_tangents([select(dk, wk) for dk, wk in zip(fill(d, items), w)], items)
         if "key" in kw:
-            first = next(k for k, x in enumerate(xs) if x is out)
+            first = _picked(list(xs), out)
             return select(d, float(i == first))
         return select(d, _extremum_weights(out, xs, [is_carried(carried, k)
                                                      for k in range(len(xs))])[i])

@@ -231,3 +231,56 @@ def test_reverse_inner_through_the_builtin_sum_of_a_written_array():
 
     np.testing.assert_allclose(jacfwd(grad(f))(x), np.full((2, 2), 2.0))
     np.testing.assert_allclose(jacrev(jacrev(f))(x), np.full((2, 2), 2.0))
+
+
+_KEYED_EXTREMA = {
+    "max key abs": lambda x: max(x, key=abs) * x[0],
+    "min key abs": lambda x: min(x, key=abs) * x[2],
+    "max of rows by their sum": lambda x: max(np.array([[1.0, x[0]], [x[1], 0.0]]),
+                                            key=lambda r: r.sum()).sum(),
+    "max of rows by an item": lambda x: np.sum(max(np.outer(x, x), key=lambda r: r[2])
+                                               * np.array([1.0, 2.0, 3.0])),
+}
+
+
+@pytest.mark.parametrize("f", _KEYED_EXTREMA.values(), ids=_KEYED_EXTREMA.keys())
+def test_max_and_min_with_a_key_over_an_array(f):
+    # found from outside: the rule looked for the result among the candidates by identity,
+    # and an array's items are new objects each time: StopIteration out of grad
+    x = np.array([0.5, -2.0, 1.0])
+    fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    for _ in range(2):
+        np.testing.assert_allclose(grad(f)(x), fd, atol=1e-6)
+        np.testing.assert_allclose(jacfwd(f)(x), fd, atol=1e-6)
+        np.testing.assert_allclose(jvp(f, (x,), (np.array([1.0, 2.0, 3.0]),))[1],
+                                   fd @ [1.0, 2.0, 3.0], atol=1e-6)
+
+
+class _LargestOfEachRow:
+    """A user iterator whose ``__next__`` calls ``max(row, key=abs)``."""
+
+    def __init__(self, rows):
+        self.rows, self.i = rows, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i == len(self.rows):
+            raise StopIteration
+        self.i += 1
+        return max(self.rows[self.i - 1], key=abs)
+
+
+def test_a_derivative_inside_a_user_iterator_does_not_end_its_loop():
+    # the StopIteration the rule raised ended the loop over the iterator silently: -2.0 for -8.0
+    def g(x):
+        total = 0.0
+        for v in _LargestOfEachRow([x, 2 * x]):
+            total = total + v
+        return total + x[1]
+
+    x = np.array([0.5, -2.0, 1.0])
+    assert g(x) == -8.0
+    assert jvp(g, (x,), (np.ones(3),)) == (pytest.approx(-8.0), pytest.approx(4.0))
+    np.testing.assert_allclose(grad(g)(x), [0.0, 4.0, 0.0])
