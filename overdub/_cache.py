@@ -345,7 +345,38 @@ def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
                    sorted(map(repr, c)) if isinstance(c, frozenset) else repr(c)  # hash order
                    for c in code.co_consts)
     return opcodes.translate(None, _CONTEXT_DEPENDENT), operations, consts, code.co_names, \
-        code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+        _names_used(code), code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+
+
+# Instructions whose argument names a global or attribute (index into co_names, shifted past
+# flag bits where the version packs some in), the name being the same whichever form of the
+# instruction the compiler picks: ``sum(a)`` and ``np.sum(a)`` have the same names and, without
+# the context-dependent attribute loads, the same opcodes.
+_NAME_SHIFTS = {dis.opmap[name]: shift for name, shift in (
+    ("LOAD_GLOBAL", 1 if sys.version_info >= (3, 11) else 0),
+    ("LOAD_ATTR", 1 if sys.version_info >= (3, 12) else 0), ("LOAD_METHOD", 0),
+    ("LOAD_SUPER_ATTR", 2), ("STORE_ATTR", 0), ("DELETE_ATTR", 0), ("LOAD_NAME", 0),
+    ("STORE_GLOBAL", 0), ("DELETE_GLOBAL", 0), ("IMPORT_NAME", 0), ("IMPORT_FROM", 0))
+    if dis.opmap.get(name, 256) < 256}
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+
+
+def _names_used(code: types.CodeType) -> tuple[str, ...]:
+    """The names ``code``'s instructions load, store and import, in order."""
+    raw, names, shifts = code.co_code, code.co_names, _NAME_SHIFTS
+    used = []
+    extended = 0
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        arg = raw[i + 1] | extended
+        if op == _EXTENDED_ARG:
+            extended = arg << 8
+            continue
+        extended = 0
+        shift = shifts.get(op)
+        if shift is not None:
+            used.append(names[arg >> shift])
+    return tuple(used)
 
 
 # Instructions whose argument says which operation they make (3.11+'s BINARY_OP for every
