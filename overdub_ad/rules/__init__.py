@@ -20,6 +20,7 @@
   and orders computed by ``_special_params``);
 - ``_scipy_linalg``: ``scipy.linalg`` (solves, factorizations, ``expm``/``logm``/``sqrtm``...);
 - ``_scipy_stats``: ``scipy.stats``' distribution methods (stand-ins: the formulas restated);
+- ``_scipy_signal``: ``scipy.signal``'s convolutions and correlations of any dimension;
 - ``_scipy_solvers``: SciPy's ``quad``, ``odeint``, ``solve_ivp``, root finders and ``minimize``
   (stand-ins whose primitives differentiate the callback at the solution; ``_ode_adjoint``, the
   adjoint system reverse mode solves backwards for ``odeint``/``solve_ivp``);
@@ -35,8 +36,9 @@ through ``overdub_ad._rules`` and never imports a family module itself.
 """
 
 from . import (_evaluation, _fft, _indexing, _linalg, _products, _quantiles, _random,  # noqa
-               _reductions, _scalar, _scipy_linalg, _scipy_solvers, _scipy_stats, _shape,
-               _special, _statistics, _strided, _threads, _ufunc_methods, _ufuncs, _vectorize)
+               _reductions, _scalar, _scipy_linalg, _scipy_signal, _scipy_solvers,
+               _scipy_stats, _shape, _special, _statistics, _strided, _threads,
+               _ufunc_methods, _ufuncs, _vectorize)
 from .._rules import mark_shipped
 
 mark_shipped()

@@ -284,3 +284,26 @@ def test_a_derivative_inside_a_user_iterator_does_not_end_its_loop():
     assert g(x) == -8.0
     assert jvp(g, (x,), (np.ones(3),)) == (pytest.approx(-8.0), pytest.approx(4.0))
     np.testing.assert_allclose(grad(g)(x), [0.0, 4.0, 0.0])
+
+
+def test_convolutions_of_two_dimensions_to_second_order():
+    # found from outside: scipy.signal.convolve of 2-D arrays (autograd's test) raised
+    # MissingRuleError for SciPy's internal _correlateND
+    import scipy.signal as ss
+    rng = np.random.default_rng(5)
+    image, kernel = rng.standard_normal((4, 5)), rng.standard_normal((2, 3))
+
+    def f(k):
+        return np.sum(ss.convolve(image, k, "same") ** 3)
+
+    h = hessian(f)(kernel)
+    eps = 1e-5
+    for i in range(2):
+        for j in range(3):
+            e = np.zeros_like(kernel)
+            e[i, j] = eps
+            np.testing.assert_allclose(h[:, :, i, j],
+                                       (grad(f)(kernel + e) - grad(f)(kernel - e)) / (2 * eps),
+                                       rtol=1e-6, atol=1e-6)
+    with pytest.raises(MissingRuleError, match="boundary='wrap'"):
+        grad(lambda k: np.sum(ss.convolve2d(image, k, boundary="wrap")))(kernel)

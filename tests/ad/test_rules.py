@@ -399,6 +399,7 @@ def _scipy_cases():
     import scipy.integrate as si
     import scipy.linalg as sla
     import scipy.optimize as so
+    import scipy.signal as ss
     import scipy.special._ufuncs as scu
 
     import scipy.stats as stats
@@ -450,6 +451,13 @@ def _scipy_cases():
         case(sla.solve_banded, (1, 1), band, R(4)), case(sla.solve_banded, (1, 1), band, R(4, 2)),
         case(sla.eigh, s4, _check=vals), case(sla.eigh, s4, lower=False, _check=vals),
         case(sla.eigh, s4, eigvals_only=True),
+        # convolutions of any dimension, every mode, either argument the larger
+        *[case(f, R(3, 4), R(2, 3), mode) for f in (ss.convolve, ss.correlate, ss.convolve2d,
+                                                    ss.correlate2d)
+          for mode in ("full", "same", "valid")],
+        *[case(f, R(2, 2), R(3, 4), mode) for f in (ss.convolve, ss.correlate2d)
+          for mode in ("full", "same")],
+        case(ss.convolve, R(2, 3, 2), R(2, 2, 2), "valid"), case(ss.correlate, Cx(3, 3), Cx(2, 2)),
         case(sc.betaincc, 2.0, 3.0, _P), case(sc.chdtr, 3.0, X + 0.5),
         case(sc.chdtrc, 3.0, X + 0.5), case(sc.stdtr, 4.0, X - 0.5),
         case(sc.fdtr, 3.0, 4.0, X + 0.5), case(sc.fdtrc, 3.0, 4.0, X + 0.5),
