@@ -10,6 +10,12 @@ is ``convolve(in1, in2 reversed on every axis and conjugated)``; ``convolve2d`` 
 ``boundary`` or ``fillvalue`` has no rule: ``MissingRuleError``).  One-dimensional arrays
 reach NumPy's ``np.convolve``, whose rules are in ``_products``; SciPy's FFT convolutions are
 differentiated through their FFTs.
+
+``lfilter(b, a, x)`` is ``y = (B / A) x`` along ``axis`` (``B``, ``A`` the polynomials in the
+delay of ``b`` and ``a``): ``dy = (db x - da y) / A + (B / A) dx``, each term a filtering; its
+transpose filters the cotangent backwards in time (``1 / A`` is causal: its transpose runs
+the other way), and ``b``'s and ``a``'s cotangents are that filtered cotangent's products with
+``x`` and ``y`` delayed.  Initial conditions (``zi``) have no rule.
 """
 
 from __future__ import annotations
@@ -79,7 +85,45 @@ def _zero_boundary(fn: Any, rule: Any) -> Any:
     return checked
 
 
+def _no_zi(zi: Any) -> None:
+    if zi is not None:
+        raise MissingRuleError("no derivative rule for scipy.signal.lfilter with initial "
+                               "conditions (zi=)")
+
+
+def _lfilter_jvp(position: int) -> Any:
+    def rule(d: Any, out: Any, /, b: Any, a: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
+        _no_zi(zi)
+        if position == 2:  # (the batch in front: the axis counted from the end)
+            back = axis - np.ndim(x) if axis >= 0 else axis
+            return map_batch(lambda t: _signal.lfilter(b, a, t, axis=back), d, np.ndim(x))
+        if position == 0:
+            return map_batch(lambda t: _signal.lfilter(t, a, x, axis=axis), d, 1)
+        return map_batch(lambda t: -_signal.lfilter(t, a, out, axis=axis), d, 1)
+    return rule
+
+
+def _lfilter_vjp(position: int) -> Any:
+    def rule(ct: Any, out: Any, /, b: Any, a: Any, x: Any, axis: int = -1,
+             zi: Any = None) -> Any:
+        _no_zi(zi)
+        taps = b if position == 2 else np.ones(1)
+        v = np.flip(_signal.lfilter(taps, a, np.flip(ct, axis), axis=axis), axis)
+        if position == 2:
+            return v
+        signal = x if position == 0 else out  # delayed by k, times v, summed: the k-th tap's
+        v, signal = np.moveaxis(v, axis, -1), np.moveaxis(signal, axis, -1)
+        n = np.shape(v)[-1]
+        count = np.shape(b if position == 0 else a)[0]
+        parts = [np.sum(v[..., k:] * signal[..., :n - k]) if k < n else np.zeros(())
+                 for k in range(count)]
+        return np.stack(parts) if position == 0 else -np.stack(parts)
+    return rule
+
+
 if _signal is not None:
+    defjvp(_signal.lfilter, *(_lfilter_jvp(k) for k in range(3)), ZERO, ZERO)
+    defvjp(_signal.lfilter, *(_lfilter_vjp(k) for k in range(3)), ZERO, ZERO)
     for _fn, _correlates in ((_signal.convolve, False), (_signal.correlate, True)):
         defjvp(_fn, _bilinear_jvp(_fn, 0), _bilinear_jvp(_fn, 1), ZERO, ZERO)
         defvjp(_fn, _convolve_vjp(0, _correlates), _convolve_vjp(1, _correlates), ZERO, ZERO)

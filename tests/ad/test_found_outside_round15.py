@@ -307,3 +307,19 @@ def test_convolutions_of_two_dimensions_to_second_order():
                                        rtol=1e-6, atol=1e-6)
     with pytest.raises(MissingRuleError, match="boundary='wrap'"):
         grad(lambda k: np.sum(ss.convolve2d(image, k, boundary="wrap")))(kernel)
+
+
+def test_lfilter_in_its_coefficients_and_signal_to_second_order():
+    import scipy.signal as ss
+    rng = np.random.default_rng(2)
+    b, a, x = np.array([0.5, 0.3, -0.2]), np.array([1.2, -0.4, 0.1]), rng.standard_normal(9)
+
+    def f(a):
+        return np.sum(ss.lfilter(b, a, x) ** 2)
+
+    eps = 1e-5
+    want = np.array([(grad(f)(a + eps * u) - grad(f)(a - eps * u)) / (2 * eps) for u in np.eye(3)])
+    np.testing.assert_allclose(hessian(f)(a), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jacfwd(grad(f))(a), want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(MissingRuleError, match="zi="):
+        grad(lambda x: np.sum(ss.lfilter(b, a, x, zi=np.zeros(2))[0]))(x)

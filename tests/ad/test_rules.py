@@ -458,6 +458,8 @@ def _scipy_cases():
         *[case(f, R(2, 2), R(3, 4), mode) for f in (ss.convolve, ss.correlate2d)
           for mode in ("full", "same")],
         case(ss.convolve, R(2, 3, 2), R(2, 2, 2), "valid"), case(ss.correlate, Cx(3, 3), Cx(2, 2)),
+        case(ss.lfilter, np.array([0.5, 0.3, -0.2]), np.array([1.2, -0.4, 0.1]), R(7)),
+        case(ss.lfilter, np.array([0.5, 0.3]), np.array([1.0, -0.4, 0.1]), R(3, 6), axis=0),
         case(sc.betaincc, 2.0, 3.0, _P), case(sc.chdtr, 3.0, X + 0.5),
         case(sc.chdtrc, 3.0, X + 0.5), case(sc.stdtr, 4.0, X - 0.5),
         case(sc.fdtr, 3.0, 4.0, X + 0.5), case(sc.fdtrc, 3.0, 4.0, X + 0.5),
