@@ -359,11 +359,13 @@ def _cast(ct: Any, x: Any) -> Any:
 
 def _retyped(ct: Tagged, x: Any) -> Any:
     """``ct`` (tagged by an enclosing context: a second derivative) in the precision of a
-    float32 input ``x``, cast under that context so that its derivative is cast too."""
+    float32 input ``x``, or complex for a complex ``x`` (as without an enclosing context),
+    cast under that context so that its derivative is cast too."""
     value = _innermost(ct)
-    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype.kind != "f" or \
+    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype.kind not in "fc" or \
             not isinstance(value, (np.ndarray, np.generic, float)) or \
-            np.result_type(value) == x.dtype:
+            np.result_type(value) == x.dtype or \
+            (x.dtype.kind == "c" and np.result_type(value).kind != "f"):
         return ct  # (another namespace's arrays keep their own dtype rules)
     dtype = x.dtype
     ctx = current_context()
