@@ -767,7 +767,8 @@ class ForwardContext(Context):
         if "out" in plain_kwargs:
             plain_kwargs = {k: v for k, v in plain_kwargs.items() if k != "out"}
         given_out = out  # (what the rules see: the ufunc's result before out= broadcast it)
-        if type(fn) is np.ufunc and _broadcast_into(kwargs.get("out"), before):
+        if type(fn) is np.ufunc and fn.signature is None and \
+                _broadcast_into(kwargs.get("out"), before):  # (a gufunc's shapes are its own)
             given_out = run(fn, *before, **plain_kwargs)
         tangent = None
         number = _innermost(out).__class__ in _NUMBERS  # (a tuple, an array: every rule runs)

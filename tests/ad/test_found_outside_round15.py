@@ -341,3 +341,21 @@ def test_a_complex_input_gets_a_complex_cotangent_under_an_enclosing_derivative(
     g = derivative(lambda t: grad(lambda z: t * np.sum(np.real(z)))(zs), 2.0)
     assert g.dtype == np.complex128
     np.testing.assert_array_equal(g, [1.0, 1.0])
+
+
+def test_a_generalised_ufunc_written_into_out_in_forward_mode():
+    # found from outside: np.matmul(X, W, out=z) under jvp raised a broadcasting error (the
+    # check for a result broadcast into a larger out= array broadcast matmul's operands)
+    x = np.arange(6.0).reshape(2, 3)
+
+    def f(w):
+        z = np.empty((2, 4))
+        np.matmul(x, w, out=z)
+        return np.sum(z ** 2)
+
+    w, v = np.ones((3, 4)), np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    want = 2 * x.T @ (x @ w)
+    for _ in range(2):
+        np.testing.assert_allclose(grad(f)(w), want)
+        np.testing.assert_allclose(jvp(f, (w,), (v,))[1], np.sum(want * v))
+        np.testing.assert_allclose(jacfwd(f)(w), want)
