@@ -825,6 +825,10 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
             v, t = v.v, _sum(t, v.t)
         if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
             raise _Deopt("a function or another context's value in the result")
+        if not _numberlike(v) and v.__class__ is not np.ndarray and \
+                _object_holds_dual(v, set(), 4):
+            # an object of the user's (no pytree) holding a dual, which would escape with it
+            raise _Deopt("an object holding a differentiated value in the result")
         values.append(v)
         if not _numberlike(v) and v.__class__ is not np.ndarray:  # np.array(x): one too
             tangents.append(None)
@@ -835,6 +839,29 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
         else:
             tangents.append(t)
     return unflatten(tree, values), unflatten(tree, tangents)
+
+
+def _object_holds_dual(x: Any, seen: set[int], depth: int) -> bool:
+    """Whether an object's attributes, or a container's items, hold a dual (``depth`` levels
+    down): ``Box(a)`` made in the run and returned, as ``jvp``'s ``aux``, say."""
+    if x.__class__ is _Dual:
+        return True
+    if depth == 0 or id(x) in seen or isinstance(x, (type, types.ModuleType, str, bytes)) \
+            or x.__class__ in _LEAVES or x.__class__ is np.ndarray:
+        return False
+    seen.add(id(x))
+    if isinstance(x, (list, tuple, set, frozenset)):
+        items: Any = x
+    elif isinstance(x, dict):
+        items = (*x.keys(), *x.values())
+    else:
+        items = list(getattr(x, "__dict__", {}).values())
+        for cls in type(x).__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    items.append(getattr(x, name, None))
+    return any(_object_holds_dual(item, seen, depth - 1) for item in items)
 
 
 def _escaped(value: Any, tangent: Any) -> bool:
