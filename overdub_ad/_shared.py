@@ -66,7 +66,10 @@ _ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set
                   itertools.accumulate, itertools.starmap, itertools.zip_longest,
                   itertools.product, itertools.combinations, itertools.permutations,
                   itertools.compress, itertools.dropwhile, itertools.takewhile,
-                  itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee)
+                  itertools.filterfalse, itertools.groupby, itertools.cycle, itertools.tee,
+                  itertools.combinations_with_replacement, itertools.chain.from_iterable,
+                  *[getattr(itertools, name) for name in ("pairwise", "batched")
+                    if hasattr(itertools, name)])
 _MOVING = {**_ITERATING, **_ids(dict, tuple.__new__,  # (a named tuple's __new__ calls it)
                                  list.copy, dict.copy)}  # (and copy.copy these)
 # C functions that reorder or insert into the list they are given, in place (heaps, sorted

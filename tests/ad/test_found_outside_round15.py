@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -395,3 +396,21 @@ def test_an_object_made_in_an_inner_jvp_and_used_by_the_outer_derivative():
     assert grad(outer)(1.5) == pytest.approx(6.0)
     assert derivative(outer, 1.5) == pytest.approx(6.0)
     assert jacfwd(outer)(1.5) == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("pairs", [
+    lambda x: itertools.pairwise(x),
+    lambda x: itertools.combinations_with_replacement(x, 2),
+    lambda x: zip(*[iter(itertools.chain.from_iterable([x, x]))] * 2),
+], ids=["pairwise", "combinations_with_replacement", "chain.from_iterable"])
+def test_itertools_over_an_array_in_forward_mode(pairs):
+    # found from outside: itertools.pairwise over a NumPy array gave jvp 0 (reverse was right):
+    # forward mode did not hand it the array's differentiated elements
+    def f(x):
+        return sum(a * b for a, b in pairs(x))
+
+    x = np.array([1.0, 2.0, 3.0])
+    want = grad(f)(x)
+    assert np.any(want != 0)
+    np.testing.assert_allclose(jacfwd(f)(x), want)
+    np.testing.assert_allclose(jvp(f, (x,), (np.ones(3),))[1], np.sum(want))
