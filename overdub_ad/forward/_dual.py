@@ -836,6 +836,11 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
             tangents.append(_zero_tangent(v, batch))
         elif _nan(t):
             raise _Singular
+        elif batch and t.__class__ is np.ndarray and t.shape != batch + np.shape(v):
+            # a constant array's zeros, made without the directions (np.ones(4) * c)
+            if t.any():
+                raise _Deopt("a tangent without its directions")
+            tangents.append(_zero_tangent(v, batch))
         else:
             tangents.append(t)
     return unflatten(tree, values), unflatten(tree, tangents)
