@@ -29,7 +29,7 @@ from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD
                        SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
                      _DECISIONS, _dict_storing, _FAST, _given_nodes,
-                     _INPLACE, _ITERATORS, _MOVING,
+                     _INPLACE_IDS, _ITERATORS, _MOVING,
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
                      _REAL_TYPES, _RECURSIVE, _remember, _written_array)
 from ._plans import _plan, _PLANS
@@ -63,6 +63,7 @@ _ENTRY_KINDS = frozenset({types.FunctionType, types.MethodType})  # (see _entry_
 # stays its own.
 _ROUTED: dict[int, tuple[Any, int, Any, bool]] = {}
 _LIBRARY_KINDS = frozenset({np.ufunc, type(np.sum)})
+_SORT_KEY = type(functools.cmp_to_key(operator.sub))  # functools.KeyWrapper
 
 # Float operations recorded with their second partials on the tapes of hvp (see
 # ReverseContext._second_step), while their rules are the shipped ones: binary operations by
@@ -92,7 +93,7 @@ def _remember_route(fn: Any, public: Any) -> None:
     if (kind in _LIBRARY_KINDS or (kind is _BuiltinMethod and
                                    type(fn.__self__) is types.ModuleType)) and \
             id(fn) not in _BINARY_OPERATIONS and id(fn) not in CONSUMERS and \
-            fn not in _INPLACE and len(_ROUTED) < 10_000:
+            id(fn) not in _INPLACE_IDS and len(_ROUTED) < 10_000:
         _ROUTED[id(fn)] = (fn, _rules.version, public,
                            _callbacks.c_callee(fn) and _rules.vjp_rules(fn) is None)
 
@@ -754,6 +755,10 @@ class ReverseContext(Context):
                 return self._written_flat(fn, written, args)
         if fn is operator.setitem or fn is operator.delitem:  # (never given a callback to
             return self._setitem(fn, *args)  # call: the operator module is never guarded)
+        if type(fn) is _SORT_KEY and len(args) == 1:
+            # functools.cmp_to_key(cmp)(x): a sort key, only compared (cmp is then given the
+            # plain values, whose order is the same)
+            return fn(self._plain(args[0]))
         known = _ROUTED.get(id(fn))
         if known is not None and known[0] is fn and known[1] == _rules.version:
             out = self._routed(fn, known, args, kwargs)
@@ -796,7 +801,7 @@ class ReverseContext(Context):
                          for a in args)
         if self._consumed(fn, args):
             return self._consume(_public(fn), args, kwargs)
-        if fn in _INPLACE:
+        if id(fn) in _INPLACE_IDS:  # (by identity: a callee may be unhashable)
             out = self._inplace(fn, args)
             if out is not _NOT_SIMPLE:
                 return out

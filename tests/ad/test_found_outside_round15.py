@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -429,3 +430,19 @@ def test_the_jacobian_of_a_constant_array_output_has_its_full_shape(f):
         assert np.shape(g) == np.shape(w)
         np.testing.assert_array_equal(g, w)
     assert np.shape(got[0] if isinstance(got, tuple) else got) == (4, 3)
+
+
+def test_sorting_by_a_comparison_function_in_reverse_mode():
+    # found from outside: grad raised TypeError: unhashable type: 'functools.KeyWrapper' (the
+    # key a cmp_to_key makes was looked up in a dict), then MissingRuleError for calling it
+    def cmp(a, b):
+        return int(a > b) - int(a < b)
+
+    def f(x):
+        return sorted(x, key=functools.cmp_to_key(cmp))[0] * 3.0 + \
+            sorted(list(x), key=functools.cmp_to_key(cmp))[2] ** 2
+
+    x = np.array([0.5, 2.0, 1.0])
+    for _ in range(2):
+        np.testing.assert_array_equal(grad(f)(x), [3.0, 4.0, 0.0])
+        np.testing.assert_array_equal(jacfwd(f)(x), [3.0, 4.0, 0.0])
