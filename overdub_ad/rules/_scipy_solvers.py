@@ -442,6 +442,9 @@ def _quad_standin(func: Any, a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
     value = integral(problem, theta, a, b)
     f, fargs = rebuild(detach(theta))
     value = checked(value, f(_inside(detach(a), detach(b)), *fargs), "scipy.integrate.quad")
+    raw = inspect.signature(_integrate.quad).bind(func, a, b, *args, **kwargs).arguments
+    value = refused(value, raw.get("wvar"),  # (arguments: detached)
+                    "scipy.integrate.quad with respect to the weight's variable wvar=")
     return (value,) + tuple(call.result[1:])
 
 
@@ -749,9 +752,10 @@ def _solve_ivp_standin(fun: Any, t_span: Any, y0: Any, *args: Any, **kwargs: Any
     call, theta, rebuild = _bind(_integrate.solve_ivp, "fun", "args", (fun, t_span, y0, *args),
                                  kwargs)
     arguments = call.arguments
-    for unsupported in ("events", "dense_output"):
-        if arguments.get(unsupported):
-            theta = refused(theta, theta, f"scipy.integrate.solve_ivp with {unsupported}=")
+    refusals = {unsupported: f"scipy.integrate.solve_ivp with {unsupported}="
+                for unsupported in ("events", "dense_output") if arguments.get(unsupported)}
+    for why in refusals.values():
+        theta = refused(theta, theta, why)
     flow = _Flow(call, ivp=True)
     y = trajectory(flow, theta, y0)
     probe = flow.rhs(detach(theta))(np.ravel(detach(y0)), arguments["t_span"][0])
@@ -761,7 +765,29 @@ def _solve_ivp_standin(fun: Any, t_span: Any, y0: Any, *args: Any, **kwargs: Any
                 "scipy.integrate.solve_ivp with respect to its times t_span and t_eval")
     out = _solved(call.result)
     out.y = np.swapaxes(y, 0, 1)
+    # what SciPy computed natively besides y (the interpolant, the events) carries the
+    # refusal, for reverse mode, whose refusal waits for a cotangent to reach it
+    if "dense_output" in refusals and out.sol is not None:
+        out.sol = _Refused(out.sol, theta, refusals["dense_output"])
+    if "events" in refusals:
+        for name in ("t_events", "y_events"):
+            if out.get(name) is not None:
+                setattr(out, name, [refused(e, theta, refusals["events"]) for e in out[name]])
     return out
+
+
+class _Refused:
+    """An interpolant computed natively (``solve_ivp``'s ``sol``): its values carry the
+    refusal of the derivative with respect to ``theta``."""
+
+    def __init__(self, sol: Any, theta: Any, why: str) -> None:
+        self.sol, self.theta, self.why = sol, theta, why
+
+    def __call__(self, t: Any) -> Any:
+        return refused(self.sol(t), self.theta, self.why)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sol, name)
 
 
 # -- registration ------------------------------------------------------------------------------

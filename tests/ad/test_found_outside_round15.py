@@ -446,3 +446,41 @@ def test_sorting_by_a_comparison_function_in_reverse_mode():
     for _ in range(2):
         np.testing.assert_array_equal(grad(f)(x), [3.0, 4.0, 0.0])
         np.testing.assert_array_equal(jacfwd(f)(x), [3.0, 4.0, 0.0])
+
+
+def _dense(k):
+    sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0]), dense_output=True)
+    return sol.sol(0.5)[0]
+
+
+def _event_time(k):
+    def half(t, y):
+        return y[0] - 0.5
+
+    return solve_ivp(lambda t, y: -k * y, (0.0, 5.0), np.array([1.0]), events=half).t_events[0][0]
+
+
+def _weighted(w):
+    return quad(lambda x: x, 0.0, 1.0, weight="cos", wvar=w)[0]
+
+
+@pytest.mark.parametrize("f, message", [(_dense, "dense_output="), (_event_time, "events="),
+                                        (_weighted, "wvar=")], ids=["dense", "events", "wvar"])
+@pytest.mark.parametrize("api", ["grad", "jvp"])
+def test_what_solvers_compute_natively_refuses_its_derivative(f, message, api):
+    # found from outside: reverse mode gave 0 through solve_ivp's interpolant (sol) and its
+    # events, and both modes 0 in quad's weight variable (docs/limitations.md: MissingRuleError)
+    with pytest.raises(MissingRuleError, match=message):
+        if api == "grad":
+            grad(f)(0.7)
+        else:
+            jvp(f, (0.7,), (1.0,))
+
+
+def test_quad_with_a_weight_still_differentiates_in_the_integrand():
+    def f(k):
+        return quad(lambda x: k * x * x, 0.0, 1.0, weight="cos", wvar=2.0)[0]
+
+    want = quad(lambda x: x * x, 0.0, 1.0, weight="cos", wvar=2.0)[0]
+    assert grad(f)(0.7) == pytest.approx(want, rel=1e-8)
+    assert jvp(f, (0.7,), (1.0,))[1] == pytest.approx(want, rel=1e-8)
