@@ -379,6 +379,28 @@ def _correlate(a: Any, v: Any, mode: Any = "valid") -> Any:
 defstandin(np.correlate, _correlate)
 
 
+def _coefficients(p: Any) -> Any:
+    """What ``np.poly1d(p).coeffs`` holds, taken from ``p`` itself: its leading zeros
+    dropped (one zero for all zeros)."""
+    p = np.atleast_1d(p.coeffs if isinstance(p, np.poly1d) else p)
+    nonzero = np.flatnonzero(p)  # (positions: no derivative)
+    return p[int(nonzero[0]):] if len(nonzero) else p[-1:] * 0
+
+
+def _polymul(a1: Any, a2: Any) -> Any:
+    """``np.polymul`` restated: NumPy makes its arguments ``poly1d`` objects, whose
+    coefficients it then reads natively (no derivative would reach the result), and convolves
+    their coefficients; here the arrays' own coefficients are convolved, the same numbers.  A
+    ``poly1d`` argument gives a ``poly1d``, as NumPy's does."""
+    product = np.convolve(_coefficients(a1), _coefficients(a2))
+    if isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return np.poly1d(product)
+    return product
+
+
+defstandin(np.polymul, _polymul)
+
+
 # outer(x, y) = ravel(x)[:, None] * ravel(y)[None, :]
 def _outer_jvp(pos: int) -> Callable[..., Any]:
     def rule(d: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:

@@ -484,3 +484,20 @@ def test_quad_with_a_weight_still_differentiates_in_the_integrand():
     want = quad(lambda x: x * x, 0.0, 1.0, weight="cos", wvar=2.0)[0]
     assert grad(f)(0.7) == pytest.approx(want, rel=1e-8)
     assert jvp(f, (0.7,), (1.0,))[1] == pytest.approx(want, rel=1e-8)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.sum(np.polymul(a, np.array([0.0, 0.5, -1.0])) ** 2),
+    lambda a: np.polyval(np.polymul(a, a), 0.7),
+    lambda a: np.sum(np.polymul(np.poly1d(a), np.array([0.5, -1.0])).coeffs ** 2),
+], ids=["arrays", "squared then evaluated", "a poly1d"])
+def test_polymul_differentiates(f):
+    # found from outside: NumPy's polymul makes its arrays poly1d objects and reads their
+    # coefficients natively: every derivative was 0
+    a = np.array([1.0, 2.0, 3.0])
+    fd = np.array([(f(a + 1e-6 * e) - f(a - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    for _ in range(2):
+        np.testing.assert_allclose(grad(f)(a), fd, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(jacfwd(f)(a), fd, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(jvp(lambda a: np.polymul([0.0, 0.0], a), (a,), (a,))[0],
+                                  np.polymul([0.0, 0.0], a))
