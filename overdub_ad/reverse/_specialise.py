@@ -132,7 +132,8 @@ def specialised(fn: types.FunctionType, second: bool = False) -> Any:
     :func:`why_not`).  ``second``: the version for the tapes of ``hvp``, whose records of
     arithmetic hold second partials too."""
     if _rules.vjp_rules(fn) is not None or _rules.is_nondifferentiable(fn) \
-            or _rules.any_overridden(_WRITTEN_OUT):
+            or _rules.any_overridden(_WRITTEN_OUT) or \
+            _rules.standin(fn, _rules.vjp_rules) is not None:
         return None  # (asked before compiling: code compiled under a user's rule is not kept)
     specs = _SECOND_SPECS if second else _SPECS
     found = specs.get(fn)
@@ -155,6 +156,8 @@ def why_not(fn: types.FunctionType, second: bool = False) -> str | None:
         return "a rule of its own"
     if _rules.is_nondifferentiable(fn):
         return "declared nondifferentiable"
+    if _rules.standin(fn, _rules.vjp_rules) is not None:
+        return "a stand-in of its own"
     if _rules.any_overridden(_WRITTEN_OUT):
         return "a user rule for an arithmetic operator"
     compiled = (_SECOND_COMPILED if second else _COMPILED).get(fn.__code__)

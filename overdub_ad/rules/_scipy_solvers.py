@@ -291,13 +291,14 @@ def _implicit_standin(solver: Any, public: str, callback: str, extra: str,
     """The stand-in of a root finder or minimiser ``solver``.  ``kind`` says where the solution
     is in its result and what the residual is: ``"x"`` (a number or array), ``"x0"`` (the first
     item of a tuple with ``full_output``), ``"root"`` (``RootResults.root``), ``"opt"``
-    (``OptimizeResult.x``, a root of ``fun``), ``"min"`` (``OptimizeResult.x``, a minimum)."""
+    (``OptimizeResult.x``, a root of ``fun``), ``"min"`` (``OptimizeResult.x``, a minimum),
+    ``"xmin"`` (a minimum as ``"x"`` is a root: ``golden``, ``brent``, ``fmin``)."""
     def standin(*args: Any, **kwargs: Any) -> Any:
         call, theta, rebuild = _bind(solver, callback, extra, args, kwargs)
         arguments = call.arguments
         full = bool(arguments.get("full_output", False))
         first = arguments.get("fprime") is True or arguments.get("jac") is True
-        if kind == "min":
+        if kind in ("min", "xmin"):
             residual = _gradient_residual(first)
         else:
             residual = _root_residual(first)
@@ -318,7 +319,7 @@ def _implicit_standin(solver: Any, public: str, callback: str, extra: str,
 
 
 def _solution_of(kind: str, full: bool) -> Callable[[Any], Any]:
-    if kind == "x":
+    if kind in ("x", "xmin"):
         return lambda result: result[0] if full else result
     if kind == "root":
         return lambda result: result.root
@@ -328,11 +329,14 @@ def _solution_of(kind: str, full: bool) -> Callable[[Any], Any]:
 def _with_solution(kind: str, full: bool, result: Any, x: Any, problem: _Implicit,
                    theta: Any) -> Any:
     """The solver's result with the differentiated solution ``x`` in it."""
-    if kind == "x":
+    if kind in ("x", "xmin"):
         if not full:
             return x
         items = list(result)
         items[0] = x
+        if kind == "xmin":  # (x, the minimum value, counts...): the value differentiated too
+            f, fargs = problem.call.rebuild(theta)
+            items[1] = _value(f, fargs, False)(x)
         if type(result) is not tuple and hasattr(result, "_fields"):
             return type(result)(*items)
         if len(items) == 2 and hasattr(items[1], "root"):  # brentq's (x, RootResults)
@@ -815,7 +819,10 @@ if _optimize is not None:
             ("root_scalar", "scipy.optimize.root_scalar", "f", "args", "root"),
             ("root", "scipy.optimize.root", "fun", "args", "opt"),
             ("minimize", "scipy.optimize.minimize", "fun", "args", "min"),
-            ("minimize_scalar", "scipy.optimize.minimize_scalar", "fun", "args", "min")]:
+            ("minimize_scalar", "scipy.optimize.minimize_scalar", "fun", "args", "min"),
+            ("golden", "scipy.optimize.golden", "func", "args", "xmin"),
+            ("brent", "scipy.optimize.brent", "func", "args", "xmin"),
+            ("fmin", "scipy.optimize.fmin", "func", "args", "xmin")]:
         _solver = getattr(_optimize, _name)
         defstandin(_solver, _implicit_standin(_solver, _public, _callback, _extra, _kind))
     defstandin(_integrate.quad, _quad_standin)

@@ -501,3 +501,41 @@ def test_polymul_differentiates(f):
         np.testing.assert_allclose(jacfwd(f)(a), fd, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(jvp(lambda a: np.polymul([0.0, 0.0], a), (a,), (a,))[0],
                                   np.polymul([0.0, 0.0], a))
+
+
+def _minimiser(name):
+    import scipy.optimize as so
+
+    def objective(x, k):
+        return np.sum((x - k) ** 2 + 0.1 * x ** 4)
+
+    if name == "golden":
+        return lambda k: so.golden(objective, args=(k,), tol=1e-12)
+    if name == "brent":
+        return lambda k: so.brent(objective, args=(k,), tol=1e-12)
+    return lambda k: so.fmin(objective, np.array([0.0, 0.0]), args=(k,), xtol=1e-12,
+                             ftol=1e-14, disp=False)[1]
+
+
+@pytest.mark.parametrize("name", ["golden", "brent", "fmin"])
+def test_minimisers_that_compare_values_differentiate_their_minimum(name):
+    # found from outside: golden compares only function values, so its minimum came out
+    # constant (0) in every mode; now by the implicit function theorem, as minimize_scalar
+    f = _minimiser(name)
+    k = 0.7
+    x = f(k)
+    want = 2.0 / (2.0 + 1.2 * x ** 2)  # 2 (x - k) + 0.4 x^3 = 0
+    assert grad(f)(k) == pytest.approx(want, rel=1e-6)
+    assert jvp(f, (k,), (1.0,))[1] == pytest.approx(want, rel=1e-6)
+
+
+def test_golden_full_output_differentiates_the_minimum_value():
+    import scipy.optimize as so
+
+    def f(k):
+        return so.golden(lambda x, k: (x - k) ** 2 + 0.1 * x ** 4 + k, args=(k,), tol=1e-12,
+                         full_output=True)[1]
+
+    fd = (f(0.7 + 1e-5) - f(0.7 - 1e-5)) / 2e-5
+    assert grad(f)(0.7) == pytest.approx(fd, rel=1e-6)
+    assert jvp(f, (0.7,), (1.0,))[1] == pytest.approx(fd, rel=1e-6)
