@@ -29,6 +29,7 @@ Conventions:
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,8 @@ import numpy as np
 from .._rules import ZERO, MissingRuleError, defjvp, defvjp
 from ._common import cts, lift
 from ._linalg import (_cholesky_jvp, _cholesky_vjp, _diag, _diag_embed, _eigh_jvp, _eigh_vjp,
-                      _norm_jvp, _norm_vjp, _svd_jvp, _svd_vjp, _sym, _sym_adjoint, _T)
+                      _lstsq_jvp, _lstsq_vjp, _norm_jvp, _norm_vjp, _pinv_jvp, _pinv_vjp,
+                      _qr_jvp, _qr_vjp, _svd_jvp, _svd_vjp, _sym, _sym_adjoint, _T)
 
 try:
     import scipy.linalg as sla
@@ -422,6 +424,73 @@ def _logm_vjp(ct: Any, out: Any, a: Any, *args: Any, **kw: Any) -> Any:
     return sla.solve_sylvester(s, s, 2.0 * _frechet(sla.logm, s, c))
 
 
+# -- svd, qr, pinv, lstsq: NumPy's rules, on SciPy's spelling of the same results ------------
+
+def _sla_svd_rule(rule: Callable[..., Any]) -> Callable[..., Any]:
+    def adapted(d: Any, out: Any, a: Any, full_matrices: Any = True, compute_uv: Any = True,
+                *args: Any, **kw: Any) -> Any:
+        return rule(d, out, a, full_matrices, compute_uv)
+    return adapted
+
+
+# scipy.linalg.qr's modes as np.linalg.qr's ("full" is "complete", "economic" "reduced"); its
+# "r" returns a 1-tuple
+_QR_MODES = {"full": "complete", "economic": "reduced", "r": "r"}
+
+
+def _sla_qr_mode(mode: Any, pivoting: Any) -> str:
+    if pivoting or mode not in _QR_MODES:
+        raise MissingRuleError(f"no derivative rule for scipy.linalg.qr with mode={mode!r}"
+                               f"{' and pivoting' if pivoting else ''} (supported: 'full', "
+                               f"'economic', 'r', without pivoting)")
+    return _QR_MODES[mode]
+
+
+_QR = collections.namedtuple("_QR", "Q R")  # np.linalg.qr's result, as its rules read it
+
+
+def _sla_qr_jvp(da: Any, out: Any, a: Any, overwrite_a: Any = False, lwork: Any = None,
+                mode: Any = "full", pivoting: Any = False, *args: Any, **kw: Any) -> Any:
+    np_mode = _sla_qr_mode(mode, pivoting)
+    if np_mode == "r":  # SciPy's R has all m rows: those past the reduced k are zeros
+        dr = _qr_jvp(da, None, a, "r")
+        rows = np.shape(out[0])[-2] - np.shape(dr)[-2]
+        return (np.concatenate([dr, np.zeros(np.shape(dr)[:-2] + (rows, np.shape(dr)[-1]))],
+                               axis=-2) if rows else dr,)
+    return tuple(_qr_jvp(da, _QR(*out), a, np_mode))
+
+
+def _sla_qr_vjp(ct: Any, out: Any, a: Any, overwrite_a: Any = False, lwork: Any = None,
+                mode: Any = "full", pivoting: Any = False, *args: Any, **kw: Any) -> Any:
+    np_mode = _sla_qr_mode(mode, pivoting)
+    if np_mode == "r":
+        k = min(np.shape(a)[-2:])
+        return _qr_vjp(ct[0][..., :k, :], None, a, "r")
+    return _qr_vjp(ct, _QR(*out), a, np_mode)
+
+
+def _sla_lstsq_jvp(position: int) -> Callable[..., Any]:
+    rule = _lstsq_jvp(position)
+
+    def adapted(d: Any, out: Any, a: Any, b: Any, *args: Any, **kw: Any) -> Any:
+        dx, dres, rank, ds = rule(d, out, a, b)
+        if dres is not None and np.ndim(out[1]) == 0:  # SciPy's residue of a vector b: a number
+            dres = dres[..., 0]
+        return (dx, dres, rank, ds)
+    return adapted
+
+
+def _sla_pinv_rule(rule: Callable[..., Any], mode: str) -> Callable[..., Any]:
+    def adapted(d: Any, out: Any, a: Any, *args: Any, return_rank: Any = False,
+                **kw: Any) -> Any:
+        if not return_rank:
+            return rule(d, out, a)
+        if mode == "rev":
+            return rule(d[0], out[0], a)
+        return (rule(d, out[0], a), None)
+    return adapted
+
+
 # -- eigh, svdvals, norm ----------------------------------------------------------------------
 
 def _eigh_check(b: Any, kw: dict[str, Any]) -> None:
@@ -554,6 +623,14 @@ if sla is not None:
     defvjp(sla.logm, _logm_vjp, ZERO, ZERO)
     defjvp(sla.eigh, _sla_eigh_jvp, None)
     defvjp(sla.eigh, _sla_eigh_vjp, None)
+    defjvp(sla.svd, _sla_svd_rule(_svd_jvp), ZERO, ZERO, ZERO, ZERO, ZERO)
+    defvjp(sla.svd, _sla_svd_rule(_svd_vjp), ZERO, ZERO, ZERO, ZERO, ZERO)
+    defjvp(sla.qr, _sla_qr_jvp, ZERO, ZERO, ZERO, ZERO, ZERO)
+    defvjp(sla.qr, _sla_qr_vjp, ZERO, ZERO, ZERO, ZERO, ZERO)
+    defjvp(sla.pinv, _sla_pinv_rule(_pinv_jvp, "fwd"))
+    defvjp(sla.pinv, _sla_pinv_rule(_pinv_vjp, "rev"))
+    defjvp(sla.lstsq, _sla_lstsq_jvp(0), _sla_lstsq_jvp(1), ZERO, ZERO, ZERO, ZERO, ZERO)
+    defvjp(sla.lstsq, _lstsq_vjp(0), _lstsq_vjp(1), ZERO, ZERO, ZERO, ZERO, ZERO)
     defjvp(sla.svdvals, lambda da, out, a, *args: _svd_jvp(da, out, a, False, False),
            ZERO, ZERO)
     defvjp(sla.svdvals, lambda ct, out, a, *args: _svd_vjp(ct, out, a, False, False),

@@ -539,3 +539,25 @@ def test_golden_full_output_differentiates_the_minimum_value():
     fd = (f(0.7 + 1e-5) - f(0.7 - 1e-5)) / 2e-5
     assert grad(f)(0.7) == pytest.approx(fd, rel=1e-6)
     assert jvp(f, (0.7,), (1.0,))[1] == pytest.approx(fd, rel=1e-6)
+
+
+def test_scipy_linalg_decompositions_as_numpy_differentiates_them():
+    # found from outside: scipy.linalg.svd, qr, pinv and lstsq raised MissingRuleError, where
+    # np.linalg's have rules (and JAX differentiates them)
+    import scipy.linalg as sla
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal(5)
+    cases = [
+        lambda a: np.sum(sla.svd(a, full_matrices=False)[1] ** 3),
+        lambda a: np.sum(np.abs(np.diag(sla.qr(a, mode="economic")[1]))),
+        lambda a: np.sum(sla.qr(a, mode="r")[0] ** 2),
+        lambda a: np.sum(sla.pinv(a) ** 2),
+        lambda a: np.sum(sla.lstsq(a, b)[0] ** 2) + sla.lstsq(a, b)[1],
+    ]
+    v = rng.standard_normal(a.shape)
+    for f in cases:
+        fd = (f(a + 1e-6 * v) - f(a - 1e-6 * v)) / 2e-6
+        assert np.sum(grad(f)(a) * v) == pytest.approx(fd, rel=1e-5)
+        assert jvp(f, (a,), (v,))[1] == pytest.approx(fd, rel=1e-5)
+    with pytest.raises(MissingRuleError, match="pivoting"):
+        grad(lambda a: np.sum(sla.qr(a, pivoting=True)[1]))(a)

@@ -451,6 +451,12 @@ def _scipy_cases():
         case(sla.solve_banded, (1, 1), band, R(4)), case(sla.solve_banded, (1, 1), band, R(4, 2)),
         case(sla.eigh, s4, _check=vals), case(sla.eigh, s4, lower=False, _check=vals),
         case(sla.eigh, s4, eigvals_only=True),
+        case(sla.svd, R(4, 3), full_matrices=False, _check={"outputs": (1,)}),
+        case(sla.svd, R(3, 3), _check={"outputs": (1,)}),
+        case(sla.svd, R(4, 3), compute_uv=False), case(sla.qr, R(4, 3), mode="economic"),
+        case(sla.qr, R(3, 4)), case(sla.qr, R(4, 3), mode="r"), case(sla.pinv, R(4, 3)),
+        case(sla.pinv, R(3, 4), return_rank=True), case(sla.lstsq, R(5, 3), R(5)),
+        case(sla.lstsq, R(5, 3), R(5, 2)),
         # convolutions of any dimension, every mode, either argument the larger
         *[case(f, R(3, 4), R(2, 3), mode) for f in (ss.convolve, ss.correlate, ss.convolve2d,
                                                     ss.correlate2d)
