@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 import operator
 import os
 import sys
@@ -289,6 +290,8 @@ class Backend:
             call = self._promoting(fn, label, call)
         if self.float32:
             call = self._float32_default(fn, call)
+            if fn is np.float32 or fn is np.complex64:
+                call = _literal(call)
         if kind == "math":
             return self._for_arrays_only(fn, call)
         if not self.is_numpy and kind not in ("upload", "creation", "random"):
@@ -401,8 +404,9 @@ class Backend:
                             k: stand_in(v) for k, v in kwargs.items()}))
                 except Exception:
                     raise error from None
-                if want.kind not in "fc":
-                    raise
+                if want.kind not in "fc" and not (want.kind in "iu" and any(
+                        be.is_array(a) and _kind(a.dtype, be.xp) == "bool" for a in args)):
+                    raise  # (np.cumsum(mask): NumPy counts booleans as integers)
                 try:
                     target = be.dtype(want)
                 except MissingCounterpartError:
@@ -456,6 +460,8 @@ class Backend:
 
         def run(*args: Any, **kwargs: Any) -> Any:
             out = call(*args, **kwargs)
+            if _in_derivative_code():
+                return out  # a derivative rule's constant: as precise as the data
             if "dtype" in kwargs or any(isinstance(a, _DTYPE_ARGS) and not isinstance(a, str)
                                         or isinstance(a, str) and _is_dtype_name(a)
                                         for a in args[1:]):
@@ -504,6 +510,32 @@ _OWN_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (np, sys.m
 _AD_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "overdub_ad") + os.sep
 _METADATA_ONLY = frozenset(getattr(np, n) for n in ("shape", "ndim", "size", "result_type")
                            if hasattr(np, n))
+
+
+def _in_derivative_code() -> bool:
+    """Whether the innermost code outside NumPy, overdub and this package that is running is
+    overdub_ad's (a derivative rule, the sweep): its constants and the arrays it creates
+    are not the user's, and ``float32=True`` leaves them as NumPy makes them -- Python floats
+    and float64 arrays stay what they are, so float32 data give float32 derivatives (NumPy's
+    promotion keeps them so) and float64 data are not rounded to float32."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_OWN_DIRS) or name.startswith("<overdub")):
+            return name.startswith(_AD_DIR)
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _literal(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``numpy.float32(v)`` (as the float32 pass spells a literal), but ``v`` itself in
+    derivative code (see :func:`_in_derivative_code`)."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and type(args[0]) in (float, complex) and \
+                _in_derivative_code():
+            return args[0]
+        return call(*args, **kwargs)
+    return run
 
 
 def _guard_conversions(be: Backend) -> None:
@@ -576,10 +608,16 @@ def _implicit_copy(name: str, what: str) -> HostArrayError | None:
     the namespace that made it (the code overdub ran as written); None where that code is a
     derivative's own, run by a derivative taken outside the context (whose next NumPy call
     raises :class:`EnclosingTagError`)."""
-    package = sys.modules[name.split(".")[0]].__file__ or ""
-    skip = (*_OWN_DIRS, os.path.dirname(package) + os.sep)
+    package = os.path.dirname(sys.modules[name.split(".")[0]].__file__ or "") + os.sep
+    skip = (*_OWN_DIRS, package, "<overdub")
     frame = sys._getframe(2)
+    own = swapped = False  # whether the namespace's code converts, called by the swap
+    dispatched = False  # whether rewritten code called what converts (not code run as written)
+    here = os.path.dirname(__file__) + os.sep
     while frame is not None and frame.f_code.co_filename.startswith(skip):
+        own = own or frame.f_code.co_filename.startswith(package)
+        swapped = swapped or own and frame.f_code.co_filename.startswith(here)
+        dispatched = dispatched or frame.f_code.co_filename.startswith("<overdub")
         frame = frame.f_back  # type: ignore[assignment]
     code = None if frame is None else frame.f_code
     if code is not None and code.co_filename.startswith(_AD_DIR):
@@ -587,6 +625,21 @@ def _implicit_copy(name: str, what: str) -> HostArrayError | None:
     where = "code" if frame is None or code is None else (
         f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename}, line "
         f"{frame.f_lineno})")
+    if swapped and code is not None:
+        return HostArrayError(
+            f"{what} inside ArrayBackendContext({name}), by {name}'s own code for a NumPy "
+            f"call in {where}: {name} itself would compute that array on the host (with "
+            f"these arguments its function converts them to NumPy arrays); pass NumPy values "
+            f"it takes as they are (numbers rather than arrays, where NumPy takes both), or "
+            f"copy explicitly with to_host(ctx, a) (nothing is copied between host and "
+            f"device implicitly)")
+    if dispatched and code is not None:
+        return HostArrayError(
+            f"{what} inside ArrayBackendContext({name}), by a call in {where} that runs "
+            f"natively, unswapped (a NumPy utility such as np.shares_memory or "
+            f"np.may_share_memory, x.__array__(), a C function given the array): NumPy "
+            f"would convert the array and compute on the host; copy explicitly with "
+            f"to_host(ctx, a) (nothing is copied between host and device implicitly)")
     return HostArrayError(
         f"{what} inside ArrayBackendContext({name}), in {where}: overdub runs that code as "
         f"written (it has no source, or is opaque), so its NumPy calls are not swapped and "
@@ -771,6 +824,108 @@ for _label, _fn in (*_table.numpy_callables(), *_table.math_callables()):
 del _label, _fn
 
 
+def _generator_method(cls: type, name: str) -> Any:
+    label = f"numpy.random.{cls.__name__}.{name}"
+    method = getattr(cls, name)
+
+    @opaque
+    def run(ctx: ArrayBackendContext, generator: Any, /, *args: Any, **kwargs: Any) -> Any:
+        be = ctx.backend
+        if be.is_numpy:
+            return method(generator, *args, **kwargs)
+        if be.host_fallback:
+            return be._on_host(functools.partial(method, generator))(*args, **kwargs)
+        raise MissingCounterpartError(
+            f"{label} has no counterpart in {be.name}: a NumPy generator (made outside the "
+            f"context, or passed in) makes NumPy (host) arrays; make it inside the context "
+            f"(np.random.default_rng(seed), np.random.seed(seed) and np.random's functions are "
+            f"swapped where {be.name} has them), or allow host computation with "
+            f"ArrayBackendContext({be.name}, host_fallback=True)")
+    return run
+
+
+# The methods of NumPy's generators made outside the context (rng = np.random.default_rng(0),
+# passed in): they make NumPy arrays, so they are refused as the generator classes are.
+for _cls in (np.random.Generator, np.random.RandomState):
+    for _name in dir(_cls):
+        if not _name.startswith("_") and _name not in (
+                "bit_generator", "spawn", "get_state", "set_state", "seed") and \
+                callable(getattr(_cls, _name)):
+            ArrayBackendContext.primitive(getattr(_cls, _name))(_generator_method(_cls, _name))
+del _cls, _name
+
+
+_CONCATENATOR: Any = type(np.r_).__mro__[1]  # NumPy's AxisConcatenator: np.r_, np.c_
+
+
+def _concatenated(ctx: ArrayBackendContext, conc: Any, key: Any) -> Any:
+    """``np.r_[...]`` and ``np.c_[...]`` in the context's namespace: NumPy's own would make
+    NumPy arrays of the items (``np.array(item, subok=True)``)."""
+    be = ctx.backend
+    if be.is_numpy:
+        return _CONCATENATOR.__getitem__(conc, key)
+    items = key if isinstance(key, tuple) else (key,)
+    if conc.matrix or any(isinstance(k, str) for k in items):
+        raise _table.UnsupportedArgumentError(
+            f"np.r_/np.c_ with a string directive or a matrix has no counterpart in "
+            f"{be.name}; call np.concatenate or np.stack inside the context")
+    xp = be.xp
+    like = next((k for k in items if be.is_array(_innermost(k))), None)
+    parts = []
+    for k in items:
+        k = _innermost(k)
+        if isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            start = 0 if k.start is None else k.start
+            if isinstance(step, complex):
+                k = xp.linspace(start, k.stop, int(abs(step)))
+            else:
+                k = xp.arange(start, k.stop, step)
+        elif not be.is_array(k):
+            if type(k) in (list, tuple):
+                k = _table._stacked(be, k)
+                k = k if be.is_array(k) else xp.asarray(k)
+            else:
+                k = be._scalar_array(k, like) if not be.numpy_like else xp.asarray(k)
+        nd = k.ndim
+        if nd < conc.ndmin:
+            if nd == 0:
+                k = xp.reshape(k, (1,) * conc.ndmin)
+            elif nd == 1 and conc.ndmin == 2:
+                k = xp.reshape(k, (-1, 1) if conc.trans1d == 0 else (1, -1))
+            else:
+                raise _table.UnsupportedArgumentError(
+                    f"np.r_/np.c_ of a {nd}-d item with ndmin={conc.ndmin} has no counterpart "
+                    f"in {be.name}; call np.concatenate inside the context")
+        parts.append(k)
+    parts = list(be.promoted(tuple(parts)))
+    concat = getattr(xp, "concat", None) or xp.concatenate
+    return concat(parts, axis=conc.axis)
+
+
+@ArrayBackendContext.primitive(_CONCATENATOR.__getitem__)
+@opaque
+def _concatenator_method(ctx: ArrayBackendContext, conc: Any, key: Any) -> Any:
+    return _concatenated(ctx, conc, key)
+
+
+for _type in (type(np.r_), type(np.c_)):
+    ArrayBackendContext.primitive(operator.getitem, (_type, object))(opaque(_concatenated))
+del _type
+
+
+@ArrayBackendContext.primitive(np.size)
+@opaque
+def _size(ctx: ArrayBackendContext, a: Any, axis: Any = None) -> Any:
+    """``np.size`` from the shape: NumPy's asks the array's ``__array_function__``, and Dask,
+    which lacks ``size``, would compute the whole array to answer it."""
+    array = _innermost(a)
+    if ctx.backend.is_numpy or not ctx.backend.is_array(array):
+        return np.size(array, axis)
+    shape = tuple(array.shape)
+    return math.prod(shape) if axis is None else shape[axis]
+
+
 # -- writes into Dask arrays ---------------------------------------------------------------
 # A Dask array is a graph, not memory: ``x[i] = v`` replaces the graph of the object ``x`` (so
 # the caller's array sees it, as in NumPy), but ``x[1:3]``, ``x.T`` or ``np.reshape(x, -1)`` is
@@ -790,6 +945,9 @@ _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
 # id(view) -> (ref(view), refs to the arrays it views: its base, and the base's own bases)
 _VIEW_OF: dict[int, tuple[Any, list[Any]]] = {}
 _VIEWS_OF: dict[int, list[Any]] = {}            # id(base) -> [ref(base), refs to its views]
+# id(view) -> (ref(view), ref(base), key): the views basic indexing made (x[i], x[1:3])
+_KEY_OF: dict[int, tuple[Any, Any, Any]] = {}
+_UNCHECKED_SETITEM: dict[type, Any] = {}  # Dask's own __setitem__, before the context's check
 _dask_registered: list[type] = []
 # NumPy functions whose results are views of their (first) argument, wholly or in part
 # (``broadcast_arrays``: each result of the argument in its place).  A read-only view
@@ -866,6 +1024,77 @@ def _check_write(x: Any, what: str, value: Any) -> None:
 def _forget(key: int) -> None:
     _VIEW_OF.pop(key, None)
     _VIEWS_OF.pop(key, None)
+    _KEY_OF.pop(key, None)
+
+
+def _live_refs(refs: Any) -> list[Any]:
+    return [r() for r in refs if r() is not None]
+
+
+def _write_through(x: Any, new: Any, setitem: Any) -> bool:
+    """``x op= y`` where ``x`` is a view basic indexing made of ``base`` (``x[i] += v``,
+    ``row = a[0]; row *= 2``), written as NumPy writes it: into ``x`` and through it into
+    ``base[key]``.  Only where nothing else would miss the write: ``base`` is no view itself,
+    ``x`` has no views of its own, and every other live view of ``base`` is one basic indexing
+    made of a part that does not overlap ``key``.  False (nothing written) otherwise."""
+    found = _KEY_OF.get(id(x))
+    if found is None or found[0]() is not x or setitem is None:
+        return False
+    base, key = found[1](), found[2]
+    entry = _VIEW_OF.get(id(x))
+    if base is None or entry is None or _live_refs(entry[1]) != [base]:
+        return False
+    above = _VIEW_OF.get(id(base))
+    if above is not None and _live(above[0], base) and _live_refs(above[1]):
+        return False
+    if _live_refs(_VIEWS_OF.get(id(x), ())[1:]):
+        return False
+    for view in _live_refs(_VIEWS_OF.get(id(base), ())[1:]):
+        if view is x:
+            continue
+        other = _KEY_OF.get(id(view))
+        if other is None or other[0]() is not view or other[1]() is not base or \
+                _overlap(key, other[2], tuple(base.shape)):
+            return False
+    setitem(x, Ellipsis, new)
+    setitem(base, key, x)
+    return True
+
+
+def _overlap(a: Any, b: Any, shape: tuple[Any, ...]) -> bool:
+    """Whether the parts ``base[a]`` and ``base[b]`` (basic keys) may share elements: True
+    unless, on some axis, they select disjoint integers or disjoint unit-step ranges."""
+    ranges = [_ranges(k, shape) for k in (a, b)]
+    if ranges[0] is None or ranges[1] is None:
+        return True
+    for (lo1, hi1), (lo2, hi2) in zip(ranges[0], ranges[1]):
+        if hi1 <= lo2 or hi2 <= lo1:
+            return False
+    return True
+
+
+def _ranges(key: Any, shape: tuple[Any, ...]) -> list[tuple[int, int]] | None:
+    """Per axis of ``shape``, the [low, high) range of indices ``key`` selects (a stepped
+    slice as its whole span); None for a key this does not follow (``None``, unknown sizes)."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    if any(k is None for k in parts) or parts.count(Ellipsis) > 1 or \
+            not all(isinstance(n, int) for n in shape):
+        return None
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        parts[at:at + 1] = [slice(None)] * (len(shape) - len(parts) + 1)
+    parts += [slice(None)] * (len(shape) - len(parts))
+    out = []
+    for k, n in zip(parts, shape):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if step != 1:
+                return None
+            out.append((start, max(start, stop)))
+        else:
+            i = int(k) + (n if int(k) < 0 else 0)
+            out.append((i, i + 1))
+    return out
 
 
 def _register_dask_writes(array_type: type) -> None:
@@ -879,21 +1108,20 @@ def _register_dask_writes(array_type: type) -> None:
     @cls.primitive(operator.getitem, (array_type, object))
     @opaque
     def _getitem(ctx: Any, x: Any, key: Any) -> Any:
-        out = x[key]
-        if _is_basic(key):
-            _record_views(out, x, array_type)
-        return out
+        _refuse_tagged(ctx, "x[i]", (x, key))
+        return x[key]  # (the patched __getitem__ records a view)
 
     @cls.primitive(operator.setitem, (array_type, object, object))
     @opaque
     def _setitem(ctx: Any, x: Any, key: Any, value: Any) -> None:
-        _check_write(x, "x[...] = v", value)
-        x[key] = value
+        _refuse_tagged(ctx, "x[i] = v", (x, key, value))
+        x[key] = value  # (the patched __setitem__ checks the write)
 
     for inplace, binary in _INPLACE.items():
         cls.primitive(inplace, (array_type, object))(_inplace(inplace, binary))
     package = os.path.dirname(sys.modules[array_type.__module__.split(".")[0]].__file__
                               or "") + os.sep
+    _patch_subscripts(array_type, package)
     for name in _VIEW_METHODS:
         attr = array_type.__dict__.get(name)
         if isinstance(attr, property) and attr.fget is not None:
@@ -916,19 +1144,116 @@ def _recording(method: Any, array_type: type, package: str) -> Any:
     return opaque(run)
 
 
+_SYMBOLS = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=",
+            operator.itruediv: "/=", operator.ifloordiv: "//=", operator.imod: "%=",
+            operator.ipow: "**=", operator.imatmul: "@=", operator.iand: "&=",
+            operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
+            operator.irshift: ">>="}
+
+
 def _inplace(inplace: Any, binary: Any) -> Any:
-    symbol = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=",
-              operator.itruediv: "/=", operator.ifloordiv: "//=", operator.imod: "%=",
-              operator.ipow: "**=", operator.imatmul: "@=", operator.iand: "&=",
-              operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
-              operator.irshift: ">>="}[inplace]
+    symbol = _SYMBOLS[inplace]
 
     @opaque
     def run(ctx: Any, x: Any, y: Any) -> Any:
-        _check_write(x, f"x {symbol} y", y)
-        x[...] = binary(x, y)  # into x itself, as NumPy's in-place operators write
+        _refuse_tagged(ctx, f"x {symbol} y", (x, y))
+        new = binary(x, y)
+        if not _write_through(x, new, _UNCHECKED_SETITEM.get(type(x))):
+            _check_write(x, f"x {symbol} y", y)
+            x[...] = new  # into x itself, as NumPy's in-place operators write
         return x
     return run
+
+
+def _refuse_tagged(ctx: Any, what: str, args: tuple[Any, ...]) -> None:
+    """An EnclosingTagError for ``what`` given a value an enclosing context tagged (a
+    derivative taken outside the context): run here natively, its derivative would be lost."""
+    if any(type(a) is Tagged for a in args):
+        ctx._enclosing_tags(operator.getitem, what, args, {})
+
+
+def _dask_run() -> bool:
+    """Whether Dask arrays follow NumPy's views and in-place writes now: in a run of an
+    ArrayBackendContext of Dask, or of a derivative (overdub_ad's contexts, which run
+    ``x[i]`` or ``x *= 2`` by the array's own methods, inside such a context); not outside a
+    run, nor in a run of any other context (a CountContext sees Dask code compute as it does
+    natively)."""
+    ctx = current_context()
+    if ctx is None:
+        return False
+    if isinstance(ctx, ArrayBackendContext):
+        return ctx.backend.name == "dask.array"
+    return type(ctx).__module__.startswith("overdub_ad.")
+
+
+def _patch_subscripts(array_type: Any, package: str) -> None:
+    """Make the Dask array's own ``__getitem__``, ``__setitem__`` and ``__iter__`` record and
+    check views, and give it in-place operators, during a run of a Dask context only: a
+    derivative (or any context) taken inside the Dask context may run ``x[i]``, ``x[i] = v``,
+    ``x *= 2`` or ``for row in x`` by the array's methods, which the context's operator
+    primitives never see.  Outside such a run, and for Dask's own calls, they are Dask's."""
+    getitem, setitem, iterate = (array_type.__dict__[name] for name in
+                                 ("__getitem__", "__setitem__", "__iter__"))
+    _UNCHECKED_SETITEM[array_type] = setitem
+
+    def ours() -> bool:
+        return _dask_run() and not sys._getframe(2).f_code.co_filename.startswith(package)
+
+    @functools.wraps(getitem)
+    def __getitem__(self: Any, key: Any) -> Any:
+        out = getitem(self, key)
+        if _is_basic(key) and ours():
+            _record_views(out, self, array_type)
+            if id(out) in _VIEW_OF:
+                _KEY_OF[id(out)] = (weakref.ref(out), weakref.ref(self), key)
+        return out
+
+    @functools.wraps(setitem)
+    def __setitem__(self: Any, key: Any, value: Any) -> None:
+        if ours():
+            _check_write(self, "x[...] = v", value)
+        setitem(self, key, value)
+
+    @functools.wraps(iterate)
+    def __iter__(self: Any) -> Any:
+        if not ours():
+            return iterate(self)
+
+        def rows() -> Any:  # NumPy's rows are views: for row in x, a, b = x, list(x)...
+            for i in range(len(self)):
+                row = getitem(self, i)
+                _record_views(row, self, array_type)
+                if id(row) in _VIEW_OF:
+                    _KEY_OF[id(row)] = (weakref.ref(row), weakref.ref(self), i)
+                yield row
+        return rows()
+
+    for name, method in (("__getitem__", __getitem__), ("__setitem__", __setitem__),
+                         ("__iter__", __iter__)):
+        setattr(array_type, name, opaque(method))
+    for inplace, binary in _INPLACE.items():
+        name = f"__i{inplace.__name__[1:]}__"
+        if name not in array_type.__dict__:
+            setattr(array_type, name, opaque(_inplace_method(inplace, binary, setitem,
+                                                             package)))
+
+
+def _inplace_method(inplace: Any, binary: Any, setitem: Any, package: str) -> Any:
+    """The in-place operator method of a Dask array (Dask has none, so ``x *= 2`` rebinds
+    ``x``): during a run of a Dask context a write into the array itself, as NumPy's;
+    otherwise (and for Dask's own code) NotImplemented, which leaves Python's rebinding."""
+    symbol = _SYMBOLS[inplace]
+
+    def method(self: Any, other: Any) -> Any:
+        if not _dask_run() or sys._getframe(1).f_code.co_filename.startswith(package):
+            return NotImplemented
+        new = binary(self, other)
+        if not _write_through(self, new, setitem):
+            _check_write(self, f"x {symbol} y", other)
+            setitem(self, Ellipsis, new)
+        return self
+    method.__name__ = method.__qualname__ = f"__i{inplace.__name__[1:]}__"
+    return method
 
 
 # -- the GPU ---------------------------------------------------------------------------------

@@ -161,15 +161,19 @@ def _asarray(f: Any, be: Any, a: Any, dtype: Any = None, order: Any = _NO, *, co
 
 def _array(f: Any, be: Any, a: Any, dtype: Any = None, *, copy: bool = True, order: Any = _NO,
            subok: Any = _NO, ndmin: Any = _NO, like: Any = _NO) -> Any:
-    _refuse("array", f, order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0),
-            like=(like, None))
+    # (subok= keeps NumPy's subclasses of ndarray, which another namespace has none of: the
+    # namespace's array either way, as np.r_'s own code asks for)
+    _refuse("array", f, order=(order, "K"), like=(like, None))
     if isinstance(a, np.generic):
         a = a.item()
-    return f(_stacked(be, a), dtype=be.dtype(dtype), copy=True if copy else None)
+    out = f(_stacked(be, a), dtype=be.dtype(dtype), copy=True if copy else None)
+    if ndmin is not _NO and ndmin > out.ndim:
+        out = be.resolve_name("reshape")(out, (1,) * (ndmin - out.ndim) + tuple(out.shape))
+    return out
 
 
 def _copy(f: Any, be: Any, a: Any, order: Any = _NO, subok: Any = _NO) -> Any:
-    _refuse("copy", f, order=(order, "K"), subok=(subok, False))
+    _refuse("copy", f, order=(order, "K"))
     return f(a, copy=True)
 
 
@@ -394,6 +398,10 @@ def _unique(f: Any, be: Any, ar: Any, return_index: bool = False, return_inverse
 
 def _searchsorted(f: Any, be: Any, a: Any, v: Any, side: str = "left",
                   sorter: Any = None) -> Any:
+    if be.name == "dask.array":  # (Dask takes arrays of at least one dimension only)
+        v = v if be.is_array(v) else be.xp.asarray(v)
+        if v.ndim == 0:
+            return f(a, be.xp.reshape(v, (1,)), side=side, sorter=sorter)[0]
     return f(*be.arrays((a, v)), side=side, sorter=sorter)
 
 
@@ -459,6 +467,10 @@ def _expand_dims(f: Any, be: Any, a: Any, axis: Any) -> Any:
 def _concat(f: Any, be: Any, arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None,
             casting: Any = _NO) -> Any:
     _refuse("concatenate", f, out=(out, None), casting=(casting, "same_kind"))
+    if not be.numpy_like and any(not be.is_array(a) for a in arrays):
+        # np.concatenate([x[:1], [9.0], x[2:]]): NumPy reads the lists as arrays
+        arrays = be.promoted(tuple(a if be.is_array(a) else be.xp.asarray(_stacked(be, a))
+                                   for a in arrays))
     result = f(tuple(arrays), axis=axis)
     return result if dtype is None else be.astype(result, dtype)
 
@@ -500,7 +512,20 @@ def _tile(f: Any, be: Any, A: Any, reps: Any) -> Any:
 
 
 def _repeat(f: Any, be: Any, a: Any, repeats: Any, axis: Any = None) -> Any:
-    return f(be.arrays((a,))[0], repeats, axis=axis)
+    (x,) = be.arrays((a,))
+    if be.name == "dask.array":  # Dask wants an axis, and one count for every element
+        if axis is None:
+            x, axis = be.xp.ravel(x), 0
+        if isinstance(repeats, (list, tuple, np.ndarray)) and np.ndim(repeats) == 1:
+            counts = np.asarray(repeats)
+            if counts.size != x.shape[axis]:
+                raise ValueError(f"np.repeat: {counts.size} counts for an axis of length "
+                                 f"{x.shape[axis]}")
+            return be.xp.take(x, np.repeat(np.arange(counts.size), counts), axis=axis)
+        return f(x, repeats, axis=axis)
+    if isinstance(repeats, (list, tuple, np.ndarray)):
+        repeats = be.xp.asarray(np.asarray(repeats))
+    return f(x, repeats, axis=axis)
 
 
 def _moveaxis(f: Any, be: Any, a: Any, source: Any, destination: Any) -> Any:
@@ -1262,10 +1287,12 @@ def _dask_asarray(f: Any, be: Any, a: Any, dtype: Any = None, order: Any = None,
 
 def _dask_array(f: Any, be: Any, a: Any, dtype: Any = None, *, copy: bool = True,
                 order: Any = _NO, subok: Any = _NO, ndmin: Any = _NO, like: Any = _NO) -> Any:
-    _refuse("array", f, order=(order, "K"), subok=(subok, False), ndmin=(ndmin, 0),
-            like=(like, None))
+    _refuse("array", f, order=(order, "K"), like=(like, None))  # (subok=: see _array)
     out = f(_stacked(be, a), dtype=dtype)
-    return _dask_fresh(be, a, out) if copy else out
+    out = _dask_fresh(be, a, out) if copy else out
+    if ndmin is not _NO and ndmin > out.ndim:
+        out = out.reshape((1,) * (ndmin - out.ndim) + tuple(out.shape))
+    return out
 
 
 def _dask_fresh(be: Any, a: Any, out: Any) -> Any:
@@ -1275,7 +1302,7 @@ def _dask_fresh(be: Any, a: Any, out: Any) -> Any:
 
 
 def _dask_copy(f: Any, be: Any, a: Any, order: Any = _NO, subok: Any = _NO) -> Any:
-    _refuse("copy", f, order=(order, "K"), subok=(subok, False))
+    _refuse("copy", f, order=(order, "K"))
     return _dask_fresh(be, a, f(a))
 
 
@@ -1494,6 +1521,7 @@ _DASK_ADAPTED: dict[str, Rule] = {
        for n in ("fft2", "ifft2", "rfft2", "irfft2")},
     "eye": Rule("eye", _dask_eye, "creation"),
     "take": Rule("take", _take),
+    "searchsorted": Rule("searchsorted", _searchsorted), "repeat": Rule("repeat", _repeat),
     "linalg.cholesky": Rule("linalg.cholesky", _dask_cholesky),
     "linalg.svd": Rule("linalg.svd", _dask_svd),
     "linalg.qr": Rule("linalg.qr", _dask_qr),
