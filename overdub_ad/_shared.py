@@ -369,7 +369,8 @@ def _inert_argument(x: Any) -> bool:
     kind = type(x)
     if kind is tuple:
         return all(type(v) is int for v in x)  # a shape
-    return kind in INERT_ARGUMENTS or isinstance(x, np.dtype)
+    # (a dtype of another namespace, array_api_strict's DType, is none of NumPy's)
+    return kind in INERT_ARGUMENTS or isinstance(x, np.dtype) or kind.__name__ == "DType"
 
 
 #: plain arguments that hold no derivative (numbers not tagged, text, classes as dtypes): a
