@@ -41,7 +41,9 @@ cotangent, ``out`` the primal output.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -201,9 +203,20 @@ def _bind(solver: Any, callback: str, extra: str, args: tuple[Any, ...],
     bound.apply_defaults()
     f, fargs = bound.arguments[callback], _args_tuple(bound.arguments.get(extra))
     theta, rebuild = free_values((f, fargs))
-    arguments = {k: v if k in (callback, extra) else detach(v)
+    arguments = {k: v if k in (callback, extra) else _aid(v)
                  for k, v in bound.arguments.items()}
     return _Call(solver, callback, extra, arguments, rebuild), theta, rebuild
+
+
+def _aid(value: Any) -> Any:
+    """A solver's other argument, detached.  A function among them (``fprime=``, ``jac=``,
+    ``hess=``, ``callback=``, ``dblquad``'s limits) only helps the solver find what the
+    callback defines, whose derivative comes from the callback: it is given the plain values
+    it closes over (the solver calls it natively)."""
+    if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+        values, rebuild = free_values(value)
+        return rebuild(detach(values)) if values else value
+    return detach(value)
 
 
 # -- roots and minima: the implicit function theorem ------------------------------------------

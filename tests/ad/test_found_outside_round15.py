@@ -561,3 +561,24 @@ def test_scipy_linalg_decompositions_as_numpy_differentiates_them():
         assert jvp(f, (a,), (v,))[1] == pytest.approx(fd, rel=1e-5)
     with pytest.raises(MissingRuleError, match="pivoting"):
         grad(lambda a: np.sum(sla.qr(a, pivoting=True)[1]))(a)
+
+
+def test_helper_functions_of_a_solver_may_close_over_differentiated_values():
+    # found from outside: fprime= and jac= closing over the parameters raised MissingRuleError
+    # (the solver calls them natively); they only guide the solver, the derivative comes from
+    # the callback's
+    import scipy.optimize as so
+
+    def root(k):
+        return so.newton(lambda x: x ** 3 - k, 1.0, fprime=lambda x: 3 * k * x ** 2 / k,
+                         tol=1e-12)
+
+    def minimum(k):
+        return so.minimize(lambda x: np.sum((x - k) ** 2 + x ** 4), np.zeros(2),
+                           jac=lambda x: 2 * (x - k) + 4 * x ** 3, method="BFGS",
+                           tol=1e-12).x[0]
+
+    for f in (root, minimum):
+        fd = (f(2.0 + 1e-5) - f(2.0 - 1e-5)) / 2e-5
+        assert grad(f)(2.0) == pytest.approx(fd, rel=1e-6)
+        assert jvp(f, (2.0,), (1.0,))[1] == pytest.approx(fd, rel=1e-6)
