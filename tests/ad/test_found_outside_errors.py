@@ -189,16 +189,17 @@ def cached_square(x):
 
 MATRIX = np.eye(2) * 2.0
 MESSAGES = {  # name: (function of one array or number, point, what the message must say)
-    "svd": (lambda a: np.sum(sla.svd(a, compute_uv=False)), MATRIX,
-            r"rule for scipy\.linalg\.svd \(argument 0 of its internal function dgesdd\)"),
-    "qr": (lambda a: np.sum(sla.qr(a)[1]), MATRIX,
-           r"rule for scipy\.linalg\.qr \(argument 0 of its internal function dgeqrf\)"),
+    # (scipy.linalg.svd and qr have rules now: functions that still have none)
+    "schur": (lambda a: np.sum(sla.schur(a)[0]), MATRIX,
+              r"rule for scipy\.linalg\.schur \(argument 1 of its internal function dgees\)"),
+    "lu": (lambda a: np.sum(sla.lu(a)[2]), MATRIX,
+           r"rule for scipy\.linalg\.lu \(argument 0 of its internal function "),
     "unique": (lambda a: np.sum(np.unique(a)), np.array([1.0, 2.0]),
                r"rule for numpy\.unique \("),
     "cubic_spline": (lambda t: interpolate.CubicSpline([0.0, 1.0, 2.0], [0.0, 1.0, 0.0])(t),
                      0.5, r"rule for scipy\.interpolate\.CubicSpline\.__call__ \("),
-    "lfilter": (lambda x: np.sum(signal.lfilter([1.0], [1.0, -0.5], x)), np.ones(3),
-                r"rule for scipy\.signal\.lfilter \("),
+    "sosfilt": (lambda x: np.sum(signal.sosfilt(np.array([[1.0, 0.0, 0.0, 1.0, -0.5, 0.0]]), x)),
+                np.ones(3), r"rule for scipy\.signal\.sosfilt \("),  # (lfilter has rules)
     "entropy": (lambda m: st.poisson.entropy(m), 3.5,
                 r"rule for scipy\.stats\.poisson\.entropy in its shape parameters"),
     "lru_cache": (lambda x: cached_square(x) * x, 1.5,
