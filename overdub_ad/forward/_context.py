@@ -619,8 +619,13 @@ class ForwardContext(Context):
         if fn is _tolist:
             return self._tolist(*args)
         standin = _rules.standin(fn, _rules.jvp_rules)
-        if standin is not None:  # given the pytrees revealed: quad(f, a, b, args=kept[0])
-            return recurse(self, standin, *self._revealed(args), **self._revealed(kwargs))
+        if standin is not None:  # given its tuples revealed: quad(f, a, b, args=kept[0])
+            # (only tuples: a stand-in may write into a list or dict it is given, exec's
+            # namespace, which must stay the caller's own)
+            return recurse(self, standin, *[self._revealed(a) if type(a) is tuple else a
+                                            for a in args],
+                           **{k: self._revealed(v) if type(v) is tuple else v
+                              for k, v in kwargs.items()})
         if fn is np.copyto:  # a write: the tangents of dst's memory follow it
             return recurse(self, _copyto, *args, **kwargs)
         if type(fn) is np.ufunc and kwargs and _masked(kwargs):  # a write through a mask
