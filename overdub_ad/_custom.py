@@ -424,3 +424,27 @@ def _signature(fn: Any) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  holds: Callable[[Any], bool]) -> None:
+    """A ``TypeError`` naming ``fn`` (a ``custom_jvp`` or ``custom_vjp`` function, ``kind``)
+    where one of its arguments, or a leaf of one, is a plain object -- not a pytree --
+    holding a value differentiated here (``holds``: the context's test, ``_holds_stored``):
+    the rule is given the object, never a tangent or cotangent for what it holds, so that
+    value's derivative would be a silent zero."""
+    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
+                         *((f"argument {k!r}", v) for k, v in kwargs.items())]:
+        try:
+            leaves = flatten(value)[0]
+        except TypeError:  # (a dataclass with attributes that are not fields: one object)
+            leaves = [value]
+        for leaf in leaves:
+            if holds(leaf):
+                name = type(leaf).__name__
+                raise TypeError(
+                    f"{kind} function {_rules._name(fn)} was given a {name} ({where}) that "
+                    f"holds a differentiated value: a {name} is not a pytree, so its rule "
+                    f"gets no tangent or cotangent for what it holds, and that derivative "
+                    f"would be lost; pass the value itself as an argument, or make {name} a "
+                    f"pytree (a dataclass, a NamedTuple, or overdub_ad.register_pytree)")

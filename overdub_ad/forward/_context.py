@@ -18,7 +18,7 @@ from .. import _arrays, _callbacks, _rules
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
-from .._custom import custom_jvp
+from .._custom import custom_jvp, refuse_hidden
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
@@ -811,7 +811,23 @@ class ForwardContext(Context):
             return out
         if self._put_outputs(fn, kwargs.get("out"), out, tangent, given_out):
             return out
+        if tangent is not None and (type(out) is dict or (not isinstance(out, tuple)
+                                                          and is_node(out))):
+            return self._attach_tree(fn, out, tangent)  # (a named tuple: as a tuple, below)
         return self._attach(out, tangent)
+
+    def _attach_tree(self, fn: Any, out: Any, tangent: Any) -> Any:
+        """``out``, a dict, named tuple, dataclass or registered pytree ``fn``'s rules gave
+        ``tangent`` for, with each leaf carrying its tangent; the tangent must have the
+        output's structure (else a ``TypeError``: a leaf would silently lose it)."""
+        leaves, tree = flatten(out)
+        parts, tangent_tree = flatten(tangent)
+        if tangent_tree != tree and (len(parts) != len(leaves) or tangent_tree.kind
+                                     is not tree.kind or tangent_tree.keys != tree.keys):
+            raise TypeError(f"the forward rule of {_rules._name(fn)} returned a tangent of "
+                            f"structure {tangent_tree} for an output of structure {tree}: "
+                            f"give the tangent in the output's structure")
+        return unflatten(tree, [self._attach(o, t) for o, t in zip(leaves, parts)])
 
     def _spread_to(self, tangent: Any, result: Any, target: np.ndarray) -> Any:
         """The tangent of a ufunc's ``result`` (``jacfwd``'s directions in front), spread over
@@ -896,6 +912,9 @@ class ForwardContext(Context):
             return a
         if type(a) in (tuple, list):
             return type(a)(self._add(x, y) for x, y in zip(a, b))
+        if type(a) is dict or is_node(a):  # (the rules of a function returning a pytree)
+            leaves, tree = flatten(a)
+            return unflatten(tree, [self._add(x, y) for x, y in zip(leaves, flatten(b)[0])])
         return self.fallback(operator.add, a, b)
 
     def _attach(self, out: Any, tangent: Any) -> Any:
@@ -1156,6 +1175,7 @@ class ForwardContext(Context):
         if fn.jvp is None:
             raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
                             f"define one with @{fn.__name__}.defjvp")
+        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x))
         positional = self._revealed(fn.positional(args, kwargs))
         fn.check_nondiff([any(map(self._carries, flatten(a)[0])) for a in positional])
         leaves, tree = flatten(list(positional))

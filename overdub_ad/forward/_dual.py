@@ -46,7 +46,7 @@ import numpy as np
 from overdub import Context, Tagged, TagError, can_recurse, current_context, opaque, recurse
 
 from .. import _routes, _rules
-from .._pytree import flatten, unflatten
+from .._pytree import flatten, is_node, unflatten
 from .._shared import _INPLACE
 from . import _dual_objects
 from ._dual_objects import _RUN
@@ -278,6 +278,11 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     out = _lifted(f, args, kwargs)
     if not carried:
         return _result(out)
+    kind = out.__class__
+    if (kind is list or kind is dict or (kind is not tuple and is_node(out))) and \
+            not _rules.is_shipped(f):  # a user's rules of a pytree output: the general mode
+        raise _Deopt(f"{getattr(f, '__name__', f)} returned a {kind.__name__}, which its "
+                     f"rules give a tangent in the same structure")
     tangent = None
     for i in carried:
         rule = rules[i] if i < len(rules) else None

@@ -15,14 +15,14 @@ from overdub import Tagged, recurse
 from .. import _callbacks, _rules
 from .._arraylike import one_array, takes_arrays
 from .._custom import (custom_jvp, custom_vjp, LinearityCheck, output_leaves, probe,
-                       structured_bwd)
-from .._pytree import flatten, unflatten
-from .._shared import _innermost, _no_derivative_lost, unfollowed_write, _zero
+                       refuse_hidden, structured_bwd)
+from .._pytree import flatten, is_node, unflatten
+from .._shared import _holds_stored, _innermost, _no_derivative_lost, unfollowed_write, _zero
 from ._calls import (_arrays_within, _C_ENCODER, _NOT_SIMPLE, _plain_tuple, _positional,
                      _reads_text, _SIMPLE_ARGS, _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
 from ._tape import (_carries_int, _Entry, _is_differentiable, _Joint, _LINEARISED, _Node,
-                    _placeholder, _root)
+                    _placeholder, _root, _RulesJoint)
 
 if TYPE_CHECKING:
     from ._context import ReverseContext
@@ -39,6 +39,7 @@ def _item_nodes(self: ReverseContext, d: dict[Any, Any]) -> dict[Any, Any] | Non
 def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A primitive call: run on plain values, record an entry with the argument nodes."""
     if type(fn) is custom_jvp:
+        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x))
         if not self._carries((args, kwargs)):
             return self.fallback(fn, *args, **kwargs)  # (a leaf: see the custom_vjp case)
         return self._through_jvp_rule(fn, args, kwargs)
@@ -66,6 +67,7 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:
             return fn(*args, **kwargs)  # (raises: no rule)
+        refuse_hidden("custom_vjp", fn.fn, args, kwargs, lambda x: _holds_stored(self, x))
         if not self._carries((args, kwargs)) and not self._closes_over(fn.fn):
             # nothing this derivative differentiates: the call as it is, which an enclosing
             # derivative sees whole and takes by its rule (never the body's operations)
@@ -139,8 +141,10 @@ def _through_jvp_rule(self: ReverseContext, fn: custom_jvp, args: tuple[Any, ...
                           [self._node(leaves[i]) for i in given], joint=check.inputs)
     for i, t in zip(given, probes):
         tangents[i] = t
-    result = fn.rule_pair(self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
-                                       tuple(unflatten(tree, tangents))))
+    # (revealed: a dataclass or registered object the rule built under this context keeps
+    # its fields' metadata aside, where a native read would find them plain -- a silent zero)
+    result = fn.rule_pair(self._revealed(self.overdub(fn.jvp, tuple(unflatten(tree, primals)),
+                                                      tuple(unflatten(tree, tangents)))))
     if self.second:
         self.tape.append(_LINEARISED)
     outs, out_tree = flatten(result[0])
@@ -271,6 +275,15 @@ def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str,
             shape_only: bool = False) -> Any:
     outputs: tuple[_Node | None, ...] | _Node
     result: Any
+    if joint is None:
+        structured = _user_structure(fn, out)
+        if structured is not None:  # a user's rules, of an output of several leaves
+            leaves, tree = structured
+            rules = _rules.vjp_rules(fn)
+            assert rules is not None
+            recorded = self._record(fn, primals, kwargs, tuple(leaves), inputs,
+                                    joint=_RulesJoint(rules, tree, out, primals, kwargs, inputs))
+            return unflatten(tree, list(recorded))
     if isinstance(out, (tuple, list)):
         outputs = tuple([_Node() if _is_differentiable(o) else None for o in out])
         if all(n is None for n in outputs):
@@ -297,6 +310,23 @@ def _record(self: ReverseContext, fn: Any, primals: list[Any], kwargs: dict[str,
     if self.tracking:
         self._hold(entry, primals, out)
     return result
+
+
+def _user_structure(fn: Any, out: Any) -> tuple[list[Any], Any] | None:
+    """The leaves and structure of ``out``, the output of a function with reverse rules the
+    user registered (``defvjp``), where it is a tuple, list, dict, named tuple, dataclass or
+    registered pytree: its rules are then given the cotangent in that structure, zeros for
+    the leaves nothing used (as a ``custom_vjp``'s bwd is; see :class:`_RulesJoint`).  None
+    for anything else, and for the rules overdub_ad ships (they take tuples, None for
+    zero)."""
+    kind = type(out)
+    if not (kind is dict or kind is tuple or kind is list or is_node(out)) or \
+            _rules.vjp_rules(fn) is None or _rules.is_shipped(fn) or fn is _NP_UNSTACK:
+        return None
+    leaves, tree = flatten(out)
+    if tree.kind == "leaf" or not any(map(_is_differentiable, leaves)):
+        return None
+    return leaves, tree
 
 
 # -- values the tape needs, and views ------------------------------------------------------

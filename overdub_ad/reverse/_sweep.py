@@ -20,8 +20,8 @@ from .._pytree import flatten, node_children, rebuild_node, reveal, unflatten
 from .._shared import _innermost, not_differentiable, not_differentiable_error, _untag_bindings
 from ._calls import _DECISIONS, _NOT_FUNCTIONS, _REAL_TYPES
 from ._context import ReverseContext
-from ._tape import (_basic, _cast, _Entry, _Joint, _Node, _Partials, _read_as_array, _shape,
-                    _summed, _unbroadcast, _vjps, _zero_like, _zeros_like)
+from ._tape import (_basic, _cast, _Entry, _Joint, _Node, _Partials, _read_as_array,
+                    _RulesJoint, _shape, _summed, _unbroadcast, _vjps, _zero_like, _zeros_like)
 
 
 class _Forwarding(Context):
@@ -127,7 +127,11 @@ class _NestedSweep:
             if entry.joint is not None:
                 if type(ct) is tuple:
                     ct = tuple([_zero_like(o) if c is None else c for c, o in zip(ct, entry.out)])
-                parts = self.compute(entry.joint, ct)
+                parts: Any
+                if type(entry.joint) is _RulesJoint:  # (its rules shown to the enclosing
+                    parts = entry.joint(ct, self.compute)  # context one by one)
+                else:
+                    parts = self.compute(entry.joint, ct)
                 if type(entry.joint) is _Joint and entry.joint.wanted is None:
                     entry.fn.check_cotangents(parts, entry.primals)  # (as _Sweep.joint)
                 for node, part, x in zip(entry.inputs, parts, entry.primals):

@@ -11,7 +11,7 @@ import numpy as np
 from overdub import Tagged, current_context, overdub
 
 from .. import _arrays, _rules
-from .._pytree import flatten, ordered_as
+from .._pytree import flatten, ordered_as, unflatten
 from .._shared import _innermost
 from ._calls import _NUMERIC, _SCALAR
 
@@ -109,6 +109,42 @@ class _Joint:
         if self.wanted is None:
             return self.bwd(self.residuals, ct)
         return self.bwd(self.residuals, ct, self.wanted)
+
+
+class _RulesJoint:
+    """The backward step of a call of a function with the user's reverse rules whose output
+    has several leaves (see ``_recording._user_structure``): each differentiated argument's rule
+    gets the cotangent of the output in the output's structure -- a dict for a dict, a
+    dataclass for a dataclass -- with zeros where a leaf got none (never None, which a
+    rule's arithmetic cannot take)."""
+
+    __slots__ = ("rules", "tree", "out", "primals", "kwargs", "inputs")
+
+    def __init__(self, rules: tuple[Any, ...], tree: Any, out: Any, primals: list[Any],
+                 kwargs: dict[str, Any], inputs: list[Any]) -> None:
+        self.rules, self.tree, self.out = rules, tree, out
+        self.primals, self.kwargs, self.inputs = primals, kwargs, inputs
+
+    def __call__(self, ct: Any, compute: Callable[..., Any] | None = None) -> list[Any]:
+        """The cotangent of each argument (None for one not differentiated), each rule run
+        by ``compute`` (by default called directly; under an enclosing context, the sweep's,
+        which shows it each rule: this bookkeeping runs natively, as a list built under the
+        enclosing context would keep its members' derivatives aside)."""
+        if compute is None:
+            compute = _applied
+        rules, inputs, primals, kwargs = self.rules, self.inputs, self.primals, self.kwargs
+        structured = unflatten(self.tree, list(ct))
+        parts: list[Any] = []
+        for i, node in enumerate(inputs):
+            rule = rules[i] if i < len(rules) else None
+            if node is None or rule is None or rule is _rules.ZERO:
+                parts.append(None)
+            elif type(rule) is _rules.Carried:
+                parts.append(compute(rule.rule, _rules.carried_pattern(inputs), structured,
+                                     self.out, *primals, **kwargs))
+            else:
+                parts.append(compute(rule, structured, self.out, *primals, **kwargs))
+        return parts
 
 
 def _is_differentiable(x: Any) -> bool:
