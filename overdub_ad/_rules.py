@@ -52,11 +52,14 @@ primal output, ``dx`` a tangent, ``ct`` a cotangent.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
 import types
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from overdub import unbind, why_no_source
 
@@ -353,6 +356,266 @@ def _entry(fn: Any) -> _Entry:
     return entry
 
 
+def _classmethod_of(cls: type, method: types.MethodType) -> bool:
+    """Whether ``method`` (bound to the class ``cls``) is a classmethod that ``cls`` defines or
+    inherits, rather than a method of its metaclass."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(method.__name__)
+        if found is not None:
+            return type(found) is classmethod and found.__func__ is method.__func__
+    return False
+
+
+def _target(kind: str, fn: Any) -> tuple[Any, int]:
+    """What a registration for ``fn`` is stored under, the function the engines look up when
+    it is called, and how many arguments that function takes before the ones the user's rules
+    are written for (1: the class of a classmethod).
+
+    - a staticmethod object (``Cls.__dict__["f"]``, or met in a class body): its function,
+      which is what ``Cls.f`` gives;
+    - a classmethod as ``Cls.cm`` (a method bound to the class): its function, as Python runs
+      ``Cls.cm(x)``, ``cm.__func__(Cls, x)`` (subclasses that inherit ``cm`` included);
+    - a method bound to an object (``model.act``, ``random.uniform``, ``np.add.reduce``):
+      refused, as is a classmethod object, which cannot be called.  A call of a bound method
+      runs its class's method with the object first, and the rules looked up are that
+      method's: what to register instead is said in the error."""
+    if type(fn) is staticmethod:
+        return fn.__func__, 0
+    if type(fn) is classmethod:
+        func = getattr(fn, "__func__", None)
+        raise TypeError(
+            f"{kind}: {fn!r} is a classmethod object, which is not what a call runs; register "
+            f"the method as its class gives it, {kind}(Cls.{getattr(func, '__name__', 'name')}"
+            f", ...), with rules for its arguments after the class")
+    if type(fn) is types.MethodType:
+        owner = fn.__self__
+        if isinstance(owner, type) and _classmethod_of(owner, fn):
+            return fn.__func__, 1
+        method = _name(fn.__func__)
+        raise TypeError(
+            f"{kind}({method} bound to {_short(owner)}): rules are looked up for the function a "
+            f"call runs, and calling a bound method runs its class's function with the object "
+            f"first; register {method} itself, with a ZERO rule (or a rule) for that first "
+            f"argument: {kind}({method}, ZERO, <your rules>), each rule receiving the object "
+            f"after `out`, for every object of the class; or, for this object only, call it "
+            f"through a function of your own (def f(y): return obj.method(y)) and register "
+            f"that function")
+    if type(fn) in (types.BuiltinMethodType, types.MethodWrapperType):
+        owner = fn.__self__
+        if owner is not None and not isinstance(owner, (types.ModuleType, type)):
+            name = getattr(fn, "__name__", "method")
+            raise TypeError(
+                f"{kind}({_short(owner)}.{name}): a rule for a C method bound to an object is "
+                f"not looked up (a call runs {_name(type(owner))}.{name} with the object "
+                f"first); register {_name(type(owner))}.{name} with a rule (or ZERO) for the "
+                f"object first, or call it through a function of your own and register that "
+                f"function")
+    return fn, 0
+
+
+def _short(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _arity(fn: Any, skip: int) -> tuple[list[inspect.Parameter], bool] | None:
+    """The positional parameters of the Python function ``fn`` after the first ``skip`` (the
+    class of a classmethod), and whether it takes ``*args``; None where not inspectable."""
+    if type(fn) is not types.FunctionType:
+        return None
+    signature = _signature(fn)
+    if signature is None:
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in signature.parameters.values() if p.kind in kinds][skip:]
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL
+                  for p in signature.parameters.values())
+    return positional, varargs
+
+
+def _callable_as_rule(rule: Any, lead: int, params: list[inspect.Parameter],
+                      varargs: bool) -> bool:
+    """Whether ``rule`` can be called as the engines call it, with ``lead`` arguments (``d,
+    out``, and ``carried`` first for :class:`Carried`) and then the call's: some of the
+    function's ``params`` given by position, the required ones after them by keyword."""
+    signature = _signature(rule)
+    if signature is None:
+        return True
+    required = [p for p in params if p.default is inspect.Parameter.empty]
+    first = sum(1 for p in required if p.kind is inspect.Parameter.POSITIONAL_ONLY)
+    last = len(params) + (len(signature.parameters) if varargs else 0)
+    for given in range(first, last + 1):
+        keywords = {p.name: None for p in required[given:]}
+        try:
+            signature.bind(*([None] * (lead + given)), **keywords)
+        except TypeError:
+            continue
+        return True
+    return False
+
+
+def _check_arity(kind: str, fn: Any, target: Any, skip: int, rules: tuple[Any, ...]) -> None:
+    """A registration's rules checked against the function's signature, where Python can read
+    it: no more rules than positional parameters (without ``*args``), and each rule able to
+    take ``(d, out, *args)`` (a rule that forgot ``out`` fails here, naming the function)."""
+    found = _arity(target, skip)
+    if found is None:
+        return
+    params, varargs = found
+    names = ", ".join(p.name for p in params)
+    if not varargs and len(rules) > len(params):
+        raise TypeError(f"{kind}({_name(fn)}): {len(rules)} rules for a function of "
+                        f"{len(params)} positional parameter{'s' * (len(params) != 1)} "
+                        f"({names}); give one rule (or ZERO, or None) per positional argument")
+    d = "dx" if kind == "defjvp" else "ct"
+    for i, rule in enumerate(rules):
+        if rule is None or rule is ZERO or rule is LINEAR:
+            continue
+        carried = type(rule) is Carried
+        inner = rule.rule if carried else rule
+        if not _callable_as_rule(inner, 3 if carried else 2, params, varargs):
+            shown = _signature(inner)
+            expected = ("carried, " if carried else "") + f"{d}, out" + \
+                "".join(f", {p.name}" for p in params)
+            raise TypeError(f"{kind}({_name(fn)}): the rule for argument {i}, "
+                            f"{getattr(inner, '__name__', 'rule')}{shown}, cannot be called as "
+                            f"rule({expected}): a rule receives the "
+                            f"{'tangent' if d == 'dx' else 'cotangent'} and the primal output "
+                            f"first, then the call's arguments")
+
+
+def _is_numeric(value: Any) -> bool:
+    return type(value) in (float, int, complex, bool) or isinstance(value,
+                                                                   (np.ndarray, np.generic))
+
+
+def _checked(kind: str, fn: Any, i: int, rule: Any) -> Any:
+    """``rule`` (a user's, for argument ``i`` of ``fn``) with its result checked where that is
+    cheap, for arrays and numbers: a tangent must have the output's shape (with the tangent's
+    leading batch dimensions; broadcasting to it is allowed), a cotangent a shape that
+    broadcasts with its argument's (the engines sum broadcast dimensions away).  A string, a
+    shape that cannot be the derivative's, raises an error naming the function and the rule
+    rather than giving a wrong derivative or an error from deep inside the engine."""
+    if rule is None or rule is ZERO or rule is LINEAR or getattr(
+            rule.rule if type(rule) is Carried else rule, "_overdub_checked", None) is not None:
+        return rule
+    forward = kind == "defjvp"
+    if type(rule) is Carried:
+        inner = rule.rule
+
+        def checked_carried(carried: Any, d: Any, out: Any, /, *args: Any,
+                            **kwargs: Any) -> Any:
+            result = inner(carried, d, out, *args, **kwargs)
+            if i < len(args):
+                _check_result(kind, fn, i, forward, result, d, out, args[i])
+            return result
+        return Carried(_named(checked_carried, inner))
+
+    def checked(d: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
+        result = rule(d, out, *args, **kwargs)
+        if i < len(args):
+            _check_result(kind, fn, i, forward, result, d, out, args[i])
+        return result
+    return _named(checked, rule)
+
+
+def _named(wrapper: Any, rule: Any) -> Any:
+    """``wrapper`` named as the rule it checks, and marked as checked."""
+    wrapper._overdub_checked = rule
+    wrapper.__name__ = getattr(rule, "__name__", "rule")
+    wrapper.__qualname__ = getattr(rule, "__qualname__", wrapper.__name__)
+    wrapper.__doc__ = getattr(rule, "__doc__", None)
+    wrapper.__wrapped__ = rule
+    return wrapper
+
+
+def _check_result(kind: str, fn: Any, i: int, forward: bool, result: Any, d: Any, out: Any,
+                  x: Any) -> None:
+    if not (_is_numeric(out) and _is_numeric(x) and _is_numeric(d)):
+        return  # (pytrees, containers, other array types, values boxed by an outer derivative)
+    what = "tangent" if forward else "cotangent"
+    if result is None or type(result) is _Marker:
+        return
+    if not _is_numeric(result):
+        if isinstance(result, (str, bytes)) or not hasattr(result, "shape"):
+            raise TypeError(f"the {kind} rule for argument {i} of {_name(fn)} returned "
+                            f"{type(result).__name__} {_short(result)}, not a {what}")
+        return
+    lead = np.ndim(d) - np.ndim(x if forward else out)
+    if lead < 0:
+        return
+    batch = np.shape(d)[:lead]
+    expected = batch + np.shape(out if forward else x)
+    shape = np.shape(result)
+    try:
+        joint = np.broadcast_shapes(shape, expected)
+    except ValueError:
+        joint = None
+    if joint is None or (forward and joint != expected):
+        target = f"the output's shape {np.shape(out)}" if forward else \
+            f"argument {i}'s shape {np.shape(x)}"
+        raise ValueError(f"the {kind} rule for argument {i} of {_name(fn)} returned a {what} of "
+                         f"shape {shape}, where {target}"
+                         + (f" with the {what}'s batch dimensions {batch}" if batch else "")
+                         + f" needs {expected}")
+
+
+def _shifted(rule: Any) -> Any:
+    """A rule for a classmethod's arguments as one for its function's, the class first."""
+    if rule is None or rule is ZERO or rule is LINEAR:
+        return rule
+    if type(rule) is Carried:
+        inner = rule.rule
+
+        def carried_rule(carried: Any, d: Any, out: Any, cls: Any, /, *args: Any,
+                         **kwargs: Any) -> Any:
+            return inner(carried if carried is ALL_CARRIED else carried[1:], d, out, *args,
+                         **kwargs)
+        return Carried(carried_rule)
+
+    def shifted(d: Any, out: Any, cls: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return rule(d, out, *args, **kwargs)
+    return shifted
+
+
+def _register(kind: str, fn: Any, rules: tuple[Any, ...]) -> None:
+    target, skip = _target(kind, fn)
+    _check(kind, fn, rules)
+    if kind == "defvjp" and any(rule is LINEAR for rule in rules):
+        raise TypeError(f"defvjp({_name(fn)}): LINEAR is for forward rules; reverse mode needs "
+                        f"the transpose written out")
+    forward = kind == "defjvp"
+    user = bool(_SHIPPED)  # (the shipped rules are registered before mark_shipped)
+    if user:
+        if not rules:
+            had = jvp_rules(target) if forward else vjp_rules(target)
+            if not had:
+                raise TypeError(
+                    f"{kind}({_name(fn)}) with no rule: give one rule (or ZERO, or None) per "
+                    f"positional argument, or declare it with overdub_ad.nondifferentiable "
+                    f"if its derivative is zero")
+        _check_arity(kind, fn, target, skip, rules)
+        rules = tuple(_checked(kind, fn, i, rule) for i, rule in enumerate(rules))
+    if skip:
+        rules = (ZERO, *map(_shifted, rules))
+    with _lock:
+        entry = _entry(target)
+        if forward:
+            entry.jvps = rules
+        else:
+            entry.vjps = rules
+        if user and not entry.jvps and not entry.vjps:
+            del _TABLE[id(target)]  # (every rule taken away: the function is entered again)
+        _changed()
+
+
 def defjvp(fn: Any, *rules: Any) -> Any:
     """Register forward-mode rules for ``fn``, one per positional argument; returns ``fn``.
 
@@ -360,11 +623,12 @@ def defjvp(fn: Any, *rules: Any) -> Any:
 
         defjvp(math.hypot, lambda dx, out, x, y: x * dx / out,
                            lambda dy, out, x, y: y * dy / out)
-    """
-    _check("defjvp", fn, rules)
-    with _lock:
-        _entry(fn).jvps = rules
-        _changed()
+
+    ``fn`` is the function a call runs: for a method, the class's (``Model.energy``, whose
+    rules receive the object first); a classmethod as ``Cls.cm``, its rules written for the
+    arguments after the class.  A method bound to an object is refused.  ``defjvp(fn)`` with
+    no rule takes ``fn``'s forward rules away."""
+    _register("defjvp", fn, rules)
     return fn
 
 
@@ -375,23 +639,21 @@ def defvjp(fn: Any, *rules: Any) -> Any:
 
         defvjp(math.hypot, lambda ct, out, x, y: ct * x / out,
                            lambda ct, out, x, y: ct * y / out)
-    """
-    _check("defvjp", fn, rules)
-    if any(rule is LINEAR for rule in rules):
-        raise TypeError(f"defvjp({_name(fn)}): LINEAR is for forward rules; reverse mode needs "
-                        f"the transpose written out")
-    with _lock:
-        _entry(fn).vjps = rules
-        _changed()
+
+    What ``fn`` may be is as for :func:`defjvp`; ``defvjp(fn)`` with no rule takes ``fn``'s
+    reverse rules away."""
+    _register("defvjp", fn, rules)
     return fn
 
 
 def nondifferentiable(*fns: Any) -> None:
-    """Declare functions whose derivative is zero wherever it exists (piecewise constant)."""
+    """Declare functions whose derivative is zero wherever it exists (piecewise constant).
+    What each may be is as for :func:`defjvp`."""
     for fn in fns:
-        if not callable(fn):
+        if not callable(fn) and type(fn) is not classmethod:
             raise TypeError(f"nondifferentiable: {fn!r} is not callable")
-        _NONDIFFERENTIABLE[id(fn)] = fn
+        target, _ = _target("nondifferentiable", fn)
+        _NONDIFFERENTIABLE[id(target)] = target
         _changed()
 
 
@@ -404,12 +666,27 @@ def method_with_rules(fn: Any, rules_of: Callable[[Any], Any]) -> tuple[Any, Any
     nondifferentiable: ``defvjp(Model.energy, ...)`` for ``model.energy(x)``,
     ``np.ndarray.dot`` for ``a.dot(y)``.  The call is then run as Python runs it,
     ``method(obj, ...)``, and the method's rules apply.  None otherwise."""
-    if type(fn) not in _BOUND or rules_of(fn) is not None:
+    if type(fn) not in _BOUND:
+        return _called_with_rules(fn, rules_of)
+    if rules_of(fn) is not None:
         return None
     bound = unbind(fn)
     if bound is None or (rules_of(bound[0]) is None and not is_nondifferentiable(bound[0])):
         return None
     return bound
+
+
+def _called_with_rules(obj: Any, rules_of: Callable[[Any], Any]) -> tuple[Any, Any] | None:
+    """``(call, obj)`` for an object ``obj`` called, ``obj(x)``, whose class's ``__call__``
+    is a Python function with rules (or declared nondifferentiable), ``obj`` having none of
+    its own: Python runs ``call(obj, x)``, so the rules of ``call`` apply, as they do to
+    ``obj.__call__(x)``.  None otherwise."""
+    call = getattr(type(obj), "__call__", None)
+    if type(call) is not types.FunctionType or (rules_of(call) is None and
+                                                not is_nondifferentiable(call)) \
+            or rules_of(obj) is not None or is_nondifferentiable(obj):
+        return None
+    return call, obj
 
 
 def is_nondifferentiable(fn: Any) -> bool:
@@ -490,12 +767,29 @@ def standin(fn: Any, rules: Callable[[Any], Any] | None = None) -> Any:
             found = _STANDINS.get(id(call))
             if found is not None and found[0] is call and not _ruled(call, rules):
                 return types.MethodType(found[1], fn)
+            if call is not None and type(call) in _custom_types() and not _ruled(fn, rules):
+                # a custom_jvp or custom_vjp as the class's __call__: layer(x) runs
+                # call(layer, x), which the context sees as a call of the custom function
+                return functools.partial(call, fn)
             return None
     if target is not None:
         found = _STANDINS.get(id(target))
         if found is not None and found[0] is target and not _ruled(target, rules):
             return types.MethodType(found[1], fn.__self__)
     return None
+
+
+_CUSTOM: tuple[type, ...] = ()
+
+
+def _custom_types() -> tuple[type, ...]:
+    """``(custom_jvp, custom_vjp)``: one of them as a class's ``__call__`` is run as a call of
+    it (see :func:`standin`).  Read from ``_custom`` on first use (it imports this module)."""
+    global _CUSTOM
+    if not _CUSTOM:
+        from ._custom import custom_jvp, custom_vjp
+        _CUSTOM = (custom_jvp, custom_vjp)
+    return _CUSTOM
 
 
 def _constructor(cls: type, rules: Callable[[Any], Any] | None) -> Any:
