@@ -25,6 +25,7 @@ import dis
 import gc
 import inspect
 import linecache
+import re
 import sys
 import threading
 import types
@@ -359,23 +360,23 @@ _NAME_SHIFTS = {dis.opmap[name]: shift for name, shift in (
     ("STORE_GLOBAL", 0), ("DELETE_GLOBAL", 0), ("IMPORT_NAME", 0), ("IMPORT_FROM", 0))
     if dis.opmap.get(name, 256) < 256}
 _EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_NAME_OPCODES = re.compile(b"[" + b"".join(re.escape(bytes([op])) for op in _NAME_SHIFTS)
+                           + b"]")
 
 
 def _names_used(code: types.CodeType) -> tuple[str, ...]:
-    """The names ``code``'s instructions load, store and import, in order."""
+    """The names ``code``'s instructions load, store and import, in order (the instructions
+    found by a search of the opcodes: a function's first call computes this twice)."""
     raw, names, shifts = code.co_code, code.co_names, _NAME_SHIFTS
+    opcodes = raw[::2]
     used = []
-    extended = 0
-    for i in range(0, len(raw), 2):
-        op = raw[i]
-        arg = raw[i + 1] | extended
-        if op == _EXTENDED_ARG:
-            extended = arg << 8
-            continue
-        extended = 0
-        shift = shifts.get(op)
-        if shift is not None:
-            used.append(names[arg >> shift])
+    for found in _NAME_OPCODES.finditer(opcodes):
+        at = found.start()
+        arg, before, shift = raw[2 * at + 1], at - 1, 8
+        while before >= 0 and opcodes[before] == _EXTENDED_ARG:
+            arg |= raw[2 * before + 1] << shift
+            before, shift = before - 1, shift + 8
+        used.append(names[arg >> shifts[opcodes[at]]])
     return tuple(used)
 
 
