@@ -202,6 +202,10 @@ class custom_jvp:
         if not (type(result) in (tuple, list) and len(result) == 2):
             raise TypeError(f"the jvp rule of {_rules._name(self.fun)} must return a pair "
                             f"(primal_out, tangent_out), got {_described(result)}")
+        outs, tangents = flatten(result[0])[0], flatten(result[1])[0]
+        if len(outs) == len(tangents):  # (a structure that differs: the engines say so)
+            for out, tangent in zip(outs, tangents):
+                _check_tangent(self.fun, _innermost(out), _innermost(tangent))
         return result[0], result[1]
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
@@ -211,6 +215,21 @@ class custom_jvp:
 
     def __repr__(self) -> str:
         return f"<custom_jvp {_rules._name(self.fun)}>"
+
+
+def _check_tangent(fun: Any, out: Any, tangent: Any) -> None:
+    """A tangent a jvp rule returned for ``out``: a number or array of ``out``'s shape, else
+    an error naming the function -- a tangent of another shape would be summed or broadcast
+    into a wrong derivative (JAX refuses it too)."""
+    if tangent is None:
+        return
+    if isinstance(tangent, (str, bytes)):
+        raise TypeError(f"the jvp rule of {_rules._name(fun)} returned a tangent "
+                        f"{_described(tangent)}: a tangent is a number or an array")
+    shape, want = np.shape(tangent), np.shape(out)
+    if shape != want:
+        raise ValueError(f"the jvp rule of {_rules._name(fun)} returned a tangent of shape "
+                         f"{shape} for an output of shape {want}: give it the output's shape")
 
 
 def _positions(api: str, nondiff_argnums: Any) -> tuple[int, ...]:

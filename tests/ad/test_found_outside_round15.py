@@ -582,3 +582,23 @@ def test_helper_functions_of_a_solver_may_close_over_differentiated_values():
         fd = (f(2.0 + 1e-5) - f(2.0 - 1e-5)) / 2e-5
         assert grad(f)(2.0) == pytest.approx(fd, rel=1e-6)
         assert jvp(f, (2.0,), (1.0,))[1] == pytest.approx(fd, rel=1e-6)
+
+
+@pytest.mark.parametrize("tangent", [np.ones(5), 2.0, "oops"], ids=["(5,)", "scalar", "text"])
+def test_a_custom_jvp_tangent_of_another_shape_is_refused(tangent):
+    # found from outside: a custom_jvp rule's tangent of shape (5,) for an output of shape (2,)
+    # gave jvp 5.0 and grad [0, 0] silently
+    @ad.custom_jvp
+    def f(y):
+        return np.sin(y)
+
+    @f.defjvp
+    def _(primals, tangents):
+        return np.sin(primals[0]), tangent
+
+    a = np.array([0.1, 0.2])
+    error = TypeError if isinstance(tangent, str) else ValueError
+    with pytest.raises(error, match=r"jvp rule of .*\bf\b"):
+        jvp(lambda a: np.sum(f(a)), (a,), (a,))
+    with pytest.raises(error, match=r"jvp rule of .*\bf\b"):
+        grad(lambda a: np.sum(f(a)))(a)
