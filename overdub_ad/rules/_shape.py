@@ -28,6 +28,7 @@ import numpy as np
 
 from overdub import opaque
 
+from .. import _arrays
 from .._rules import (LINEAR, ZERO, MissingRuleError, defjvp, defstandin, defvjp,
                       nondifferentiable, same_rules)
 from ._common import (as_array_tangent, bshape, cts, fill, fit, gather, indexed, like_argument,
@@ -462,20 +463,13 @@ def _cast_tangent(t: Any, out: Any) -> Any:
     return t if np.result_type(t) == dtype else np.asarray(t, dtype=dtype)
 
 
-def _integer(dtype: Any) -> bool:
-    """Whether ``dtype`` is an integer one, of any namespace (``array_api_strict``'s dtypes have
-    no ``kind``: their names say it)."""
-    kind = getattr(dtype, "kind", None)
-    return kind in ("i", "u") if isinstance(kind, str) else str(dtype).startswith(("int", "uint"))
-
-
 def _array_jvp(dx: Any, out: Any, /, obj: Any, *a: Any, **kw: Any) -> Any:
     """A dtype asked for is a cast, as ``x.astype(int)`` is (an integer or bool one truncates:
     no derivative); without one the array has its items' own type, and an integer array of
     integers that carry derivatives (``np.array([x, 2])`` at an integer point) keeps theirs."""
     t = as_array_tangent(dx, obj)
     t = np.reshape(t, bshape(t, obj) + np.shape(out))
-    if (a[0] if a else kw.get("dtype")) is None and _integer(np.asarray(out).dtype):
+    if (a[0] if a else kw.get("dtype")) is None and _arrays.kind(np.asarray(out)) in "iu":
         return t
     return _cast_tangent(t, out)
 
