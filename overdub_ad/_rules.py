@@ -77,6 +77,13 @@ ZERO = _Marker("ZERO", "this argument has no derivative (integer, shape, index)"
 LINEAR = _Marker("LINEAR", "fn is linear in this argument: its tangent is fn(tangent, ...)")
 
 
+def passed(ct: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """The reverse rule of an argument that the output is up to broadcasting (``x`` in
+    ``x + y``): the cotangent itself.  A sweep under an enclosing context hands it on without
+    the call, which there would be a dispatch that computes nothing."""
+    return ct
+
+
 class Carried:
     """A rule that must know which arguments carry a derivative (ties of ``max``, ``min``,
     ``clip``...): engines call ``rule.rule(carried, d, out, *args, **kwargs)``.

@@ -142,7 +142,9 @@ class _NestedSweep:
             for i, node in enumerate(entry.inputs):
                 if node is None or rules[i] is _rules.ZERO:
                     continue
-                if type(rules[i]) is _rules.Carried:  # told which arguments are differentiated
+                if rules[i] is _rules.passed:
+                    part = ct
+                elif type(rules[i]) is _rules.Carried:  # told which arguments are differentiated
                     part = self.compute(rules[i].rule, _rules.carried_pattern(entry.inputs), ct,
                                         entry.out, *entry.primals, **entry.kwargs)
                 else:

@@ -317,7 +317,8 @@ def _unbroadcast(ct: Any, x: Any, compute: Any = _applied) -> Any:
         axes = tuple([i for i, n in enumerate(shape) if n == 1 and _shape(ct)[i] != 1])
         if axes:
             ct = compute(np.sum, ct, axis=axes, keepdims=True)
-        ct = compute(np.reshape, ct, shape)
+        if _shape(ct) != shape:
+            ct = compute(np.reshape, ct, shape)
     if _arrays.is_complex(ct) and not _arrays.is_complex(x):
         ct = compute(np.real, ct)
     return ct

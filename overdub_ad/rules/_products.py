@@ -55,23 +55,25 @@ def _matmul_jvp(pos: int) -> Callable[..., Any]:
 
 
 def _matmul_vjp_x(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
-    if np.ndim(x) == 1 and np.ndim(y) == 1:
+    nx, ny = np.ndim(x), np.ndim(y)  # (each call is a dispatch under an enclosing context)
+    if nx == 1 and ny == 1:
         return ct * y
-    if np.ndim(y) == 1:
+    if ny == 1:
         return np.expand_dims(ct, -1) * y
-    if np.ndim(x) == 1:
-        return np.matmul(np.expand_dims(ct, -2), _T(y))[..., 0, :]
-    return np.matmul(ct, _T(y))
+    if nx == 1:
+        return np.matmul(np.expand_dims(ct, -2), np.swapaxes(y, -1, -2))[..., 0, :]
+    return np.matmul(ct, np.swapaxes(y, -1, -2))
 
 
 def _matmul_vjp_y(ct: Any, out: Any, /, x: Any, y: Any, *a: Any, **k: Any) -> Any:
-    if np.ndim(x) == 1 and np.ndim(y) == 1:
+    nx, ny = np.ndim(x), np.ndim(y)
+    if nx == 1 and ny == 1:
         return ct * x
-    if np.ndim(x) == 1:
+    if nx == 1:
         return np.expand_dims(x, -1) * np.expand_dims(ct, -2)
-    if np.ndim(y) == 1:
-        return np.matmul(_T(x), np.expand_dims(ct, -1))[..., 0]
-    return np.matmul(_T(x), ct)
+    if ny == 1:
+        return np.matmul(np.swapaxes(x, -1, -2), np.expand_dims(ct, -1))[..., 0]
+    return np.matmul(np.swapaxes(x, -1, -2), ct)
 
 
 for _fn in (np.matmul, operator.matmul, operator.imatmul, getattr(np.linalg, "matmul", None)):

@@ -68,6 +68,8 @@ def _sum_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, 
 
 def _sum_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
              keepdims: Any = False, initial: Any = None, where: Any = True, **kw: Any) -> Any:
+    if axis is None and _wh(where) is True:  # (the common case, in few operations: each one
+        return _full(ct, x)                  # is a dispatch under an enclosing context)
     ax = neg_axes(axis, np.ndim(x))
     g = _full(expand(ct, ax, _kd(keepdims)), x)
     where = _wh(where)
@@ -81,6 +83,8 @@ def _mean_jvp(dx: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None,
 
 def _mean_vjp(ct: Any, out: Any, /, x: Any, axis: Any = None, dtype: Any = None, _out: Any = None,
               keepdims: Any = False, *, where: Any = True, **kw: Any) -> Any:
+    if axis is None and _wh(where) is True:  # (as in _sum_vjp)
+        return _full(ct / np.size(x), x)
     ax = neg_axes(axis, np.ndim(x))
     where = _wh(where)
     g = _full(expand(ct, ax, _kd(keepdims)) / _count(x, ax, where), x)
