@@ -327,6 +327,24 @@ def is_shipped(fn: Any) -> bool:
             and is_nondifferentiable(fn) is found[3])
 
 
+# id(fn) -> (fn, whether its output was one the dual route follows: a number, an array, a
+# tuple of them) for the Python functions with the user's rules that the general forward mode
+# ran.  The dual route runs such a function only once this is known: a stop on its output,
+# after the call, would have the general mode run it again, and its effects twice.
+_OUTPUT_FOLLOWED: dict[int, tuple[Any, bool]] = {}
+
+
+def note_output(fn: types.FunctionType, followed: bool) -> None:
+    """Note what ``fn``, a Python function with the user's rules, returned (see above)."""
+    _OUTPUT_FOLLOWED[id(fn)] = (fn, followed)
+
+
+def output_followed(fn: types.FunctionType) -> bool | None:
+    """Whether ``fn``'s output was one the dual route follows; None before its first run."""
+    found = _OUTPUT_FOLLOWED.get(id(fn))
+    return None if found is None or found[0] is not fn else found[1]
+
+
 def any_overridden(fns: frozenset[int]) -> bool:
     """Whether one of the functions with these ids has rules other than the shipped ones (a
     route that wrote their formulas out declines then)."""

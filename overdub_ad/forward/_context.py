@@ -811,6 +811,10 @@ class ForwardContext(Context):
             return out
         if self._put_outputs(fn, kwargs.get("out"), out, tangent, given_out):
             return out
+        if type(fn) is types.FunctionType and not _rules.is_shipped(fn):
+            kind = type(_innermost(out))
+            _rules.note_output(fn, not (kind is list or kind is dict or (
+                kind is not tuple and is_node(_innermost(out)))))  # (as the dual route asks)
         if tangent is not None and (type(out) is dict or (not isinstance(out, tuple)
                                                           and is_node(out))):
             return self._attach_tree(fn, out, tangent)  # (a named tuple: as a tuple, below)

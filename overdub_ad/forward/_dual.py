@@ -275,6 +275,13 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         # (a batch of directions only through what broadcasts them as it broadcasts the
         # values: a ufunc; an axis= would have to count them)
         raise _Deopt("arrays whose tangents are batches the function does not broadcast")
+    if f.__class__ is types.FunctionType and not _rules.is_shipped(f):
+        followed = _rules.output_followed(f)
+        if not followed:  # (its output decides, and it must not run twice: see _rules)
+            name = getattr(f, "__name__", f)
+            raise _Deopt(f"{name} returns a list, dict or object, which its rules give a "
+                         f"tangent in the same structure") if followed is False else \
+                _Unseen(f"{name}, a function with the user's rules, not yet run")
     out = _lifted(f, args, kwargs)
     if not carried:
         return _result(out)
@@ -667,7 +674,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         if depth:
             raise
         reason = str(stop) or "a construct the route does not follow"
-        if info is not None and stop.__class__ is not _Singular:
+        if info is not None and stop.__class__ is not _Singular and \
+                stop.__class__ is not _Unseen:
             info.stopped[_stop_key(f, primals, batch)] = reason
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
@@ -689,6 +697,12 @@ class _Singular(_Deopt):
 
     def __init__(self) -> None:
         super().__init__("a nan tangent (a singular point)")
+
+
+class _Unseen(_Deopt):
+    """A call of a function with the user's rules whose output the general mode has not seen
+    yet (see ``_rules.note_output``): the stop is not remembered, so a later call, once the
+    output is known to be one the route follows, takes the route."""
 
 
 def _nan(t: Any) -> bool:

@@ -1,0 +1,105 @@
+"""Found from outside and in review, round 16: a function with the user's rules runs once.
+
+On the first ``jvp`` of a program calling a function with the user's rules that returns a
+dict, list, dataclass or named tuple, the dual route ran that function, then stopped on its
+output, and the general mode ran the whole program again: the function's effects (an append,
+a print, a random draw) happened twice.  The dual route now runs such a function only once the
+general mode has seen what it returns: the first call goes to the general mode, and a function
+returning a number or an array takes the dual route from the next call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from overdub_ad import defjvp, explain, jvp
+
+pytestmark = pytest.mark.default_routes  # (which route runs is what these tests are about)
+
+
+@dataclasses.dataclass
+class Pair:
+    a: float
+    b: float
+
+
+class Named(NamedTuple):
+    a: float
+    b: float
+
+
+def _outputs():
+    """(make the output of a and b, the tangent of it from da and db, read a and b back)."""
+    return [
+        pytest.param(lambda a, b: {"a": a, "b": b}, lambda da, db: {"a": da, "b": db},
+                     lambda o: (o["a"], o["b"]), id="dict"),
+        pytest.param(lambda a, b: [a, b], lambda da, db: [da, db], lambda o: (o[0], o[1]),
+                     id="list"),
+        pytest.param(Pair, Pair, lambda o: (o.a, o.b), id="dataclass"),
+        pytest.param(Named, Named, lambda o: (o.a, o.b), id="named-tuple"),
+    ]
+
+
+@pytest.mark.parametrize("make, tangent, read", _outputs())
+def test_a_rule_function_with_a_structured_output_runs_once_per_call(make, tangent, read):
+    calls = []
+
+    def f(x):
+        calls.append(x)
+        return make(2.0 * x, x ** 2)
+
+    defjvp(f, lambda dx, out, x: tangent(2.0 * dx, 2.0 * x * dx))
+
+    def program(x):
+        a, b = read(f(x))
+        return a + b
+
+    for _ in range(3):
+        calls.clear()
+        assert jvp(program, (1.5,), (1.0,)) == (5.25, 5.0)
+        assert len(calls) == 1
+
+
+def test_a_rule_function_with_a_number_output_takes_the_dual_route_after_its_first_run():
+    calls = []
+
+    def f(x):
+        calls.append(x)
+        return x ** 2 + 1.0
+
+    defjvp(f, lambda dx, out, x: 2.0 * x * dx)
+
+    def program(x):
+        return 3.0 * f(x)
+
+    first = explain(jvp, program, (1.5,), (1.0,))
+    assert first.result == (9.75, 9.0) and len(calls) == 1
+    assert "not yet run" in str(first)
+    calls.clear()
+    later = explain(jvp, program, (1.5,), (1.0,))
+    assert later.result == (9.75, 9.0) and len(calls) == 1
+    assert "forward-dual: ran" in str(later)
+
+
+def test_an_array_rule_function_runs_once_and_gives_its_rule():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return {"s": np.sin(x)}
+
+    defjvp(f, lambda dx, out, x: {"s": 3.0 * np.cos(x) * dx})  # (3x: the rule's, not the body's)
+
+    def program(x):
+        return np.sum(f(x)["s"])
+
+    x = np.array([0.1, 0.2])
+    for _ in range(2):
+        calls.clear()
+        value, tangent = jvp(program, (x,), (np.ones(2),))
+        assert len(calls) == 1
+        np.testing.assert_allclose(tangent, 3.0 * np.sum(np.cos(x)))
