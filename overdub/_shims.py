@@ -598,6 +598,58 @@ def _python_dunder(name: str) -> _Applies:
                                  and isinstance(lookup(type(args[0]), name), _Function))
 
 
+def _reduce_ex(od: _Fn, obj: Any, protocol: int) -> Any:
+    """``obj.__reduce_ex__(protocol)`` -- what ``copy.copy`` and ``copy.deepcopy`` call -- as
+    ``object.__reduce_ex__`` computes it, for the objects :func:`_python_reduction` picks, with
+    the Python it runs and the state it reads seen by the context.  Natively a ``__reduce__`` or
+    ``__getstate__`` of the class (a dataclass with ``slots=True`` has one) runs unseen and the
+    slots' values are read by C code, so values the context tagged would lose their metadata
+    in the copy."""
+    import copyreg
+    cls = type(obj)
+    if type(lookup(cls, "__reduce__")) is types.FunctionType:
+        return od(getattr(obj, "__reduce__"))  # (the builtin calls an override, and only it)
+    getstate = lookup(cls, "__getstate__")
+    if type(getstate) is types.FunctionType:
+        state = od(getstate, obj)
+    else:
+        state = None
+        namespace = getattr(obj, "__dict__", None)
+        if namespace:  # (the dict itself, as the default state is)
+            state = namespace
+        slots: dict[str, Any] = {}
+        for name in copyreg._slotnames(cls):  # type: ignore[attr-defined]
+            try:
+                value = od(getattr, obj, name)
+            except AttributeError:  # an empty slot is left out
+                continue
+            od(operator.setitem, slots, name, value)
+        if slots:
+            state = (state, slots)
+    return copyreg.__newobj__, (cls,), state, None, None
+
+
+def _python_reduction(obj: Any, protocol: Any) -> bool:
+    """Whether :func:`_reduce_ex` computes ``obj.__reduce_ex__(protocol)``: the method is
+    ``object``'s, and the class (every base too, but ``object``) is defined in Python and has
+    its own ``__reduce__``; or, for protocol 2 or more, it has slots or its own
+    ``__getstate__``, and no ``__getnewargs__`` or ``__getnewargs_ex__``."""
+    cls = type(obj)
+    if type(protocol) is not int or lookup(cls, "__reduce_ex__") is not object.__reduce_ex__:
+        return False
+    bases = cls.__mro__[:-1]
+    if not all(base.__flags__ & _HEAPTYPE for base in bases) or cls.__itemsize__:
+        return False
+    if type(lookup(cls, "__reduce__")) is types.FunctionType:
+        return True
+    if protocol < 2 or lookup(cls, "__reduce__") is not object.__reduce__ or \
+            lookup(cls, "__getnewargs_ex__") is not None or \
+            lookup(cls, "__getnewargs__") is not None:
+        return False
+    return type(lookup(cls, "__getstate__")) is types.FunctionType or \
+        any("__slots__" in vars(base) for base in bases)
+
+
 _Applies = Callable[[tuple[Any, ...], dict[str, Any]], bool]  # when a shim applies
 _always: _Applies = lambda args, kwargs: True  # noqa: E731
 
@@ -848,6 +900,10 @@ def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | No
             and lookup(type(fn.__self__), "sort") is list.sort):  # xs.sort(key=...)
         items = fn.__self__
         return lambda od, *args, **kwargs: _list_sort(od, items, *args, **kwargs)
+    if type(fn) is _BuiltinMethod and fn.__name__ == "__reduce_ex__" and len(args) == 1 and \
+            not kwargs and _python_reduction(fn.__self__, args[0]):  # copy.copy(obj)
+        obj = fn.__self__
+        return lambda od, protocol: _reduce_ex(od, obj, protocol)
     if _UFUNC and type(fn) is _UFUNC[0] and any(map(_overrides_ufuncs, args)):
         return _array_ufunc(fn)
     if _UFUNC and _converts_arrays(fn) and (any(map(_converts_to_array, args)) or

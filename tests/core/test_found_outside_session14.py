@@ -1,0 +1,159 @@
+"""Found by an outside tester (session 14): ``copy.copy``/``copy.deepcopy`` of an object whose
+state C code reads.
+
+``object.__reduce_ex__``, which both call, read a slotted object's values natively and ran a
+class's own ``__getstate__`` or ``__reduce__`` unseen (a dataclass with ``slots=True`` has a
+``__getstate__``): a copy's values lost the context's metadata (a derivative through
+``saved = copy.copy(state)`` was 0).  It is now computed through the context for the instances
+of classes defined in Python.  A copy must still be what it is natively, with the same errors,
+under any context.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import statistics
+
+import pytest
+
+from overdub import Context, has_metadata, metadata, overdub, tag
+from overdub.contexts import CountContext, TraceContext
+
+
+class Slotted:
+    __slots__ = ("y", "t")
+
+    def __init__(self, y, t):
+        self.y, self.t = y, t
+
+
+class SlotsAndDict:
+    __slots__ = ("y", "__dict__")
+
+    def __init__(self, y, z):
+        self.y, self.z = y, z
+
+
+class Child(Slotted):  # (no __slots__: a __dict__ beside its base's slots)
+    def __init__(self, y, t, z):
+        super().__init__(y, t)
+        self.z = z
+
+
+class _Private:
+    __slots__ = ("__y",)  # (mangled: _Private__y)
+
+    def __init__(self, y):
+        self.__y = y
+
+    @property
+    def y(self):
+        return self.__y
+
+
+@dataclasses.dataclass(slots=True)
+class SlotsData:
+    y: float
+    t: float
+
+
+class OwnState:
+    def __init__(self, y):
+        self.y = y
+
+    def __getstate__(self):
+        return {"y": self.y}
+
+    def __setstate__(self, state):
+        self.y = state["y"]
+
+
+class OwnReduce:
+    def __init__(self, y):
+        self.y = y
+
+    def __reduce__(self):
+        return OwnReduce, (self.y,)
+
+
+class HalfEmpty:
+    __slots__ = ("y", "unset")
+
+    def __init__(self, y):
+        self.y = y
+
+
+MAKERS = [
+    pytest.param(lambda v: Slotted(v, 0.5), id="slots"),
+    pytest.param(lambda v: SlotsAndDict(v, 2.0), id="slots-and-dict"),
+    pytest.param(lambda v: Child(v, 0.5, 2.0), id="slotted-base"),
+    pytest.param(_Private, id="mangled-slot"),
+    pytest.param(lambda v: SlotsData(v, 0.5), id="dataclass-slots"),
+    pytest.param(OwnState, id="getstate"),
+    pytest.param(OwnReduce, id="reduce"),
+    pytest.param(HalfEmpty, id="empty-slot"),
+]
+# (NormalDist converts its mean with float(), which drops a plain context's metadata: its
+# copy is checked natively here, and with derivatives in tests/ad/test_found_outside_round16.py)
+NATIVE_MAKERS = [*MAKERS, pytest.param(lambda v: statistics.NormalDist(v, 1.0), id="NormalDist")]
+
+
+def _read(obj):
+    return obj.mean if isinstance(obj, statistics.NormalDist) else obj.y
+
+
+class _Tagging(Context):
+    """A context that tags: a copy's value must carry the original's metadata."""
+
+    def metadata_type(self, value_type):
+        return str
+
+
+@pytest.mark.parametrize("make", MAKERS)
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy], ids=["copy", "deepcopy"])
+def test_a_copy_keeps_the_metadata_of_what_the_object_held(make, copier):
+    ctx = _Tagging()
+
+    def f(v):
+        original = make(tag(v, ctx, "m"))
+        copied = copier(original)
+        return has_metadata(_read(copied), ctx) and metadata(_read(copied), ctx), \
+            type(copied) is type(original), _read(copied) == v
+
+    for _ in range(2):
+        assert overdub(ctx, f, 1.5) == ("m", True, True)
+
+
+@pytest.mark.parametrize("make", NATIVE_MAKERS)
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy], ids=["copy", "deepcopy"])
+@pytest.mark.parametrize("ctx_class", [CountContext, TraceContext, Context])
+def test_a_copy_is_what_it_is_natively(make, copier, ctx_class):
+    def f(v):
+        copied = copier(make(v))
+        state = {name: getattr(copied, name) for name in ("y", "t", "z", "unset")
+                 if hasattr(copied, name)}
+        return type(copied).__name__, state, _read(copied)
+
+    assert overdub(ctx_class(), f, 1.5) == f(1.5)
+
+
+def test_a_failing_getstate_raises_as_natively():
+    class Refuses:
+        __slots__ = ("y",)
+
+        def __getstate__(self):
+            raise RuntimeError("not copyable")
+
+    obj = Refuses()
+    with pytest.raises(RuntimeError, match="not copyable"):
+        copy.copy(obj)
+    with pytest.raises(RuntimeError, match="not copyable"):
+        overdub(CountContext(), copy.copy, obj)
+
+
+def test_the_getstate_a_copy_calls_is_seen_by_the_context():
+    ctx = CountContext()
+    overdub(ctx, copy.copy, OwnState(1.0))
+    assert any(getattr(fn, "__qualname__", "") == "OwnState.__getstate__"
+               for fn in ctx.counts)
