@@ -444,14 +444,9 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         g = f if not kwargs else lambda *xs: f(*xs, **kwargs)
         outputs: list[Any] = []  # (the primal output of the first pass)
         results = [_jacobian_wrt(g, args, num, chunk, outputs,
-                                 tuple(other for other in nums if other != num))
+                                 tuple(other for other in nums if other != num), has_aux)
                    for num in nums]
         out_tree, _ = results[0]
-        if has_aux:  # (f's output is the pair: the Jacobians of its first half)
-            _check_pair(outputs[0], "jacfwd")
-            out_tree = flatten(outputs[0][0])[1]
-            results = [(out_tree, blocks[:len(flatten(outputs[0][0])[0])])
-                       for _, blocks in results]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
         # (so hessian(f, argnums=(0, 1))[0][1] is d/d(args[1]) of the gradient in args[0])
         if holomorphic:
@@ -504,7 +499,8 @@ def _check_complex_outputs(out: Any) -> None:
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
                   chunk: int | None, outputs: list[Any] | None = None,
-                  others: tuple[int, ...] = ()) -> tuple[Any, list[Any]]:
+                  others: tuple[int, ...] = (), has_aux: bool = False
+                  ) -> tuple[Any, list[Any]]:
     """The Jacobian with respect to ``args[num]``, as ``(output tree, one block per output
     leaf)``.  For a pytree argument (a tuple, dict, named tuple, dataclass...) each block is the
     argument's structure of one Jacobian per leaf (JAX's arrangement: the output's structure
@@ -516,7 +512,9 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
     a tuple) are differentiated too, with zero tangents: what depends on whether an argument
     is differentiated -- a tie of ``max(x, y)``, split between two differentiated candidates,
     won by a constant -- is as in one derivative in all of them (jacrev's, grad's), and a zero
-    tangent of a number is exactly zero (no nan from an infinite partial in the other)."""
+    tangent of a number is exactly zero (no nan from an infinite partial in the other).  With
+    ``has_aux``, ``f`` returns ``(output, aux)``: the Jacobian is the output's, and the aux
+    (returned as it is, as grad's and jacrev's) may be any object."""
     leaves, tree = flatten(args[num])
     single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
     plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
@@ -551,7 +549,10 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
         tangents[num] = seeds[0] if single else unflatten(tree, seeds)
         out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
-        _check_output(out, "jacfwd")
+        if has_aux:
+            _check_pair(out, "jacfwd")
+            tangent = tangent[0]
+        _check_output(out[0] if has_aux else out, "jacfwd")
         if outputs is not None and not outputs:
             outputs.append(out)
         out_leaves, out_tree = flatten(tangent)

@@ -103,3 +103,27 @@ def test_an_array_rule_function_runs_once_and_gives_its_rule():
         value, tangent = jvp(program, (x,), (np.ones(2),))
         assert len(calls) == 1
         np.testing.assert_allclose(tangent, 3.0 * np.sum(np.cos(x)))
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+def test_jacfwd_returns_any_aux_as_grad_and_jacrev_do(route):
+    """``jacfwd(f, has_aux=True)`` refused an aux that no pytree takes apart (an object), with
+    a message calling it the output; grad and jacrev return it as it is."""
+    from overdub_ad import grad, jacfwd, jacrev
+    from overdub_ad.testing import force_route
+
+    class Info:
+        def __init__(self, n, v):
+            self.n, self.v = n, v
+
+    def f(x):
+        return x * x, {"info": Info(3, x * 2.0), "msg": "converged"}
+
+    with force_route(route):
+        for transform in (grad, jacrev, jacfwd):
+            derivative, aux = transform(f, has_aux=True)(0.7)
+            assert derivative == pytest.approx(1.4)
+            assert type(aux["info"]) is Info and aux["info"].v == pytest.approx(1.4)
+            assert aux["msg"] == "converged"
+        with pytest.raises(TypeError, match=r"jacfwd\(has_aux=True\): f must return a pair"):
+            jacfwd(lambda x: x * x, has_aux=True)(0.7)
