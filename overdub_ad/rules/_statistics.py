@@ -147,3 +147,19 @@ def _harmonic_vjp(which: int) -> Any:
 
 defjvp(statistics.harmonic_mean, _harmonic_jvp(0), _harmonic_jvp(1))
 defvjp(statistics.harmonic_mean, _harmonic_vjp(0), _harmonic_vjp(1))
+
+
+# NormalDist.inv_cdf's helper, x = mu + sigma * z(p) (C in CPython, Python elsewhere): its
+# slope in p is the reciprocal of the density at x; in mu 1; in sigma the standard score z
+def _inv_cdf_dp(out: Any, p: Any, mu: Any, sigma: Any) -> Any:
+    z = (out - mu) / sigma
+    return sigma * math.sqrt(2.0 * math.pi) * math.exp(z * z / 2.0)
+
+
+_INV_CDF = statistics._normal_dist_inv_cdf  # type: ignore[attr-defined]
+defjvp(_INV_CDF, lambda d, out, /, p, mu, sigma: d * _inv_cdf_dp(out, p, mu, sigma),
+       lambda d, out, /, p, mu, sigma: d,
+       lambda d, out, /, p, mu, sigma: d * ((out - mu) / sigma))
+defvjp(_INV_CDF, lambda ct, out, /, p, mu, sigma: ct * _inv_cdf_dp(out, p, mu, sigma),
+       lambda ct, out, /, p, mu, sigma: ct,
+       lambda ct, out, /, p, mu, sigma: ct * ((out - mu) / sigma))

@@ -103,6 +103,7 @@ CASES = [
     case(statistics.mean, np.array([1.0, 2.5])),
     *[case(f, [1.0, 2.5, 4.0, 0.5]) for f in [getattr(statistics, "_mean_stdev", None)] if f],
     case(statistics.harmonic_mean, [1.0, 2.5, 4.0], [1.0, 2.0, 0.5]),
+    case(statistics._normal_dist_inv_cdf, 0.3, 1.2, 0.7),  # NormalDist.inv_cdf's helper
     # -- eval/exec run natively, guarded: nothing to check but that they run ---------------------
     *[case(guard, "k = 2.0" if guard.__name__ == "exec" else "2.0", {}, None, (),
            _check={"wrt": ()}) for guard in _GUARDED.values()],
