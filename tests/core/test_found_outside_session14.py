@@ -12,6 +12,7 @@ under any context.
 from __future__ import annotations
 
 import copy
+import operator
 import dataclasses
 import statistics
 
@@ -157,3 +158,54 @@ def test_the_getstate_a_copy_calls_is_seen_by_the_context():
     overdub(ctx, copy.copy, OwnState(1.0))
     assert any(getattr(fn, "__qualname__", "") == "OwnState.__getstate__"
                for fn in ctx.counts)
+
+
+# -- a context class whose primitives tag their results -------------------------------------
+
+class Box:
+    pass
+
+
+def _summing_class():
+    """A new context class each time (what it remembers is per class)."""
+    class Sums(Context):
+        pass
+
+    @Sums.primitive(operator.add, types=(int, int))
+    def _sum(ctx, a, b):
+        return tag(a + b, ctx, "sum")
+    return Sums
+
+
+def _stores(ctx, box, held, d):
+    box.v = 1 + 1
+    held.append(2 + 2)
+    d["k"] = box.v
+    return d["k"] is box.v, box.v.__class__ is int, isinstance(held[0], int), \
+        metadata(box.v, ctx), metadata(held[0], ctx)
+
+
+def test_later_instances_of_a_class_that_tags_inside_its_runs_store_plain_values():
+    Sums = _summing_class()
+    overdub(Sums(), lambda: 1 + 1)  # the class's first tag, made inside a run
+    for _ in range(3):  # a fresh instance per call, as Cassette's idiom has it
+        ctx = Sums()
+        box, held, d = Box(), [], {}
+        assert overdub(ctx, _stores, ctx, box, held, d) == (True, True, True, "sum", "sum")
+        assert box.v + 1 == 3 and held[0] + 1 == 5 and d["k"] is box.v  # plain after the run
+
+
+def test_tagging_before_the_first_run_keeps_that_run_plain_too():
+    Sums = _summing_class()
+    ctx = Sums()
+    tag(0, ctx, "ready")
+    box, held, d = Box(), [], {}
+    assert overdub(ctx, _stores, ctx, box, held, d) == (True, True, True, "sum", "sum")
+    assert box.v + 1 == 3 and held[0] + 1 == 5
+
+
+def test_a_class_that_never_tags_is_not_made_to():
+    from overdub import tags_values
+    ctx = CountContext()
+    overdub(ctx, lambda: 1 + 1)
+    assert not tags_values(ctx)
