@@ -47,12 +47,5 @@ def enable_tags(ctx: Any) -> None:
     """Called by ``tag``: from now on ``ctx`` handles tagged values (see ``_dispatch``)."""
     ctx.__dict__["_overdub_tags"] = True
     state = ctx.__dict__.get("_overdub_state")
-    cls = type(ctx)
-    if state is not None and state.depth and not state.tags and \
-            not cls.__dict__.get("_overdub_tagging"):
-        # the first tag inside a run (a primitive tagged its result): code already running was
-        # rewritten without tags.  The class remembers it, and its instances are ready for
-        # tags from their first run on (see _context._new_state).
-        type.__setattr__(cls, "_overdub_tagging", True)
     if state is not None and not state.tags:
         state.enable_tags()

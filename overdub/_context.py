@@ -252,8 +252,6 @@ def _new_state(ctx: Context, stale: _dispatch.State | None) -> _dispatch.State:
         passes = ctx.passes
     except AttributeError:
         raise TypeError(f"{type(ctx).__name__}.__init__ must call super().__init__()") from None
-    if type(ctx).__dict__.get("_overdub_tagging") and not ctx._overdub_tags:
-        object.__setattr__(ctx, "_overdub_tags", True)  # of a class that tags (see _active)
     parent = None
     if stale is not None and stale.owner() is ctx:  # stale: a primitive was registered
         stale.poolable = False

@@ -720,7 +720,7 @@ class Tagger:
                         self.shadow.put(value, "item", key, item.value, item.meta)
                 elif type(item) in (list, tuple, dict):
                     value[key] = self.scrub(item, depth - 1)
-        elif isinstance(value, tuple) and (kind is tuple or hasattr(value, "_make")):
+        elif isinstance(value, tuple) and (kind is tuple or hasattr(kind, "_make")):
             if not any(type(v) is Tagged and v.owner is owner or type(v) in (list, tuple, dict)
                        for v in value):
                 return value
@@ -851,7 +851,7 @@ def _without_tags(owner: Any, value: Any, memo: dict[int, Any]) -> Any:
         return _without_tags(owner, value.value, memo) if value.owner is owner else value
     base = list if isinstance(value, list) else dict if isinstance(value, dict) else None
     if kind not in _COPIED and base is None and not (isinstance(value, tuple)
-                                                     and hasattr(value, "_make")):
+                                                     and hasattr(kind, "_make")):
         return value
     key = id(value)
     if key in memo:
@@ -981,7 +981,11 @@ def _object_slot(fn: Any) -> Any:
     """``object.__setattr__`` (``__delattr__``, ``__getattribute__``) when ``fn`` is it bound
     to an object, as ``super().__setattr__`` gives it; else None."""
     slot = _OBJECT_SLOTS.get(fn.__name__) if type(fn) is _MethodWrapper else None
-    return slot if slot is not None and fn == slot.__get__(fn.__self__) else None
+    if slot is None:
+        return None
+    receiver = fn.__self__
+    bound = slot.__get__(receiver, type(receiver))  # (None's too: __get__(None) is refused)
+    return slot if fn == bound else None
 
 
 def _unbound_slot(value: Any) -> Any:

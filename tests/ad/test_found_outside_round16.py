@@ -127,3 +127,31 @@ def test_jacfwd_returns_any_aux_as_grad_and_jacrev_do(route):
             assert aux["msg"] == "converged"
         with pytest.raises(TypeError, match=r"jacfwd\(has_aux=True\): f must return a pair"):
             jacfwd(lambda x: x * x, has_aux=True)(0.7)
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+def test_code_using_a_mock_and_bound_object_slots_is_differentiated(route):
+    """(found from outside) a tagging context read ``obj.__setattr__`` as a functools.partial,
+    and ``None.__setattr__`` raised, so ``unittest.mock`` failed under ``grad``."""
+    from unittest.mock import Mock
+
+    from overdub_ad import derivative, grad
+    from overdub_ad.testing import force_route
+
+    class Point:
+        def __init__(self, v):
+            super().__setattr__("v", v)
+
+        def set(self, w):
+            self.__setattr__("w", w)
+
+    def f(x):
+        log = Mock()
+        log("x", x)
+        p = Point(x * 2.0)
+        p.set(x * 3.0)
+        return p.v * p.w + log.call_count
+
+    with force_route(route):
+        for transform in (grad, derivative):
+            assert transform(f)(1.5) == pytest.approx(12.0 * 1.5)
