@@ -735,6 +735,10 @@ class ReverseContext(Context):
 
     def _general(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What ``execute`` does for a call that no fast path took."""
+        if (fn is operator.is_ or fn is operator.is_not or fn is id) and not kwargs:
+            # identity: of the objects themselves (the plain values a C function is given are
+            # copies of a list or tuple)
+            return fn(*[_innermost(a) for a in args])
         if type(fn) in _ENTRY_KINDS and self._entry_given_nodes(fn, args, kwargs):
             return self._entry_call(fn, args, kwargs)
         if fn is types.SimpleNamespace and not args:

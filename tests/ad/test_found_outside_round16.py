@@ -11,6 +11,8 @@ returning a number or an array takes the dual route from the next call.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -155,3 +157,37 @@ def test_code_using_a_mock_and_bound_object_slots_is_differentiated(route):
     with force_route(route):
         for transform in (grad, derivative):
             assert transform(f)(1.5) == pytest.approx(12.0 * 1.5)
+
+
+def _same_list(t):
+    xs = [t, 2.0]
+    ys = xs
+    return t * t if operator.is_(xs, ys) else 3.0 * t
+
+
+def _same_iterator(t):
+    it = iter([1.0, 2.0])
+    return t * t if functools.partial(operator.is_, it)(it) else 3.0 * t
+
+
+def _same_in_a_loop(t):
+    out = 0.0
+    for xs in [[t, 1.0]]:
+        ys = xs
+        out += t * t if xs is ys and id(xs) == id(ys) else 3.0 * t
+    return out
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+@pytest.mark.parametrize("f", [_same_list, _same_iterator, _same_in_a_loop])
+def test_identity_of_a_list_holding_a_differentiated_value(route, f):
+    """(found from outside) reverse mode compared copies: ``xs is ys`` was False for a list
+    holding a differentiated value, and for an iterator in a partial; grad took the wrong
+    branch (3.0 where the answer is 2.0)."""
+    from overdub_ad import derivative, grad, hessian
+    from overdub_ad.testing import force_route
+
+    with force_route(route):
+        for _ in range(2):
+            assert grad(f)(1.0) == 2.0 and derivative(f, 1.0) == 2.0
+            assert hessian(f)(1.0) == 2.0
