@@ -26,21 +26,28 @@ _ABSENT: Any = object()  # an operand that was not passed (CountContext.prehook)
 
 def describe(fn: Any) -> str:
     """A short readable name for a callable: ``math.sin``, ``operator.mul``, ``Point.__init__``."""
-    func = getattr(fn, "__func__", fn)
-    name: str | None = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
-    if name is None:
-        return repr(fn)
+    try:
+        func = getattr(fn, "__func__", fn)
+        name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    except Exception:  # a callable object whose attribute reads fail: its repr, guarded
+        func, name = fn, None
+    if not isinstance(name, str):
+        return _repr(fn)
     module = module_of(func)
     if module in ("", "builtins", "__main__"):
         return name
     return f"{module}.{name}"
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _repr(value: Any) -> str:
     try:
-        text = repr(value)
+        return repr(value)
     except Exception as exc:  # a broken __repr__ must not break logging
-        text = f"<{type(value).__name__} (repr failed: {type(exc).__name__})>"
+        return f"<{type(value).__name__} (repr failed: {type(exc).__name__})>"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = _repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -52,7 +59,9 @@ def _call_text(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 class LogContext(Context):
     """Print each call the overdubbed code makes, with its arguments.
 
-    ``LogContext(file=sys.stdout)``.  Example::
+    ``LogContext(file=None)``: the lines go to ``file``, a text stream, or to what
+    ``sys.stdout`` is when the context is made (so that a program that redirects its own
+    output, ``contextlib.redirect_stdout``, does not capture the log).  Example::
 
         overdub(LogContext(), lambda x: math.sin(x) * 2, 1.0)
         # prints <lambda>(1.0), getattr(<module 'math' ...>, 'sin'), math.sin(1.0) and
@@ -60,11 +69,14 @@ class LogContext(Context):
     """
 
     def __init__(self, *, file: TextIO | None = None, **options: Any) -> None:
+        if file is not None and not callable(getattr(file, "write", None)):
+            raise TypeError(f"LogContext(file=...): file must be a text stream (an open file, "
+                            f"io.StringIO(), sys.stderr), got {file!r}")
         super().__init__(**options)
-        self.file = file
+        self.file = sys.stdout if file is None else file
 
     def prehook(self, fn: Any, /, *args: Any, **kwargs: Any) -> None:
-        print(_call_text(fn, args, kwargs), file=self.file or sys.stdout)
+        print(_call_text(fn, args, kwargs), file=self.file)
 
 
 class CountContext(Context):

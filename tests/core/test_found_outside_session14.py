@@ -11,9 +11,11 @@ under any context.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import operator
 import dataclasses
+import io
+import operator
 import statistics
 
 import pytest
@@ -229,3 +231,47 @@ def test_unittest_mock_runs_under_a_tagging_context():
         return log.call_count, log.call_args[0][0]
 
     assert overdub(ctx, use, tag(1.5, ctx, "m")) == (1, "value")
+
+
+# -- the reference contexts -------------------------------------------------------------------
+
+def _greet(name):
+    print("hello", name)
+
+
+def _captured():
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        _greet("ada")
+    return buffer.getvalue()
+
+
+def test_a_log_is_not_captured_by_the_program_it_logs(capsys):
+    from overdub.contexts import LogContext
+    assert overdub(LogContext(), _captured) == _captured() == "hello ada\n"
+    assert "_greet('ada')" in capsys.readouterr().out
+
+
+def test_a_log_file_must_be_a_stream():
+    from overdub.contexts import LogContext
+    with pytest.raises(TypeError, match=r"LogContext\(file=...\): file must be a text stream"):
+        LogContext(file="log.txt")
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise AttributeError("no name yet")
+
+    def __call__(self, x):
+        return x + 1
+
+
+def test_a_callee_whose_repr_fails_is_logged_and_traced():
+    from overdub.contexts import LogContext, TraceContext, describe
+    out = io.StringIO()
+    assert overdub(LogContext(file=out), lambda: _BadRepr()(1)) == 2
+    assert "<_BadRepr (repr failed: AttributeError)>(1)" in out.getvalue()
+    trace = TraceContext()
+    assert overdub(trace, lambda: _BadRepr()(1)) == 2
+    assert "repr failed" in trace.render()
+    assert describe(_BadRepr()) == "<_BadRepr (repr failed: AttributeError)>"
