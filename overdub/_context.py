@@ -176,6 +176,10 @@ class Context:
             def _sin(ctx, x):
                 return math.cos(x)
         """
+        if cls is Context:  # (every context class would inherit it: CountContext, a plug-in's)
+            raise TypeError("Context.primitive: register primitives on a subclass of Context "
+                            "(class MyContext(Context): ...; @MyContext.primitive(fn)), not on "
+                            "Context itself or through an instance of it")
         if not callable(fn):
             raise TypeError(f"{cls.__name__}.primitive: {fn!r} is not callable, so it cannot "
                             f"be a primitive")

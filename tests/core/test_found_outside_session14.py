@@ -275,3 +275,13 @@ def test_a_callee_whose_repr_fails_is_logged_and_traced():
     assert overdub(trace, lambda: _BadRepr()(1)) == 2
     assert "repr failed" in trace.render()
     assert describe(_BadRepr()) == "<_BadRepr (repr failed: AttributeError)>"
+
+
+def test_a_primitive_cannot_be_registered_on_context_itself():
+    """(found from outside) ``Context().primitive(abs)(...)`` registered on the base class: every
+    context class, CountContext's included, then ran the replacement."""
+    with pytest.raises(TypeError, match="register primitives on a subclass of Context"):
+        Context().primitive(abs)(lambda ctx, x: "polluted")
+    with pytest.raises(TypeError, match="register primitives on a subclass of Context"):
+        Context.primitive(abs)
+    assert overdub(CountContext(), abs, -2) == 2
