@@ -734,11 +734,21 @@ def _innermost(x: Any) -> Any:
 def _converted(name: str, kind: type) -> _Fn:
     def shim(od: _Fn, obj: Any) -> Any:
         out = od(lookup(type(obj), name), obj)
-        if not isinstance(_innermost(out), kind):
-            owner = f"{_type_name(type(obj))}." if kind is float else ""  # (as CPython words it)
+        given = type(_innermost(out))
+        owner = f"{_type_name(type(obj))}." if kind is float else ""  # (as CPython words it)
+        if not issubclass(given, kind):
             raise TypeError(f"{owner}{name} returned non-{kind.__name__} "
-                            f"(type {_type_name(type(_innermost(out)))})")
-        return out if type(_innermost(out)) is kind else od(kind, out)
+                            f"(type {_type_name(given)})")
+        if given is kind:
+            return out
+        # a strict subclass (a float subclass whose __float__ returns itself): its value, by
+        # the base type's own slot, with CPython's warning (the builtin again would call the
+        # subclass's method again, forever)
+        warnings.warn(f"{owner}{name} returned non-{kind.__name__} (type {_type_name(given)}).  "
+                      f"The ability to return an instance of a strict subclass of "
+                      f"{kind.__name__} is deprecated, and may be removed in a future version "
+                      f"of Python.", DeprecationWarning, stacklevel=2)
+        return od(getattr(kind, name), out)
     return shim
 
 

@@ -285,3 +285,29 @@ def test_a_primitive_cannot_be_registered_on_context_itself():
     with pytest.raises(TypeError, match="register primitives on a subclass of Context"):
         Context.primitive(abs)
     assert overdub(CountContext(), abs, -2) == 2
+
+
+class _Celsius(float):
+    def __float__(self):
+        return self
+
+
+class _Phasor(complex):
+    def __complex__(self):
+        return self
+
+
+def _convert():
+    return float(_Celsius(21.5)), complex(_Phasor(1 + 2j))
+
+
+@pytest.mark.parametrize("ctx_class", [CountContext, TraceContext, _Tagging])
+def test_a_conversion_returning_a_strict_subclass_converts_once_with_the_warning(ctx_class):
+    """(found from outside) ``float(obj)`` whose ``__float__`` returns ``obj`` itself, a float
+    subclass, recursed forever under a context."""
+    with pytest.warns(DeprecationWarning) as native:
+        want = _convert()
+    with pytest.warns(DeprecationWarning) as seen:
+        got = overdub(ctx_class(), _convert)
+    assert got == want and [type(v) for v in got] == [float, complex]
+    assert [str(w.message) for w in seen] == [str(w.message) for w in native]
