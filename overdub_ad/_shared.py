@@ -61,7 +61,8 @@ _INPLACE = _ids(operator.iadd, operator.isub, operator.imul, operator.itruediv, 
                 operator.imod, operator.imatmul, operator.ifloordiv)
 # C functions that only iterate their arguments or move references around: a differentiated
 # array argument is handed to them as its differentiated rows, other values pass untouched.
-_ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set, frozenset, map,
+_ITERATING = _ids(iter, next, list, tuple, tuple.__new__, zip, enumerate, reversed, sorted, set,
+                  frozenset, map,
                   filter, any, all, functools.reduce, itertools.chain, itertools.islice,
                   itertools.accumulate, itertools.starmap, itertools.zip_longest,
                   itertools.product, itertools.combinations, itertools.permutations,
@@ -70,7 +71,7 @@ _ITERATING = _ids(iter, next, list, tuple, zip, enumerate, reversed, sorted, set
                   itertools.combinations_with_replacement, itertools.chain.from_iterable,
                   *[getattr(itertools, name) for name in ("pairwise", "batched")
                     if hasattr(itertools, name)])
-_MOVING = {**_ITERATING, **_ids(dict, tuple.__new__,  # (a named tuple's __new__ calls it)
+_MOVING = {**_ITERATING, **_ids(dict,  # (tuple.__new__: a named tuple's __new__ calls it)
                                  list.copy, dict.copy)}  # (and copy.copy these)
 # C functions that reorder or insert into the list they are given, in place (heaps, sorted
 # insertion; the max-heaps of heapq.nsmallest, public in Python 3.14): handed a copy of it,

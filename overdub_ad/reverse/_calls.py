@@ -47,7 +47,7 @@ _NATIVE_CONTAINERS = frozenset({tuple, list, range, dict, str})
 # Builtins that iterate their arguments: a differentiated array given to them is first split
 # into its (differentiated) elements.
 _ITERATORS = {id(f): f for f in (
-    iter, list, tuple, enumerate, zip, reversed, map, filter, sorted, set, frozenset,
+    iter, list, tuple, tuple.__new__, enumerate, zip, reversed, map, filter, sorted, set, frozenset,
     itertools.chain, itertools.chain.from_iterable, itertools.islice, itertools.zip_longest,
     itertools.product, itertools.permutations, itertools.combinations,
     itertools.combinations_with_replacement, itertools.cycle, itertools.tee, itertools.repeat,

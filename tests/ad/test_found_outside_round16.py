@@ -191,3 +191,28 @@ def test_identity_of_a_list_holding_a_differentiated_value(route, f):
         for _ in range(2):
             assert grad(f)(1.0) == 2.0 and derivative(f, 1.0) == 2.0
             assert hessian(f)(1.0) == 2.0
+
+
+class _Pair(NamedTuple):
+    x: float
+    y: float
+
+
+_Q = __import__("collections").namedtuple("_Q", "x y")
+
+
+@pytest.mark.parametrize("route", [None, "reference"])
+@pytest.mark.parametrize("f", [lambda a: _Q._make(a).y ** 2, lambda a: _Pair._make(a).y ** 2,
+                               lambda a: tuple.__new__(tuple, a)[1] ** 2],
+                         ids=["namedtuple-make", "NamedTuple-make", "tuple-new"])
+def test_a_tuple_made_from_an_array_by_tuple_new_keeps_its_derivative(route, f):
+    """(found from outside) ``tuple.__new__(cls, a)`` -- what a named tuple's ``_make``
+    calls -- read the array's numbers natively: every API gave zeros."""
+    from overdub_ad import grad, hessian, jacfwd, jacrev
+    from overdub_ad.testing import force_route
+
+    a = np.array([0.3, 1.4])
+    with force_route(route):
+        for transform in (grad, jacfwd, jacrev):
+            np.testing.assert_allclose(transform(f)(a), [0.0, 2.8])
+        np.testing.assert_allclose(hessian(f)(a), [[0.0, 0.0], [0.0, 2.0]])
