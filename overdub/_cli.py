@@ -16,6 +16,7 @@ import ast
 import importlib
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -189,11 +190,13 @@ def _module_filter(modules: list[str] | None) -> Callable[[Any], bool]:
 
 def _print_counts(ctx: CountContext, options: argparse.Namespace, out: TextIO) -> None:
     keep = _module_filter(options.modules)
-    rows = [(fn, n) for fn, n in ctx.counts.most_common() if keep(fn)]
-    if options.top is not None:
-        rows = rows[:options.top]
-    for fn, n in rows:
-        print(f"{n:>8}  {describe(fn)}", file=out)
+    by_name: Counter[str] = Counter()  # (closures made at each call: one function, one line)
+    for fn, n in ctx.counts.items():
+        if keep(fn):
+            by_name[describe(fn)] += n
+    rows = by_name.most_common(options.top)
+    for name, n in rows:
+        print(f"{n:>8}  {name}", file=out)
     shown = sum(n for _, n in rows)
     if shown == ctx.total:
         print(f"{ctx.total:>8}  calls in all", file=out)

@@ -157,6 +157,24 @@ def test_count_sees_the_calls_made_inside_map(cli: Run, user_module: Callable[[s
     assert _lines(out)[-1] == f"-> {[str(i) for i in range(1, 11)]!r}"
 
 
+def test_count_gives_one_line_per_function_closures_included(
+        cli: Run, user_module: Callable[[str], str]) -> None:
+    """(found from outside) each closure made at a call was a line of its own."""
+    name = user_module("""
+        def apply(x):
+            def inner():
+                return x + 1
+            return inner()
+
+        def main(n):
+            return [apply(i) for i in range(n)]
+    """)
+    status, out, _ = cli("count", f"{name}:main", "4")
+    assert status == 0
+    rows = {line.split()[1]: int(line.split()[0]) for line in _lines(out)[:-2]}
+    assert rows[f"{name}.apply.<locals>.inner"] == 4 and rows[f"{name}.apply"] == 4
+
+
 def test_count_top_and_module_filter(cli: Run) -> None:
     text = "'The quick brown fox jumps over the lazy dog'"
     status, out, _ = cli("count", "textwrap:fill", text, "width=12")
