@@ -55,8 +55,8 @@ class Context:
 
     def __init__(self, *, metadata: Any = None, passes: Any = ()) -> None:
         self.metadata = metadata
-        if type(passes) is tuple and not passes:  # the common case (contexts made per call)
-            self.passes = passes
+        if (type(passes) is tuple and not passes) or passes is None:  # (the common case:
+            self.passes = ()  # contexts made per call; None, as metadata's default, is none)
             return
         try:
             passes = tuple(passes)

@@ -311,3 +311,8 @@ def test_a_conversion_returning_a_strict_subclass_converts_once_with_the_warning
         got = overdub(ctx_class(), _convert)
     assert got == want and [type(v) for v in got] == [float, complex]
     assert [str(w.message) for w in seen] == [str(w.message) for w in native]
+
+
+def test_no_passes_may_be_said_with_none():
+    assert Context(passes=None).passes == () and CountContext(passes=None).passes == ()
+    assert overdub(Context(passes=None), abs, -2) == 2
