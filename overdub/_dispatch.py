@@ -440,6 +440,13 @@ def _exact(value: Any) -> Any:
     raise _Unreadable(kind)
 
 
+def _positions(index: dict[int, int], new: Any) -> list[int]:
+    """The positions in a State's ``expected`` (``index``: by cell id) of the cells of the
+    rewritten function ``new``."""
+    return [index[id(cell)] for cell in getattr(new, "__closure__", None) or ()
+            if id(cell) in index]
+
+
 class ClassPlan:
     """What the States of one context class share, made once per class (and again when its
     verbs change or a primitive is registered): its verbs and which of them it overrides, its
@@ -585,8 +592,10 @@ class State:
         self.on_death = self._owner_died
         self.after_run = AfterRun(self)  # (the parent between runs: see leave)
         self.owner = weakref.ref(ctx, self.on_death if self.poolable else None)
-        # Rewritten functions dropped since the last count (their cells' counts fall with them)
-        self.dropped: list[Callable[..., Any] | None] = []
+        # The positions in `expected` of the cells of the rewritten functions dropped since the
+        # last count (their counts fell with them; the functions themselves are not kept: a
+        # closure made at each call holds what it captured)
+        self.dropped: list[int] = []
         # What refcounts() counts: the State, `od`, and each cell once made (_cell); and
         # the counts when clean and those expected now, with the rewritten functions'
         # closures.  The first two are counted by the caller, which holds the State as an
@@ -693,13 +702,10 @@ class State:
 
     def count_dropped(self) -> None:
         """Take the rewritten functions dropped since the last count out of ``expected``."""
-        dropped, index, expected = self.dropped, self._index, self.expected
+        dropped, expected = self.dropped, self.expected
         while dropped:
-            new = dropped.pop()
-            for cell in getattr(new, "__closure__", None) or ():
-                position = index.get(id(cell))
-                if position is not None:
-                    expected[position] -= 1
+            expected[dropped.pop()] -= 1
+
 
     def _owner_died(self, ref: weakref.ref[Any], size: int = _POOL_SIZE) -> None:
         """The owner is gone: an unbound State goes to the pool, where the next new instance
@@ -889,15 +895,16 @@ class State:
                 if found.global_stores and self.tagger is not None:
                     self.tagger.assigns_globals(fn.__globals__, found.global_stores)
         functions, dropped = self.functions, self.dropped if self.poolable else None
+        index = self._index  # (not the State: the callback must not hold it, see refcounts)
 
-        def forget(_: Any) -> None:  # fn died
-            gone = functions.pop(key, None)
+        def forget(_: Any, positions: Any = _positions) -> None:  # fn died (positions: bound
+            gone = functions.pop(key, None)  # here, as module globals go at exit)
             if dropped is not None and gone is not None:
-                dropped.append(gone[3])
+                dropped.extend(positions(index, gone[3]))
 
         if dropped is not None:
             if entry is not None:  # replaced: fn's code or defaults were reassigned
-                dropped.append(entry[3])
+                dropped.extend(_positions(index, entry[3]))
             if built is not None:
                 expected, index = self.expected, self._index
                 for cell in built.__closure__ or ():

@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import gc
 import io
 import operator
 import statistics
+import weakref
 
 import pytest
 
@@ -316,3 +318,39 @@ def test_a_conversion_returning_a_strict_subclass_converts_once_with_the_warning
 def test_no_passes_may_be_said_with_none():
     assert Context(passes=None).passes == () and CountContext(passes=None).passes == ()
     assert overdub(Context(passes=None), abs, -2) == 2
+
+
+class _Big:
+    pass
+
+
+def _use(obj):
+    def inner():
+        return obj
+    return inner() is obj
+
+
+def _alive_after_calls():
+    refs = []
+    for _ in range(50):
+        obj = _Big()
+        refs.append(weakref.ref(obj))
+        _use(obj)
+    del obj
+    gc.collect()
+    return sum(ref() is not None for ref in refs)
+
+
+class _EmptyPrehook(Context):
+    def prehook(self, fn, /, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("ctx_class", [_EmptyPrehook, Context, _Tagging])
+def test_a_closure_made_during_a_run_dies_with_its_last_reference(ctx_class):
+    """(found from outside) each closure made and called during a run was kept, with what it
+    captured, until the run ended: 5,000 calls held 51 MB."""
+    assert _alive_after_calls() == 0
+    ctx = ctx_class()
+    for _ in range(2):  # (the second run: a State taken from the pool, for the prehook one)
+        assert overdub(ctx, _alive_after_calls) == 0
