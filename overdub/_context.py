@@ -55,8 +55,9 @@ class Context:
 
     def __init__(self, *, metadata: Any = None, passes: Any = ()) -> None:
         self.metadata = metadata
-        if (type(passes) is tuple and not passes) or passes is None:  # (the common case:
-            self.passes = ()  # contexts made per call; None, as metadata's default, is none)
+        if (type(passes) is tuple and not passes) or passes is None:
+            # (the common case, contexts made per call; None, as for metadata, is none)
+            self.passes: tuple[Any, ...] = ()
             return
         try:
             passes = tuple(passes)

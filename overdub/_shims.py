@@ -626,7 +626,7 @@ def _reduce_ex(od: _Fn, obj: Any, protocol: int) -> Any:
             od(operator.setitem, slots, name, value)
         if slots:
             state = (state, slots)
-    return copyreg.__newobj__, (cls,), state, None, None
+    return copyreg.__newobj__, (cls,), state, None, None  # type: ignore[attr-defined]
 
 
 def _python_reduction(obj: Any, protocol: Any) -> bool:
