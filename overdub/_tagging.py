@@ -1040,8 +1040,8 @@ def _getattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     value = t.plain_call(fn, (obj, *args[1:]), kwargs)
     if type(value) is _MethodWrapper:
         return _unbound_slot(value)
-    if t.shadow and isinstance(obj, tuple) and id(obj) in t.shadow.sequences and \
-            isinstance(args[1], str):
+    if t.shadow and issubclass(type(obj), tuple) and id(obj) in t.shadow.sequences and \
+            isinstance(args[1], str):  # (type: a user's __getattribute__ is not called)
         index = _field_position(type(obj), args[1])  # a named tuple's field: its position
         if index is not None:
             return _rewrap(t, obj, index, value)

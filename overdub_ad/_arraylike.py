@@ -41,6 +41,8 @@ def takes_arrays(fn: Any, primals: Sequence[Any], kwargs: dict[str, Any]) -> boo
     dtype, whose tuples are records (``np.array([(a, 2.0)], dtype=[("p", float), ...])``)."""
     if id(fn) in _OPERATORS:
         return operator_reads_arrays(fn, primals)
+    if fn is np.nditer:  # (np.nditer([b, a], op_flags=[...]): a list of operands)
+        return False
     dtype = kwargs.get("dtype", primals[1] if len(primals) > 1 and id(fn) in _MAKERS else None)
     if dtype is not None and id(fn) in _MAKERS and _records(dtype):
         return False

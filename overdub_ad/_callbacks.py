@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 import sys
 import sysconfig
 import types
@@ -33,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged, opaque, overdub
+from overdub import Tagged, can_recurse, carries_tags, keeps_heap_metadata, opaque, overdub
 
-from . import _rules
+from . import _arrays, _rules
 
 # -- closure conversion -----------------------------------------------------------------------
 
@@ -238,10 +239,10 @@ _CYTHON_FUNCTIONS = frozenset(("cython_function_or_method", "fused_cython_functi
 
 def has_callback(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     for a in args:
-        if isinstance(a, _CALLBACK_TYPES):
+        if issubclass(type(a), _CALLBACK_TYPES):  # (not isinstance: it reads __class__)
             return True
     for a in kwargs.values():
-        if isinstance(a, _CALLBACK_TYPES):
+        if issubclass(type(a), _CALLBACK_TYPES):
             return True
     return False
 
@@ -311,6 +312,10 @@ def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
     callers = _native_callers()
     if callers is None:
         return
+    quiet = _QUIET.get(id(ctx))
+    if quiet is not None:  # (C code given an object holding the value: see read_natively)
+        quiet[0] += 1
+        return
     callback, library = callers
     by = f"{library}, which calls it natively" if library else "C code, natively"
     raise _rules.MissingRuleError(
@@ -344,6 +349,222 @@ def _native_callers() -> tuple[str, str | None] | None:
 
 
 _TAGGING_FILE = Tagged.__init__.__code__.co_filename
+
+
+# -- Python code that C code runs natively, on objects holding differentiated values ----------
+
+_LRU_CACHE = _rules._LRU_CACHE
+# what C code calls natively on an object it is given, to read it as a number, an index, an
+# array or a sequence (``math.fsum([obj])``, ``np.float64(obj)``, ``np.array([obj], float)``,
+# ``round(obj, 3)``, ``a[0] = obj``)
+_CONVERSIONS = ("__float__", "__complex__", "__index__", "__int__", "__round__", "__trunc__",
+                "__floor__", "__ceil__", "__array__", "__len__", "__getitem__", "__iter__")
+_INERT = frozenset((float, int, complex, bool, str, bytes, type(None), np.float64, type,
+                    types.FunctionType, types.BuiltinFunctionType, types.ModuleType, range,
+                    slice, Tagged))
+_NOT_OBJECTS = (list, tuple, dict, set, frozenset, np.ndarray, np.generic, type,
+                types.ModuleType, BaseException)
+_SCANNED = 256  # how many objects and containers one check looks into, at most
+# id(ctx) -> [native uses seen] while read_natively runs a call (see refuse_native_use)
+_QUIET: dict[int, list[int]] = {}
+
+
+def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  direct: Callable[[Any], bool]) -> int | str | None:
+    """Where ``fn`` is C code that runs Python code natively on what it is given -- the
+    function behind a ``functools.lru_cache`` (``cache``) wrapper, which the cache calls
+    itself (a method's object too), or the Python methods that C code calls to read an object
+    of the user's class as a number, index, array or sequence (``__float__`` for
+    ``math.fsum([obj])``, ``np.float64(obj)``, ``np.array([obj], dtype=float)``; ``__round__``
+    for ``round(obj, 3)``) -- the position (or keyword) of an argument, not differentiated
+    itself (``direct``), that holds a value ``ctx`` differentiates: in an attribute, a list or
+    dict one holds, at any depth, kept aside by the core (read natively, a plain number) or
+    stored as it is.  None otherwise (the common call: numbers and arrays are not looked into).
+    The context runs such a call with :func:`read_natively`."""
+    kind = type(fn)
+    if kind is _LRU_CACHE or (kind is types.MethodType and type(fn.__func__) is _LRU_CACHE):
+        if kind is types.MethodType:  # (the method's object is the cached function's first)
+            args = (fn.__self__, *args)
+        for i, a in enumerate(args):
+            if type(a) not in _INERT and not direct(a) and holds_kept(ctx, a, direct):
+                return i
+        for name, a in kwargs.items():
+            if type(a) not in _INERT and not direct(a) and holds_kept(ctx, a, direct):
+                return name
+        return None
+    if fn is getattr:  # obj.matrix, a property whose getter is behind the cache
+        if len(args) != 2 or type(args[1]) is not str or type(args[0]) in _INERT or \
+                not type(args[0]).__flags__ & _HEAPTYPE:
+            return None
+        try:  # (not getattr: a class's own __getattribute__ would run)
+            own = object.__getattribute__(args[0], "__dict__")
+        except (AttributeError, TypeError):
+            own = None
+        if type(own) is dict and args[1] in own:
+            return None  # (an instance's own attribute: the common read)
+        found = getattr(type(args[0]), args[1], None)
+        return 0 if type(found) is property and type(found.fget) is _LRU_CACHE and \
+            not direct(args[0]) and holds_kept(ctx, args[0], direct) else None
+    if kind is types.FunctionType or kind is types.MethodType or kind is functools.partial or \
+            kind is Tagged or kind.__flags__ & _HEAPTYPE:
+        return None  # Python code: the context enters it (or refuses it without source)
+    for a in args:  # (the common call, numbers and arrays, at once)
+        if type(a) not in _INERT and _converted(a):
+            break
+    else:
+        if not kwargs or not any(type(a) not in _INERT and _converted(a)
+                                 for a in kwargs.values()):
+            return None
+    candidates: list[int | str] = [
+        i for i, a in enumerate(args) if type(a) not in _INERT and _converted(a)]
+    candidates += [k for k, a in kwargs.items() if type(a) not in _INERT and _converted(a)]
+    written = _written_array(fn, args)
+    if written is not None:  # a[0] = obj: a float array's element converts it
+        if written.dtype.kind not in "fc":
+            return None
+    elif carries_tags(fn) or type(getattr(fn, "_implementation", None)) is types.FunctionType \
+            or (_rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None):
+        return None  # (attribute and item access, list.append...: values moved, not read;
+        # NumPy's functions written in Python, np.polymul, and restated ones: followed)
+    if any(map(direct, args)) or any(map(direct, kwargs.values())) or any(
+            type(a) in (list, tuple) and any(map(direct, a)) for a in args):
+        return None  # (a call with a differentiated value of its own, np.concatenate([x, y])
+        # given them in a list too: rules, or an error)
+    from ._shared import CONSUMERS, python_iterable
+    if id(fn) in CONSUMERS and any(map(python_iterable, args)):
+        return None  # math.fsum(bag): the contexts iterate the bag themselves
+    if written is None and can_recurse(ctx, fn, *args, **kwargs):
+        return None  # (float(obj), math.sin(obj), np.asarray(obj), v + w: the core calls the
+        # object's method, seen)
+    for at in candidates:
+        if holds_kept(ctx, args[at] if isinstance(at, int) else kwargs[at], direct):
+            return at
+    return None
+
+
+def _written_array(fn: Any, args: tuple[Any, ...]) -> Any:
+    """The NumPy array that ``a[i] = v`` (``operator.setitem``, ``a.__setitem__``) writes
+    into; None for any other call."""
+    if fn is operator.setitem:
+        return args[0] if len(args) == 3 and type(args[0]) is np.ndarray else None
+    if type(fn) is types.MethodWrapperType and fn.__name__ == "__setitem__" and \
+            type(fn.__self__) is np.ndarray and len(args) == 2:
+        return fn.__self__
+    return None
+
+
+def _converted(x: Any) -> bool:
+    """Whether ``x`` is, or a list or tuple ``x`` holds, an object of the user's class that
+    defines one of the :data:`_CONVERSIONS` in Python."""
+    kind = type(x)
+    if kind is list or kind is tuple:
+        if len(x) <= 8:  # (a few items: looked at one by one, the cheaper way)
+            for item in x:
+                if type(item) not in _INERT and _converts(type(item)):
+                    return True
+            return False
+        kinds = set(map(type, x)) if len(x) <= _SCANNED else set(map(type, x[:_SCANNED]))
+        return any(_converts(k) for k in kinds - _INERT)
+    return _converts(kind)
+
+
+def _converts(kind: type) -> bool:
+    if not kind.__flags__ & _HEAPTYPE or kind is Tagged or issubclass(kind, _NOT_OBJECTS) or \
+            _arrays.is_foreign_array_type(kind):  # (another namespace's array is an array)
+        return False
+    for name in _CONVERSIONS:
+        found = getattr(kind, name, None)
+        if type(found) is types.FunctionType or type(found) is property:
+            return True
+    return False
+
+
+def holds_kept(ctx: Any, x: Any, direct: Callable[[Any], bool]) -> bool:
+    """Whether ``x`` (an object, a list, a tuple, a dict) holds a value ``ctx``
+    differentiates (``direct``) in its attributes, slots, items or elements, at any depth:
+    stored as it is, or kept aside by the core (``keeps_heap_metadata``: the object itself
+    holds the plain value, which code run natively reads)."""
+    seen: set[int] = set()
+    todo = [x]
+    while todo:
+        x = todo.pop()
+        if direct(x):
+            return True
+        kind = type(x)
+        if kind in _INERT or id(x) in seen or len(seen) >= _SCANNED:
+            continue
+        seen.add(id(x))
+        if keeps_heap_metadata(ctx, x):
+            return True
+        if kind is dict:
+            todo.extend(x.values())
+        elif kind is list or kind is tuple or issubclass(kind, (list, tuple, set, frozenset)):
+            todo.extend(x if len(x) <= _SCANNED else list(x)[:_SCANNED])
+        elif kind.__flags__ & _HEAPTYPE and not issubclass(kind, _NOT_OBJECTS):
+            try:
+                own = object.__getattribute__(x, "__dict__")
+            except AttributeError:
+                own = None
+            if type(own) is dict:
+                todo.extend(own.values())
+            for klass in kind.__mro__:  # (slots: their descriptors, read natively)
+                for slot in list(vars(klass).values()):
+                    if type(slot) is types.MemberDescriptorType and slot.__objclass__ is klass:
+                        try:
+                            todo.append(slot.__get__(x, kind))
+                        except AttributeError:  # (an empty slot)
+                            pass
+    return False
+
+
+def read_natively(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  at: int | str, mode: str, run: Callable[..., Any]) -> Any:
+    """``run(fn, *args, **kwargs)`` for a call :func:`native_holder` found (``at``: the
+    argument): never a silent zero.  A cached function raises :class:`MissingRuleError` before
+    it runs (the cache calls it natively, or hands back a value cached before: as for the
+    differentiated value given itself).  Other C code runs, and raises if what it computed
+    natively from the object -- its result, unless the function is one of the exemptions
+    (``round``, ``math.isclose``, an integer cast: declared ``nondifferentiable``), or a
+    differentiated value its Python methods used (stored as it is) -- could have carried a
+    derivative."""
+    kind = type(fn)
+    if kind is _LRU_CACHE or kind is types.MethodType:
+        raise _rules.missing(getattr(fn, "__func__", fn), at, mode, type(ctx).__name__)
+    if fn is getattr:  # (a property's getter behind the cache, given the object)
+        getter = getattr(type(args[0]), args[1]).fget
+        raise _rules.missing(getter, at, mode, type(ctx).__name__)
+    exempt = _rules.is_nondifferentiable(fn)
+    key = id(ctx)
+    outer = _QUIET.get(key)
+    quiet = _QUIET[key] = [0]
+    try:
+        out = run(fn, *args, **kwargs)
+    except TypeError as error:  # (a __float__ returning the value it holds as it is)
+        if exempt or "Tagged" not in str(error):
+            raise
+        quiet[0] += 1
+        out = None
+    finally:
+        if outer is None:
+            del _QUIET[key]
+        else:
+            _QUIET[key] = outer
+    if exempt or not (quiet[0] or _written_array(fn, args) is not None or _is_value(out) or (
+            type(out) in (tuple, list) and any(map(_is_value, out)))):
+        return out
+    given = args[at] if isinstance(at, int) else kwargs[at]
+    given = next((a for a in given if _converts(type(a))), given) \
+        if type(given) in (list, tuple) else given
+    methods = [name for name in _CONVERSIONS
+               if type(getattr(type(given), name, None)) in (types.FunctionType, property)]
+    raise _rules.MissingRuleError(
+        f"no {mode}-mode derivative through {describe(fn)}: it is C code given "
+        f"{_rules._name(type(given))} (argument {at}), an object holding a differentiated "
+        f"value, and runs its Python method{'s' if len(methods) > 1 else ''} "
+        f"{', '.join(methods)} natively, behind {type(ctx).__name__}'s back: what they read "
+        f"is a plain number there, and the result would drop the derivative. Convert the "
+        f"object in the function you differentiate first (float(obj), complex(obj), "
+        f"np.asarray(obj) are followed), or give the value itself")
 
 
 # -- the public function a user called ----------------------------------------------------------

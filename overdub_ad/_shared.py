@@ -170,6 +170,11 @@ def unfollowed_write(array: np.ndarray, mode: str) -> _rules.MissingRuleError | 
             f"overdub_ad {mode} mode: a derivative written into a structured (record) array "
             f"or one of its fields is not followed; keep each differentiated field in an "
             f"array of its own")
+    if isinstance(base, np.nditer):
+        return _rules.MissingRuleError(
+            f"no {mode}-mode derivative rule for numpy.nditer: a derivative written into an "
+            f"operand of np.nditer (v[...] = x in a read-write loop) is not followed; write "
+            f"into the array itself (b[k] = x)")
     if mode == "forward" and isinstance(base, np.ndarray) and base.dtype != array.dtype:
         return _rules.MissingRuleError(
             f"overdub_ad forward mode: a derivative written into a view of dtype "
@@ -486,7 +491,8 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str,
     MissingRuleError, not a silent constant.  Values written during the derivative carry
     theirs; other values (text, integers, objects) pass.  A number tagged only by an enclosing
     derivative (stored by the outer one of a nesting) is as constant here: it raises too.  The
-    key may hold ``x`` inside a tuple (``d[(x, "a")]``)."""
+    key may hold ``x`` inside a tuple (``d[(x, "a")]``), a named tuple, a frozenset or an object
+    hashed by value (a frozen dataclass): see :func:`key_holds`."""
     if carries(value) or has_metadata(value, ctx):
         return value  # (differentiated here: tagged by ctx, under an inner derivative's tag too)
     plain = _innermost(value)
@@ -506,7 +512,81 @@ def plain_key(key: Any) -> Any:
         return _innermost(key)
     if type(key) is tuple:
         return tuple(plain_key(k) for k in key)
+    if type(key) is frozenset:
+        return frozenset(plain_key(k) for k in key)
     return key
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (the user's)
+
+
+def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
+              seen: set[int] | None = None) -> bool:
+    """Whether the dict key (set element, cache argument) ``key`` holds a value ``ctx``
+    differentiates -- ``direct(v)`` for the value ``v`` itself -- in what its hash and equality
+    read: a member of a tuple (a named tuple too) or a frozenset, or an attribute of an object
+    of the user's class hashed by value (a frozen dataclass; a class with its own
+    ``__hash__``), stored into it and kept aside by the core or held as it is, at any depth.
+    Such a key hashes as its plain value does: an item found under it may be a memo of earlier
+    results (see :func:`by_differentiated_key`).  Objects hashed by identity are not looked
+    into (an equal key is the same object).  Reads no attribute through the user's code."""
+    if direct(key):
+        return True
+    kind = type(key)
+    if kind in _INERT_VALUES or kind is Tagged:
+        return False
+    if issubclass(kind, (tuple, frozenset)):  # (not isinstance: it reads __class__)
+        members: Any = key
+        if issubclass(kind, tuple) and not any(map(direct, key)) and any(
+                issubclass(type(m), _REVEALABLE) for m in key) and keeps_heap_metadata(ctx, key):
+            return True  # a tuple stored into the heap (an attribute): its members kept aside
+    elif kind.__flags__ & _HEAP_TYPE and getattr(kind, "__hash__", None) not in (
+            None, object.__hash__):  # (hashed by value: its own __hash__, a frozen dataclass)
+        if keeps_heap_metadata(ctx, key):
+            return True
+        members = []
+        try:
+            own = object.__getattribute__(key, "__dict__")
+        except AttributeError:
+            own = None
+        if type(own) is dict:
+            members.extend(own.values())
+        for klass in kind.__mro__:  # (slots: their descriptors, read natively)
+            for slot in list(vars(klass).values()):
+                if type(slot) is types.MemberDescriptorType and slot.__objclass__ is klass:
+                    try:
+                        members.append(slot.__get__(key, kind))
+                    except AttributeError:  # (an empty slot)
+                        pass
+    else:
+        return False
+    if seen is None:
+        seen = set()
+    elif id(key) in seen:
+        return False
+    seen.add(id(key))
+    return any(key_holds(ctx, m, direct, seen) for m in members)
+
+
+def cached_by_key(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  direct: Callable[[Any], bool]) -> int | str | None:
+    """For a call of a ``functools.lru_cache`` (``cache``) wrapper, a method of one too: the
+    position (or keyword) of an argument not differentiated itself whose hash reads a value
+    ``ctx`` differentiates (``Params(k)``, a frozen dataclass; see :func:`key_holds`), else
+    None.  The cache looks it up as its plain value: a hit hands back a result computed before
+    the derivative began, called nothing, and a silent constant would follow -- the call is
+    MissingRuleError, as one given the differentiated value itself."""
+    if type(fn) is types.MethodType and type(fn.__func__) is _rules._LRU_CACHE:
+        args = (fn.__self__, *args)
+    elif type(fn) is not _rules._LRU_CACHE:
+        return None
+    for i, a in enumerate(args):
+        if type(a) not in _INERT_VALUES and not direct(a) and key_holds(ctx, a, direct):
+            return i
+    for name, a in kwargs.items():
+        if type(a) not in _INERT_VALUES and not direct(a) and key_holds(ctx, a, direct):
+            return name
+    return None
 
 
 def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:

@@ -64,10 +64,10 @@ def spelled_store(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]
         return None
     name = fn.__name__
     plain = _innermost(owner)
-    if isinstance(plain, np.ndarray):
+    if issubclass(type(plain), np.ndarray):  # (type: a user's __getattribute__ unseen)
         write = ARRAY_WRITES.get(name)
         return None if write is None else (write, (owner, *rest))
-    if not isinstance(plain, CONTAINERS) or name not in STORES:
+    if not issubclass(type(plain), CONTAINERS) or name not in STORES:
         return None
     return (fn.__get__(owner) if kind in _DESCRIPTORS else fn), rest
 

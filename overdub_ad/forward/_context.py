@@ -25,7 +25,7 @@ from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
                        inert_library_call, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
-                       made_here, plain_key,
+                       cached_by_key, key_holds, made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
@@ -84,11 +84,12 @@ def _given_trees(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         any(type(v) in _TREES or is_node(v) for v in kwargs.values())
 
 
+_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see cached_by_key)
 _TREES = frozenset((list, tuple, dict))
 
 
 def _read_or_iterated(x: Any) -> bool:
-    return _sequence_or_iterator(x) or isinstance(x, _READ)
+    return _sequence_or_iterator(x) or issubclass(type(x), _READ)  # (no __class__ read)
 
 
 _FLAT_SETITEM = np.flatiter.__setitem__
@@ -133,6 +134,15 @@ def _stored_as_is(container: Any) -> bool:
     are stored in it as they are."""
     return type(container) not in (list, dict) and isinstance(container, CONTAINERS) and \
         not isinstance(getattr(type(container), "__setitem__", None), types.FunctionType)
+
+
+def _target_holder(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The array an in-place call writes as the code named it (``out=``, or the first operand
+    of ``v //= c``, a view perhaps), tag included, for :meth:`ForwardContext._write_constant`."""
+    out_arg = kwargs.get("out")
+    if out_arg is None and id(fn) in _INPLACE and args:
+        return args[0]
+    return out_arg[0] if type(out_arg) is tuple and len(out_arg) == 1 else out_arg
 
 
 def _broadcast_into(out_arg: Any, operands: Sequence[Any]) -> bool:
@@ -212,6 +222,12 @@ class ForwardContext(Context):
                 return True
         return False
 
+    def _keyed(self, key: Any) -> bool:
+        """Whether the dict key ``key`` holds a value with a tangent here, as its hash reads
+        it (in a tuple, a named tuple, a frozenset, a frozen dataclass: see key_holds); an
+        item read under it must pass ``by_differentiated_key``."""
+        return self._carries_within(key) or key_holds(self, key, self._carries)
+
     def _stored_members(self, x: Any) -> bool:
         """Whether the list or tuple ``x`` has members whose tangents the core keeps aside
         (see :meth:`_reveal`)."""
@@ -282,9 +298,9 @@ class ForwardContext(Context):
         if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
                 and self._carries(args[1]):
             return True  # a differentiated default, which the core would strip
-        if args and self._carries_within(args[0]) and (
-                keyed_read(fn, args) is not None
-                or (type(receiver) is dict and fn.__name__ == "setdefault")):
+        if args and (keyed_read(fn, args) is not None
+                     or (type(receiver) is dict and fn.__name__ == "setdefault")) and \
+                self._keyed(args[0]):
             return True  # memo.get(x): see by_differentiated_key; d.setdefault(x, v) stores
         # the core keeps the metadata of list and dict members; a copy is ours to make
         return fn.__name__ == "copy" and id(receiver) in self.lists
@@ -298,6 +314,9 @@ class ForwardContext(Context):
             # without one, a leaf (see _custom)
             return fn.jvp is not None or \
                 any(map(self._carries, flatten(self._revealed((args, kwargs)))[0]))
+        if fn is getattr and _callbacks.native_holder(self, fn, args, kwargs,
+                                                      self._carries) is not None:
+            return True  # obj.matrix, a property behind functools.lru_cache: see execute
         if fn is getattr:
             if len(args) > 1 and args[1] == "flat":
                 self.flats = True
@@ -308,8 +327,11 @@ class ForwardContext(Context):
             return True  # mod.name = x: stored as it is (see _store_global)
         if fn is operator.getitem:
             return bool(args) and (self._carries(args[0]) or (
-                len(args) == 2 and isinstance(args[0], dict) and self._carries_within(args[1]))
+                len(args) == 2 and isinstance(args[0], dict) and self._keyed(args[1]))
                 or (type(args[0]) is np.flatiter and self._written_flat(args[0])))
+        if _callbacks.native_holder(self, fn, args, kwargs, self._carries) is not None:
+            return True  # C code running Python natively on an object holding differentiated
+            # values (math.fsum([obj]) calling obj.__float__, an lru_cache'd method): execute
         if fn is operator.setitem:
             return self._writes(args)
         if fn is operator.iadd and len(args) == 2 and type(args[0]) is list and \
@@ -333,6 +355,9 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
+        if not direct and (type(fn) is _LRU_CACHE or type(fn) is types.MethodType) and \
+                cached_by_key(self, fn, args, kwargs, self._carries) is not None:
+            return True  # lru_cache(f)(Params(x)): MissingRuleError (see execute)
         if not direct and inert_library_call(fn, args, kwargs):
             return True  # np.ones(3): called whole (see execute)
         if isinstance(fn, _PYTHON_CODE) and derivative_entry(fn) and \
@@ -571,6 +596,14 @@ class ForwardContext(Context):
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
+        if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
+            at = cached_by_key(self, fn, args, kwargs, self._carries)
+            if at is not None:  # (a cache hit would be a silent constant: see cached_by_key)
+                raise _rules.missing(getattr(fn, "__func__", fn), at, "forward",
+                                     type(self).__name__)
+        at = _callbacks.native_holder(self, fn, args, kwargs, self._carries)
+        if at is not None:  # (never a silent zero: see is_primitive)
+            return _callbacks.read_natively(self, fn, args, kwargs, at, "forward", self.fallback)
         if type(fn) is types.FunctionType and inert_library_call(fn, args, kwargs):
             return self.fallback(fn, *args, **kwargs)
         if fn is getattr:
@@ -595,13 +628,13 @@ class ForwardContext(Context):
                 self._written_flat_given(fn, args):
             return self._through_flat(fn, args)
         if fn is operator.getitem and isinstance(args[0], dict) and \
-                self._carries_within(args[1]):  # (x itself, or x in a tuple key)
+                self._keyed(args[1]):  # (x itself, or x in a tuple key, a frozen dataclass...)
             if made_here(self.keys_written, args[0], args[1]):
                 return self.fallback(fn, *args)
             return by_differentiated_key(self.fallback(fn, *args), self._carries, "forward",
                                          self)
         keyed = keyed_read(fn, args) if type(fn) in METHOD_KINDS else None  # (a dict's method)
-        if keyed is not None and self._carries_within(keyed[1]):
+        if keyed is not None and self._keyed(keyed[1]):
             at = 1 if type(fn) is _METHOD_DESCRIPTOR else 0  # (dict.get(d, key): key second)
             plain = (*args[:at], _innermost(args[at]), *args[at + 1:])  # a key is hashed
             if made_here(self.keys_written, keyed[0], keyed[1]):
@@ -738,9 +771,7 @@ class ForwardContext(Context):
         if _rules.is_nondifferentiable(fn) or not (carried or differentiated_kwargs):
             out = run(fn, *primals, **plain_kwargs)
             if target is not None:  # overwritten by something with no derivative
-                out_arg = kwargs.get("out")
-                holder = out_arg[0] if type(out_arg) is tuple and len(out_arg) == 1 else out_arg
-                self._write_constant(target, Ellipsis, target, holder)
+                self._write_constant(target, Ellipsis, target, _target_holder(fn, args, kwargs))
             else:
                 self._put_outputs(fn, kwargs.get("out"), out, None)
             return out
@@ -805,7 +836,10 @@ class ForwardContext(Context):
             computed = None if target.dtype.kind in "fc" or tangent is None or \
                 id(fn) in _INPLACE else fn(*map(_innermost, before), **{
                     k: _innermost(v) for k, v in plain_kwargs.items()})
-            if tangent is not None and given_out is not out:
+            if tangent is None:  # (only ZERO rules: np.heaviside(a, 0.5, out=b) forgets b's)
+                self._write_constant(target, Ellipsis, target, _target_holder(fn, args, kwargs))
+                return out
+            if given_out is not out:
                 tangent = self._spread_to(tangent, _innermost(given_out), target)
             self.arrays.put(target, tangent, computed)
             return out

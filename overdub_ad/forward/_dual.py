@@ -88,7 +88,7 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
           dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
     """``f(*args, **kwargs)`` and its tangent, for a call the specialised code cannot make
     directly (``site``'s cache missed)."""
-    kind = f.__class__
+    kind = type(f)
     if kind is types.FunctionType:
         code = f.__code__
         if code.co_argcount and code.co_varnames[0] == "@T":  # a dual already
@@ -103,7 +103,7 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     elif kind is types.MethodType:
         return _call_method(level, site, f, args, dargs, kwargs, dkwargs)
     for a in args:
-        if a.__class__ is Tagged:
+        if type(a) is Tagged:
             raise _Deopt("a value of another context")
     if kind is np.ufunc and len(args) > f.nin:
         raise _Deopt("a ufunc given its out= positionally")  # (written: the general mode's)
@@ -120,8 +120,8 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     if _rules.is_nondifferentiable(f) or _INDIFFERENT.get(id(f)) is f:
         plain = tuple(_plain_tree(a) for a in args)
         if _ANY_ARGUMENTS.get(id(f)) is not f and not all(
-                a.__class__ in _SAFE or (f is len and (a.__class__ in _CONTAINERS
-                                                       or a.__class__ is np.ndarray))
+                type(a) in _SAFE or (f is len and (type(a) in _CONTAINERS
+                                                       or type(a) is np.ndarray))
                 for a in plain):
             raise _Deopt(f"{getattr(f, '__name__', f)} of a value whose class decides it")
         return _result(f(*plain, **(kwargs or {})))
@@ -151,8 +151,8 @@ def _unary(f: Any, rules: tuple[Any, ...], x: Any, dx: Any, out: Any) -> bool:
     float, is what :func:`_apply_unary` computes for floats at its site: its rule for ``x`` is
     a function of ``(dx, out, x)`` (not a zero, linear or tie-carrying mark)."""
     rule = rules[0] if rules else None
-    return (x.__class__ is float and dx.__class__ is float and out.__class__ is float
-            and f.__class__ is not types.FunctionType and rule is not None
+    return (type(x) is float and type(dx) is float and type(out) is float
+            and type(f) is not types.FunctionType and rule is not None
             and rule is not _rules.ZERO and rule is not _rules.LINEAR
             and type(rule) is not _rules.Carried)
 
@@ -177,8 +177,8 @@ def _apply(f: Any, tangents: tuple[Any, ...], *args: Any) -> tuple[Any, Any]:
 
 def _holds_dual(v: Any) -> bool:
     """Whether the list or tuple ``v`` holds a boxed dual, at any depth."""
-    return (v.__class__ is list or v.__class__ is tuple) and any(
-        e.__class__ is _Dual or _holds_dual(e) for e in v)
+    return (type(v) is list or type(v) is tuple) and any(
+        type(e) is _Dual or _holds_dual(e) for e in v)
 
 
 def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool:
@@ -189,7 +189,7 @@ def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool
     if _ANY_ARGUMENTS.get(id(f)) is f:
         return f is not type or len(args) == 1
     values = args if not kwargs else (*args, *kwargs.values())
-    return all(_safe_tree(v) or v.__class__ is np.ndarray for v in values)
+    return all(_safe_tree(v) or type(v) is np.ndarray for v in values)
 
 
 def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tuple[Any, ...],
@@ -198,7 +198,7 @@ def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tup
     """A bound method of a Python function: the dual of the function with the object first
     (the site remembers the function, and calls it so directly next time)."""
     func = f.__func__
-    if func.__class__ is not types.FunctionType:
+    if type(func) is not types.FunctionType:
         raise _Deopt("a method of a function that is not a Python function")
     info = _code_info(func)
     if info.arity is None or _own_rules(func) or info.api:
@@ -225,13 +225,13 @@ _dual_objects.CALL.append(_call_function)
 
 
 def _plain_tree(x: Any) -> Any:
-    if x.__class__ is tuple:
+    if type(x) is tuple:
         return tuple(_plain_tree(e) for e in x)
     return _plain(x)
 
 
 def _result(out: Any) -> tuple[Any, Any]:
-    if out.__class__ is Tagged:
+    if type(out) is Tagged:
         raise _Deopt
     return out, 0.0
 
@@ -254,20 +254,20 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     carried = []
     arrays = False
     for i, (a, d) in enumerate(zip(args, dargs)):
-        if _numberlike(a) or a.__class__ is tuple:
-            if d.__class__ is tuple and _batched(d):
+        if _numberlike(a) or type(a) is tuple:
+            if type(d) is tuple and _batched(d):
                 if f not in _CONSTRUCTORS and (_nested(d) or _numpy_callable(f)):
                     raise _Deopt  # NumPy reads the tuple as an array: the general mode's
                 dargs = dargs[:i] + (_container_tangent(d),) + dargs[i + 1:]
             if d is not None:
                 carried.append(i)
-        elif a.__class__ is np.ndarray and _array_operand(a, d) and "out" not in kwargs \
-                and id(f) not in _INPLACE and getattr(f, "__self__", None).__class__ \
+        elif type(a) is np.ndarray and _array_operand(a, d) and "out" not in kwargs \
+                and id(f) not in _INPLACE and type(getattr(f, "__self__", None)) \
                 is not np.ndarray:
             arrays = True
-            if d.__class__ is np.ndarray:  # (an array of floats and its direction:
+            if type(d) is np.ndarray:  # (an array of floats and its direction:
                 carried.append(i)  # np.sum(state); a 0.0 is no tangent, as a constant's)
-        elif not ((a.__class__ in _PURE_OPERANDS or a.__class__ is _MODULE)
+        elif not ((type(a) in _PURE_OPERANDS or type(a) is _MODULE)
                   and (d is None or _zero(d))):
             raise _Deopt  # arrays of other kinds, batches, objects: the general mode's
     if arrays and not _one_batch(zip(args, dargs), elementwise=isinstance(f, np.ufunc)
@@ -275,7 +275,7 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         # (a batch of directions only through what broadcasts them as it broadcasts the
         # values: a ufunc; an axis= would have to count them)
         raise _Deopt("arrays whose tangents are batches the function does not broadcast")
-    if f.__class__ is types.FunctionType and not _rules.is_shipped(f):
+    if type(f) is types.FunctionType and not _rules.is_shipped(f):
         followed = _rules.output_followed(f)
         if not followed:  # (its output decides, and it must not run twice: see _rules)
             name = getattr(f, "__name__", f)
@@ -285,7 +285,7 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
     out = _lifted(f, args, kwargs)
     if not carried:
         return _result(out)
-    kind = out.__class__
+    kind = type(out)
     if (kind is list or kind is dict or (kind is not tuple and is_node(out))) and \
             not _rules.is_shipped(f):  # a user's rules of a pytree output: the general mode
         raise _Deopt(f"{getattr(f, '__name__', f)} returned a {kind.__name__}, which its "
@@ -326,11 +326,11 @@ _CONSTRUCTORS = frozenset((np.array, np.asarray, np.asanyarray))
 
 def _batched(d: tuple[Any, ...]) -> bool:
     """Whether the tuple tangent ``d`` holds batched tangents (arrays of directions)."""
-    return any(e.__class__ is np.ndarray or (e.__class__ is tuple and _batched(e)) for e in d)
+    return any(type(e) is np.ndarray or (type(e) is tuple and _batched(e)) for e in d)
 
 
 def _nested(d: tuple[Any, ...]) -> bool:
-    return any(e.__class__ is tuple for e in d)
+    return any(type(e) is tuple for e in d)
 
 
 def _numpy_callable(f: Any) -> bool:
@@ -341,7 +341,7 @@ def _container_tangent(d: tuple[Any, ...]) -> tuple[Any, ...]:
     """A tuple argument's batched tangents as the rules read them: a number's 0.0 -- a
     constant's -- is None, a zero of whatever batch the others have; as a number it would set
     the batch of the whole tangent to none."""
-    return tuple(None if (e.__class__ is float or e.__class__ is int) and e == 0 else e
+    return tuple(None if (type(e) is float or type(e) is int) and e == 0 else e
                  for e in d)
 
 
@@ -350,7 +350,7 @@ def _add(a: Any, b: Any) -> Any:
         return b
     if b is None:
         return a
-    if a.__class__ is tuple:
+    if type(a) is tuple:
         return tuple(_add(x, y) for x, y in zip(a, b))
     return a + b
 
@@ -361,7 +361,7 @@ def _ambiguous_tie(args: tuple[Any, ...], dargs: tuple[Any, ...]) -> bool:
     matters only where two candidates are equal."""
     if not any(d is not None and _zero(d) for d in dargs):
         return False
-    values = [_plain(v) for a in args for v in (a if a.__class__ is tuple else (a,))
+    values = [_plain(v) for a in args for v in (a if type(a) is tuple else (a,))
               if _numberlike(v)]
     return len(set(values)) < len(values)
 
@@ -375,7 +375,7 @@ def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(*args, **kwargs)
     parts = [_at(a, level) for a in args]
     values = tuple(p for p, _ in parts)
-    if fn.__class__ is types.FunctionType and not kwargs:
+    if type(fn) is types.FunctionType and not kwargs:
         dual = _is_dual(fn)
         if dual or _dual_arity(fn) is not None:
             out, t = _call_python(level, None, fn, fn.__code__.co_argcount - dual, dual, values,
@@ -476,7 +476,7 @@ def _shared(f: types.FunctionType) -> types.FunctionType:
 
 def _dual_function(x: Any) -> bool:
     """Whether ``x`` is a function defined in specialised code (see :func:`_is_dual`)."""
-    return x.__class__ is types.FunctionType and _is_dual(x)
+    return type(x) is types.FunctionType and _is_dual(x)
 
 
 def _is_dual(f: types.FunctionType) -> bool:
@@ -581,11 +581,11 @@ _TANGENTS_OK = frozenset((float, int, complex, _Dual, np.ndarray, type(None), np
 
 
 def _leaf_ok(x: Any) -> bool:
-    return x.__class__ in _LEAVES or (x.__class__ is np.ndarray and x.dtype.kind in "fc")
+    return type(x) in _LEAVES or (type(x) is np.ndarray and x.dtype.kind in "fc")
 
 
 def _tangent_ok(t: Any) -> bool:
-    return t.__class__ in _TANGENTS_OK and (t.__class__ is not np.ndarray or t.dtype.kind in "fc")
+    return type(t) in _TANGENTS_OK and (type(t) is not np.ndarray or t.dtype.kind in "fc")
 
 
 def _declined(depth: int, reason: str) -> NoReturn:
@@ -605,7 +605,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     never declines: it raises :class:`_Deopt` for the outermost to handle."""
     run = _RUN
     depth = run.depth
-    if f.__class__ is not types.FunctionType:
+    if type(f) is not types.FunctionType:
         _declined(depth, f"not a Python function (a {type(f).__name__})")
     if _rules.overridden and _rules.any_overridden(_WRITTEN_OUT):
         _declined(depth, "a rule of an operator the dual writes out is replaced")
@@ -621,8 +621,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             why = info.stopped.get(_stop_key(f, primals, batch))
             if why is not None:
                 _declined(depth, f"stopped on an earlier call: {why}")
-    if len(primals) == 1 and len(tangents) == 1 and primals[0].__class__ in _LEAVES \
-            and tangents[0].__class__ in _PLAIN_NUMBERS:
+    if len(primals) == 1 and len(tangents) == 1 and type(primals[0]) in _LEAVES \
+            and type(tangents[0]) in _PLAIN_NUMBERS:
         seeds = [tangents[0]]  # the most common case: derivative(f, x)
     elif len(primals) == len(tangents) and all(map(_leaf_ok, primals)) \
             and all(map(_tangent_ok, tangents)):
@@ -650,7 +650,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             out, dout = f((level, *seeds), *primals)
         else:
             out, dout = recurse(_specialising(), _shared(f), (level, *seeds), *primals)
-        if out.__class__ is float and dout.__class__ is float and not batch and not single:
+        if type(out) is float and type(dout) is float and not batch and not single:
             if dout == dout:
                 return out, dout
             raise _Singular
@@ -674,8 +674,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         if depth:
             raise
         reason = str(stop) or "a construct the route does not follow"
-        if info is not None and stop.__class__ is not _Singular and \
-                stop.__class__ is not _Unseen:
+        if info is not None and type(stop) is not _Singular and \
+                type(stop) is not _Unseen:
             info.stopped[_stop_key(f, primals, batch)] = reason
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
@@ -708,10 +708,10 @@ class _Unseen(_Deopt):
 def _nan(t: Any) -> bool:
     """Whether the tangent ``t`` (a number, an array, or a dual of an outer derivative, whose
     value is looked at) has a nan."""
-    if t.__class__ is float:
+    if type(t) is float:
         return t != t
     t = _plain(t)
-    if t.__class__ is np.ndarray:
+    if type(t) is np.ndarray:
         return t.dtype.kind in "fc" and bool(np.isnan(t).any())
     return isinstance(t, (float, complex, np.inexact)) and t != t
 
@@ -719,21 +719,21 @@ def _nan(t: Any) -> bool:
 def _squeezable(t: Any) -> bool:
     """Whether the tangent ``t`` of a batch of one direction is arrays of float64 or
     complex128 only (their one direction, as numbers, computes the same)."""
-    if t.__class__ is tuple:
+    if type(t) is tuple:
         return all(map(_squeezable, t))
-    if t.__class__ is dict:
+    if type(t) is dict:
         return all(map(_squeezable, t.values()))
-    if t.__class__ is np.ndarray:
+    if type(t) is np.ndarray:
         return t.dtype in (np.float64, np.complex128) and t.shape[:1] == (1,)
     return _zero(t)
 
 
 def _squeezed(t: Any) -> Any:
-    if t.__class__ is tuple:
+    if type(t) is tuple:
         return tuple(map(_squeezed, t))
-    if t.__class__ is dict:
+    if type(t) is dict:
         return {k: _squeezed(v) for k, v in t.items()}
-    if t.__class__ is np.ndarray:
+    if type(t) is np.ndarray:
         return t[0].item() if t.ndim == 1 else t[0]
     return t
 
@@ -746,7 +746,7 @@ def _stop_key(f: types.FunctionType, primals: tuple[Any, ...], batch: tuple[int,
     direction runs).  Only speed depends on it: a stale key tries the dual again, or declines
     at once, and the result is the general mode's either way."""
     cells = f.__closure__
-    return (id(f.__defaults__), tuple(p.__class__ for p in primals), bool(batch),
+    return (id(f.__defaults__), tuple(type(p) for p in primals), bool(batch),
             None if cells is None else tuple(id(_content(c)) for c in cells))
 
 
@@ -771,7 +771,7 @@ def _arguments_problem(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> s
 
 
 def _argument_problem(p: Any, t: Any) -> str:
-    kind = p.__class__
+    kind = type(p)
     if kind is tuple or kind is list or _named(p):
         if t is None:
             return ""
@@ -781,7 +781,7 @@ def _argument_problem(p: Any, t: Any) -> str:
     if kind is dict:
         if t is None:
             return ""
-        if t.__class__ is not dict or t.keys() != p.keys():
+        if type(t) is not dict or t.keys() != p.keys():
             return "a dict with a tangent of another structure"
         return next((why for k in p if (why := _argument_problem(p[k], t[k]))), "")
     if _leaf_ok(p) and _tangent_ok(t):
@@ -797,7 +797,7 @@ def _seed(p: Any, t: Any) -> Any:
     list or named tuple, a dict of them for a dict, 0.0 for none."""
     if t is None:
         return 0.0
-    kind = p.__class__
+    kind = type(p)
     if kind is tuple or kind is list or _named(p):
         return tuple(map(_seed, p, t))
     if kind is dict:
@@ -809,8 +809,8 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
     """The dual's ``(value, tangent)`` as ``jvp`` returns them: a tangent per number leaf
     (zeros of the batch shape where it has none), None for other leaves; values that
     containers made in the run hold boxed are unboxed."""
-    kind = out.__class__
-    if (kind is float or kind is _Dual) and not batch and dout.__class__ in _LEAVES:
+    kind = type(out)
+    if (kind is float or kind is _Dual) and not batch and type(dout) in _LEAVES:
         if kind is _Dual and out.L is level:
             out, dout = out.v, _sum(dout, out.t)
         if _nan(dout):
@@ -818,18 +818,18 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
         return out, dout
     if callable(out) and not _numberlike(out):
         raise _Deopt("a function-valued result")  # the general mode applies it lazily
-    if out.__class__ is _Dual or out.__class__ is tuple:
+    if type(out) is _Dual or type(out) is tuple:
         out, extra = _unbox(level, out)
         if not _zero(extra):
             dout = extra if _zero(dout) else _add(dout, extra)
     leaves, tree = flatten(out)
     if len(leaves) == 1 and leaves[0] is out:
         dleaves = [dout]
-    elif dout.__class__ is tuple and isinstance(out, (tuple, list)):
+    elif type(dout) is tuple and isinstance(out, (tuple, list)):
         dleaves = flatten(dout)[0]
         if len(dleaves) != len(leaves):
             raise _Deopt("a result whose tangents do not match its structure")
-    elif dout.__class__ is dict and out.__class__ is dict:
+    elif type(dout) is dict and type(out) is dict:
         dleaves = flatten(dout)[0]
         if len(dleaves) != len(leaves) or list(dout) != list(out):
             raise _Deopt("a result whose tangents do not match its structure")
@@ -840,22 +840,22 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
     values: list[Any] = []
     tangents: list[Any] = []
     for v, t in zip(leaves, dleaves):
-        if v.__class__ is _Dual and v.L is level:  # boxed in a container made in the run
+        if type(v) is _Dual and v.L is level:  # boxed in a container made in the run
             v, t = v.v, _sum(t, v.t)
-        if v.__class__ is Tagged or (callable(v) and not _numberlike(v)):
+        if type(v) is Tagged or (callable(v) and not _numberlike(v)):
             raise _Deopt("a function or another context's value in the result")
-        if not _numberlike(v) and v.__class__ is not np.ndarray and \
+        if not _numberlike(v) and type(v) is not np.ndarray and \
                 _object_holds_dual(v, set(), 4):
             # an object of the user's (no pytree) holding a dual, which would escape with it
             raise _Deopt("an object holding a differentiated value in the result")
         values.append(v)
-        if not _numberlike(v) and v.__class__ is not np.ndarray:  # np.array(x): one too
+        if not _numberlike(v) and type(v) is not np.ndarray:  # np.array(x): one too
             tangents.append(None)
-        elif _zero(t) and t.__class__ is not np.ndarray:
+        elif _zero(t) and type(t) is not np.ndarray:
             tangents.append(_zero_tangent(v, batch))
         elif _nan(t):
             raise _Singular
-        elif batch and t.__class__ is np.ndarray and t.shape != batch + np.shape(v):
+        elif batch and type(t) is np.ndarray and t.shape != batch + np.shape(v):
             # a constant array's zeros, made without the directions (np.ones(4) * c)
             if t.any():
                 raise _Deopt("a tangent without its directions")
@@ -868,10 +868,10 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
 def _object_holds_dual(x: Any, seen: set[int], depth: int) -> bool:
     """Whether an object's attributes, or a container's items, hold a dual (``depth`` levels
     down): ``Box(a)`` made in the run and returned, as ``jvp``'s ``aux``, say."""
-    if x.__class__ is _Dual:
+    if type(x) is _Dual:
         return True
     if depth == 0 or id(x) in seen or isinstance(x, (type, types.ModuleType, str, bytes)) \
-            or x.__class__ in _LEAVES or x.__class__ is np.ndarray:
+            or type(x) in _LEAVES or type(x) is np.ndarray:
         return False
     seen.add(id(x))
     if isinstance(x, (list, tuple, set, frozenset)):
@@ -891,9 +891,9 @@ def _object_holds_dual(x: Any, seen: set[int], depth: int) -> bool:
 def _escaped(value: Any, tangent: Any) -> bool:
     """Whether the outermost dual's result still holds a dual: one of an inner derivative's
     level, which escaped it (only values of the outermost level are unboxed)."""
-    if value.__class__ is float and tangent.__class__ is float:
+    if type(value) is float and type(tangent) is float:
         return False
-    return any(leaf.__class__ is _Dual for leaf in (*flatten(value)[0], *flatten(tangent)[0]))
+    return any(type(leaf) is _Dual for leaf in (*flatten(value)[0], *flatten(tangent)[0]))
 
 
 def _zero_tangent(v: Any, batch: tuple[int, ...]) -> Any:
@@ -921,4 +921,5 @@ HELPERS.update({
     "append": list.append, "add": set.add, "tuple_new": tuple.__new__, "apply": _apply,
     "apply_unary": _apply_unary,
     "list": list, "dict": dict, "set": set,
+    "type": type,  # (an object's class, read without its __getattribute__: see _pass_common._class)
 })

@@ -37,20 +37,20 @@ _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, 
 @opaque
 def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
     """``op(a, b)`` and its tangent where the expanded code's type guard failed."""
-    if a.__class__ is _Dual and a.L is level:
+    if type(a) is _Dual and a.L is level:
         a, da = a.v, _sum(da, a.t)
-    if b.__class__ is _Dual and b.L is level:
+    if type(b) is _Dual and b.L is level:
         b, db = b.v, _sum(db, b.t)
     if (op is operator.mod or op is operator.imod) and isinstance(a, (str, bytes)):
         return _formatted(op, a, b), 0.0
-    if (a.__class__ is np.ndarray or b.__class__ is np.ndarray) and op not in _IN_PLACE and \
+    if (type(a) is np.ndarray or type(b) is np.ndarray) and op not in _IN_PLACE and \
             _array_operands(a, da, b, db):
         return _array_binop(op, a, da, b, db)
     if _exactly_zero(da):
         da = None  # no tangent at all: as the general mode, which leaves its rule out
     if _exactly_zero(db):
         db = None
-    if a.__class__ is _Dual or b.__class__ is _Dual:
+    if type(a) is _Dual or type(b) is _Dual:
         if op is operator.floordiv:
             return op(a, b), 0.0
         tangent = _TANGENTS.get(op)
@@ -69,18 +69,18 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
             if d is not None and rule is not _rules.ZERO:
                 t = _sum(t, rule(d, out, a, b))
         return out, 0.0 if t is None else t
-    if a.__class__ not in _PURE_OPERANDS or b.__class__ not in _PURE_OPERANDS:
-        raise _Deopt(f"{op.__name__} on a {a.__class__.__name__} and a "
-                     f"{b.__class__.__name__}")  # arrays (the general mode's), user classes
-    if a.__class__ is list and (op is operator.iadd or op is operator.imul) \
+    if type(a) not in _PURE_OPERANDS or type(b) not in _PURE_OPERANDS:
+        raise _Deopt(f"{op.__name__} on a {type(a).__name__} and a "
+                     f"{type(b).__name__}")  # arrays (the general mode's), user classes
+    if type(a) is list and (op is operator.iadd or op is operator.imul) \
             and not _dual_objects._fresh(a):
         raise _Deopt("a list that existed before the run extended in place")
     if not (_zero(da) and _zero(db)):
-        if op is operator.add and a.__class__ is tuple and b.__class__ is tuple:
+        if op is operator.add and type(a) is tuple and type(b) is tuple:
             return a + b, _tuple_tangent(a, da) + _tuple_tangent(b, db)
-        if op is operator.mul and (a.__class__ is tuple) != (b.__class__ is tuple):
-            seq, dseq, n = (a, da, b) if a.__class__ is tuple else (b, db, a)
-            if n.__class__ is int:
+        if op is operator.mul and (type(a) is tuple) != (type(b) is tuple):
+            seq, dseq, n = (a, da, b) if type(a) is tuple else (b, db, a)
+            if type(n) is int:
                 return op(a, b), _tuple_tangent(cast(tuple[Any, ...], seq), dseq) * n
         raise _Deopt
     return op(a, b), 0.0
@@ -90,12 +90,12 @@ def _formatted(op: Any, text: str | bytes, values: Any) -> Any:
     """``text % values``: formatting, whose result is text, a constant (docs/ad.md), made of
     the values the duals hold.  Values of other kinds (a dict or list made in the run holds
     duals boxed, which formatting would read as objects) are the general mode's."""
-    items = values if values.__class__ is tuple else (values,)
+    items = values if type(values) is tuple else (values,)
     if not all(_numberlike(v) or v is None or isinstance(v, (str, bytes)) or (
-            v.__class__ is np.ndarray and v.dtype.kind != "O") for v in items):
-        raise _Deopt(f"text formatting of a {values.__class__.__name__}")
+            type(v) is np.ndarray and v.dtype.kind != "O") for v in items):
+        raise _Deopt(f"text formatting of a {type(values).__name__}")
     plain = tuple(map(_plain, items))
-    return op(text, plain if values.__class__ is tuple else plain[0])
+    return op(text, plain if type(values) is tuple else plain[0])
 
 
 # operators that write into an array: the general mode's (it follows the writes)
@@ -113,10 +113,10 @@ def _array_binop(op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
     out = op(a, b)
     if rules is None:
         return out, 0.0
-    if (a.__class__ is np.ndarray and da.__class__ is not np.ndarray) or a.__class__ is int:
+    if (type(a) is np.ndarray and type(da) is not np.ndarray) or type(a) is int:
         da = None  # (an array's 0.0: no tangent, as a constant array has none; nor a Python
         # integer's, ``a ** len(a)``: its term would compute out * log(a), warning for a < 0)
-    if (b.__class__ is np.ndarray and db.__class__ is not np.ndarray) or b.__class__ is int:
+    if (type(b) is np.ndarray and type(db) is not np.ndarray) or type(b) is int:
         db = None
     t = None
     for rule, d in ((rules[0], da), (rules[1], db)):
@@ -126,15 +126,15 @@ def _array_binop(op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[Any, Any]:
 
 
 def _tuple_tangent(t: tuple[Any, ...], dt: Any) -> tuple[Any, ...]:
-    return dt if dt.__class__ is tuple else (0.0,) * len(t)
+    return dt if type(dt) is tuple else (0.0,) * len(t)
 
 
 @opaque
 def _unop(level: _Level, op: Any, a: Any, da: Any) -> tuple[Any, Any]:
     """``op(a)`` (``-a``, ``+a``, ``~a``) where the type guard failed."""
-    if a.__class__ is _Dual and a.L is level:
+    if type(a) is _Dual and a.L is level:
         a, da = a.v, _sum(da, a.t)
-    if a.__class__ is Tagged or not (_numberlike(a) or a.__class__ in _PURE_OPERANDS):
+    if type(a) is Tagged or not (_numberlike(a) or type(a) in _PURE_OPERANDS):
         raise _Deopt
     out = op(a)
     if op is operator.invert or da is None or (_zero(da) and not _numberlike(a)):
@@ -154,26 +154,26 @@ def _plain_key(dkey: Any) -> None:
 @opaque
 def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
     """``obj[key]`` and its tangent, where ``obj`` is not a tuple with tracked tangents."""
-    kind = obj.__class__
-    if kind is np.ndarray and key.__class__ is int and obj.ndim == 1:
+    kind = type(obj)
+    if kind is np.ndarray and type(key) is int and obj.ndim == 1:
         # (the common case of _element first: p[0] of a vector of parameters)
-        if dobj.__class__ is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
+        if type(dobj) is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
             return obj[key], dobj[key] if dobj.ndim == 1 else dobj[..., key]
         if dobj is None or _zero(dobj):
             return obj[key], 0.0
-    if key.__class__ is Tagged or key.__class__ is _Dual:
+    if type(key) is Tagged or type(key) is _Dual:
         raise _Deopt("an item read at a differentiated index")
-    if not (_safe_tree(key) or (key.__class__ is slice and _safe_tree(
+    if not (_safe_tree(key) or (type(key) is slice and _safe_tree(
             (key.start, key.stop, key.step)))):
         raise _Deopt("an index whose class runs Python code (__index__, __hash__)")
     if kind is tuple or kind is list or (kind is not str and _named(obj)):
         value = obj[key]
-        if dobj.__class__ is tuple:  # (a list or named tuple argument: a tuple of tangents)
+        if type(dobj) is tuple:  # (a list or named tuple argument: a tuple of tangents)
             return value, dobj[key]
         return _unbox(level, value)
     if kind is dict:
         value = obj[key]
-        if dobj.__class__ is dict:  # a dict argument: a dict of tangents
+        if type(dobj) is dict:  # a dict argument: a dict of tangents
             return value, dobj.get(key, 0.0)
         return _unbox(level, value)
     if kind in (str, range, bytes):
@@ -190,12 +190,12 @@ def _element(array: np.ndarray, darray: Any, key: Any) -> tuple[Any, Any]:
     """``array[key]`` for integer indices that give one element (a NumPy scalar), its tangent
     the tangent's element (after any batch dimensions); a stop for anything else done with
     an array (slices, arrays out: the general mode's)."""
-    keys = key if key.__class__ is tuple else (key,)
-    if len(keys) != array.ndim or not all(isinstance(k, _INDICES) and k.__class__ is not bool
+    keys = key if type(key) is tuple else (key,)
+    if len(keys) != array.ndim or not all(isinstance(k, _INDICES) and type(k) is not bool
                                           for k in keys):
         raise _Deopt("an array indexed other than element by element")
     value = array[key]
-    if darray.__class__ is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
+    if type(darray) is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
         return value, darray[tuple(keys)] if darray.ndim == array.ndim else \
             darray[(Ellipsis,) + tuple(keys)]
     if darray is None or _zero(darray):
@@ -209,10 +209,10 @@ _MODULE = types.ModuleType
 @opaque
 def _getattr(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tuple[Any, Any]:
     """``obj.name`` where ``obj`` is not a module (nor of a class the ``site`` recorded)."""
-    kind = obj.__class__
+    kind = type(obj)
     if kind is _Dual and obj.L is level:
         obj, dobj = obj.v, obj.t
-        kind = obj.__class__
+        kind = type(obj)
     if kind in (float, int, complex, bool) and name in ("real", "imag"):
         value = getattr(obj, name)
         if dobj is None or _zero(dobj):
@@ -242,7 +242,7 @@ def _plain_elements(*tangents: Any) -> None:
 
 @opaque
 def _boxed(level: _Level, v: Any, t: Any) -> Any:
-    if v.__class__ is float and t.__class__ is float:  # the common case, as _box does it
+    if type(v) is float and type(t) is float:  # the common case, as _box does it
         return _Dual(level, v, t) if t else v
     return _box(level, v, t)
 
@@ -267,17 +267,17 @@ def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
     iterates: a tuple with tracked tangents pairs them; ranges, lists, strings, dicts (and
     enumerate/zip/reversed of them) hold values without tangents; anything else (a generator,
     an iterator of a user class, an array) is not followed."""
-    kind = iterable.__class__
-    if tangents.__class__ is tuple and (kind is tuple or kind is list or _named(iterable)):
+    kind = type(iterable)
+    if type(tangents) is tuple and (kind is tuple or kind is list or _named(iterable)):
         return zip(iterable, tangents)  # (a list or named tuple argument: a tuple of them)
-    if tangents.__class__ is _dual_objects._Zipped:
+    if type(tangents) is _dual_objects._Zipped:
         return _dual_objects._zipped_items(level, iterable, tangents)
     if tangents is None or _zero(tangents):
         if kind is tuple or kind in _BOXING or _named(iterable):  # items may be boxed
             return (_unbox(level, item) for item in iterable)
         if kind in _ITERABLES:
             return zip(iterable, itertools.repeat(0.0))
-    if kind is dict and tangents.__class__ is dict:  # a dict argument: its keys
+    if kind is dict and type(tangents) is dict:  # a dict argument: its keys
         return zip(iterable, itertools.repeat(0.0))
     if kind is np.ndarray and iterable.ndim == 1:
         return zip(*_dual_objects._items(level, iterable, tangents))
@@ -293,7 +293,7 @@ _TRUTHFUL = _SAFE | _CONTAINERS  # truth of a container is its length
 
 def _safe_tree(x: Any, depth: int = 3) -> bool:
     """Whether comparing or hashing ``x`` runs no Python code (containers looked into)."""
-    kind = x.__class__
+    kind = type(x)
     if kind in _SAFE:
         return True
     if depth and kind in _CONTAINERS:

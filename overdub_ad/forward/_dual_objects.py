@@ -74,7 +74,7 @@ def _register(obj: Any) -> Any:
 def _new(obj: Any) -> Any:
     """A list, dict or set the dual code creates (``obj``, or a new one of the type ``obj``),
     recorded as this run's."""
-    return _register(obj() if obj.__class__ is type else obj)
+    return _register(obj() if type(obj) is type else obj)
 
 
 _MEMBER = type(type.__dict__["__dict__"])  # getset descriptors...
@@ -104,25 +104,25 @@ def _attribute(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tupl
     """``obj.name`` of an object of a user class (see the module docstring); the ``site``
     records how to read the name from the class's objects next time, where that runs no
     Python code the route does not see (see ``_pass_common``)."""
-    cls = obj.__class__
+    cls = type(obj)
     if not _plain_class(cls):
         raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
     found = getattr(cls, name, MISSING)  # a field read first, by the class's cached lookup
-    if found.__class__ is not _FIELD:  # (a field descriptor gives itself on the class)
+    if type(found) is not _FIELD:  # (a field descriptor gives itself on the class)
         found = class_attribute(cls, name)
     kind = type(found)
     if kind is _FIELD and _namedtuple(cls):
         value = getattr(obj, name)
         index = cls._fields.index(name)
         _record(site, _ATTR_FIELD, cls, _ATTR_INDEX, index)
-        if dobj.__class__ is tuple:
+        if type(dobj) is tuple:
             return value, dobj[index]
         return _unbox(level, value)
     if not _zero(dobj):
         raise _Deopt(f"{cls.__name__}.{name}: an attribute of a differentiated object")
     if kind is property:
         getter = found.fget
-        if getter.__class__ is not types.FunctionType:
+        if type(getter) is not types.FunctionType:
             raise _Deopt(f"{cls.__name__}.{name}: a property without a Python getter")
         out = CALL[0](level, getter, (obj,), (0.0,), None, None)
         if not _NATIVE_SITES[site] and getter.__code__.co_argcount == 1:
@@ -136,10 +136,10 @@ def _attribute(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tupl
     if found is not MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
         raise _Deopt(f"{cls.__name__}.{name}: a data descriptor")
     native = found is MISSING or kind in _NATIVE_READS or (
-        kind is classmethod and found.__func__.__class__ is types.FunctionType) or not (
+        kind is classmethod and type(found.__func__) is types.FunctionType) or not (
         hasattr(kind, "__get__"))
     own = getattr(obj, "__dict__", None)
-    if own is not None and own.__class__ is dict and name in own:
+    if own is not None and type(own) is dict and name in own:
         if native:
             _record(site, _ATTR_NATIVE, cls)
         return _unbox(level, own[name])
@@ -175,7 +175,7 @@ def _record(site: int, table: list[Any], cls: type, extra: list[Any] | None = No
 def _setattr(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> None:
     """``obj.name = v`` on an object this run created, ``v`` boxed; a stop before writing
     anything else."""
-    cls = obj.__class__
+    cls: Any = type(obj)  # (its __setattr__ compared below: a function of the class)
     if not _fresh(obj):
         raise _Deopt(f"attribute {name!r} written on a {cls.__name__} that existed before the "
                      f"run")
@@ -187,7 +187,7 @@ def _setattr(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> None:
 def _write_attribute(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> None:
     """``object.__setattr__(obj, name, v)`` on an object this run created (the generated
     ``__init__`` of a frozen dataclass writes so)."""
-    cls = obj.__class__
+    cls = type(obj)
     found = class_attribute(cls, name) if type(cls) is type else MISSING
     if not _fresh(obj) or (found is not MISSING and type(found) is not _SLOT and (
             hasattr(type(found), "__set__") or hasattr(type(found), "__delete__"))):
@@ -199,14 +199,14 @@ def _write_attribute(level: _Level, obj: Any, name: str, v: Any, dv: Any) -> Non
 def _stored(level: _Level, v: Any, dv: Any) -> Any:
     """``v`` as a list, dict, cell or object of this run holds it: boxed where it has a
     tangent, a float array with its tangent array too (unboxed where it is read)."""
-    if v.__class__ is np.ndarray and dv.__class__ is np.ndarray:
+    if type(v) is np.ndarray and type(dv) is np.ndarray:
         return _Dual(level, v, dv)
     return _box(level, v, dv)
 
 
 def _key_ok(key: Any) -> bool:
     """A key whose hash and comparison run no Python code and carry no tangent."""
-    kind = key.__class__
+    kind = type(key)
     if kind is tuple:
         return all(_key_ok(k) for k in key)
     return kind in _KEYS
@@ -219,12 +219,12 @@ _KEYS = frozenset((str, int, float, bool, bytes, type(None), complex, np.int64, 
 def _setitem(level: _Level, obj: Any, key: Any, v: Any, dv: Any) -> None:
     """``obj[key] = v`` into a list or dict this run created, ``v`` boxed; a stop before
     writing into anything else."""
-    kind = obj.__class__
+    kind = type(obj)
     if not ((kind is list or kind is dict) and _fresh(obj)):
         raise _Deopt(f"an item written into a {kind.__name__} that existed before the run"
                      if kind in (list, dict) else f"an item written into a {kind.__name__}")
-    if key.__class__ is slice and kind is list:
-        if v.__class__ not in (list, tuple):
+    if type(key) is slice and kind is list:
+        if type(v) not in (list, tuple):
             raise _Deopt("a slice of a list assigned from an iterator")
         obj[key] = [_box(level, e, t) for e, t in zip(*_items(level, v, dv))]
         return
@@ -237,8 +237,8 @@ def _items(level: _Level, value: Any, dvalue: Any) -> tuple[tuple[Any, ...], tup
     """The items of a tuple, list, named tuple, range, string or 1-d array with their
     tangents, as two tuples (items unboxed); a stop for anything whose iteration runs
     Python code."""
-    kind = value.__class__
-    if dvalue.__class__ is tuple and isinstance(value, (tuple, list)):
+    kind = type(value)
+    if type(dvalue) is tuple and isinstance(value, (tuple, list)):
         return tuple(value), dvalue
     if kind is tuple or kind is list or (isinstance(value, tuple) and _namedtuple(kind)):
         if dvalue is not None and not _zero(dvalue):
@@ -246,7 +246,7 @@ def _items(level: _Level, value: Any, dvalue: Any) -> tuple[tuple[Any, ...], tup
         parts = [_unbox(level, e) for e in value]
         return tuple(p for p, _ in parts), tuple(t for _, t in parts)
     if kind is np.ndarray and value.ndim == 1:
-        if dvalue.__class__ is np.ndarray:
+        if type(dvalue) is np.ndarray:
             return tuple(value), tuple(dvalue[..., i] for i in range(len(value)))
         if dvalue is None or _zero(dvalue):
             return tuple(value), (0.0,) * len(value)
@@ -284,12 +284,12 @@ def _consuming(f: Any) -> None:
 def _holds(x: Any, depth: int = 2) -> bool:
     """Whether ``x`` is a list, dict, set or iterator that may hold values boxed by the dual
     (tuples in the dual's locals carry their tangents beside them)."""
-    kind = x.__class__
+    kind = type(x)
     if kind in _ITERATORS:
         return True
     if depth and (kind is list or kind is dict or kind is set):
         items = x.values() if kind is dict else x
-        return any(e.__class__ is _Dual or (e.__class__ is tuple and _holds(list(e), depth - 1))
+        return any(type(e) is _Dual or (type(e) is tuple and _holds(list(e), depth - 1))
                    or _holds(e, depth - 1) for e in items)
     return False
 
@@ -320,15 +320,15 @@ def _zipped(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...]
     whose iteration runs no Python code (None: the caller boxes them instead)."""
     start = ()
     if f is enumerate:
-        if len(args) == 2 and args[1].__class__ is int and _zero(dargs[1]):
+        if len(args) == 2 and type(args[1]) is int and _zero(dargs[1]):
             args, dargs, start = args[:1], dargs[:1], args[1:]
         elif len(args) != 1:
             return None  # (a start that is not an int: its __index__ is Python's)
     parts: list[Any] = []
     tracked = False
     for a, d in zip(args, dargs):
-        kind = a.__class__
-        if d.__class__ is tuple and (kind is tuple or kind is list or _namedtuple(kind)) \
+        kind = type(a)
+        if type(d) is tuple and (kind is tuple or kind is list or _namedtuple(kind)) \
                 and len(d) == len(a):
             parts.append(d)
             tracked = True
@@ -376,10 +376,10 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
             return zipped
     moved = id(f) in _MOVERS
     if _stacks(f) and len(args) == 1 and \
-            not kwargs and args[0].__class__ in (list, tuple) and (
-                (dargs[0].__class__ is tuple and not _zero(dargs[0])) or _holds(args[0])):
+            not kwargs and type(args[0]) in (list, tuple) and (
+                (type(dargs[0]) is tuple and not _zero(dargs[0])) or _holds(args[0])):
         return _stacked(level, f, args[0], dargs[0])
-    if not any((moved and d.__class__ is tuple and not _zero(d)) or _holds(a)
+    if not any((moved and type(d) is tuple and not _zero(d)) or _holds(a)
                for a, d in zip(args, dargs)):
         return None
     if id(f) not in _STRUCTURAL or kwargs:
@@ -388,13 +388,13 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
     values = tuple(_boxed_argument(level, a, d) for a, d in zip(args, dargs))
     if f is min or f is max:
         items = values[0] if len(values) == 1 else values
-        if items.__class__ not in (list, tuple):
+        if type(items) not in (list, tuple):
             raise _Deopt("min or max of an iterator of differentiated values")
         plain = [_plain(e) for e in items]
         if any(a == b for k, a in enumerate(plain) for b in plain[k + 1:]):
             raise _Deopt("min or max with a tie between differentiated values")
     out = f(*values)
-    if out.__class__ is list or out.__class__ is dict:
+    if type(out) is list or type(out) is dict:
         return _register(out), 0.0
     return _unbox(level, out)
 
@@ -414,32 +414,32 @@ def _stacked(level: _Level, f: Any, items: Any, ditems: Any) -> tuple[Any, Any]:
     the batch dimensions of jacfwd's directions (zeros for a constant); a row that is a tuple
     or list of them is stacked first; anything else (ragged rows, integers) stops."""
     values, tangents = _items(level, items, ditems if ditems is not None else 0.0)
-    if any(v.__class__ is tuple or v.__class__ is list for v in values):
+    if any(type(v) is tuple or type(v) is list for v in values):
         # rows (np.array(trajectory) of (x, y) pairs): each row an array first
-        rows = [_stacked(level, np.asarray, v, t) if v.__class__ is tuple or
-                v.__class__ is list else (v, t) for v, t in zip(values, tangents)]
+        rows = [_stacked(level, np.asarray, v, t) if type(v) is tuple or
+                type(v) is list else (v, t) for v, t in zip(values, tangents)]
         values, tangents = tuple(v for v, _ in rows), tuple(t for _, t in rows)
-    if all(v.__class__ in _SCALARS for v in values) and \
-            all(t.__class__ in _SCALARS for t in tangents):
+    if all(type(v) in _SCALARS for v in values) and \
+            all(type(t) in _SCALARS for t in tangents):
         value = f(values)  # (numbers with one direction each: their tangents, an array too)
         if value.dtype.kind != "f":
             raise _Deopt("an array of differentiated integers")
         return value, np.array(tangents, dtype=value.dtype)
     shapes = {np.shape(v) for v in values}
     if len(shapes) != 1 or not all(
-            v.__class__ in _NUMBERS or (v.__class__ is np.ndarray and v.dtype.kind in "fc")
+            type(v) in _NUMBERS or (type(v) is np.ndarray and v.dtype.kind in "fc")
             for v in values):
         raise _Deopt("an array made of items that are not numbers or arrays of one shape")
     shape = shapes.pop()
     n = len(shape)
     batches = {np.shape(t)[:np.ndim(t) - n] for t in tangents
-               if not (t.__class__ in (float, int) and t == 0)}
+               if not (type(t) in (float, int) and t == 0)}
     if len(batches) != 1 or not all(
             np.shape(t)[np.ndim(t) - n:] == shape for t in tangents
-            if not (t.__class__ in (float, int) and t == 0)):
+            if not (type(t) in (float, int) and t == 0)):
         raise _Deopt("an array made of items whose tangents are not of their shape")
     batch = batches.pop()  # (jacfwd's directions: the items stacked behind them)
-    parts = [np.zeros(batch + shape) if t.__class__ in (float, int) and t == 0 else t
+    parts = [np.zeros(batch + shape) if type(t) in (float, int) and t == 0 else t
              for t in tangents]
     value = f(values)
     if value.dtype.kind not in "fc":
@@ -454,12 +454,12 @@ _SCALARS = frozenset((float, int, np.float64))
 
 
 def _boxed_argument(level: _Level, a: Any, d: Any) -> Any:
-    if d.__class__ is _Zipped:  # its items, as tuples of boxed values (in step, lazily)
+    if type(d) is _Zipped:  # its items, as tuples of boxed values (in step, lazily)
         return (tuple(map(_box, itertools.repeat(level), values, tangents))
                 for values, tangents in _zipped_items(level, a, d))
     if d is None or _zero(d):
         return a
-    if a.__class__ is list and d.__class__ is tuple:  # a list argument: its tangents beside it
+    if type(a) is list and type(d) is tuple:  # a list argument: its tangents beside it
         return [_box(level, e, t) for e, t in zip(a, d)]
     return _box(level, a, d)
 
@@ -477,7 +477,7 @@ def _container_method(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple
     arguments boxed); a stop for the rest, before any effect."""
     obj = f.__self__
     name = f.__name__
-    kind = obj.__class__
+    kind = type(obj)
     reads, writes = (_LIST_READS, _LIST_WRITES) if kind is list else (_DICT_READS, _DICT_WRITES)
     if kwargs or not (name in reads or (name in writes and _fresh(obj))):
         raise _Deopt(f"{kind.__name__}.{name} on a {kind.__name__} that existed before the run"
@@ -488,9 +488,9 @@ def _container_method(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple
             not _zero(dargs[0]):
         raise _Deopt(f"dict.{name} at a differentiated key")  # (see _dual_helpers._plain_key)
     if name in ("extend", "update"):
-        if args and args[0].__class__ not in (list, tuple, dict):
+        if args and type(args[0]) not in (list, tuple, dict):
             raise _Deopt(f"{kind.__name__}.{name} from an iterator")
-        if args and args[0].__class__ is dict:
+        if args and type(args[0]) is dict:
             return _unbox(level, f(args[0]))
         if args:
             items, tangents = _items(level, args[0], dargs[0])
@@ -521,13 +521,13 @@ def _construct(level: _Level, site: int | None, cls: type, args: tuple[Any, ...]
             if args or kwargs:
                 raise _Deopt(f"{cls.__name__}() with arguments and no __init__")
             return obj, 0.0
-        if init.__class__ is not types.FunctionType:
+        if type(init) is not types.FunctionType:
             raise _Deopt(f"{cls.__name__}: an __init__ that is not a Python function")
         out, _ = call(level, init, (obj, *args), (0.0, *dargs), kwargs, dkwargs)
         if out is not None:
             raise _Deopt(f"{cls.__name__}.__init__ returned a value")
         return obj, 0.0
-    if _namedtuple(cls) and new.__class__ is types.FunctionType and init is _OBJECT_INIT:
+    if _namedtuple(cls) and type(new) is types.FunctionType and init is _OBJECT_INIT:
         if not kwargs and len(args) == len(class_attribute(cls, "_fields")) and \
                 _generated_new(new):
             if site is not None:
@@ -566,12 +566,12 @@ def special(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     """The calls of this module's kind -- a class, a list's or dict's method,
     ``object.__setattr__``, ``tuple.__new__``, a C function given containers holding
     differentiated values -- or None for any other call."""
-    kind = f.__class__
+    kind = type(f)
     if kind is type and f.__flags__ & _HEAPTYPE:
         return _construct(level, site, f, args, dargs, kwargs, dkwargs)
     if kind is types.BuiltinMethodType:
         owner = getattr(f, "__self__", None)
-        if owner.__class__ is list or owner.__class__ is dict:
+        if type(owner) is list or type(owner) is dict:
             return _container_method(level, f, args, dargs, kwargs)
         if f is tuple.__new__ or (owner is tuple and f.__name__ == "__new__"):
             return _tuple_new(level, args, dargs)

@@ -42,7 +42,8 @@ import ast
 from typing import Any
 
 from . import _pass_comprehensions, _pass_expressions
-from ._pass_common import _helper, _LEVEL, _load, _store, _tangent_name, _Unsupported, _Val, _zero
+from ._pass_common import (_class, _helper, _LEVEL, _load, _store, _tangent_name, _Unsupported,
+                           _Val, _zero)
 
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -312,7 +313,7 @@ class _Function:
         float (or without tangent); anything else through the helper."""
         slow: list[ast.stmt] = [ast.Expr(ast.Call(_helper("setitem"), [
             _load(_LEVEL), obj.p, key, val.p, self.tangent(val)], []))]
-        cls = ast.Attribute(obj.p, "__class__", ast.Load())
+        cls = _class(obj.p)
         tests: list[ast.expr | None] = [
             ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
                                   for kind in ("list", "dict")]),

@@ -87,6 +87,14 @@ def _helper(name: str) -> ast.Name:
     return embed(HELPERS[name], direct=True)
 
 
+def _class(value: ast.expr) -> ast.expr:
+    """``type(value)``, for a value that may be an object of the user's: its class read
+    without running its ``__getattribute__`` (``value.__class__`` would; a context must not
+    change what user code observes).  Guards on what is a number in all but rare cases keep
+    ``value.__class__``."""
+    return ast.Call(_helper("type"), [value], [])
+
+
 def _load(name: str) -> ast.Name:
     return ast.Name(name, ast.Load())
 

@@ -14,7 +14,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from .. import _rules
-from ._pass_common import (_helper, _LEVEL, _load, _new_site, _store, _tangent_name,
+from ._pass_common import (_class, _helper, _LEVEL, _load, _new_site, _store, _tangent_name,
                            _Unsupported, _Val, _zero)
 
 if TYPE_CHECKING:
@@ -434,7 +434,7 @@ def item(self: _Function, obj: _Val, key: ast.expr, out: list[ast.stmt]) -> _Val
     slow: list[ast.stmt] = [ast.Assign([ast.Tuple([_store(t), _store(dt)], ast.Store())],
                                        ast.Call(_helper("getitem"), [
         _load(_LEVEL), obj.p, obj.d or ast.Constant(None), key], []))]
-    cls = ast.Attribute(obj.p, "__class__", ast.Load())
+    cls = _class(obj.p)
     container = _and(ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
                                            for kind in ("list", "dict")]),
                      _and_all([_plain_key_test(key), _zero_test(obj.d)]))
@@ -458,7 +458,7 @@ def _plain_key_test(key: ast.expr) -> ast.expr | None:
         if type(key.value) in (str, int):
             return None
         return ast.Constant(False)
-    cls = ast.Attribute(key, "__class__", ast.Load())
+    cls = _class(key)
     return ast.BoolOp(ast.Or(), [ast.Compare(cls, [ast.Is()], [_helper(kind)])
                                  for kind in ("str", "int")])
 
@@ -499,7 +499,7 @@ def attribute(self: _Function, node: ast.Attribute, out: list[ast.stmt],
     t = self.temp()
     dt = _tangent_name(t)
     site = _new_site(self.native)
-    cls = self.atom(ast.Attribute(obj.p, "__class__", ast.Load()), None, out).p
+    cls = self.atom(_class(obj.p), None, out).p
     read = ast.Attribute(obj.p, node.attr, ast.Load())
     branches: list[tuple[ast.expr, list[ast.stmt]]] = [
         (ast.Compare(cls, [ast.Is()], [_helper("Module")]),
@@ -631,8 +631,7 @@ def append(self: _Function, node: ast.Call, func: ast.Attribute, out: list[ast.s
     direct = self.temp()
     method: list[ast.stmt] = []
     f = self.attribute(func, method, obj)
-    test = _and_all([ast.Compare(ast.Attribute(obj.p, "__class__", ast.Load()), [ast.Is()],
-                                 [_helper("list")]),
+    test = _and_all([ast.Compare(_class(obj.p), [ast.Is()], [_helper("list")]),
                      _zero_test(obj.d), ast.Call(_helper("fresh"), [obj.p], [])])
     assert test is not None
     out.append(ast.If(test, [ast.Assign([_store(direct)], ast.Constant(True))],

@@ -33,9 +33,11 @@ _NUMERIC: tuple[type[Any], ...] = (numbers.Number, np.ndarray, np.generic)
 _SCALAR: tuple[type[Any], ...] = (float, complex, np.generic)
 _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
             operator.imul: operator.mul, operator.itruediv: operator.truediv,
-            operator.ipow: operator.pow, operator.imatmul: operator.matmul}
+            operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+            operator.imod: operator.mod, operator.ifloordiv: operator.floordiv}
 # In-place operators whose rules read the target's old value (add/sub only need its shape).
-_READS_TARGET = {operator.imul, operator.itruediv, operator.ipow, operator.imatmul}
+_READS_TARGET = {operator.imul, operator.itruediv, operator.ipow, operator.imatmul,
+                 operator.imod}
 _REAL_TYPES = frozenset({float, int, np.float64})
 # Values _untag_bindings would skip: no closure (a Tagged one is not a function to it either)
 _NOT_FUNCTIONS = frozenset({float, int, complex, np.float64, np.ndarray, Tagged})

@@ -20,8 +20,9 @@ from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
-                       _implementation, inert_library_call, INERT_ARGUMENTS,
-                       _innermost, made_here, iterate_through, _KEYED_READS, keyed_read,
+                       _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
+                       _innermost, cached_by_key, key_holds, made_here, iterate_through,
+                       _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
                        set_part, _sourceless, summed_through, _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
@@ -38,6 +39,7 @@ from ._regions import shape_second
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
                     _ScalarRead, _Second)
 
+_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see cached_by_key)
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
 # Builtins with rules that iterate their first argument: given a dict, they see its keys (the
 # rules' containers are read as their values otherwise)
@@ -477,7 +479,11 @@ class ReverseContext(Context):
         key (``memo[(x, "a")]``), whose item must pass ``by_differentiated_key``."""
         if type(key) is Tagged:
             return key.owner is self._ref
-        return type(key) is tuple and any(self._keyed_here(k) for k in key)
+        # (in a named tuple, a frozenset, a frozen dataclass too: see key_holds)
+        return key_holds(self, key, self._mine)
+
+    def _mine(self, x: Any) -> bool:
+        return type(x) is Tagged and x.owner is self._ref
 
     def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call without a differentiated argument of its own: written arrays, containers of
@@ -529,11 +535,17 @@ class ReverseContext(Context):
     def _held(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """:meth:`_indirect` for a call that no written array decides: differentiated values
         held in its arguments (lists, tuples, dicts, iterators)."""
+        if (type(fn) is _LRU_CACHE or type(fn) is types.MethodType) and \
+                cached_by_key(self, fn, args, kwargs, self._mine) is not None:
+            return True  # lru_cache(f)(Params(x)): MissingRuleError (see execute)
+        if _callbacks.native_holder(self, fn, args, kwargs, self._mine) is not None:
+            return True  # C code running Python natively on an object holding differentiated
+            # values (math.fsum([obj]) calling obj.__float__, an lru_cache'd method): execute
         if fn is operator.getitem or fn is operator.contains:
             # d[(x, "a")]: a key holding a differentiated value (see execute)
             return fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) \
-                and type(args[1]) is tuple and self._keyed_here(args[1])
-        if type(fn) in METHOD_KINDS and any(type(a) is tuple for a in args[:2]):
+                and type(args[1]) is not Tagged and self._keyed_here(args[1])
+        if type(fn) in METHOD_KINDS and any(type(a) not in _INERT_VALUES for a in args[:2]):
             keyed = keyed_read(fn, args)  # memo.get((1, x)): see execute
             if keyed is not None and self._keyed_here(keyed[1]):
                 return True
@@ -554,7 +566,7 @@ class ReverseContext(Context):
             target = _written_array(fn, args, kwargs)
             if target is not None and self._holds(target):
                 return True
-        containers = [a for a in args if isinstance(a, _READ)]
+        containers = [a for a in args if issubclass(type(a), _READ)]  # (no __class__ read)
         if id(fn) in CONSUMERS and any(map(python_iterable, args)):
             return True  # math.fsum(bag): the bag is iterated through the context
         if not containers:
@@ -616,6 +628,11 @@ class ReverseContext(Context):
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
+        if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
+            at = cached_by_key(self, fn, args, kwargs, self._mine)
+            if at is not None:  # (a cache hit would be a silent constant: see cached_by_key)
+                raise _rules.missing(getattr(fn, "__func__", fn), at, "reverse",
+                                     type(self).__name__)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         if fn is setattr and len(args) == 3 and args[1] == "shape" and \
@@ -661,6 +678,9 @@ class ReverseContext(Context):
                 return self.fallback(fn, *args, **kwargs)
             return by_differentiated_key(self.fallback(fn, *args, **kwargs), self._carries,
                                          "reverse", self)
+        at = _callbacks.native_holder(self, fn, args, kwargs, self._mine)
+        if at is not None:  # (never a silent zero: see _held)
+            return _callbacks.read_natively(self, fn, args, kwargs, at, "reverse", self.fallback)
         if fn is getattr:  # x.ndim: _general's answer at once (no plan, never a callback's)
             return self._attribute(*args)
         if not self.nested and not self.versions:

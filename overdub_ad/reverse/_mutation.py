@@ -284,6 +284,10 @@ def _write_inplace(self: ReverseContext, fn: Any, target: Any, other: Any) -> An
     """``a += b`` on an array: recorded as ``a = a + b``, the array object kept."""
     array = _innermost(target)
     inputs = [self._node(target), self._inputs(other)]
+    if inputs[0] is not None or inputs[1] is not None:
+        error = unfollowed_write(array, "reverse")  # (v += x, v an operand of np.nditer)
+        if error is not None:
+            raise error
     plain_other = self._plain(other)
     target_p = untag(target, self)
     pure = _INPLACE[fn]
@@ -305,7 +309,12 @@ def _write_inplace(self: ReverseContext, fn: Any, target: Any, other: Any) -> An
         fn(array, plain_other)
         new = array
     node = None
-    if inputs[0] is not None or inputs[1] is not None:
+    if _rules.is_nondifferentiable(pure):  # a //= b: constants now, written as a[...] = c is
+        if inputs[0] is not None:
+            node = _Node()
+            self.tape.append(_Entry(_write, [_placeholder(array), Ellipsis, _placeholder(array)],
+                                    {}, None, [inputs[0], None, None], node))
+    elif inputs[0] is not None or inputs[1] is not None:
         node = _Node()
         entry = _Entry(pure, [before, plain_other], {}, new, inputs, node)
         self.tape.append(entry)

@@ -107,7 +107,8 @@ def _sub(ctx: Any, obj: Any, index: Any) -> Any:
         item = obj[index]  # (a key of these types runs no code of the user's)
         if type(item) is Tagged:
             return item  # stored as it is (see _scalar_read): read so
-    if kind is dict and type(index) is not Tagged and type(index) is not tuple:
+    if kind is dict and type(index) is not Tagged and type(index) is not tuple and \
+            not ctx._keyed_here(index):
         return ctx._scalar_read(obj, index)  # (what the context's execute does, unnested;
         # a tuple key may hold a differentiated value: see ReverseContext._keyed_here)
     if kind is Tagged and type(index) is int:
@@ -262,7 +263,7 @@ def _store_own(ctx: Any, obj: Any, name: str, value: Tagged, raw: bool = False) 
     the store is ``object.__setattr__``'s, past the class's own ``__setattr__`` (a frozen
     dataclass), and so is the putting back."""
     kind = type(obj)
-    if value.owner is not ctx._ref or kind is Tagged or isinstance(obj, (type, types.ModuleType)):
+    if value.owner is not ctx._ref or kind is Tagged or issubclass(kind, (type, types.ModuleType)):
         return False
     getter: Any = kind.__getattribute__
     if getter is not _GETATTRIBUTE:
