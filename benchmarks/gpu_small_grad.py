@@ -10,37 +10,14 @@ Run: python benchmarks/gpu_small_grad.py LABEL
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from gpu_device import SIZES, loss, timed
 
 from overdub import overdub
 from overdub_ad import grad
 from overdub_gpu import GPUContext, to_device
-
-SIZE = (64, 128, 10, 128)  # inputs, hidden units, outputs, batch: the smallest of gpu_device.py
-
-
-def loss(params: Any, x: Any, y: Any) -> Any:
-    w1, b1, w2, b2 = params
-    h = np.tanh(x @ w1 + b1)
-    out = h @ w2 + b2
-    return np.mean((out - y) ** 2)
-
-
-def median_ms(run: Callable[[], Any], sync: Callable[[], Any], repeat: int = 300) -> float:
-    for _ in range(20):
-        run()
-    sync()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 def main(label: str) -> None:
@@ -48,7 +25,7 @@ def main(label: str) -> None:
     import torch
     ctx = GPUContext()
     rng = np.random.default_rng(0)
-    n_in, n_hidden, n_out, batch = SIZE
+    n_in, n_hidden, n_out, batch = SIZES[0]
     host = [rng.standard_normal((n_in, n_hidden)) / np.sqrt(n_in),
             rng.standard_normal(n_hidden) * 0.1,
             rng.standard_normal((n_hidden, n_out)) / np.sqrt(n_hidden),
@@ -65,9 +42,10 @@ def main(label: str) -> None:
         return torch.autograd.grad(((out - ty) ** 2).mean(), tparams)
 
     sync = cp.cuda.Device().synchronize
-    ours = median_ms(lambda: overdub(ctx, gradient, params, xd, yd), sync)
-    peer = median_ms(torch_grad, torch.cuda.synchronize)
-    again = median_ms(lambda: overdub(ctx, gradient, params, xd, yd), sync)
+    ours, peer, again = (timed(run, wait, 300) * 1e3 for run, wait in (
+        (lambda: overdub(ctx, gradient, params, xd, yd), sync),
+        (torch_grad, torch.cuda.synchronize),
+        (lambda: overdub(ctx, gradient, params, xd, yd), sync)))
     print(f"{label}: grad {ours:.3f} / {again:.3f} ms, PyTorch {peer:.3f} ms, "
           f"ours / PyTorch {min(ours, again) / peer:.2f}")
 

@@ -501,20 +501,28 @@ def holds_kept(ctx: Any, x: Any, direct: Callable[[Any], bool]) -> bool:
         elif kind is list or kind is tuple or issubclass(kind, (list, tuple, set, frozenset)):
             todo.extend(x if len(x) <= _SCANNED else list(x)[:_SCANNED])
         elif kind.__flags__ & _HEAPTYPE and not issubclass(kind, _NOT_OBJECTS):
-            try:
-                own = object.__getattribute__(x, "__dict__")
-            except AttributeError:
-                own = None
-            if type(own) is dict:
-                todo.extend(own.values())
-            for klass in kind.__mro__:  # (slots: their descriptors, read natively)
-                for slot in list(vars(klass).values()):
-                    if type(slot) is types.MemberDescriptorType and slot.__objclass__ is klass:
-                        try:
-                            todo.append(slot.__get__(x, kind))
-                        except AttributeError:  # (an empty slot)
-                            pass
+            todo.extend(held_by(x, kind))
     return False
+
+
+def held_by(obj: Any, kind: type) -> list[Any]:
+    """The values ``obj``, of the Python class ``kind``, holds itself: its ``__dict__``'s and
+    its slots', read natively (no code of the user's class runs; an empty slot is left out)."""
+    held: list[Any] = []
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        own = None
+    if type(own) is dict:
+        held.extend(own.values())
+    for klass in kind.__mro__:  # (slots: their descriptors)
+        for slot in list(vars(klass).values()):
+            if type(slot) is types.MemberDescriptorType and slot.__objclass__ is klass:
+                try:
+                    held.append(slot.__get__(obj, kind))
+                except AttributeError:  # (an empty slot)
+                    pass
+    return held
 
 
 def read_natively(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -544,20 +544,7 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
             None, object.__hash__):  # (hashed by value: its own __hash__, a frozen dataclass)
         if keeps_heap_metadata(ctx, key):
             return True
-        members = []
-        try:
-            own = object.__getattribute__(key, "__dict__")
-        except AttributeError:
-            own = None
-        if type(own) is dict:
-            members.extend(own.values())
-        for klass in kind.__mro__:  # (slots: their descriptors, read natively)
-            for slot in list(vars(klass).values()):
-                if type(slot) is types.MemberDescriptorType and slot.__objclass__ is klass:
-                    try:
-                        members.append(slot.__get__(key, kind))
-                    except AttributeError:  # (an empty slot)
-                        pass
+        members = _callbacks.held_by(key, kind)
     else:
         return False
     if seen is None:
