@@ -365,7 +365,8 @@ class ForwardContext(Context):
             return True  # grad(f)(m.params): the pytrees revealed first (see _entry_call)
         if not direct and isinstance(fn, _PYTHON_CODE):
             for a in args:  # (numbers, the common case, hold nothing: no call made for them)
-                if type(a) not in _INERT_VALUES and _holds_stored(self, a) and \
+                if type(a) not in _INERT_VALUES and _sourceless(fn) and \
+                        _callbacks.holds_kept(self, a, self._carries) and \
                         self._sourceless(fn, args, kwargs):
                     return True  # Python without source given an object holding
                     # differentiated values (kept aside by the core: read natively, they are
@@ -762,6 +763,11 @@ class ForwardContext(Context):
                      for p, t in split]
         primals = [p for p, _ in split]
         carried = [i for i, (_, t) in enumerate(split) if t is not None]
+        if _sourceless(fn):  # Python without source reads what an object or dict holds too
+            for i, a in enumerate(args):
+                if i not in carried and type(a) not in _INERT_VALUES and \
+                        _callbacks.holds_kept(self, a, self._carries):
+                    raise _rules.missing(fn, i, "forward", type(self).__name__)
         target = _inplace_target(fn, primals, plain_kwargs) \
             if plain_kwargs or id(fn) in _INPLACE else None
         error = None if target is None or not (carried or differentiated_kwargs) else \

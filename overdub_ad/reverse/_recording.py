@@ -17,7 +17,8 @@ from .._arraylike import one_array, takes_arrays
 from .._custom import (custom_jvp, custom_vjp, LinearityCheck, output_leaves, probe,
                        refuse_hidden, structured_bwd)
 from .._pytree import flatten, is_node, unflatten
-from .._shared import _holds_stored, _innermost, _no_derivative_lost, unfollowed_write, _zero
+from .._shared import (_holds_stored, _INERT_VALUES, _innermost, _no_derivative_lost,
+                       _sourceless, unfollowed_write, _zero)
 from ._calls import (_arrays_within, _C_ENCODER, _NOT_SIMPLE, _plain_tuple, _positional,
                      _reads_text, _SIMPLE_ARGS, _SIMPLE_VALUES)
 from ._plans import _NP_UNSTACK, _Plan
@@ -59,6 +60,11 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
                 f"overdub_ad.defvjp")
     primals = [self._plain(a) for a in args]
     inputs = [self._inputs(a) for a in args]
+    if _sourceless(fn):  # Python without source reads what an object or dict holds too
+        for i, a in enumerate(args):
+            if inputs[i] is None and type(a) not in _INERT_VALUES and \
+                    _callbacks.holds_kept(self, a, self._mine):
+                raise _rules.missing(fn, i, "reverse", type(self).__name__)
     if any(type(n) is list for n in inputs) and takes_arrays(fn, primals, kwargs):
         # a list of numbers is an array to NumPy: to its rule too (see _arraylike)
         primals = [self._run(np.asarray, p) if type(n) is list and one_array(fn, p) else p
