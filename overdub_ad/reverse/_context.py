@@ -19,7 +19,7 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
-from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry, _holds_stored,
+from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
                        _innermost, cached_by_key, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
@@ -485,6 +485,11 @@ class ReverseContext(Context):
     def _mine(self, x: Any) -> bool:
         return type(x) is Tagged and x.owner is self._ref
 
+    def _holds_kept(self, x: Any) -> bool:
+        """Whether the object or container ``x`` holds a value this context differentiates,
+        at any depth (what Python without source would read natively: see holds_kept)."""
+        return type(x) not in _INERT_VALUES and _callbacks.holds_kept(self, x, self._mine)
+
     def _indirect(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call without a differentiated argument of its own: written arrays, containers of
         differentiated values, keywords, ``out=`` buffers."""
@@ -528,7 +533,7 @@ class ReverseContext(Context):
                 return True
             # Python without source given an object holding differentiated values (kept aside
             # by the core: read natively they are plain): MissingRuleError, from _general
-            return any(_holds_stored(self, a) for a in args) and _sourceless(fn) and \
+            return _sourceless(fn) and any(self._holds_kept(a) for a in args) and \
                 not can_recurse(self, fn, *args, **kwargs)
         return self._held(fn, args, kwargs)
 
@@ -839,7 +844,7 @@ class ReverseContext(Context):
             return recurse(self, implementation, *args, **kwargs)
         if isinstance(fn, _PYTHON_CODE) and _sourceless(fn) and _rules.vjp_rules(fn) is None \
                 and not can_recurse(self, fn, *args, **kwargs):
-            held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
+            held = [i for i, a in enumerate(args) if self._holds_kept(a)]
             if held:  # (an object holding differentiated values: see _indirect)
                 raise _rules.missing(fn, held[0], "reverse", type(self).__name__)
         _remember_route(fn, public)
