@@ -65,15 +65,21 @@ def timed(run, sync, repeat):
     return float(np.median(times))
 
 
-def mlp_row(cp, ctx, size, rng, torch):
-    """One size's line: our grad, hand-written CuPy, the loss alone, PyTorch."""
-    sync = cp.cuda.Device().synchronize
+def mlp_data(size, rng):
+    """The MLP's parameters, inputs and targets of one size, on the host."""
     n_in, n_hidden, n_out, batch = size
     host = [rng.standard_normal((n_in, n_hidden)) / np.sqrt(n_in),
             rng.standard_normal(n_hidden) * 0.1,
             rng.standard_normal((n_hidden, n_out)) / np.sqrt(n_hidden),
             rng.standard_normal(n_out) * 0.1]
-    x, y = rng.standard_normal((batch, n_in)), rng.standard_normal((batch, n_out))
+    return host, rng.standard_normal((batch, n_in)), rng.standard_normal((batch, n_out))
+
+
+def mlp_row(cp, ctx, size, rng, torch):
+    """One size's line: our grad, hand-written CuPy, the loss alone, PyTorch."""
+    sync = cp.cuda.Device().synchronize
+    n_in, n_hidden, n_out, batch = size
+    host, x, y = mlp_data(size, rng)
     params, xd, yd = to_device(ctx, (tuple(host), x, y))
     gradient = grad(loss)
     ours = overdub(ctx, gradient, params, xd, yd)

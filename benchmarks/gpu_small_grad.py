@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 import numpy as np
-from gpu_device import SIZES, loss, timed
+from gpu_device import SIZES, loss, mlp_data, timed
 
 from overdub import overdub
 from overdub_ad import grad
@@ -25,12 +25,7 @@ def main(label: str) -> None:
     import torch
     ctx = GPUContext()
     rng = np.random.default_rng(0)
-    n_in, n_hidden, n_out, batch = SIZES[0]
-    host = [rng.standard_normal((n_in, n_hidden)) / np.sqrt(n_in),
-            rng.standard_normal(n_hidden) * 0.1,
-            rng.standard_normal((n_hidden, n_out)) / np.sqrt(n_hidden),
-            rng.standard_normal(n_out) * 0.1]
-    x, y = rng.standard_normal((batch, n_in)), rng.standard_normal((batch, n_out))
+    host, x, y = mlp_data(SIZES[0], rng)
     params, xd, yd = to_device(ctx, (tuple(host), x, y))
     gradient = grad(loss)
     tparams = [torch.tensor(a, device="cuda", requires_grad=True) for a in host]
