@@ -555,27 +555,6 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
     return any(key_holds(ctx, m, direct, seen) for m in members)
 
 
-def cached_by_key(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  direct: Callable[[Any], bool]) -> int | str | None:
-    """For a call of a ``functools.lru_cache`` (``cache``) wrapper, a method of one too: the
-    position (or keyword) of an argument not differentiated itself whose hash reads a value
-    ``ctx`` differentiates (``Params(k)``, a frozen dataclass; see :func:`key_holds`), else
-    None.  The cache looks it up as its plain value: a hit hands back a result computed before
-    the derivative began, called nothing, and a silent constant would follow -- the call is
-    MissingRuleError, as one given the differentiated value itself."""
-    if type(fn) is types.MethodType and type(fn.__func__) is _rules._LRU_CACHE:
-        args = (fn.__self__, *args)
-    elif type(fn) is not _rules._LRU_CACHE:
-        return None
-    for i, a in enumerate(args):
-        if type(a) not in _INERT_VALUES and not direct(a) and key_holds(ctx, a, direct):
-            return i
-    for name, a in kwargs.items():
-        if type(a) not in _INERT_VALUES and not direct(a) and key_holds(ctx, a, direct):
-            return name
-    return None
-
-
 def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
     """Whether the item ``d[key]`` (``key`` differentiated) was written during this derivative
     (``written``: the ``(id(dict), plain key)`` of its stores under differentiated keys), or is

@@ -25,7 +25,7 @@ from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
                        inert_library_call, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
-                       cached_by_key, key_holds, made_here, plain_key,
+                       key_holds, made_here, plain_key,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
@@ -84,7 +84,7 @@ def _given_trees(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         any(type(v) in _TREES or is_node(v) for v in kwargs.values())
 
 
-_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see cached_by_key)
+_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see _callbacks.native_holder)
 _TREES = frozenset((list, tuple, dict))
 
 
@@ -355,9 +355,6 @@ class ForwardContext(Context):
         if _rules._STANDINS and _rules.standin(fn, _rules.jvp_rules) is not None:
             return True  # a library function restated for differentiation (SciPy's solvers)
         direct = any(map(self._carries, args)) or any(map(self._carries, kwargs.values()))
-        if not direct and (type(fn) is _LRU_CACHE or type(fn) is types.MethodType) and \
-                cached_by_key(self, fn, args, kwargs, self._carries) is not None:
-            return True  # lru_cache(f)(Params(x)): MissingRuleError (see execute)
         if not direct and inert_library_call(fn, args, kwargs):
             return True  # np.ones(3): called whole (see execute)
         if isinstance(fn, _PYTHON_CODE) and derivative_entry(fn) and \
@@ -598,10 +595,10 @@ class ForwardContext(Context):
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
-            at = cached_by_key(self, fn, args, kwargs, self._carries)
-            if at is not None:  # (a cache hit would be a silent constant: see cached_by_key)
-                raise _rules.missing(getattr(fn, "__func__", fn), at, "forward",
-                                     type(self).__name__)
+            at = _callbacks.native_holder(self, fn, args, kwargs, self._carries)
+            if at is not None:  # lru_cache(f)(Params(x)): MissingRuleError (see native_holder)
+                return _callbacks.read_natively(self, fn, args, kwargs, at, "forward",
+                                                self.fallback)
         at = _callbacks.native_holder(self, fn, args, kwargs, self._carries)
         if at is not None:  # (never a silent zero: see is_primitive)
             return _callbacks.read_natively(self, fn, args, kwargs, at, "forward", self.fallback)

@@ -21,7 +21,7 @@ from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
 from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
-                       _innermost, cached_by_key, key_holds, made_here, iterate_through,
+                       _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
                        set_part, _sourceless, summed_through, _user_operator)
@@ -39,7 +39,7 @@ from ._regions import shape_second
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
                     _ScalarRead, _Second)
 
-_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see cached_by_key)
+_LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see _callbacks.native_holder)
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
 # Builtins with rules that iterate their first argument: given a dict, they see its keys (the
 # rules' containers are read as their values otherwise)
@@ -540,9 +540,6 @@ class ReverseContext(Context):
     def _held(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """:meth:`_indirect` for a call that no written array decides: differentiated values
         held in its arguments (lists, tuples, dicts, iterators)."""
-        if (type(fn) is _LRU_CACHE or type(fn) is types.MethodType) and \
-                cached_by_key(self, fn, args, kwargs, self._mine) is not None:
-            return True  # lru_cache(f)(Params(x)): MissingRuleError (see execute)
         if _callbacks.native_holder(self, fn, args, kwargs, self._mine) is not None:
             return True  # C code running Python natively on an object holding differentiated
             # values (math.fsum([obj]) calling obj.__float__, an lru_cache'd method): execute
@@ -634,10 +631,10 @@ class ReverseContext(Context):
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
-            at = cached_by_key(self, fn, args, kwargs, self._mine)
-            if at is not None:  # (a cache hit would be a silent constant: see cached_by_key)
-                raise _rules.missing(getattr(fn, "__func__", fn), at, "reverse",
-                                     type(self).__name__)
+            at = _callbacks.native_holder(self, fn, args, kwargs, self._mine)
+            if at is not None:  # lru_cache(f)(Params(x)): MissingRuleError (see native_holder)
+                return _callbacks.read_natively(self, fn, args, kwargs, at, "reverse",
+                                                self.fallback)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         if fn is setattr and len(args) == 3 and args[1] == "shape" and \
