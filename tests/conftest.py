@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import numpy as np
 import pytest
 
@@ -71,6 +72,13 @@ if not SOURCE_MODE:
 if "OVERDUB_CACHE_DIR" not in os.environ:
     os.environ["OVERDUB_CACHE_DIR"] = tempfile.mkdtemp(prefix="overdub-tests-cache-")
     atexit.register(shutil.rmtree, os.environ["OVERDUB_CACHE_DIR"], ignore_errors=True)
+
+
+# Speed is measured by benchmarks/, never asserted by a test: hypothesis's per-example deadline
+# (200 ms) would only make a test's outcome depend on the machine's load (CI runs the reference
+# route beside the main run).
+hypothesis.settings.register_profile("overdub", deadline=None)
+hypothesis.settings.load_profile("overdub")
 
 
 @pytest.fixture
