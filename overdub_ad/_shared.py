@@ -499,10 +499,11 @@ def by_differentiated_key(value: Any, carries: Callable[[Any], bool], mode: str,
     if isinstance(plain, (float, complex, np.inexact)) or (
             isinstance(plain, np.ndarray) and plain.dtype.kind in "fc"):
         raise _rules.MissingRuleError(
-            f"a dict item looked up by a differentiated key holds a plain number (stored "
-            f"before this {mode}-mode derivative began: a cache of earlier results?), which "
-            f"has no derivative with respect to the key; compute it under the derivative, or "
-            f"key the cache by something else")
+            f"a dict item looked up by a differentiated key holds a plain number, stored "
+            f"before this {mode}-mode derivative began (a cache of earlier results?) or under "
+            f"a key that was not differentiated, which has no derivative with respect to the "
+            f"key; compute it under the derivative from the key, or key the dict by something "
+            f"else")
     return value
 
 
