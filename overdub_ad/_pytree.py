@@ -10,6 +10,7 @@ without it (rebuilt with ``_make``, and field by field without running ``__init_
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -72,8 +73,9 @@ def register_pytree(cls: type, flatten: _Flatten, unflatten: _Unflatten) -> None
     ``flatten(obj)`` returns ``(children, aux)``: the values to differentiate, in order, and
     anything else needed to rebuild the object (hashable, compared between trees);
     ``unflatten(aux, children)`` builds an object from them (given gradients or perturbed
-    values as children).  Named tuples and dataclasses are pytrees without registering; a
-    registration overrides that.  As ``jax.tree_util.register_pytree_node``::
+    values as children).  Named tuples, dataclasses, ``OrderedDict`` and ``defaultdict`` are
+    pytrees without registering; a registration overrides that.  As
+    ``jax.tree_util.register_pytree_node``::
 
         class Interval:
             def __init__(self, lo, hi):
@@ -104,7 +106,31 @@ def _node(kind: type) -> tuple[_Flatten, _Unflatten] | None:
         return _namedtuple_children, _namedtuple_from
     if dataclasses.is_dataclass(kind):
         return _dataclass_children, _dataclass_from
+    if kind is collections.OrderedDict:
+        return _ordered_children, _ordered_from
+    if kind is collections.defaultdict:
+        return _defaultdict_children, _defaultdict_from
     return None
+
+
+# OrderedDict and defaultdict are nodes as in JAX: their values in their keys' order, rebuilt
+# as the same kind (a defaultdict with its default_factory)
+def _ordered_children(obj: Any) -> tuple[Iterable[Any], Any]:
+    keys = tuple(obj)
+    return [obj[k] for k in keys], keys
+
+
+def _ordered_from(keys: tuple[Any, ...], children: list[Any]) -> Any:
+    return collections.OrderedDict(zip(keys, children))
+
+
+def _defaultdict_children(obj: Any) -> tuple[Iterable[Any], Any]:
+    keys = tuple(obj)
+    return [obj[k] for k in keys], (obj.default_factory, keys)
+
+
+def _defaultdict_from(aux: tuple[Any, tuple[Any, ...]], children: list[Any]) -> Any:
+    return collections.defaultdict(aux[0], zip(aux[1], children))
 
 
 def _namedtuple_children(obj: tuple[Any, ...]) -> tuple[Iterable[Any], Any]:

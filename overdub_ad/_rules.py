@@ -51,6 +51,7 @@ primal output, ``dx`` a tangent, ``ct`` a cotangent.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import sys
@@ -126,6 +127,50 @@ def carried_pattern(parts: Any) -> tuple[Any, ...]:
 
 class MissingRuleError(TypeError):
     """A differentiated value reached a function with no derivative rule for that argument."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        for made in _RUNNING.get():  # (each running derivative notes it: see caught_missing)
+            made.append(self)
+
+
+# The derivatives running in this thread (task), outermost first: each one's list of the
+# MissingRuleErrors made while it runs.  One the program caught (an ``except Exception``
+# around the call) must not turn into a derivative computed without it: see caught_missing.
+_RUNNING: contextvars.ContextVar[tuple[list[MissingRuleError], ...]] = \
+    contextvars.ContextVar("overdub_ad_running", default=())
+
+
+def running_derivative() -> tuple[list[MissingRuleError], contextvars.Token[Any]]:
+    """Note that a derivative begins (a public entry point's call): the list its
+    MissingRuleErrors go to, and the token that ends it (``_RUNNING.reset``)."""
+    made: list[MissingRuleError] = []
+    return made, _RUNNING.set((*_RUNNING.get(), made))
+
+
+def caught_missing(made: list[MissingRuleError]) -> MissingRuleError:
+    """The error for a derivative that returned although a MissingRuleError was raised while
+    it ran (``made``): the program caught it, so its result was computed without that
+    derivative -- never a silent wrong one."""
+    first = made[0]
+    error = MissingRuleError(
+        f"a MissingRuleError was raised inside the differentiated function and caught there "
+        f"(by an except clause), so the function went on without that derivative and the "
+        f"result cannot be trusted; the error was: {first}")
+    error.__cause__ = first
+    return error
+
+
+def forget_missing(mark: list[int]) -> None:
+    """A route that tried the program and declines (another route runs it again, and raises
+    if a rule is missing) drops the MissingRuleErrors made since ``mark``
+    (:func:`missing_mark`): they were not the program's to catch."""
+    for made, length in zip(_RUNNING.get(), mark):
+        del made[length:]
+
+
+def missing_mark() -> list[int]:
+    return [len(made) for made in _RUNNING.get()]
 
 
 class _Entry:

@@ -695,11 +695,17 @@ def _entry(fn: _F) -> _F:
     the traceback of an error it raises: the user reads their own lines, not the engine's."""
     @functools.wraps(fn)
     def entry(*args: Any, **kwargs: Any) -> Any:
+        made, token = _rules.running_derivative()
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except BaseException as exc:
             hide_machinery(exc, _OWN_CODE)
             raise
+        finally:
+            _rules._RUNNING.reset(token)
+        if made:  # (a MissingRuleError the program caught: see caught_missing)
+            raise _rules.caught_missing(made)
+        return out
     return entry  # type: ignore[return-value]
 
 
@@ -708,11 +714,17 @@ def _forward_entry(fn: _F) -> _F:
     code of their own, since the specialised forward mode marks nestable ones by their code."""
     @functools.wraps(fn)
     def forward_entry(*args: Any, **kwargs: Any) -> Any:
+        made, token = _rules.running_derivative()
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except BaseException as exc:
             hide_machinery(exc, _OWN_CODE)
             raise
+        finally:
+            _rules._RUNNING.reset(token)
+        if made:  # (a MissingRuleError the program caught: see caught_missing)
+            raise _rules.caught_missing(made)
+        return out
     return forward_entry  # type: ignore[return-value]
 
 

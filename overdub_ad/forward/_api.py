@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from overdub import Tagged, current_context, hide_machinery, opaque, overdub, tag, untag
+from overdub import (Tagged, current_context, hide_machinery, keeps_heap_metadata, opaque, overdub,
+                     tag, untag)
 
 from .. import _arrays, _routes, _rules
 from .._pytree import flatten, is_node, ordered_as, reveal_node, unflatten
@@ -47,8 +48,10 @@ def _revealed(ctx: ForwardContext, tree: Any) -> Any:
     kind = type(tree)
     if kind is list:
         return [_revealed(ctx, e) for e in ctx.fallback(operator.getitem, tree, slice(None))]
-    if kind is tuple:
-        return tuple(_revealed(ctx, e) for e in tree)
+    if kind is tuple:  # (one stored into the heap, an attribute: its members kept aside)
+        return tuple(_revealed(ctx, e) for e in (
+            [ctx.fallback(operator.getitem, tree, i) for i in range(len(tree))]
+            if keeps_heap_metadata(ctx, tree) else tree))
     if kind is dict:
         return {k: _revealed(ctx, ctx.fallback(operator.getitem, tree, k)) for k in tree}
     return reveal_node(tree, ctx.overdub, lambda child: _revealed(ctx, child))  # a dataclass...
@@ -351,6 +354,8 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
 
         D(lambda x: x * D(lambda y: x * y, 3.0), 5.0)   # 10.0
     """
+    made, token = _rules.running_derivative()  # (see _rules.caught_missing)
+    failed = False
     try:  # (not _forward_entry's wrapper: one frame less per nested level)
         if not callable(f):
             raise TypeError(f"derivative: f must be callable, got {f!r}")
@@ -390,8 +395,13 @@ def derivative(f: Callable[..., Any], x: Any = None, /) -> Any:
         _check_output(out, "derivative")
         return tangent if out.__class__ is tangent.__class__ else _typed_like(out, tangent)
     except BaseException as exc:
+        failed = True
         hide_machinery(exc, _OWN_CODE)
         raise
+    finally:
+        _rules._RUNNING.reset(token)
+        if made and not failed:  # (a MissingRuleError the program caught)
+            raise _rules.caught_missing(made)
 
 
 D = derivative

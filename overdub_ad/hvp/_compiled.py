@@ -724,9 +724,11 @@ def compiled_hvp(fn: Any, x: np.ndarray, v: np.ndarray) -> Any:
     target = _generated(fn)
     if target is None:
         return DECLINED
+    mark = _rules.missing_mark()
     try:
         result = target(x, v)
     except Exception:
+        _rules.forget_missing(mark)  # (not the program's: the tape route runs it again)
         return DECLINED  # the tape route runs fn again and raises from the user's code
     if result is DECLINED or not math.isfinite(_TOTAL(result, None)):
         # an infinity or a nan in it (or a sum that overflows): a singular point, where forward

@@ -11,7 +11,7 @@ import numpy as np
 
 from overdub import Context, Tagged, hide_machinery, opaque, overdub
 
-from .. import _arrays
+from .. import _arrays, _rules
 from .._custom import custom_vjp
 from .._pytree import flatten, is_node, unflatten
 from .._shared import (check_argnums, _check_differentiated, _check_output, _entry, _innermost,
@@ -248,11 +248,16 @@ def _grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
     def gradient(*args: Any, **kwargs: Any) -> Any:
         # _entry's work written out: grad(f) is often made per call (a training loop), and
         # _entry's functools.wraps costs more than a small gradient's own recording
+        made, token = _rules.running_derivative()
         try:
             out = value_and_gradient(*args, **kwargs)
         except BaseException as exc:
             hide_machinery(exc, _OWN_CODE)
             raise
+        finally:
+            _rules._RUNNING.reset(token)
+        if made:  # (a MissingRuleError the program caught: see caught_missing)
+            raise _rules.caught_missing(made)
         return (out[1], out[0][1]) if has_aux else out[1]
 
     return gradient

@@ -39,6 +39,7 @@ from ._regions import shape_second
 from ._tape import (_element_index, _Entry, _Node, _placeholder, _root,
                     _ScalarRead, _Second)
 
+_OBJECT_SETATTR: Any = object.__setattr__
 _LRU_CACHE = _rules._LRU_CACHE  # functools.lru_cache's C wrapper (see _callbacks.native_holder)
 _READ = (*SEQUENCES, dict)  # what a C function may read differentiated values out of
 # Builtins with rules that iterate their first argument: given a dict, they see its keys (the
@@ -558,7 +559,8 @@ class ReverseContext(Context):
             return True  # C code that calls back into Python: see _callbacks.call_guarded
         if fn is operator.setitem:
             return self._writes(*args)
-        if fn is setattr:
+        if fn is setattr or (fn is _OBJECT_SETATTR and len(args) == 3 and not kwargs):
+            # (object.__setattr__: how a frozen dataclass's __init__ stores its fields)
             return self._carries(args[2]) and not isinstance(args[2], (Tagged,))
         if args and type(fn) in METHOD_KINDS:
             spelled = spelled_store(fn, args)
@@ -807,6 +809,8 @@ class ReverseContext(Context):
             return recurse(self, replacement, *args, **kwargs)
         if fn is setattr:
             return self._setattr(*args)
+        if fn is _OBJECT_SETATTR and len(args) == 3 and not kwargs:
+            return self._setattr(*args, raw=True)
         if id(fn) in _ITERATORS:
             return self._iterate(fn, args, kwargs)
         if type(fn) in METHOD_KINDS:
