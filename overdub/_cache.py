@@ -405,6 +405,27 @@ def _apply_pass(a_pass: ast.NodeTransformer | Callable[[ast.AST], Any], node: _N
     return result
 
 
+def _check_tree(a_pass: Any, node: _N, code: types.CodeType) -> None:
+    """A ``ValueError`` naming the pass and the function if the tree ``a_pass`` returned is not
+    one CPython's compiler accepts (a required field left None, a statement where an
+    expression goes): said at the pass, not as an error of the overdub rewrite that would
+    trip over it next.  The compiler's own validation says what is wrong; a ``SyntaxError``
+    is not the tree's shape but its place (a ``nonlocal`` compiled outside its function),
+    checked when the rewritten function is compiled where it belongs.  Runs once per
+    function and passes: the result is cached."""
+    lambda_ = isinstance(node, ast.Lambda)
+    tree = ast.Expression(node) if isinstance(node, ast.Lambda) else \
+        ast.Module([cast(ast.stmt, node)], [])
+    try:
+        with _source.compiling(code.co_filename):  # (its warnings: the user's, given once)
+            compile(tree, code.co_filename, "eval" if lambda_ else "exec", dont_inherit=True)
+    except SyntaxError:
+        return
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"overdub pass {a_pass!r} produced an invalid tree for {code.co_name} "
+                         f"({code.co_filename}:{code.co_firstlineno}): {exc}") from None
+
+
 def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
                     passes: tuple[Any, ...], categories: frozenset[str], observe: bool
                     ) -> tuple[_source.Located, _source._Def, Overdubber] | _source.NoSource:
@@ -417,7 +438,8 @@ def _rewritten_tree(code: types.CodeType, module_globals: dict[str, Any],
     if not located.passes_applied and passes:
         for a_pass in passes:
             node = _apply_pass(a_pass, node, code)
-        ast.fix_missing_locations(node)  # passes may leave new nodes unpositioned
+            ast.fix_missing_locations(node)  # passes may leave new nodes unpositioned
+            _check_tree(a_pass, node, code)
     fast_locals = frozenset(code.co_varnames) - frozenset(code.co_cellvars)
     rewriter = Overdubber(categories, located.class_name, observe, fast_locals, code)
     text = None  # the source of the node, if no pass made it

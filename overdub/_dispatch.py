@@ -41,6 +41,7 @@ from ._shims import NESTED, register_numpy_shims, shim_for
 _Function = types.FunctionType
 _Method = types.MethodType
 _Partial = functools.partial
+_Tagged = _tagging.Tagged
 
 
 _VERBS = ("prehook", "posthook", "overdub", "fallback", "is_primitive", "execute")
@@ -107,6 +108,51 @@ def _hook_failed(exc: BaseException, ctx: Any, hook: str, fn: Any) -> None:
                               f"of {_primitives._name(fn)})")
 
 
+def seen_value(owner: Any, x: Any) -> Any:
+    """``x`` as the context whose tag identity is ``owner`` sees it (None: a context that has
+    tagged nothing): the layers of other contexts' tags removed, its own kept (over the plain
+    value: a new ``Tagged`` with the same metadata where another context's layer lay under
+    it).  To any other context, another instance of the same class included, a tagged value is
+    simply the value it wraps (DESIGN section 3): what the context's hooks are given, nested
+    inside a context that tags (an outer derivative), so that ``type(x) is float`` holds in
+    them as in a plain run."""
+    while type(x) is _Tagged:
+        if x.owner is owner:
+            value = x.value
+            if type(value) is not _Tagged:
+                return x
+            return _Tagged(seen_value(owner, value), x.meta, x.owner, x._label)
+        x = x.value
+    return x
+
+
+def seen_args(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` as the context ``owner`` sees them (see :func:`seen_value`)."""
+    return (tuple([seen_value(owner, a) for a in args]),
+            {key: seen_value(owner, value) for key, value in kwargs.items()})
+
+
+def _seen_inline(inline: list[Any]) -> Callable[..., Any]:
+    """The inline prehook of observe-mode code (``@pre``) in a nested run: the context's own
+    (``inline``: [the hook, the context, its tag identity], kept by its State: see
+    :meth:`State._pre`) given the operands as the context sees them (see :func:`seen_args`).
+    It names the hook in a note when it raises, as the dispatchers do
+    (:func:`note_inline_hook_failure` looks for a caller in user code)."""
+    def pre(fn: Any, *operands: Any) -> Any:
+        for a in operands:
+            if type(a) is _Tagged:
+                operands = tuple([seen_value(inline[2], a) for a in operands])
+                break
+        try:
+            return inline[0](fn, *operands)
+        except BaseException as exc:
+            if exc.__class__ is not RecursionError:
+                _hook_failed(exc, inline[1], "prehook", fn)
+            raise
+    return pre
+
+
 _TEMPLATE_CACHE: dict[tuple[bool, ...], Callable[..., Any]] = {}
 _OPERAND_NAMES = {1: "a", 2: "a, b", 3: "a, b, c"}
 _SUBJECT_TEST = {  # which operands' types decide whether Python dunders may be involved
@@ -122,7 +168,9 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     ``flags``: (prehook, posthook, custom is_primitive/execute, primitive table, fallback,
     tags).  With ``tags``, structural functions go to the context's tag handlers first and leaf
     calls go through its :class:`_tagging.Tagger` (metadata kept through the heap).
-    The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind``
+    The maker returns ``od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind,
+    set_enclosed`` (``set_enclosed(True)`` gives the hooks values as the context sees them,
+    when its parent is an enclosing context's: see :meth:`State.set_parent`)
     (``bind(ctx)`` points the dispatchers at an instance, or at None: see :meth:`State.bind`).
     """
     maker = _TEMPLATE_CACHE.get(flags)
@@ -131,25 +179,57 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
     pre, post, custom_primitive, table, custom_fallback, tags = flags
     src = ["def make(find, resolve, rewritten, functions, protocol_for, is_static, static,",
            "         hook_failed, Function, Method, tagger, handlers, Tagged, plain_operators,",
-           "         MethodPrimitive, primitive_failed):",
+           "         MethodPrimitive, primitive_failed, seen_args, seen_value):",
            "    ctx = prehook = posthook = is_primitive = execute = fallback = None",
+           "    own_prehook = own_posthook = None",
            "    tag_leaf = tagger and tagger.leaf",
            "    tag_unhandled = tagger and tagger.unhandled_leaf",
+           "    owner = tagger.owner if tagger else None  # (whose tags the hooks keep)",
            "    parent = None",
+           "    nested = False  # (parent is an enclosing context's: see State.set_parent)",
            "    chosen_for_operands = {}",
            "    MISSING = object()",
+           # Nested, the hooks see arguments as this context sees them: other contexts' tags
+           # removed (see seen_args).  Swapped in by set_enclosed, so a run that no context
+           # encloses, the common case, calls the context's own hooks with nothing added.
+           # (a loop, not `Tagged in map(type, args)`: twice as fast for a few arguments)
+           "    def seen_prehook(fn, /, *args, **kwargs):",
+           "        for a in (*args, *kwargs.values()) if kwargs else args:",
+           "            if type(a) is Tagged:",
+           "                args, kwargs = seen_args(owner, args, kwargs)",
+           "                break",
+           "        return own_prehook(fn, *args, **kwargs)",
+           "    def seen_posthook(out, fn, /, *args, **kwargs):",
+           "        for a in (*args, *kwargs.values()) if kwargs else args:",
+           "            if type(a) is Tagged:",
+           "                args, kwargs = seen_args(owner, args, kwargs)",
+           "                break",
+           "        if type(out) is Tagged:",
+           "            out = seen_value(owner, out)",
+           "        return own_posthook(out, fn, *args, **kwargs)",
            "    def set_parent(new):",
            "        nonlocal parent",
            "        old, parent = parent, new",
            "        return old",
+           "    def set_enclosed(now):",
+           "        nonlocal prehook, posthook, nested",
+           "        nested = now",
+           *(["        if ctx is not None:",
+              f"            prehook = {'seen_prehook if now else own_prehook' if pre else None}",
+              f"            posthook = {'seen_posthook if now else own_posthook' if post else None}"
+              ] if pre or post else []),
            "    def bind(new):",
            "        nonlocal ctx, prehook, posthook, is_primitive, execute, fallback",
+           "        nonlocal own_prehook, own_posthook",
            "        ctx = new",
            "        if new is None:",
            "            prehook = posthook = is_primitive = execute = fallback = None",
+           "            own_prehook = own_posthook = None",
            "            return",
-           f"        prehook = {'new.prehook' if pre else 'None'}",
-           f"        posthook = {'new.posthook' if post else 'None'}",
+           f"        own_prehook = {'new.prehook' if pre else 'None'}",
+           f"        own_posthook = {'new.posthook' if post else 'None'}",
+           f"        prehook = {'seen_prehook if nested else own_prehook' if pre else 'None'}",
+           f"        posthook = {'seen_posthook if nested else own_posthook' if post else 'None'}",
            f"        is_primitive = {'new.is_primitive' if custom_primitive else 'None'}",
            f"        execute = {'new.execute' if custom_primitive else 'None'}",
            f"        fallback = {'new.fallback' if custom_fallback else 'None'}"]
@@ -281,7 +361,8 @@ def _make_dispatchers(flags: tuple[bool, ...]) -> Callable[..., Any]:
         step(f"slow{arity}", f"fn, {names}", names, body, hooks=False)
     src.extend(["    def opr(fn, item, container):",
                 "        return op2(fn, container, item)",
-                "    return od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind"])
+                "    return (od, op1, op2, op3, opr, slow1, slow2, slow3, set_parent, bind,",
+                "            set_enclosed)"])
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), f"{DISPATCHER_FILE} {flags}>", "exec"), namespace)
     return _TEMPLATE_CACHE.setdefault(flags, namespace["make"])
@@ -579,6 +660,9 @@ class State:
         self.base = base
         self.passes = ctx.passes
         self.parent: Callable[..., Any] | None = None
+        # Whether the parent is an enclosing context's (not None, nor the AfterRun between
+        # runs): the hooks are then given values as this context sees them (see seen_args)
+        self.enclosed = False
         self.enclosing: State | None = None  # the State running when this one was entered
         self.depth = 0  # runs of this context in progress (overdub() calls not yet returned)
         self.functions: dict[int, _Entry] = {}
@@ -591,6 +675,10 @@ class State:
         # count does not change with them (see refcounts)
         self.on_death = self._owner_died
         self.after_run = AfterRun(self)  # (the parent between runs: see leave)
+        # [inline prehook, context, its tag identity] while bound, and the @pre made on it
+        # for nested runs (see _pre; neither refers to the State: see refcounts)
+        self._inline: list[Any] = [None, None, None]
+        self._seen_pre: Callable[..., Any] | None = None
         self.owner = weakref.ref(ctx, self.on_death if self.poolable else None)
         # The positions in `expected` of the cells of the rewritten functions dropped since the
         # last count (their counts fell with them; the functions themselves are not kept: a
@@ -627,12 +715,13 @@ class State:
                     self.observe)
         self.functions.clear()
         (self.od, self.op1, self.op2, self.op3, self.opr, slow1, slow2, slow3,
-         set_parent, self._bind) = _make_dispatchers(flags)(
+         set_parent, self._bind, self._set_enclosed) = _make_dispatchers(flags)(
             self.table.find, self.resolve, self.rewritten, self.functions,
             protocol_for, is_static, static_types, _hook_failed, _Function, _Method,
             self.tagger, _tagging.handlers(),
             _tagging.Tagged, _tagging.PLAIN_OPERATORS, _primitives.MethodPrimitive,
-            _primitive_failed)
+            _primitive_failed, seen_args, seen_value)
+        self._set_enclosed(self.enclosed)
         self._bind(ctx)
         set_parent(self.parent)
         _nested(self.od, self.parent)
@@ -649,7 +738,7 @@ class State:
         if name == "@flat":  # no enclosing context must see leaf operations, nor tags
             return self._flat()
         if name == "@pre":
-            return None if self.ctx is None else inline_prehook(self.ctx)
+            return self._pre()
         if name.startswith("@slow"):
             return self._slow[int(name[5:]) - 1]
         return getattr(self, name[1:])  # @od, @op1, @op2, @op3, @opr
@@ -680,7 +769,7 @@ class State:
         self._bind(ctx)
         pre = self.cells.get("@pre")
         if pre is not None:
-            pre.cell_contents = inline_prehook(ctx)
+            pre.cell_contents = self._pre() if self.enclosed else inline_prehook(ctx)
 
     def unbind(self) -> None:
         """Hold the owner weakly: called when a run ends and :meth:`refcounts` shows that
@@ -690,6 +779,8 @@ class State:
         pre = self.cells.get("@pre")
         if pre is not None:
             pre.cell_contents = None
+        if self._inline[1] is not None:  # (unbound, the instance is held weakly)
+            self._inline[:] = (None, None, None)
 
     def refcounts(self) -> list[int]:
         """The reference counts of the cells, ``od`` and the State itself.  Called as
@@ -765,7 +856,35 @@ class State:
         flat = self.cells.get("@flat")
         if flat is not None:
             flat.cell_contents = self._flat()
+        # (between runs the parent is the AfterRun: no change at a run's start and end)
+        enclosed = parent is not None and type(parent) is not AfterRun
+        if enclosed is not self.enclosed:
+            self.enclosed = enclosed
+            self._set_enclosed(enclosed)
+            pre = self.cells.get("@pre")
+            if pre is not None:
+                pre.cell_contents = self._pre(bound=False)
         return old
+
+    def _pre(self, bound: bool = True) -> Any:
+        """The inline prehook of observe-mode code (``@pre``): the context's own, or, nested
+        (when the dispatchers' hooks see arguments as the context sees them: see
+        ``seen_args``), one that gives it its operands so: made once per State, it reads the
+        hook from ``_inline``, which binding fills (``bound``: it is, as in the State's
+        bind; else it only changes whether the run is nested)."""
+        ctx = self.ctx
+        if ctx is None:
+            return None
+        inline = self._inline
+        if bound or inline[1] is not ctx:
+            inline[:] = (inline_prehook(ctx), ctx,
+                         None if self.tagger is None else self.tagger.owner)
+        if not self.enclosed:
+            return inline[0]
+        seen = self._seen_pre
+        if seen is None:
+            seen = self._seen_pre = _seen_inline(inline)
+        return seen
 
     def _flat(self) -> bool:
         """Whether observe-mode code may run a leaf operation natively: not when an enclosing
@@ -853,8 +972,14 @@ class State:
     def generic_step(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The documented step through the context's methods (``Context.overdub``'s default)."""
         ctx = self.ctx
+        seen, seen_kwargs = args, kwargs  # (what the hooks see: see seen_args)
+        enclosed = self.enclosed
+        if enclosed and (_Tagged in map(type, args) or (
+                kwargs and _Tagged in map(type, kwargs.values()))):
+            owner = None if self.tagger is None else self.tagger.owner
+            seen, seen_kwargs = seen_args(owner, args, kwargs)
         try:
-            ctx.prehook(fn, *args, **kwargs)
+            ctx.prehook(fn, *seen, **seen_kwargs)
         except BaseException as exc:
             if exc.__class__ is not RecursionError:  # (see _primitive_failed)
                 _hook_failed(exc, ctx, "prehook", fn)
@@ -865,7 +990,11 @@ class State:
             target = self.resolve(fn, args, kwargs)
             out = ctx.fallback(fn, *args, **kwargs) if target is None else target(*args, **kwargs)
         try:
-            ctx.posthook(out, fn, *args, **kwargs)
+            if not enclosed:
+                ctx.posthook(out, fn, *args, **kwargs)
+            else:
+                owner = None if self.tagger is None else self.tagger.owner
+                ctx.posthook(seen_value(owner, out), fn, *seen, **seen_kwargs)
         except BaseException as exc:
             if exc.__class__ is not RecursionError:  # (see _primitive_failed)
                 _hook_failed(exc, ctx, "posthook", fn)

@@ -280,7 +280,7 @@ def module_of(fn: Any) -> str:
     """The module users find ``fn`` in (``""`` if none): ``operator`` for ``_operator.mul`` and
     ``heapq`` for ``_heapq.heappush`` (C accelerators re-exported by a Python module), the class's
     module for a method descriptor such as ``list.append``."""
-    func = getattr(fn, "__func__", fn)
+    func = fn if isinstance(fn, type) else getattr(fn, "__func__", fn)  # (a class: its own)
     module = getattr(func, "__module__", None)
     if module is None:
         module = getattr(getattr(func, "__objclass__", None), "__module__", None)

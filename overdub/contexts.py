@@ -1,6 +1,7 @@
-"""Reference contexts, written against overdub's public API (and one private hint: the form of
+"""Reference contexts, written against overdub's public API (and two private helpers: the form of
 CountContext's prehook for operators, ``__overdub_operator_form__``, which the core calls instead
-of the prehook for each operator; see ``_dispatch.inline_prehook``).
+of the prehook for each operator, see ``_dispatch.inline_prehook``; and ``_dispatch.seen_args``,
+which gives TraceContext the arguments of a call as its hooks see them).
 
 - :class:`LogContext` prints every call with its arguments (Cassette's ``PrintCtx``).
 - :class:`CountContext` counts calls, optionally only those whose arguments all have given types.
@@ -10,13 +11,15 @@ of the prehook for each operator; see ``_dispatch.inline_prehook``).
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping, MutableSequence
 from typing import Any, TextIO
 
-from . import Context, unbind
+from . import Context, Tagged, unbind
 from ._context import _KEEP
+from ._dispatch import seen_args
 from ._primitives import module_of
 
 __all__ = ["LogContext", "CountContext", "TraceContext", "ByIdentity", "describe"]
@@ -25,9 +28,14 @@ _ABSENT: Any = object()  # an operand that was not passed (CountContext.prehook)
 
 
 def describe(fn: Any) -> str:
-    """A short readable name for a callable: ``math.sin``, ``operator.mul``, ``Point.__init__``."""
+    """A short readable name for a callable: ``math.sin``, ``operator.mul``, ``Point.__init__``;
+    ``functools.partial(f)`` for a partial of ``f`` (its arguments left out, as its repr, which
+    holds them all, can be as long as they are)."""
     try:
-        func = getattr(fn, "__func__", fn)
+        if isinstance(fn, functools.partial):
+            return f"{describe(type(fn))}({describe(fn.func)})"
+        # (a class is named as itself: `staticmethod.__func__` is a descriptor of the class)
+        func = fn if isinstance(fn, type) else getattr(fn, "__func__", fn)
         name: Any = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
     except Exception:  # a callable object whose attribute reads fail: its repr, guarded
         func, name = fn, None
@@ -228,7 +236,11 @@ class TraceContext(Context):
 
     def overdub(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         subtrace: list[Any] = []
-        call = (fn, args, kwargs) if kwargs else (fn, args)
+        shown, shown_kwargs = args, kwargs  # (as hooks see them: other contexts' tags removed,
+        if Tagged in map(type, args) or (   # so an enclosing derivative's stay out of the trace)
+                kwargs and Tagged in map(type, kwargs.values())):
+            shown, shown_kwargs = seen_args(getattr(self, "_overdub_ref", None), args, kwargs)
+        call = (fn, shown, shown_kwargs) if kwargs else (fn, shown)
         self._open[-1].append((call, subtrace))
         self._open.append(subtrace)
         try:

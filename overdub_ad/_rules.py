@@ -7,8 +7,9 @@ test suite exercises):
   ``rule(dx, out, *args, **kwargs) -> tangent contribution`` where ``dx`` is argument ``i``'s
   tangent; the output tangent is the sum of the contributions of the arguments that carry a
   tangent.  Tangents may have extra *leading* batch dimensions (``dx.shape == B + shape(x)``,
-  used by ``jacfwd`` to push several directions at once): rules use negative axes and
-  broadcasting so they work for any ``B``.
+  used by ``jacfwd`` to push several directions at once): the shipped rules use negative axes
+  and broadcasting so they work for any ``B``; a user's rule runs once per direction (see
+  :func:`_per_direction`).
 - ``defvjp(fn, *per_argument)`` -- reverse mode.  For argument ``i`` give
   ``rule(ct, out, *args, **kwargs) -> cotangent for argument i``.  The engine sums away
   broadcast dimensions (and drops the imaginary part for real arguments), so a rule may return
@@ -62,7 +63,9 @@ from typing import Any
 
 import numpy as np
 
-from overdub import unbind, why_no_source
+from overdub import Tagged, unbind, why_no_source
+
+from ._pytree import flatten, unflatten
 
 
 class _Marker:
@@ -582,6 +585,10 @@ def _checked(kind: str, fn: Any, i: int, rule: Any) -> Any:
 
         def checked_carried(carried: Any, d: Any, out: Any, /, *args: Any,
                             **kwargs: Any) -> Any:
+            batch = _directions(forward, i, d, out, args)
+            if batch:
+                return _per_direction(functools.partial(checked_carried, carried), batch, d,
+                                      out, args, kwargs, i)
             result = inner(carried, d, out, *args, **kwargs)
             if i < len(args):
                 _check_result(kind, fn, i, forward, result, d, out, args[i])
@@ -589,11 +596,79 @@ def _checked(kind: str, fn: Any, i: int, rule: Any) -> Any:
         return Carried(_named(checked_carried, inner))
 
     def checked(d: Any, out: Any, /, *args: Any, **kwargs: Any) -> Any:
+        batch = _directions(forward, i, d, out, args)
+        if batch:
+            return _per_direction(checked, batch, d, out, args, kwargs, i)
         result = rule(d, out, *args, **kwargs)
         if i < len(args):
             _check_result(kind, fn, i, forward, result, d, out, args[i])
         return result
     return _named(checked, rule)
+
+
+def _directions(forward: bool, i: int, d: Any, out: Any, args: tuple[Any, ...]
+                ) -> tuple[int, ...]:
+    """The batch of directions (jacfwd's) that the tangent ``d`` of argument ``i`` carries in
+    front of the argument's shape (of each of its leaves, for a pytree argument), for numbers
+    and arrays; ``()`` for one direction (and for reverse rules and other values)."""
+    if not forward or i >= len(args):
+        return ()
+    x = args[i]
+    if _is_numeric(_inner(d)) and _is_numeric(_inner(x)):
+        pairs: Any = ((_inner(x), _inner(d)),)
+    else:
+        xs, ds = flatten(x)[0], flatten(d)[0]
+        if len(xs) != len(ds):
+            return ()
+        pairs = [(_inner(x), _inner(t)) for x, t in zip(xs, ds) if t is not None]
+    batch = None
+    for x, t in pairs:
+        if not (_is_numeric(x) and _is_numeric(t)):
+            return ()
+        lead: int = np.ndim(t) - np.ndim(x)
+        if lead > 0 or np.ndim(t):  # (0.0: a zero tangent of any shape, no batch)
+            found = tuple(np.shape(t)[:max(lead, 0)])
+            if batch is not None and found != batch:
+                return ()
+            batch = found
+    if not batch or not all(_is_numeric(_inner(o)) for o in flatten(out)[0]):
+        return ()
+    return batch
+
+
+def _inner(x: Any) -> Any:
+    """The value under an enclosing derivative's tags."""
+    while type(x) is Tagged:
+        x = x.value
+    return x
+
+
+def _per_direction(rule: Any, batch: tuple[int, ...], d: Any, out: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any], i: int) -> Any:
+    """A user's forward rule (checked) under a batch of directions: run once per direction,
+    its tangents stacked in front of the output's shape (of each leaf of a pytree output).
+    A rule written for one direction (``A @ dx``, ``x * np.sum(dx)``) would mix the
+    directions of a batched tangent, silently; custom_jvp's rules run so too.  The shipped
+    rules are written for batches and stay batched."""
+    xs, ds = flatten(args[i])[0], flatten(d)
+    single = len(xs) == 1 and xs[0] is args[i]
+    parts = []
+    for at in np.ndindex(batch):
+        one = [t if t is None or np.ndim(_inner(t)) - np.ndim(_inner(x)) != len(batch) else
+               t[at] for x, t in zip(xs, ds[0])]
+        parts.append(rule(one[0] if single else unflatten(ds[1], one), out, *args, **kwargs))
+    if all(p is None for p in parts):
+        return None  # (no contribution)
+    outs, tree = flatten(out)
+    columns = [flatten(p)[0] if p is not None else [None] * len(outs) for p in parts]
+    stacked = []
+    for k, o in enumerate(outs):
+        shape = np.shape(_inner(o))
+        leaf = [column[k] for column in columns]
+        stacked.append(None if all(t is None for t in leaf) else np.reshape(np.stack([
+            np.zeros(shape) if t is None else t if np.shape(_inner(t)) == shape else
+            np.broadcast_to(t, shape) for t in leaf]), batch + shape))
+    return stacked[0] if len(outs) == 1 and outs[0] is out else unflatten(tree, stacked)
 
 
 def _named(wrapper: Any, rule: Any) -> Any:

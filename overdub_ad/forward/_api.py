@@ -319,7 +319,8 @@ def _typed_like(out: Any, tangent: Any) -> Any:
 def _check_pair(out: Any, api: str) -> None:
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data), "
-                        f"got {type(out).__name__}")
+                        f"got {type(_innermost(out)).__name__}")  # (the user's type, not a
+        # tag an enclosing derivative put on it)
 
 
 class _FunctionDerivative:
@@ -453,8 +454,10 @@ def jacfwd(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
         # (keyword arguments are not differentiated: f with them bound)
         g = f if not kwargs else lambda *xs: f(*xs, **kwargs)
         outputs: list[Any] = []  # (the primal output of the first pass)
+        passes = _Passes(args, chunk is not None or len(nums) > 1)
         results = [_jacobian_wrt(g, args, num, chunk, outputs,
-                                 tuple(other for other in nums if other != num), has_aux)
+                                 tuple(other for other in nums if other != num), has_aux,
+                                 passes)
                    for num in nums]
         out_tree, _ = results[0]
         # as jacrev and JAX: the output's structure outside, a tuple over argnums per leaf
@@ -509,8 +512,8 @@ def _check_complex_outputs(out: Any) -> None:
 
 def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
                   chunk: int | None, outputs: list[Any] | None = None,
-                  others: tuple[int, ...] = (), has_aux: bool = False
-                  ) -> tuple[Any, list[Any]]:
+                  others: tuple[int, ...] = (), has_aux: bool = False,
+                  passes: _Passes | None = None) -> tuple[Any, list[Any]]:
     """The Jacobian with respect to ``args[num]``, as ``(output tree, one block per output
     leaf)``.  For a pytree argument (a tuple, dict, named tuple, dataclass...) each block is the
     argument's structure of one Jacobian per leaf (JAX's arrangement: the output's structure
@@ -524,7 +527,10 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
     won by a constant -- is as in one derivative in all of them (jacrev's, grad's), and a zero
     tangent of a number is exactly zero (no nan from an infinite partial in the other).  With
     ``has_aux``, ``f`` returns ``(output, aux)``: the Jacobian is the output's, and the aux
-    (returned as it is, as grad's and jacrev's) may be any object."""
+    (returned as it is, as grad's and jacrev's) may be any object.  Each pass starts from the
+    arguments ``passes`` gives it (see :class:`_Passes`)."""
+    if passes is None:
+        passes = _Passes(args, chunk is not None)
     leaves, tree = flatten(args[num])
     single = len(leaves) == 1 and leaves[0] is args[num]  # a number or an array
     plains = [None if leaf is None else _innermost(leaf) for leaf in leaves]
@@ -557,7 +563,7 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
             tangents[other] = zeros[0] if len(other_leaves) == 1 and \
                 other_leaves[0] is args[other] else unflatten(other_tree, zeros)
         tangents[num] = seeds[0] if single else unflatten(tree, seeds)
-        out, tangent = _jvp(f, tuple(args), tuple(tangents), batch=(stop - start,),
+        out, tangent = _jvp(f, passes.next(), tuple(tangents), batch=(stop - start,),
                             api="jacfwd")
         if has_aux:
             _check_pair(out, "jacfwd")
@@ -579,6 +585,51 @@ def _jacobian_wrt(f: Callable[..., Any], args: tuple[Any, ...], num: int,
                     for plain, shape, lo, size in zip(plains, shapes, offsets, sizes)]
         return per_leaf[0] if single else unflatten(tree, per_leaf)
     return out_tree, [block(i) for i in range(len(blocks[0]))]
+
+
+class _Passes:
+    """The arguments of a Jacobian's forward passes: the caller's for the first, and for each
+    later one, copies of the NumPy arrays they held before the first (in fresh lists, tuples,
+    dicts: the arguments' pytrees rebuilt), so that a function that writes into its argument
+    (``u *= 2``) is differentiated at the point it was given in every pass, and the caller's
+    arrays end as one call of the function leaves them.  ``several``: whether more than one
+    pass may run (else nothing is copied)."""
+
+    def __init__(self, args: tuple[Any, ...], several: bool) -> None:
+        self.args = args
+        self.first = True
+        self.kept: list[tuple[bool, list[Any], Any]] | None = None
+        trees = [(a, *flatten(a)) for a in args]
+        if several and any(type(_innermost(leaf)) is np.ndarray for _, leaves, _ in trees
+                           for leaf in leaves):
+            made: dict[int, Any] = {}
+            self.kept = [(len(leaves) == 1 and leaves[0] is a, _copies(leaves, made), tree)
+                         for a, leaves, tree in trees]
+
+    def next(self) -> tuple[Any, ...]:
+        """The arguments of the next pass."""
+        if self.first or self.kept is None:
+            self.first = False
+            return tuple(self.args)
+        made: dict[int, Any] = {}
+        return tuple(copies[0] if single else unflatten(tree, copies)
+                     for single, leaves, tree in self.kept
+                     for copies in (_copies(leaves, made),))
+
+
+def _copies(leaves: list[Any], made: dict[int, Any]) -> list[Any]:
+    """``leaves`` with each NumPy array copied (once: an array given twice, ``f(u, u)``, is
+    one copy given twice)."""
+    out = []
+    for leaf in leaves:
+        if type(_innermost(leaf)) is np.ndarray:
+            copy = made.get(id(leaf))
+            if copy is None:  # (an enclosing derivative's array: copied where it sees it)
+                copy = made[id(leaf)] = leaf.copy() if type(leaf) is np.ndarray else \
+                    overdub(ForwardContext(), np.copy, leaf)
+            leaf = copy
+        out.append(leaf)
+    return out
 
 
 def _directions(plain: Any, shape: tuple[int, ...], start: int, stop: int, lo: int,

@@ -645,6 +645,9 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     if count > len(seeds):
         seeds += [0.0] * (count - len(seeds))  # parameters left to their defaults
     run.depth = depth + 1
+    enclosing = run.fresh  # (the objects of the runs this one is nested in: not this run's)
+    if depth:
+        run.fresh = None
     try:
         if dual:
             out, dout = f((level, *seeds), *primals)
@@ -680,7 +683,9 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
         raise _routes.Declined(f"stopped: {reason}") from None
     finally:
         run.depth = depth
-        if not depth:
+        if depth:
+            _dual_objects.hand_over(enclosing)
+        else:
             if run.fresh is not None:
                 run.fresh = None
             if _FILLED:

@@ -39,8 +39,13 @@ from ._pass_common import (_ATTR_FIELD, _ATTR_GETTER, _ATTR_GETTER_CLASS, _ATTR_
 
 class _Run(threading.local):
     """Per thread: how many specialised ``jvp`` calls are running (nested ones stop instead of
-    declining), and the objects the outermost one created, by id (None until it creates one:
-    most runs create none, and the outermost ``jvp`` only clears what was made)."""
+    declining), and the objects the innermost one created, by id (None until it creates one:
+    most runs create none, and the outermost ``jvp`` only clears what was made).  A nested
+    ``jvp`` starts a table of its own and, when it ends, hands what it made to the run it is
+    nested in (:func:`hand_over`): it may write only into what it made, as the outermost may
+    (a value of its level stored into an enclosing run's list would outlive it, boxed, where
+    the general mode keeps the value without the inner tangent), and no identity is reused
+    while the outermost lasts."""
 
     depth = 0
     fresh: dict[int, Any] | None = None
@@ -55,7 +60,8 @@ CALL: list[Callable[..., tuple[Any, Any]]] = []
 
 @opaque
 def _fresh(obj: Any) -> bool:
-    """Whether this run created ``obj`` (a list, dict, set or object it may write)."""
+    """Whether this run created ``obj`` (a list, dict, set or object it may write), or a run
+    nested in it that has ended (not an enclosing run: see :class:`_Run`)."""
     fresh = _RUN.fresh
     return fresh is not None and fresh.get(id(obj)) is obj
 
@@ -68,6 +74,19 @@ def _register(obj: Any) -> Any:
         fresh = _RUN.fresh = {}
     fresh[id(obj)] = obj
     return obj
+
+
+def hand_over(enclosing: dict[int, Any] | None) -> None:
+    """End a nested run: the objects it made become those of the run it is nested in, whose
+    own (``enclosing``) are this thread's again."""
+    made = _RUN.fresh
+    if made is None or enclosing is None:
+        _RUN.fresh = made if enclosing is None else enclosing
+        return
+    if len(made) > len(enclosing):
+        made, enclosing = enclosing, made
+    enclosing.update(made)
+    _RUN.fresh = enclosing
 
 
 @opaque

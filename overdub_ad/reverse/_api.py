@@ -82,7 +82,7 @@ def _split_aux(tree: Any, plain: list[Any], out_nodes: list[Any], api: str
     pair = unflatten(tree, plain)
     if not (isinstance(pair, tuple) and len(pair) == 2):
         raise TypeError(f"{api}(has_aux=True): f must return a pair (output, auxiliary data), "
-                        f"got {type(pair).__name__}")
+                        f"got {type(_innermost(pair)).__name__}")
     leaves, out_tree = flatten(pair[0])
     return out_tree, plain[:len(leaves)], out_nodes[:len(leaves)], pair[1]
 
@@ -140,7 +140,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: int | tuple[int, ...], has_a
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError(f"{api}(has_aux=True): f must return a pair (output, "
-                                f"auxiliary data), got {type(out).__name__}")
+                                f"auxiliary data), got {type(_innermost(out)).__name__}")
             out, aux = out
             value_nodes = out_nodes[:len(flatten(out)[0])]
         value = out
