@@ -37,6 +37,7 @@ from ._frames import DISPATCHER_FILE, OVERDUB_DIR, add_verb
 from ._protocols import is_static, lookup, protocol_for, static_types
 from ._rewrite import ALL_CATEGORIES, CALL, ITERATION
 from ._shims import NESTED, register_numpy_shims, shim_for
+from . import _callback_shims  # noqa: F401  (its registrations: C functions' callbacks)
 
 _Function = types.FunctionType
 _Method = types.MethodType

@@ -22,6 +22,7 @@ import itertools
 import math
 import numbers
 import operator
+import re
 import struct
 import sys
 import types
@@ -34,7 +35,7 @@ from typing import Any
 from ._frames import getframe, module_of, user_frame, user_locals
 from ._generated import remember
 from ._protocols import _defines, is_static, lookup
-from ._tagging import Tagged
+from ._tagging import Tagged, list_reordered
 
 _Function = type(lambda: None)
 _Fn = Callable[..., Any]  # a builtin, a shim, or the context's step ``od``
@@ -223,6 +224,7 @@ def _keyed_sort(od: _Fn, saved: list[Any], key: Any, reverse: bool,
             modified = done and list.__len__(emptied) != 0
             list.clear(emptied)
             list.extend(emptied, result)
+            list_reordered(emptied, order)  # (metadata a tagging context keeps, by position)
     if emptied is not None and modified:
         raise ValueError("list modified during sort")
     return result
@@ -895,11 +897,30 @@ def _chained(od: _Fn, iterables: Iterator[Any]) -> Iterator[Any]:
         yield from od(iter, iterable)
 
 
+# Filled by _callback_shims: owner type -> {method name: the C method descriptor whose shims
+# its bound methods use (``pattern.sub``: ``re.Pattern.sub`` with the owner first)}; and C type
+# -> (when a call of its instance is shimmed, the shim given the instance first: json's scanner)
+BOUND: dict[type, dict[str, Any]] = {}
+CALLED: dict[type, tuple[_Applies, _Fn]] = {}
+_CMethod = type(re.compile("").sub)  # ``builtin_method`` (METH_METHOD), a subclass of it
+
+
 def shim_for(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Fn | None:
     """The shim for calling builtin ``fn`` with these arguments, or None to call it natively."""
     for builtin, applies, shim in SHIMS.get(id(fn), ()):
         if builtin is fn and applies(args, kwargs):
             return shim
+    kind = type(fn)
+    if kind is _BuiltinMethod or kind is _CMethod:
+        methods = BOUND.get(type(fn.__self__))
+        if methods is not None and fn.__name__ in methods:
+            owner = fn.__self__
+            unbound = shim_for(methods[fn.__name__], (owner, *args), kwargs)
+            if unbound is not None:
+                return lambda od, *a, **k: unbound(od, owner, *a, **k)
+    elif kind in CALLED and CALLED[kind][0]((fn, *args), kwargs):
+        instance, call = fn, CALLED[kind][1]
+        return lambda od, *a, **k: call(od, instance, *a, **k)
     if type(fn) in _GETTERS and len(args) == 1 and not kwargs:
         return _getter(fn)
     if type(fn) is _BuiltinMethod and fn.__self__ is itertools.chain and \

@@ -769,24 +769,34 @@ class Tagger:
                     not hasattr(type(args[1]), "__radd__"):  # (L += array: NumPy's __radd__)
                 _list_extend(self, target, args[1:])
                 return target
+            if type(target) is list and fn is operator.imul and len(args) == 2 and \
+                    type(self.strip(args[1])) in (int, bool):  # L *= n
+                return _list_repeat(self, target, args[1:])
+            if type(target) is dict and fn is operator.ior and len(args) == 2 and \
+                    isinstance(args[1], dict):  # (d |= e as a call: the statement's is
+                return _dict_ior(self, target, args[1:])  # _dict_union's)
             target = self.strip(target)  # (a view read with its metadata: ``v = a[1:]``)
             if self.shadow.arrays and _is_array(target):
                 self.shadow.drop_array(target)
-        elif kind is _BuiltinMethod:
+        elif (kind is _MethodDescriptor or kind is _WrapperDescriptor) and args and \
+                fn.__objclass__ in (list, dict) and isinstance(self.strip(args[0]),
+                                                               fn.__objclass__):
+            # list.append(lst, t), dict.update(d, e), list.__setitem__(lst, i, t): as the
+            # bound method (natively, the values would be stored without their metadata)
+            receiver = self.strip(args[0])
+            out = _container_method(self, fn.__get__(receiver, type(receiver)), receiver,
+                                    args[1:], kwargs)
+            if out is not _UNHANDLED:
+                return out
+        elif kind is _BuiltinMethod or kind is _MethodWrapper:
             receiver = fn.__self__
-            if type(receiver) in _TEXT:
+            if type(receiver) in _TEXT and kind is _BuiltinMethod:
                 return self._read_items(fn, args, kwargs)
-            if type(receiver) is list:
-                method = _LIST_METHODS.get(fn.__name__)
-                if method is not None:
-                    return method(self, receiver, args)
-                if id(receiver) in self.shadow.sequences:
-                    return _list_reorder(self, fn, receiver, args, kwargs)
-            elif type(receiver) is dict and fn.__name__ in ("update", "setdefault"):
-                return _dict_store(self, fn, receiver, args, kwargs)
-            elif type(receiver) is dict and fn.__name__ in _DICT_READERS and self.shadow.places:
-                return _DICT_READERS[fn.__name__](self, fn, receiver, args, kwargs)
-            elif self.shadow.arrays and _is_array(receiver):
+            if isinstance(receiver, (list, dict)):
+                out = _container_method(self, fn, receiver, args, kwargs)
+                if out is not _UNHANDLED:
+                    return out
+            elif self.shadow.arrays and _is_array(receiver) and kind is _BuiltinMethod:
                 if fn.__name__ in _ARRAY_MUTATORS:
                     self.shadow.drop_array(receiver)
                 elif fn.__name__ in _ARRAY_COPIES:
@@ -973,6 +983,7 @@ _Method = type(Shadow().clear)
 
 
 _MethodWrapper = type(object().__setattr__)
+_WrapperDescriptor = type(list.__setitem__)
 _OBJECT_SLOTS = {"__setattr__": object.__setattr__, "__delattr__": object.__delattr__,
                  "__getattribute__": object.__getattribute__}
 
@@ -1334,29 +1345,197 @@ def _list_pop(t: Tagger, lst: list[Any], args: _Args) -> Any:
     return value
 
 
-def _list_reorder(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
-    """``reverse``/``sort``/``remove``/``clear``... on a list with metadata: move it along."""
+_UNHANDLED = object()  # a container method left to the generic path (run on plain values)
+
+
+def _container_method(t: Tagger, fn: Any, receiver: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """A C method of a list or a dict (``fn``, bound to ``receiver``: a builtin method or a
+    slot's method-wrapper such as ``lst.__setitem__``), run as the operation it is, so stored
+    metadata follows the items (``lst.remove(v)``, ``lst.__imul__(2)``, ``d.__ior__(e)``,
+    ``Counter``'s ``super().update(e)``); ``_UNHANDLED`` for a method that only reads the
+    container (``count``, ``index``, ``__contains__``, ``__eq__``...: the generic path runs it
+    on plain values, the metadata kept where it is)."""
+    name = fn.__name__
+    if isinstance(receiver, list):
+        if type(receiver) is not list:
+            return _UNHANDLED  # (a subclass's own Python methods are seen by the context)
+        method = _LIST_METHODS.get(name)
+        if method is not None and not kwargs:
+            return method(t, receiver, args)
+        method = _LIST_CALLS.get(name)
+        if method is not None:
+            return method(t, fn, receiver, args, kwargs)
+        if name not in _LIST_READERS and id(receiver) in t.shadow.sequences:
+            t.shadow.sequences.pop(id(receiver), None)  # an effect we cannot follow: dropped
+        return _UNHANDLED
+    # a dict or a subclass: stored (read) as its method stores, with the class's own item
+    # assignment (``d[k] = v``, as OrderedDict's methods store), or with dict's where the
+    # method is dict's and the class has its own in Python (dict.update bypasses it)
+    kind = type(receiver)
+    if name in ("update", "setdefault") or (name == "__ior__" and len(args) == 1
+                                             and not kwargs):
+        setter = operator.setitem if kind is dict or kind.__setitem__ is dict.__setitem__ or \
+            isinstance(receiver, collections.OrderedDict) else dict.__setitem__
+        getter = operator.getitem if kind is dict or kind.__getitem__ is dict.__getitem__ \
+            else dict.__getitem__
+        out = _dict_store(t, fn, receiver, args, kwargs, setter, getter)
+        return receiver if name == "__ior__" else out
+    slot = _DICT_SLOTS.get(name)
+    if slot is not None and len(args) == slot[1] and not kwargs:
+        # d.__setitem__(k, t): the slot it is bound to, the class's own (an operator) or
+        # dict's (``dict.__setitem__(d, k, t)``, called as it is)
+        own = getattr(kind, name)
+        called = slot[2] if fn == own.__get__(receiver, kind) else getattr(dict, name)
+        return slot[0](t, called, (receiver, *args), {})
+    if kind is dict and name in _DICT_READERS and t.shadow.places:
+        return _DICT_READERS[name](t, fn, receiver, args, kwargs)
+    return _UNHANDLED
+
+
+def _dict_ior(t: Tagger, target: dict[Any, Any], args: _Args) -> Any:
+    """``operator.ior(d, e)`` called as a function, ``d`` a dict: ``d.update(e)``."""
+    _dict_store(t, target.update, target, args, {})
+    return target
+
+
+def _list_sort(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+    """``lst.sort()`` without a key (a key is a callback: the shim runs that sort, and tells
+    :func:`list_reordered`): the metadata moves with the items, in the sort's stable order."""
+    if args or kwargs.get("key") is not None or not kwargs.keys() <= {"key", "reverse"} or \
+            id(lst) not in t.shadow.sequences:
+        return _UNHANDLED
     entries = t.shadow.positions(lst)
-    if fn.__name__ == "reverse":
-        out = t.plain_call(fn, args, kwargs)
-        entries.reverse()
-        return out
-    if fn.__name__ == "sort" and kwargs.get("key") is None:
-        order = sorted(range(len(lst)), key=lst.__getitem__, reverse=bool(kwargs.get("reverse")))
-        out = t.plain_call(fn, args, kwargs)  # the same stable order as `order`
-        entries[:] = [entries[i] for i in order]
-        return out
-    t.shadow.sequences.pop(id(lst), None)  # an order we cannot follow: metadata dropped
-    return t.plain_call(fn, args, kwargs)
+    order = sorted(range(len(lst)), key=lst.__getitem__, reverse=bool(kwargs.get("reverse")))
+    out = t.plain_call(fn, args, kwargs)  # the same stable order as `order`
+    entries[:] = [entries[i] for i in order]
+    return out
 
 
-def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs: _Kwargs) -> Any:
-    """``d.update(...)`` / ``d.setdefault(k, v)`` with this context's tagged values."""
+def _list_reverse(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+    if args or kwargs or id(lst) not in t.shadow.sequences:
+        return _UNHANDLED
+    entries = t.shadow.positions(lst)
+    out = t.plain_call(fn, args, kwargs)
+    entries.reverse()
+    return out
+
+
+def _list_remove(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+    """``lst.remove(v)``: the entry of the first item equal to ``v`` goes with it."""
+    if len(args) != 1 or kwargs or id(lst) not in t.shadow.sequences:
+        return _UNHANDLED
+    entries = t.shadow.positions(lst)
+    before = list.copy(lst)
+    out = t.plain_call(fn, (t.strip(args[0]),), {})
+    # which item went, found without comparing items again: the first position whose item
+    # moved, back to the start of the run of that very object there (remove takes the first
+    # equal item, and an item is equal to itself)
+    moved = next((i for i, item in enumerate(lst) if item is not before[i]), len(lst))
+    index = moved
+    while index > 0 and before[index - 1] is before[moved]:
+        index -= 1
+    del entries[index]
+    return out
+
+
+def _list_clear(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+    t.shadow.sequences.pop(id(lst), None)
+    return _UNHANDLED  # (run natively: the list is empty, nothing is kept for it)
+
+
+def _list_repeat(t: Tagger, lst: list[Any], args: _Args) -> Any:
+    """``lst *= n`` (``lst.__imul__(n)``): the entries repeat with the items."""
+    n = len(lst)
+    entries = t.shadow.positions(lst) if id(lst) in t.shadow.sequences else None
+    out = t.plain_call(list.__imul__, (lst, *(t.strip(a) for a in args)), {})
+    if entries is not None:
+        entries[:] = entries[:n] * (len(lst) // n if n else 0)
+    return out
+
+
+def _list_init(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+    """``lst.__init__(items)``: emptied, then extended with the items (and their metadata)."""
+    if kwargs or len(args) > 1:
+        return _UNHANDLED
+    items = _items(t, args[0]) if args else []
+    t.shadow.sequences.pop(id(lst), None)
+    t.plain_call(list.clear, (lst,), {})
+    _list_extend(t, lst, (items,))
+    return None
+
+
+def _list_slot(operation: Any, arity: int, *, in_place: bool = False) -> Any:
+    """A list slot called as a method (``lst.__setitem__(i, v)``, ``lst.__iadd__(items)``):
+    the operation the statement would run (``operation(lst, *args)``); an in-place operator
+    returns the list."""
+    def method(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+        if len(args) != arity or kwargs:
+            return _UNHANDLED  # (the method's own TypeError)
+        out = operation(t, lst, args)
+        return lst if in_place else out
+    return method
+
+
+def _list_operation(op: Any, reflected: bool = False) -> Any:
+    """``lst.__add__(other)``, ``lst.__mul__(n)``, ``lst.__rmul__(n)``: a new list made of the
+    items with their metadata, as ``lst + other`` and ``lst * n`` make it."""
+    def method(t: Tagger, fn: Any, lst: list[Any], args: _Args, kwargs: _Kwargs) -> Any:
+        if len(args) != 1 or kwargs:
+            return _UNHANDLED
+        other = t.strip(args[0])
+        if op is operator.add and type(other) is not list:
+            return _UNHANDLED  # (NotImplemented, or the method's own TypeError)
+        out = _sequence_operation(t, op, (other, lst) if reflected else (lst, other))
+        return _UNHANDLED if out is None else out
+    return method
+
+
+def list_reordered(items: list[Any], order: list[int]) -> None:
+    """``items`` was sorted natively by the shim of ``items.sort(key=...)`` (a callback, so
+    not a leaf the context handles): ``items[j]`` is now the item that was at ``order[j]``.
+    The metadata each running context keeps for its items moves along (else each position
+    would keep the entry of the item that was there before, and find another object: a value
+    without its metadata)."""
+    state = _active.active.get()
+    while state is not None:
+        tagger = getattr(state, "tagger", None)
+        slot = None if tagger is None else tagger.shadow.sequences.get(id(items))
+        if slot is not None and slot[0] is items:
+            entries = slot[1]
+            entries[:] = [entries[i] if i < len(entries) else None for i in order]
+        state = state.enclosing
+
+
+_LIST_CALLS: dict[str, Any] = {
+    "sort": _list_sort, "reverse": _list_reverse, "remove": _list_remove, "clear": _list_clear,
+    "__init__": _list_init,
+    "__setitem__": _list_slot(lambda t, lst, a: _setitem(t, operator.setitem, (lst, *a), {}), 2),
+    "__delitem__": _list_slot(lambda t, lst, a: _delitem(t, operator.delitem, (lst, *a), {}), 1),
+    "__getitem__": _list_slot(lambda t, lst, a: _getitem(t, operator.getitem, (lst, *a), {}), 1),
+    "__iadd__": _list_slot(lambda t, lst, a: _list_extend(t, lst, a), 1, in_place=True),
+    "__imul__": _list_slot(lambda t, lst, a: _list_repeat(t, lst, a), 1),
+    "__iter__": _list_slot(lambda t, lst, a: _iter(t, iter, (lst,), {}), 0),
+    "__reversed__": _list_slot(lambda t, lst, a: _consume(t, reversed, (lst,), {}), 0),
+    "__add__": _list_operation(operator.add), "__mul__": _list_operation(operator.mul),
+    "__rmul__": _list_operation(operator.mul, reflected=True)}
+# list methods that change nothing (run on plain values, the metadata stays where it is)
+_LIST_READERS = frozenset((
+    "count", "index", "__contains__", "__len__", "__eq__", "__ne__", "__lt__", "__le__",
+    "__gt__", "__ge__", "__sizeof__", "__repr__", "__str__", "__format__", "__reduce__",
+    "__reduce_ex__", "__getattribute__", "__dir__", "__hash__", "__class_getitem__",
+    "__init_subclass__", "__subclasshook__", "__getstate__", "__setattr__", "__delattr__"))
+
+
+def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs: _Kwargs,
+                setter: Any = operator.setitem, getter: Any = operator.getitem) -> Any:
+    """``d.update(...)`` / ``d.setdefault(k, v)`` (``d.__ior__(e)``) with this context's tagged
+    values, stored with ``setter`` (read with ``getter``): the operators, or dict's own slots
+    for a subclass whose own are Python that the method does not call."""
     if fn.__name__ == "setdefault":
         key = args[0]
         if key in target:
-            return _getitem(t, operator.getitem, (target, key), {})
-        _setitem(t, operator.setitem, (target, key, args[1] if len(args) > 1 else None), {})
+            return _getitem(t, getter, (target, key), {})
+        _setitem(t, setter, (target, key, args[1] if len(args) > 1 else None), {})
         return args[1] if len(args) > 1 else None
     source = t.strip(args[0]) if args else None
     if len(args) == 1 and _protocols.python_mapping(source):
@@ -1368,7 +1547,7 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         items.update((key, _getitem(t, operator.getitem, (source, key), {}))
                      for key in source if key not in kwargs)
     for key, value in items.items():
-        _setitem(t, operator.setitem, (target, key, value), {})
+        _setitem(t, setter, (target, key, value), {})
     return None
 
 
@@ -1428,6 +1607,10 @@ def _dict_popitem(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args,
     return key, value if meta is _MISSING else t.wrap(value, meta)
 
 
+# a dict's slots called as methods (``d.__setitem__(k, t)``): (handler, arity, operator)
+_DICT_SLOTS = {"__setitem__": (_setitem, 2, operator.setitem),
+               "__getitem__": (_getitem, 1, operator.getitem),
+               "__delitem__": (_delitem, 1, operator.delitem)}
 _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "items": _dict_view,
                  "copy": _dict_copy, "popitem": _dict_popitem}
 
@@ -1449,6 +1632,8 @@ def _dict_union(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     from either (natively, their plain values only); any other ``|`` as it would run."""
     if len(args) != 2 or kwargs or type(args[0]) is not dict or type(args[1]) is not dict:
         return t.unhandled_leaf(fn, args, kwargs)
+    if fn is operator.ior:  # d |= e stores e's values in d: as d.update(e) stores them
+        return _dict_ior(t, args[0], args[1:])
     out = t.plain_call(fn, args, kwargs)
     if t.shadow.places and type(out) is dict:
         for source in (args if fn is operator.or_ else args[1:]):
@@ -1532,14 +1717,17 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """A builtin that reads its iterable arguments (``sum``, ``max``, ``sorted``, ``list``...):
     lists, tuples and arrays holding stored metadata are passed as lists of their items with
     the metadata, then the call goes on as any other (shims such as ``sum``'s see the items)."""
+    # only the arguments the consumer iterates are replaced by their items: the others it
+    # keeps or hands on as they are (reduce's initial value, sum's start, max(a, b)'s)
+    iterated = range(1) if fn is reversed else _iterated(fn, args)
     if id(fn) not in _SNAPSHOT:
         # a lazy consumer (enumerate, zip, map...) given a list: its items read when reached,
         # as the list's own iterator would (it sees the list change)
-        args = tuple(_sequence_items(t, t.strip(a)) if type(t.strip(a)) is list else a
-                     for a in args)
+        args = tuple(_sequence_items(t, t.strip(a)) if i in iterated and
+                     type(t.strip(a)) is list else a for i, a in enumerate(args))
     if t.shadow:
-        args = tuple(list(_sequence_items(t, t.strip(a))) if _holds_metadata(t, a) else a
-                     for a in args)
+        args = tuple(list(_sequence_items(t, t.strip(a))) if i in iterated and
+                     _holds_metadata(t, a) else a for i, a in enumerate(args))
     if fn is itertools.accumulate and len(args) == 1 and kwargs.get("func") is None:
         args += (operator.add,)  # its default, the additions seen (natively, tags dropped)
     if (fn is max or fn is min) and len(args) > 1:
@@ -1600,7 +1788,7 @@ def _iterated(fn: Any, args: _Args) -> range:
         return range(len(args))
     if fn is map:
         return range(1, len(args))
-    if fn is filter:
+    if fn is filter or fn is functools.reduce:
         return range(1, 2)
     if ((fn is max or fn is min) and len(args) != 1) or fn is reversed:
         return range(0)  # max(a, b) compares its arguments; reversed has its own protocol
@@ -1695,6 +1883,47 @@ def _stores_as_is(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     it back: made with the tagged value itself, which its iteration gives back (stripped, as
     for other C functions, it would come back plain)."""
     return t.plain_call(fn, args, kwargs)
+
+
+def _count(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``itertools.count(start, step)`` given a value this context tagged: its items counted
+    by additions the context sees (``start``, ``start + step``, ``start + step + step``...,
+    as the builtin adds them), so each carries what the context makes of them (natively, the
+    first item would be the plain start and the others plain sums: their metadata dropped)."""
+    given = (*args, *kwargs.values())
+    if not any(type(v) is Tagged and v.owner is t.owner for v in given):
+        return t.unhandled_leaf(fn, args, kwargs)
+    t.plain_call(fn, tuple(t.strip(a) for a in args),  # (the builtin's checks and errors)
+                 {k: t.strip(v) for k, v in kwargs.items()})
+    start, step = _count_arguments(*args, **kwargs)
+    return _Counting(t.state.od, start, step)
+
+
+def _count_arguments(start: Any = 0, step: Any = 1) -> tuple[Any, Any]:
+    return start, step
+
+
+class _Counting:
+    """The iterator :func:`_count` returns: ``next()`` gives the current count, then adds the
+    step to it through the context's dispatcher ``od``."""
+
+    __slots__ = ("od", "current", "step")
+
+    def __init__(self, od: Callable[..., Any], start: Any, step: Any) -> None:
+        self.od, self.current, self.step = od, start, step
+
+    def __iter__(self) -> _Counting:
+        return self
+
+    def __next__(self) -> Any:
+        value = self.current
+        self.current = self.od(operator.add, value, self.step)
+        return value
+
+    def __repr__(self) -> str:
+        return f"count({self.current!r}, {self.step!r})"
+
+
 _HANDLERS: dict[int, tuple[Any, _Handler]] = {}
 for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delattr),
                       # what a frozen dataclass's __init__ and __setattr__ overrides call
@@ -1709,7 +1938,8 @@ for _fn, _handler in ((getattr, _getattr), (setattr, _setattr), (delattr, _delat
                           sum, max, min, sorted, list, tuple, set, frozenset, enumerate, zip,
                           reversed, any, all, map, filter, functools.reduce,
                           *_ITERTOOLS_MOVERS)),
-                      (operator.delitem, _delitem), (itertools.repeat, _stores_as_is)):
+                      (operator.delitem, _delitem), (itertools.repeat, _stores_as_is),
+                      (itertools.count, _count)):
     _HANDLERS[id(_fn)] = (_fn, _handler)
 # ``|`` and ``|=`` compute with most operands: handled (for dicts) without carrying tags
 _UNIONS = {id(operator.or_): operator.or_, id(operator.ior): operator.ior}

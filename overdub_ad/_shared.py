@@ -9,6 +9,7 @@ import dis
 import functools
 import heapq
 import inspect
+import io
 import itertools
 import math
 import operator
@@ -266,7 +267,7 @@ def _no_derivative_lost(out: Any, only_within: bool) -> bool:
     inner = _innermost(out)
     text = isinstance(inner, str) or (type(inner) in (list, tuple) and bool(inner) and
                                       all(isinstance(part, str) for part in inner))
-    return text or (only_within and _flat(inner))
+    return text or (only_within and not isinstance(inner, (bytes, bytearray)) and _flat(inner))
 
 
 def _not_a_number(out: Any) -> bool:
@@ -430,7 +431,8 @@ def _hides_arrays(x: Any) -> bool:
     be added natively, without the tangent its memory has."""
     kind = type(x)
     return kind not in (list, tuple, str, range, np.ndarray, Tagged) and \
-        not kind.__flags__ & _HEAPTYPE and hasattr(kind, "__iter__") and not _is_iterator(x)
+        not kind.__flags__ & _HEAPTYPE and hasattr(kind, "__iter__") and not _is_iterator(x) \
+        and not isinstance(x, io.IOBase)
 
 
 def iterate_through(ctx: Context, iterable: Any) -> Any:
@@ -447,7 +449,14 @@ def iterate_through(ctx: Context, iterable: Any) -> Any:
 
 
 def _is_iterator(x: Any) -> bool:
-    return type(x) not in (float, int, str, np.ndarray, Tagged) and hasattr(type(x), "__next__")
+    """Whether ``x`` is an iterator whose items a C function given it may consume natively.
+    Not a stream (``io.BytesIO``, an open file): its items are lines read from its buffer,
+    never a differentiated value, and the functions given one take it as a file, not an
+    iterable (``io.TextIOWrapper(stream)``, ``np.save(stream, a)``, ``np.loadtxt(f)``):
+    handed a generator in its place, they failed, and iterating it to look for
+    differentiated values would consume it."""
+    return type(x) not in (float, int, str, np.ndarray, Tagged) and \
+        hasattr(type(x), "__next__") and not isinstance(x, io.IOBase)
 
 
 _REVEALABLE = (float, complex, np.inexact, np.ndarray)
@@ -554,6 +563,32 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
         return False
     seen.add(id(key))
     return any(key_holds(ctx, m, direct, seen) for m in members)
+
+
+def stepped_builtin(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn(*args, **kwargs)`` is a builtin call a context computes in steps through
+    itself (:func:`run_stepped`): ``sum`` of lists or tuples (``sum(rows, [])``), whose rule is
+    addition's, of numbers and arrays; ``max``/``min`` with a ``default``, which no rule takes
+    (the default is never compared, nor differentiated)."""
+    if fn is sum:
+        return len(args) + len(kwargs) == 2 and \
+            type(args[1] if len(args) == 2 else kwargs.get("start")) in (list, tuple)
+    return (fn is max or fn is min) and len(args) == 1 and "default" in kwargs
+
+
+def run_stepped(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A :func:`stepped_builtin` call, each step through ``ctx``: ``sum(rows, [])`` as Python's
+    sum computes it, ``start + rows[0] + rows[1] + ...``; ``max(xs, default=x)`` the default as
+    it is where ``xs`` is empty, else ``max(xs)``."""
+    if fn is sum:
+        out = args[1] if len(args) == 2 else kwargs["start"]
+        for item in ctx.overdub(list, args[0]):
+            out = ctx.overdub(operator.add, out, item)
+        return out
+    items = ctx.overdub(list, args[0])
+    if not items:
+        return kwargs["default"]
+    return ctx.overdub(fn, items, **{k: v for k, v in kwargs.items() if k != "default"})
 
 
 def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import operator
 import types
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
                        inert_library_call, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
-                       key_holds, made_here, plain_key,
+                       key_holds, made_here, plain_key, run_stepped, stepped_builtin,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
                        _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
@@ -153,6 +154,12 @@ def _broadcast_into(out_arg: Any, operands: Sequence[Any]) -> bool:
     natural = np.broadcast_shapes(*(np.shape(_innermost(p)) for p in operands))
     return any(a is not None and np.shape(_innermost(a)) != natural
                for a in (out_arg if type(out_arg) is tuple else (out_arg,)))
+
+
+# itertools functions that compute with what they are given -- count adds its step to its
+# start, accumulate adds its items -- which the core runs through the context (each addition
+# the context's, with its rule): run natively as movers, their items lost their tangents
+_COUNTING = frozenset(map(id, (itertools.count, itertools.accumulate)))
 
 
 class ForwardContext(Context):
@@ -399,7 +406,7 @@ class ForwardContext(Context):
             return True
         if _rules.method_with_rules(fn, _rules.jvp_rules) is not None:
             return True  # model.energy(x), a.dot(y): the method's rules (see execute)
-        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL:
+        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL or id(fn) in _COUNTING:
             return False
         # Python code (recursed into, or run natively with its tags) vs a C function, which
         # needs a rule: MissingRuleError rather than a silently dropped derivative.
@@ -677,6 +684,8 @@ class ForwardContext(Context):
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
+        if (fn is sum or fn is max or fn is min) and stepped_builtin(fn, args, kwargs):
+            return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if isinstance(fn, _PYTHON_CODE) and _rules.jvp_rules(fn) is None and \
                 self._sourceless(fn, args, kwargs):
             held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
@@ -1156,11 +1165,15 @@ class ForwardContext(Context):
         return self._attach(out, self.arrays.read(_innermost(container), plain_key))
 
     # -- iteration and moving references --------------------------------------------------------
-    def _move(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _move(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+              reordering: bool = False) -> Any:
         """``list(x)``, ``zip(x, y)``, ``dict(a=t)``...: differentiated arrays are handed over
         as lists of their differentiated rows, lists whose members the core holds metadata of
         as lists of tagged members (a copy), other values untouched (not stripped)."""
-        if id(fn) in REORDERING and args and type(args[0]) is list and id(args[0]) in self.lists:
+        if not reordering and id(fn) in REORDERING and args and type(args[0]) is list and (
+                id(args[0]) in self.lists or any(map(self._carries, args[1:]))):
+            # (a differentiated value pushed into a list made before the run, or empty:
+            # natively, the list would keep the tagged value itself)
             return self._reorder(fn, args, kwargs)
         if id(fn) in _ITERATING or (isinstance(fn, type) and constructs_container(fn)):
             args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
@@ -1195,7 +1208,7 @@ class ForwardContext(Context):
         heapq.merge's loop never ended)."""
         target = args[0]
         items = self._reveal(target)
-        out = self._move(fn, (items, *args[1:]), kwargs)
+        out = self._move(fn, (items, *args[1:]), kwargs, reordering=True)
         self.fallback(operator.setitem, target, slice(None), items)
         return out
 

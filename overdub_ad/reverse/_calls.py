@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import io
 import itertools
 import math
 import numbers
@@ -77,8 +78,8 @@ _NOT_ITERATORS = frozenset({int, float, complex, bool, str, bytes, list, tuple, 
 
 
 def _is_iterator(x: Any) -> bool:
-    t = type(x)
-    return t not in _NOT_ITERATORS and hasattr(t, "__next__")
+    t = type(x)  # (a stream is a file to the functions given it: see _shared._is_iterator)
+    return t not in _NOT_ITERATORS and hasattr(t, "__next__") and not isinstance(x, io.IOBase)
 
 
 # Float arithmetic and math functions recorded with their partials on floats, as declared

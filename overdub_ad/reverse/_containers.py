@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import io
 import itertools
 import operator
 import sys
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overdub import Context, Tagged, can_recurse, overdub, recurse, untag
+from overdub import (Context, Tagged, can_recurse, keeps_heap_metadata, overdub, recurse,
+                     untag)
 
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
@@ -59,11 +61,49 @@ def _store(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[st
                 args = (key, *args[1:])
         elif args and name in EXTENDS and self._differentiated_array(args[0]):
             args = (self._elements(args[0]), *args[1:])  # its differentiated elements
+        elif args and name in EXTENDS and fed(args[0]):
+            args = (self._fed_items(args[0]), *args[1:])  # L.extend(x * t for t in ts)
+        if name == "update" or name in EXTENDS:
+            args = tuple([self._with_kept(a) for a in args])
+            kwargs = {k: self._with_kept(v) for k, v in kwargs.items()}
         return fn(*args, **kwargs)
     if name in ("get", "pop") and len(args) == 2 and self._plain(args[0]) not in container:
         return args[1]  # the default, as it was given
     return self._run(fn, *[self._plain(a) for a in args], **kwargs)
 _KEYED_BY_VALUE = (dict, list)  # (a deque's insert and item assignment take an int anyway)
+
+
+def _with_kept(self: ReverseContext, x: Any) -> Any:
+    """``x``, a dict or list whose items a store copies (``d.update(obj.__dict__)``,
+    ``L.extend(src)``), as a copy holding its differentiated items as they are, where the core
+    keeps the metadata of some aside (an object's namespace: its attributes stored through
+    the tag machinery) -- a native copy would read those plain, a silent zero beside the
+    items stored as they are; else ``x`` itself."""
+    kind = type(x)
+    if (kind is not dict and kind is not list) or not keeps_heap_metadata(self, x):
+        return x
+    read = self.fallback  # (the tag machinery's own read gives an item its metadata back)
+    if kind is dict:
+        return {key: read(operator.getitem, x, key) for key in list(dict.keys(x))}
+    return [read(operator.getitem, x, i) for i in range(len(x))]
+
+
+def fed(x: Any) -> bool:
+    """Whether ``x``, the iterable a list or deque is extended with (``L.extend(x)``,
+    ``L += x``, ``L[:] = x``), is one whose items this context reads only by iterating it: an
+    iterator (a generator, ``map``, ``zip``, ``iter(L)``, ``reversed(L)``), a C iterable other
+    than a list, tuple, dict or deque (``d.values()``, a set), or an object iterated by Python
+    code.  Left to the tag machinery, its items would be stored with their metadata kept
+    aside, where this context's native reads of the list (``L[1]``, ``for v in L``,
+    ``heapq``) do not look: a silent zero."""
+    return not issubclass(type(x), _CLEANED) and (_is_iterator(x) or _hides_arrays(x) or
+                                            python_iterable(x))
+
+
+def _fed_items(self: ReverseContext, x: Any) -> list[Any]:
+    """The items of ``x`` (see :func:`fed`) as ``list(x)`` gives them in ``f``, differentiated
+    values as they are, to be stored so."""
+    return self.overdub(list, x)  # type: ignore[no-any-return]
 
 
 def _construct(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -230,9 +270,18 @@ def _consumed(self: ReverseContext, fn: Any, args: tuple[Any, ...]) -> bool:
     """Whether the call ``fn(*args)`` is :func:`_consume`'s: an iterator argument (whose
     items may be differentiated), or a C iterable the function would read natively that a
     consumer with rules takes the items of (``max(d.values())``) or that holds a
-    differentiated value (``np.fromiter(d.values(), float)``)."""
-    return any(_is_iterator(a) or (_read_natively(a) and (
-        _consumes_with_rules(fn) or any(map(self._carries, a)))) for a in args)
+    differentiated value (``np.fromiter(d.values(), float)``).  A file (an iterator of its
+    lines: text, never differentiated) is not: ``pickle.load(f)`` reads it by its methods."""
+    if id(fn) in _SET_ALGEBRA and all(isinstance(a, (set, frozenset)) for a in args):
+        return False  # a | b of sets: a new set of their items, moved as they are
+    return any(not issubclass(type(a), io.IOBase) and (_is_iterator(a) or (_read_natively(a) and (
+        _consumes_with_rules(fn) or any(map(self._carries, a))))) for a in args)
+
+
+_SET_STORES = (operator.ior, operator.iand, operator.isub, operator.ixor)
+# the set operators that make a new set (``s |= {x}`` stores into ``s``, as ``s.add(x)``: a
+# differentiated item is refused there, see _consume)
+_SET_ALGEBRA = frozenset(map(id, (operator.or_, operator.and_, operator.sub, operator.xor)))
 
 
 def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -244,6 +293,8 @@ def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[
     with this context's tagged values behind its back)."""
     args = tuple([iterate_through(self, a) if _is_iterator(a) and python_iterable(a) else a
                   for a in args])
+    if args and isinstance(args[0], set) and fn in _SET_STORES:  # s |= {x}: as s.add(x)
+        raise _rules.missing(fn, 1, "reverse", type(self).__name__)
     if _consumes_with_rules(fn):
         args = tuple([list(a) if _read_natively(a) else a for a in args])
         return self._call(fn, args, kwargs)

@@ -24,10 +24,11 @@ from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
                        _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
-                       set_part, _sourceless, summed_through, _user_operator)
+                       run_stepped, set_part, _sourceless, stepped_builtin, summed_through,
+                       _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
-from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, METHOD_KINDS,
-                       SEQUENCES, spelled_is_primitive, spelled_store, STORES)
+from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS,
+                       METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store, STORES)
 from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
                      _DECISIONS, _dict_storing, _FAST, _given_nodes,
                      _INPLACE_IDS, _ITERATORS, _MOVING,
@@ -67,6 +68,7 @@ _ENTRY_KINDS = frozenset({types.FunctionType, types.MethodType})  # (see _entry_
 _ROUTED: dict[int, tuple[Any, int, Any, bool]] = {}
 _LIBRARY_KINDS = frozenset({np.ufunc, type(np.sum)})
 _SORT_KEY = type(functools.cmp_to_key(operator.sub))  # functools.KeyWrapper
+_EXHAUSTED = object()  # (next(it, _EXHAUSTED): the iterator had no item left)
 
 # Float operations recorded with their second partials on the tapes of hvp (see
 # ReverseContext._second_step), while their rules are the shipped ones: binary operations by
@@ -300,6 +302,8 @@ class ReverseContext(Context):
                     # read their globals natively (see namespace_of); the core would keep
                     # the tag aside
                     return True
+                if fn is next and len(args) == 2 and args[1] is a:
+                    return True  # next(it, x): the default as it is (see _general)
                 decision = _DECISIONS.get(id(fn))  # (_direct's answer for a C function)
                 if decision is not None and decision[0] is fn:
                     return decision[1]
@@ -544,6 +548,11 @@ class ReverseContext(Context):
         if _callbacks.native_holder(self, fn, args, kwargs, self._mine) is not None:
             return True  # C code running Python natively on an object holding differentiated
             # values (math.fsum([obj]) calling obj.__float__, an lru_cache'd method): execute
+        if fn is next and len(args) == 2 and not kwargs:
+            return self._carries(args[1])  # next(it, [x]): the default as it is (_general)
+        serialiser = _recording._SERIALISERS.get(id(fn))
+        if serialiser is not None and serialiser[0] is fn:  # pickle.dumps(obj): refused
+            return any(map(self._carries, args)) or any(map(self._holds_kept, args))
         if fn is operator.getitem or fn is operator.contains:
             # d[(x, "a")]: a key holding a differentiated value (see execute)
             return fn is operator.getitem and len(args) == 2 and isinstance(args[0], dict) \
@@ -565,6 +574,10 @@ class ReverseContext(Context):
         if args and type(fn) in METHOD_KINDS:
             spelled = spelled_store(fn, args)
             if spelled is not None:
+                method, rest = spelled
+                if rest and getattr(method, "__name__", None) in EXTENDS and \
+                        _containers.fed(rest[0]) and id(method) not in ARRAY_WRITE_IDS:
+                    return True  # L.extend(x * t for t in ts): its items stored as they are
                 return spelled_is_primitive(self, spelled, kwargs, self._carries)
         if self.tape:
             target = _written_array(fn, args, kwargs)
@@ -596,7 +609,7 @@ class ReverseContext(Context):
         if id(fn) in _ITERATORS or fn in (operator.add, operator.iadd, operator.mul,
                                           operator.imul, operator.concat):
             if fn is operator.iadd and type(args[0]) is list:  # L += [v]: stored as it is
-                return self._carries(args[1])
+                return self._carries(args[1]) or _containers.fed(args[1])  # (L += genexpr)
             if fn is not operator.concat and operator_reads_arrays(fn, args):
                 # np.ones(3) + [s]: NumPy reads the list as an array (list concatenation and
                 # repetition are for lists alone, and np.int64(2) * [s]: the core repeats it)
@@ -620,7 +633,8 @@ class ReverseContext(Context):
             # d[x] = v: a key read back by iterating d has its node (an OrderedDict's too)
             return self._carries(value) or self._carries(index)
         if type(container) is list or _dict_storing(container):
-            return self._carries(value)
+            # (L[:] = genexpr: its items, stored as they are)
+            return self._carries(value) or (type(index) is slice and _containers.fed(value))
         if isinstance(container, np.ndarray):
             return self._carries(value) or self._holds(container)
         if type(container) is np.flatiter:
@@ -765,6 +779,15 @@ class ReverseContext(Context):
             return fn(*[_innermost(a) for a in args])
         if type(fn) in _ENTRY_KINDS and self._entry_given_nodes(fn, args, kwargs):
             return self._entry_call(fn, args, kwargs)
+        if id(fn) in _recording._SERIALISERS:  # (before its file is taken for an iterator)
+            _recording._refuse_serialising(self, fn, args, kwargs)
+        if fn is next and len(args) == 2 and not kwargs:
+            # next(it, x): the iterator's next item as next(it) gives it, else the default as
+            # it is (the tag machinery would give it back without its derivative)
+            item = self.overdub(next, args[0], _EXHAUSTED)
+            return args[1] if item is _EXHAUSTED else item
+        if (fn is sum or fn is max or fn is min) and stepped_builtin(fn, args, kwargs):
+            return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if fn is types.SimpleNamespace and not args:
             # SimpleNamespace(v=[x]): an empty namespace, then ns.v = [x] as this context
             # stores it (the core's own setattr would keep the list's members aside, where this
@@ -829,8 +852,16 @@ class ReverseContext(Context):
         if id(fn) in CONSUMERS:
             args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
                          for a in args)
-        if self._consumed(fn, args):
-            return self._consume(_public(fn), args, kwargs)
+        if self._consumed(fn, args) and not (fn is operator.iadd and type(args[0]) is list):
+            return self._consume(_public(fn), args, kwargs)  # (L += genexpr: _inplace's)
+        if (fn is operator.or_ or fn is operator.ior) and len(args) == 2 and \
+                type(args[0]) is dict and type(args[1]) is dict:
+            # d | e, d |= e: a dict store, the values stored as they are, those the core keeps
+            # aside (an object's namespace, o.__dict__ | {}) read with them (see _store)
+            out = fn(self._with_kept(args[0]) if fn is operator.or_ else args[0],
+                     self._with_kept(args[1]))
+            self._note_store(out)
+            return out
         if id(fn) in _INPLACE_IDS:  # (by identity: a callee may be unhashable)
             out = self._inplace(fn, args)
             if out is not _NOT_SIMPLE:
@@ -889,7 +920,7 @@ class ReverseContext(Context):
             if isinstance(other, (np.ndarray, np.generic)) or _arrays.is_foreign_array(other):
                 return self.execute(operator.add, *args)  # NumPy's __radd__ answers first
             self._note_store(target)  # L += [v]: extended, the values stored as they are
-            target += args[1]
+            target += self._fed_items(args[1]) if _containers.fed(args[1]) else args[1]
             return target
         if _arrays.is_foreign_array(target):
             raise _arrays.write_error(target, "reverse")
@@ -994,6 +1025,8 @@ class ReverseContext(Context):
     _consume = _containers._consume
     _guard = _containers._guard
     _iterate = _containers._iterate
+    _fed_items = _containers._fed_items
+    _with_kept = _containers._with_kept
     _elements = _containers._elements
     _revealed = _containers._revealed
     _textual = _containers._textual

@@ -14,6 +14,7 @@ from overdub import Tagged, untag
 
 from .. import _arrays, _rules
 from .._shared import _innermost, plain_key, unfollowed_write
+from . import _containers
 from ._calls import _dict_storing, _INPLACE, _READS_TARGET, _replace, _stored
 from ._tape import (_element_index, _Entry, _Joint, _Node, _placeholder, _root, _write,
                     _ZERO_IDS)
@@ -208,6 +209,8 @@ def _setitem(self: ReverseContext, fn: Any, container: Any, index: Any, *value: 
         self._note_store(target)
         if type(index) is slice and value and self._differentiated_array(value[0]):
             value = (self._elements(value[0]),)  # lst[i:j] = a: a's elements, each
+        elif type(index) is slice and value and _containers.fed(value[0]):
+            value = (self._fed_items(value[0]),)  # lst[:] = genexpr: its items, each
         # a dict's key as it is (its derivative is read back by iterating the dict; the
         # key is made plain when f returns), a list's index plain
         key = index if isinstance(target, dict) and self._carries(index) else \

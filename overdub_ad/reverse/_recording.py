@@ -3,7 +3,9 @@ calls on arrays, ``custom_jvp`` linearised.  (Methods of :class:`ReverseContext`
 
 from __future__ import annotations
 
+import marshal
 import operator
+import pickle
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,30 @@ if TYPE_CHECKING:
     from ._context import ReverseContext
 
 
+# C functions that serialise the objects they are given to bytes (their items read natively)
+# (id -> the function, its public name)
+_SERIALISERS = {id(f): (f, name) for f, name in (
+    (pickle.dumps, "pickle.dumps"), (pickle.dump, "pickle.dump"),
+    (pickle.Pickler.dump, "pickle.Pickler.dump"), (marshal.dumps, "marshal.dumps"),
+    (marshal.dump, "marshal.dump"))}
+
+
+def _refuse_serialising(self: ReverseContext, fn: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> None:
+    """MissingRuleError for ``pickle.dumps([1.0, x])``, ``pickle.dump({"y": x}, file)``: bytes
+    made of a differentiated value (a tagged one, which no pickler can take, or its plain
+    value, read natively from a container or an object: a silent zero)."""
+    serialiser = _SERIALISERS.get(id(fn))
+    if serialiser is not None and serialiser[0] is fn and (
+            self._carries((args, kwargs)) or any(map(self._holds_kept, args))):
+        raise _rules.MissingRuleError(
+            f"no reverse-mode derivative rule for {serialiser[1]} under "
+            f"{type(self).__name__}: it was given a differentiated value (or an object or "
+            f"container holding one), and the bytes it makes cannot carry its derivative; "
+            f"serialise plain values (outside the differentiated function), or register a "
+            f"rule with overdub_ad.defvjp")
+
+
 def _item_nodes(self: ReverseContext, d: dict[Any, Any]) -> dict[Any, Any] | None:
     """The nodes of the items of the dict ``d`` (nested dicts, lists and tuples too), or None
     where none is differentiated."""
@@ -49,6 +75,7 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
         loose = type(fn) is _C_ENCODER
         return self._run(fn, *[self._textual(a, memo, loose) for a in args],
                          **{k: self._textual(v, memo, loose) for k, v in kwargs.items()})
+    _refuse_serialising(self, fn, args, kwargs)
     if kwargs and any(self._carries(v) for v in kwargs.values()):
         args, kwargs = _positional(fn, args, kwargs)
         if any(self._carries(v) for v in kwargs.values()):
