@@ -93,6 +93,18 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def holds_tagged(x: Any) -> bool:
+    """Whether ``x`` is, or a dict, list, tuple or set in ``x`` holds, a ``Tagged`` wrapper:
+    what must not stay in data that existed before a run once it has returned."""
+    if type(x) is overdub.Tagged:
+        return True
+    if isinstance(x, dict):
+        return any(holds_tagged(v) for v in x.values())
+    if isinstance(x, (list, tuple, set)):
+        return any(holds_tagged(v) for v in x)
+    return False
+
+
 def fd(f: Callable[[Any], Any], x: Any, h: float = 1e-6, *, order: int = 2) -> Any:
     """Central differences of ``f`` (any output shape) at ``x`` (a float or an array): the
     Jacobian, ``out.shape + x.shape``.  The finite differences the AD tests compare with.

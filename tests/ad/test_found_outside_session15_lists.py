@@ -40,9 +40,9 @@ import numpy as np
 
 import pytest
 
-from overdub import Tagged
 from overdub_ad import derivative, grad, jacfwd, jvp
 from overdub_ad.testing import REFERENCE, force_route
+from tests.conftest import holds_tagged
 
 pytestmark = pytest.mark.every_route
 ROUTES = pytest.mark.parametrize("route", [None, REFERENCE])
@@ -167,16 +167,6 @@ def test_reduce_gets_its_initial_list_as_it_is(route):
             assert value == 4.0 and aux == [[[0.0]], 1.0]
 
 
-def _holds_tagged(x: Any) -> bool:
-    if type(x) is Tagged:
-        return True
-    if isinstance(x, dict):
-        return any(_holds_tagged(v) for v in x.values())
-    if isinstance(x, (list, tuple, set)):
-        return any(_holds_tagged(v) for v in x)
-    return False
-
-
 @ROUTES
 def test_dict_stores_leave_plain_values(route):
     counts: collections.Counter[str] = collections.Counter()
@@ -195,7 +185,7 @@ def test_dict_stores_leave_plain_values(route):
         for _ in range(2):
             assert derivative(lambda y: f(y, settings), 2.0) == 4.0 + 9.0
             for d in (counts, merged, sorted_into, settings):
-                assert not _holds_tagged(d), d
+                assert not holds_tagged(d), d
     assert merged == {"m": 6.0} and settings == {"a": 1.0, "scale": 6.0}
     assert sorted_into == {"c": [0.0, 6.0]} and counts == {"k": 12.0}
 
@@ -209,7 +199,7 @@ def test_heap_writes_into_lists_made_before_the_run(route):
             log = [1.0]
             for _ in range(2):
                 assert derivative(lambda y: (write(log, 3.0 * y), y * y)[1], 2.0) == 4.0
-                assert not _holds_tagged(log)
+                assert not holds_tagged(log)
 
 
 @ROUTES

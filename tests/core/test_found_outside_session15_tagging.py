@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from overdub import Context, Tagged, has_metadata, metadata, overdub, tag
+from tests.conftest import holds_tagged
 from tests.core.test_tagging import Dual
 from tests.core.test_tagging import derivative as dual_derivative
 
@@ -47,16 +48,6 @@ from tests.core.test_tagging import derivative as dual_derivative
 def _metas(ctx: Context, values: Any) -> list[Any]:
     """The metadata ``ctx`` gave each value (None where none)."""
     return [metadata(v, ctx) if has_metadata(v, ctx) else None for v in values]
-
-
-def _holds_tagged(x: Any) -> bool:
-    if type(x) is Tagged:
-        return True
-    if isinstance(x, dict):
-        return any(_holds_tagged(v) for v in x.values())
-    if isinstance(x, (list, tuple, set)):
-        return any(_holds_tagged(v) for v in x)
-    return False
 
 
 def _written(x: Any, y: Any) -> list[Any]:
@@ -283,7 +274,7 @@ def test_a_list_passed_in_holds_plain_values_after_the_run():
     ctx = Context()
     out = overdub(ctx, f, tag(1.5, ctx, "x"), tag(7.0, ctx, "y"))
     assert _metas(ctx, out) == ["y", "x"] * 3
-    assert log == [7.0, 1.5] * 3 and not _holds_tagged(log)
+    assert log == [7.0, 1.5] * 3 and not holds_tagged(log)
 
 
 # -- 2. itertools.count ------------------------------------------------------------------------
@@ -374,7 +365,7 @@ def test_dict_stores_keep_nothing_tagged_after_the_run():
         out = overdub(ctx, f, tag(1.5, ctx, "x"), tag(7.0, ctx, "y"), settings)
         assert _metas(ctx, out) == ["x", "y", "x", "y", "x", "y", "y"]
         for d in (counts, merged, called, unbound, settings):
-            assert not _holds_tagged(d), d
+            assert not holds_tagged(d), d
     assert counts == {"k": 1.5} and settings == {"a": 1, "scale": 7.0}
     assert unbound == {"u": 7.0, "s": 1.5} and merged == {"m": 7.0} and called == {"c": 1.5}
 
@@ -413,7 +404,7 @@ def test_dict_subclass_stores_as_their_methods_store():
         ctx = Context()
         out = overdub(ctx, f, tag(1.5, ctx, "x"), ordered, logged)
         assert _metas(ctx, out) == ["x"] * 5
-        assert not _holds_tagged(ordered) and not _holds_tagged(logged)
+        assert not holds_tagged(ordered) and not holds_tagged(logged)
         assert list(ordered.items()) == [("a", 1), ("k", 1.5), ("s", 1.5)]
         assert logged == {"u": 1.5, "v": 1.5, "w": ("logged", 1.5)}
     native = collections.OrderedDict(a=1), Logged()
