@@ -1447,7 +1447,7 @@ def _list_repeat(t: Tagger, lst: list[Any], args: _Args) -> Any:
     """``lst *= n`` (``lst.__imul__(n)``): the entries repeat with the items."""
     n = len(lst)
     entries = t.shadow.positions(lst) if id(lst) in t.shadow.sequences else None
-    out = t.plain_call(list.__imul__, (lst, *(t.strip(a) for a in args)), {})
+    out = t.plain_call(operator.imul, (lst, *(t.strip(a) for a in args)), {})
     if entries is not None:
         entries[:] = entries[:n] * (len(lst) // n if n else 0)
     return out

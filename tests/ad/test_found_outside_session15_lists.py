@@ -40,7 +40,7 @@ import numpy as np
 
 import pytest
 
-from overdub_ad import derivative, grad, jacfwd, jvp
+from overdub_ad import derivative, grad, hessian, hvp, jacfwd, jvp
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import holds_tagged
 
@@ -122,6 +122,23 @@ def test_list_methods_keep_written_members_tangents(fn, route):
             assert derivative(fn, x) == pytest.approx(want)
             assert jvp(fn, (x,), (1.0,))[1] == pytest.approx(want)
             assert float(jacfwd(fn)(x)) == pytest.approx(want)
+
+
+def _repeated_product(x):
+    items = [x]
+    items *= 2
+    return items[0] * items[1]                      # x ** 2
+
+
+@ROUTES
+def test_a_repeated_list_under_an_enclosing_derivative(route):
+    """``L *= 2`` repeated the list by a call the enclosing context could not differentiate
+    (``list.__imul__``: hessian on the reference route raised MissingRuleError)."""
+    with force_route(route):
+        for _ in range(2):
+            assert float(hessian(_repeated_product)(0.7)) == pytest.approx(2.0)
+            assert float(hvp(_repeated_product, 0.7, 1.0)) == pytest.approx(2.0)
+            assert derivative(grad(_repeated_product), 0.7) == pytest.approx(2.0)
 
 
 def sorted_by_key(x):
