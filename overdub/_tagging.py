@@ -1312,9 +1312,12 @@ def _list_insert(t: Tagger, lst: list[Any], args: _Args) -> Any:
 
 def _items(t: Tagger, values: Any) -> list[Any]:
     """The items of an iterable about to be stored, with the metadata a list, tuple or array
-    holding stored metadata keeps for them (native iteration would read them plain)."""
+    holding stored metadata keeps for them (native iteration would read them plain), or that
+    an object whose iteration is Python code gives them, iterated through the context."""
     if t.shadow and _holds_metadata(t, values):
         return list(_sequence_items(t, t.strip(values)))
+    if _python_iterable(values):
+        return t.state.od(list, values)  # type: ignore[no-any-return]
     return list(values)
 
 
@@ -1542,6 +1545,9 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         # d.update(ChainMap(...)): read through the context, as dict(m)
         args = (_from_mapping(t, dict, (), source, {}),)
         source = args[0]
+    elif len(args) == 1 and _python_iterable(source):  # d.update(ItemsView(e)): as dict(pairs)
+        args = (_from_pairs(t, dict, (), source, {}),)
+        source = args[0]
     items = dict(*args, **kwargs)
     if type(source) is dict and t.shadow:  # its values with the metadata it holds for them
         items.update((key, _getitem(t, operator.getitem, (source, key), {}))
@@ -1649,6 +1655,8 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     first = 1 if fn is collections.defaultdict else 0  # (after the factory)
     if len(args) == first + 1 and _protocols.python_mapping(args[first]):
         return _from_mapping(t, fn, args[:first], args[first], kwargs)
+    if len(args) == first + 1 and _python_iterable(args[first]):
+        return _from_pairs(t, fn, args[:first], args[first], kwargs)
     new = t.plain_call(fn, args, kwargs)
     args = args[first:]
     if t.shadow and args and type(args[0]) is dict and isinstance(new, dict):
@@ -1671,6 +1679,29 @@ def _from_mapping(t: Tagger, fn: Any, first: _Args, mapping: Any, kwargs: _Kwarg
     new = t.plain_call(fn, first, {})
     for key in od(list, od(od(getattr, mapping, "keys"))):  # (stored as the context stores)
         od(operator.setitem, new, key, od(operator.getitem, mapping, key))
+    for key, value in kwargs.items():
+        od(operator.setitem, new, key, value)
+    return new
+
+
+def _from_pairs(t: Tagger, fn: Any, first: _Args, source: Any, kwargs: _Kwargs) -> Any:
+    """``dict(pairs)`` of an object whose iteration is Python code (``ItemsView(d)``, a class
+    yielding pairs): its pairs read through the context (natively, its code would run behind
+    the context's back, reading the heap plain), each stored through it, as ``d[key] = value``
+    is, then the keywords."""
+    od = t.state.od
+    pairs = od(list, source)
+    new = t.plain_call(fn, first, {})
+    for index, pair in enumerate(pairs):
+        try:
+            items = od(tuple, pair)
+        except TypeError:
+            raise TypeError(f"cannot convert dictionary update sequence element #{index} to "
+                            f"a sequence") from None
+        if len(items) != 2:
+            raise ValueError(f"dictionary update sequence element #{index} has length "
+                             f"{len(items)}; 2 is required")
+        od(operator.setitem, new, items[0], items[1])
     for key, value in kwargs.items():
         od(operator.setitem, new, key, value)
     return new

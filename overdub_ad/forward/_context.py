@@ -797,6 +797,9 @@ class ForwardContext(Context):
             # Python code without source)
         for i in carried:
             if i >= len(rules) or rules[i] is None:
+                # (the function's own error first, as natively -- a.reshape(x) of a float x
+                # raises TypeError, which the program may catch -- as reverse mode does)
+                run(fn, *primals, **plain_kwargs)
                 raise _rules.missing(fn, i, "forward", type(self).__name__)
         before = primals if target is None else [  # (y *= y[::-1]: a view of it too)
             run(np.copy, p) if _innermost(p) is target or (

@@ -272,16 +272,22 @@ def _consumed(self: ReverseContext, fn: Any, args: tuple[Any, ...]) -> bool:
     consumer with rules takes the items of (``max(d.values())``) or that holds a
     differentiated value (``np.fromiter(d.values(), float)``).  A file (an iterator of its
     lines: text, never differentiated) is not: ``pickle.load(f)`` reads it by its methods."""
-    if id(fn) in _SET_ALGEBRA and all(isinstance(a, (set, frozenset)) for a in args):
-        return False  # a | b of sets: a new set of their items, moved as they are
+    if id(fn) in _SET_ALGEBRA and all(isinstance(a, _SET_LIKE) for a in args):
+        return False  # a | b, a == b of sets: their items moved or compared as they are
+    if fn is operator.contains and args and isinstance(args[0], (*_SET_LIKE, _DICT_VALUES)):
+        return False  # x in s: a lookup (given the set's items as a generator: False)
     return any(not issubclass(type(a), io.IOBase) and (_is_iterator(a) or (_read_natively(a) and (
         _consumes_with_rules(fn) or any(map(self._carries, a))))) for a in args)
 
 
 _SET_STORES = (operator.ior, operator.iand, operator.isub, operator.ixor)
-# the set operators that make a new set (``s |= {x}`` stores into ``s``, as ``s.add(x)``: a
-# differentiated item is refused there, see _consume)
-_SET_ALGEBRA = frozenset(map(id, (operator.or_, operator.and_, operator.sub, operator.xor)))
+# the set operators that make a new set or compare sets (``s |= {x}`` stores into ``s``, as
+# ``s.add(x)``: a differentiated item is refused there, see _consume)
+_SET_LIKE = (set, frozenset, type({}.keys()), type({}.items()))
+_DICT_VALUES = type({}.values())
+_SET_ALGEBRA = frozenset(map(id, (operator.or_, operator.and_, operator.sub, operator.xor,
+                                  operator.eq, operator.ne, operator.lt, operator.le,
+                                  operator.gt, operator.ge)))
 
 
 def _consume(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

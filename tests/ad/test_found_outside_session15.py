@@ -16,11 +16,20 @@
    zero tangents.
 4. ``OrderedDict`` and ``defaultdict`` were refused as pytrees (JAX takes them): they are nodes
    now, gradients coming back as the same kind.
+5. (second round) Forward mode raised MissingRuleError for a differentiated float reaching an
+   argument with no derivative (``a.reshape(x)``, ``np.sum(a, axis=x)``) before NumPy could
+   raise its own TypeError, which the plain program catches for a fallback: with item 2 that
+   turned into "caught there".  The function's own error comes first now, as in reverse mode.
+6. (second round) Forward mode gave 0 for values stored by C code from an object whose
+   iteration is Python code: ``dict(obj)``, ``d.update(obj)``, ``OrderedDict(obj)``,
+   ``d.__ior__(obj)``, ``lst.extend(obj)`` (``ItemsView(d)``; boltons' ``remap``): the core
+   iterates such an object through the context.
 """
 
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
 import math
 
@@ -222,3 +231,66 @@ def test_ordered_dicts_and_defaultdicts_are_pytrees(route):
             out = jacfwd(lambda x: collections.OrderedDict(a=x, b=2 * x))(1.5)
             assert type(out) is collections.OrderedDict
             assert [float(v) for v in out.values()] == pytest.approx([1.0, 2.0])
+
+
+_MATRIX = np.arange(6.0).reshape(2, 3)
+
+
+def _fallback(call):
+    def f(x):
+        try:
+            value = call(x)  # a float where NumPy wants an integer: its TypeError
+        except TypeError:
+            value = 1.0
+        return float(np.sum(value)) * x
+    return f
+
+
+@ROUTES
+@pytest.mark.parametrize("call", [
+    lambda x: _MATRIX.reshape(x), lambda x: np.sum(_MATRIX, axis=x),
+    lambda x: _MATRIX.flatten(x), lambda x: np.diag(_MATRIX, k=x)],
+    ids=["reshape", "sum-axis", "flatten", "diag-k"])
+def test_a_function_s_own_error_comes_before_a_missing_rule(call, route):
+    f = _fallback(call)
+    assert f(2.0) == 2.0  # (the plain program takes the fallback)
+    with force_route(route):
+        for _ in range(2):
+            assert derivative(f, 2.0) == pytest.approx(1.0)
+            assert grad(f)(2.0) == pytest.approx(1.0)
+
+
+class _Pairs:
+    def __init__(self, d):
+        self.d = d
+
+    def __iter__(self):
+        for key in self.d:
+            yield key, self.d[key]
+
+
+class _Values:
+    def __init__(self, v):
+        self.v = v
+
+    def __iter__(self):
+        yield from self.v
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: dict(_Pairs({"a": x}))["a"],
+    lambda x: dict(collections.abc.ItemsView({"a": x}))["a"],
+    lambda x: (lambda d: (d.update(_Pairs({"a": x})), d["a"])[1])({}),
+    lambda x: (lambda d: (d.update(collections.abc.ItemsView({"a": x})), d["a"])[1])({}),
+    lambda x: collections.OrderedDict(_Pairs({"a": x}))["a"],
+    lambda x: (lambda d: (d.__ior__(_Pairs({"a": x})), d["a"])[1])({}),
+    lambda x: (lambda lst: (lst.extend(_Values([x, 2 * x])), lst[1])[1])([])],
+    ids=["dict", "dict-itemsview", "update", "update-itemsview", "ordereddict", "ior",
+         "extend"])
+def test_containers_filled_from_python_iterables_keep_derivatives(f, route):
+    want = 2.0 if f(1.0) == 2.0 else 1.0
+    with force_route(route):
+        for _ in range(2):
+            assert derivative(f, 0.7) == pytest.approx(want)
+            assert grad(f)(0.7) == pytest.approx(want)

@@ -23,6 +23,11 @@
 - ``a | b`` of sets holding differentiated values (``reduce(lambda s, t: s | {t}, xs, set())``)
   handed the operator a generator in place of a set: TypeError. The new set holds the items as
   they are; ``s |= {x}`` stores into ``s`` and is refused, as ``s.add(x)`` is.
+- (second round) Comparisons of sets holding differentiated values, and ``x in s``, were given
+  the sets' items as generators: ``{x} == {x}`` was False and ``{x} != {x}`` True under grad --
+  the function's own value changed (a ``while cur != prev`` loop ran to its cap) -- and
+  ``x in s`` raised.  Sets, frozensets and dict key and item views are compared, and searched,
+  as they are.
 """
 
 from __future__ import annotations
@@ -392,3 +397,37 @@ def test_a_set_updated_in_place_with_a_differentiated_value_is_refused_as_set_ad
     with force_route(route):
         with pytest.raises(MissingRuleError, match="operator.ior"):
             grad(f)(1.5)
+
+
+def _set_comparisons(x):
+    a, b = {x, 2 * x}, {x, 2 * x}
+    total = 0.0
+    if a == b:
+        total += x
+    if not a != b:
+        total += 2 * x
+    if a <= b and frozenset(a) == frozenset(b):
+        total += 3 * x
+    return total                                     # 6 x
+
+
+def _membership(x):
+    d = {x: 1.0, "b": 2 * x}
+    total = (x * x if x in {x, 3.0} else 0.0) + (5 * x if 7.0 not in {x, 3.0} else 0.0)
+    if "b" in d.keys() and 2 * x in d.values() and d.keys() >= {"b"}:
+        total += 3 * x
+    return total                                     # x^2 + 8 x
+
+
+def _fixed_point(x):
+    current, previous, steps = {x}, set(), 0
+    while current != previous and steps < 10:
+        previous, current, steps = current, current | {x}, steps + 1
+    return x * steps                                 # one step: x
+
+
+@ROUTES
+@pytest.mark.parametrize("f, want", [(_set_comparisons, 6.0), (_membership, 1.4 + 8.0),
+                                     (_fixed_point, 1.0)])
+def test_sets_are_compared_and_searched_as_they_are(f, want, route):
+    _check_both_modes(f, 0.7, want, route)
