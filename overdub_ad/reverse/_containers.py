@@ -283,8 +283,8 @@ def _consumed(self: ReverseContext, fn: Any, args: tuple[Any, ...]) -> bool:
 _SET_STORES = (operator.ior, operator.iand, operator.isub, operator.ixor)
 # the set operators that make a new set or compare sets (``s |= {x}`` stores into ``s``, as
 # ``s.add(x)``: a differentiated item is refused there, see _consume)
-_SET_LIKE = (set, frozenset, type({}.keys()), type({}.items()))
-_DICT_VALUES = type({}.values())
+_SET_LIKE: tuple[type, ...] = (set, frozenset, type({}.keys()), type({}.items()))
+_DICT_VALUES: type = type({}.values())
 _SET_ALGEBRA = frozenset(map(id, (operator.or_, operator.and_, operator.sub, operator.xor,
                                   operator.eq, operator.ne, operator.lt, operator.le,
                                   operator.gt, operator.ge)))
