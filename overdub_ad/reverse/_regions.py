@@ -480,7 +480,7 @@ def region(c: _Emitter, node: ast.expr, origin: ast.AST,
     else:
         partials = graph.partials(root, ok)
         head = c.helper("E") + ", {entry}"
-    c.emit(f"if {ok} and type({root.value}) in {c.helper('R')}:", origin)
+    c.emit(f"if {ok} and {c.helper('type')}({root.value}) in {c.helper('R')}:", origin)
     c.emit(f"    {entry} = {c.helper('len')}({c.hidden}tape)  # the entry's position",
               origin)
     pairs = "".join(f", {n}, {p}" for n, p in zip(nodes, partials))

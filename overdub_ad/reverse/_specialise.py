@@ -95,8 +95,9 @@ _HELPERS: dict[str, Any] = {
     "attr": _attr, "setitem": _setitem, "setattr": _setattr, "iter": _iter, "unpack": _unpack,
     "call": _call, "star": _star, "keywords": _keywords, "F": _FLOATS, "P": _PLAIN,
     "R": _RESULTS, "E": _Partials, "E2": _Second, "log": math.log, "slice": slice,
-    "len": len, "id": id, "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER,
-    "CALLS": _CALLS, "SECOND_CALLS": _SECOND_CALLS, "METHOD": _METHOD}
+    "len": len, "id": id, "type": type, "tuple": tuple, "list": list,
+    "QUOTIENT": _rules.QUOTIENT, "POWER": _rules.POWER, "CALLS": _CALLS,
+    "SECOND_CALLS": _SECOND_CALLS, "METHOD": _METHOD}
 for _node, (_sym, _op, _iop) in _ARITH.items():
     _HELPERS["op_" + _op.__name__] = _op
     _HELPERS["op_" + _iop.__name__] = _iop
@@ -593,11 +594,12 @@ class _Compiler:
         """The code of :meth:`unwrap`, into ``names`` (value, node, flag)."""
         T, F, P = self.helper("T"), self.helper("F"), self.helper("P")
         v, n, flag = names
-        self.emit(f"if type({raw}) is {T}:", origin)
+        ty = self.helper("type")  # (never the user's name: a parameter called type)
+        self.emit(f"if {ty}({raw}) is {T}:", origin)
         self.emit(f"    {v} = {raw}.value", origin)
         self.emit(f"    {n} = {raw}.meta", origin)
-        self.emit(f"    {flag} = {raw}.owner is {self.hidden}ref and type({v}) in {F}", origin)
-        self.emit(f"elif type({raw}) in {P}:", origin)
+        self.emit(f"    {flag} = {raw}.owner is {self.hidden}ref and {ty}({v}) in {F}", origin)
+        self.emit(f"elif {ty}({raw}) in {P}:", origin)
         self.emit(f"    {v} = {raw}", origin)
         self.emit(f"    {n} = None", origin)
         self.emit(f"    {flag} = True", origin)
@@ -666,7 +668,8 @@ class _Compiler:
             index = self.hold(self.index(node.slice, origin), origin)
             # a tuple's or list's item natively (what the context does), anything else
             # through _sub
-            return self.hold(f"({obj}[{index}] if type({obj}) is tuple or type({obj}) is list "
+            ty, tup, lst = self.helper("type"), self.helper("tuple"), self.helper("list")
+            return self.hold(f"({obj}[{index}] if {ty}({obj}) is {tup} or {ty}({obj}) is {lst} "
                              f"else {self.helper('sub')}({ctx}, {obj}, {index}))", origin)
         if isinstance(node, ast.Attribute):
             return attribute(self, node, origin)
