@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._shims import BOUND, CALLED, _always, _register
+from ._tagging import Tagged
 
 _Fn = Callable[..., Any]
 _Applies = Callable[[tuple[Any, ...], dict[str, Any]], bool]
@@ -55,7 +56,8 @@ def _pattern_repl(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if not args or type(args[0]) is not re.Pattern:
         return False
     repl = args[1] if len(args) > 1 else kwargs.get("repl")
-    return callable(repl)
+    # (a tagged string is a leaf call's: the C code, given it, would refuse the wrapper)
+    return callable(repl) and Tagged not in map(type, (*args[2:], *kwargs.values()))
 
 
 def _substituting(method: _Fn) -> _Fn:
@@ -140,7 +142,8 @@ def _encoder(encoder_type: type) -> _Fn:
 
 _c_scanner = json.scanner.c_make_scanner  # type: ignore[attr-defined]
 if _c_scanner is not None:  # (None where json has no C accelerator: its Python code runs)
-    CALLED[_c_scanner] = (lambda a, k: _scanner_hooks(a[0]), _scan)
+    CALLED[_c_scanner] = (lambda a, k: _scanner_hooks(a[0]) and Tagged not in map(type, a[1:]),
+                          _scan)  # (a tagged text: a leaf call's, see _pattern_repl)
 _c_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
 if _c_encoder is not None:
     _register(_c_encoder, _always, _encoder(_c_encoder))

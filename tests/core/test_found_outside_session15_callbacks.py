@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from overdub import overdub
+from overdub import Context, overdub, tag
 from overdub.contexts import CountContext
 from overdub_ad import grad
 from overdub_ad.testing import REFERENCE, force_route
@@ -183,3 +183,25 @@ def test_derivatives_go_through_the_callbacks(f, route):
         for _ in range(2):  # first and repeated calls
             assert grad(f)(2.0) == pytest.approx(DERIVATIVES[f](2.0))
             assert grad(f)(0.5) == pytest.approx(DERIVATIVES[f](0.5))
+
+
+class _Tagging(Context):
+    pass
+
+
+def _substituted(s):
+    return (re.sub("a", lambda m: "b", s), re.compile("a").sub(lambda m: "c", s),
+            re.subn("a", lambda m: "d", s))
+
+
+def _decoded(s):
+    return json.loads(s, object_hook=lambda d: {**d, "seen": 1})
+
+
+@pytest.mark.parametrize("program, text", [(_substituted, "aXa"), (_decoded, '{"a": 1}')],
+                         ids=["re", "json"])
+def test_a_tagged_text_is_the_leaf_call_it_was(program, text):
+    """Given a tagged string, the C function refused the stand-in's call (``expected string
+    or bytes-like object, got 'Tagged'``): such a call is left to the core as a leaf."""
+    ctx = _Tagging()
+    assert overdub(ctx, program, tag(text, ctx, "m")) == program(text)
