@@ -1390,7 +1390,10 @@ def _container_method(t: Tagger, fn: Any, receiver: Any, args: _Args, kwargs: _K
         own = getattr(kind, name)
         called = slot[2] if fn == own.__get__(receiver, kind) else getattr(dict, name)
         return slot[0](t, called, (receiver, *args), {})
-    if kind is dict and name in _DICT_READERS and t.shadow.places:
+    if name in _DICT_READERS and t.shadow.places and (kind is dict or (
+            kind.__getitem__ is dict.__getitem__ and getattr(kind, name, None) in (
+                getattr(dict, name), _ORDERED_VIEWS.get(name)))):
+        # (a subclass that reads as dict reads: defaultdict's get, an OrderedDict's values)
         return _DICT_READERS[name](t, fn, receiver, args, kwargs)
     return _UNHANDLED
 
@@ -1549,7 +1552,8 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         args = (_from_pairs(t, dict, (), source, {}),)
         source = args[0]
     items = dict(*args, **kwargs)
-    if type(source) is dict and t.shadow:  # its values with the metadata it holds for them
+    if isinstance(source, dict) and _reads_as_dict(source) and t.shadow:  # (its values with
+        # the metadata it holds for them)
         items.update((key, _getitem(t, operator.getitem, (source, key), {}))
                      for key in source if key not in kwargs)
     for key, value in items.items():
@@ -1593,6 +1597,14 @@ def _dict_copy(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwar
     return new
 
 
+def _reads_as_dict(x: Any) -> bool:
+    """Whether ``x`` is a dict, or a subclass whose items C code reads as a dict's (``Counter``,
+    ``defaultdict``: no Python ``__getitem__`` or ``__iter__``)."""
+    kind = type(x)
+    return kind is dict or (isinstance(x, dict) and kind.__getitem__ is dict.__getitem__ and
+                            kind.__iter__ is dict.__iter__)
+
+
 def _copy_item_metadata(t: Tagger, d: dict[Any, Any], new: dict[Any, Any]) -> None:
     """``d``'s items' metadata for the same items of ``new``, a copy of it.  (Compared as the
     shadow compares them, innermost: under an enclosing context the dict may hold that
@@ -1617,6 +1629,7 @@ def _dict_popitem(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args,
 _DICT_SLOTS = {"__setitem__": (_setitem, 2, operator.setitem),
                "__getitem__": (_getitem, 1, operator.getitem),
                "__delitem__": (_delitem, 1, operator.delitem)}
+_ORDERED_VIEWS = {name: getattr(collections.OrderedDict, name) for name in ("values", "items")}
 _DICT_READERS = {"get": _dict_get, "pop": _dict_get, "values": _dict_view, "items": _dict_view,
                  "copy": _dict_copy, "popitem": _dict_popitem}
 
@@ -1659,8 +1672,8 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         return _from_pairs(t, fn, args[:first], args[first], kwargs)
     new = t.plain_call(fn, args, kwargs)
     args = args[first:]
-    if t.shadow and args and type(args[0]) is dict and isinstance(new, dict):
-        _copy_item_metadata(t, args[0], new)
+    if t.shadow and args and _reads_as_dict(args[0]) and isinstance(new, dict):
+        _copy_item_metadata(t, args[0], new)  # (dict(counter), a Counter's copy and reduce)
     elif t.shadow.sequences and args and type(args[0]) in (list, tuple) and type(new) is dict:
         for pair in _sequence_items(t, args[0]):  # pairs stored with metadata, as
             if type(pair) in (list, tuple) and len(pair) == 2 and pair[0] not in kwargs:

@@ -237,3 +237,40 @@ def test_streams_are_handed_over_as_they_are(route, tmp_path):
         for _ in range(2):
             assert derivative(read, 1.0) == 2.5 and grad(read)(1.0) == 2.5
             assert derivative(files, 1.0) == 10.0 and grad(files)(1.0) == 10.0
+
+
+
+class _Subclass(dict):
+    pass
+
+
+class _Merged(dict):
+    def __init__(self, mapping):
+        super().__init__()
+        super().update(mapping)
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: (lambda d: (d.update({"a": x}), d.get("a"))[-1])(collections.defaultdict(float)),
+    lambda x: (lambda d: (d.update({"a": x}), d.get("a"))[-1])(_Subclass()),
+    lambda x: (lambda d: (d.__ior__({"a": x}), d.get("a"))[-1])(_Subclass()),
+    lambda x: sum(_Merged({"a": x}).values()),
+    lambda x: (lambda d: (d.update({"a": x}), list(d.values())[0])[-1])(
+        collections.OrderedDict()),
+    lambda x: sum(collections.Counter({"a": x}).values()),
+    lambda x: collections.Counter(a=x).total(),
+    lambda x: collections.Counter({"a": x}).most_common()[0][1],
+    lambda x: collections.Counter(a=x).copy()["a"],
+    lambda x: dict(collections.Counter(a=x))["a"]],
+    ids=["defaultdict-get", "subclass-get", "subclass-ior", "super-update-values",
+         "ordereddict-values", "counter-values", "counter-total", "counter-most-common",
+         "counter-copy", "dict-of-counter"])
+def test_dict_subclasses_read_their_items_with_tangents(f, route):
+    """(second round, H112 W2/W5) Forward mode read the items of a dict subclass stored by
+    ``update`` (a defaultdict's ``get``, a Counter's ``values``, an OrderedDict's ``values``)
+    without their tangents: 0.  A subclass that reads as dict reads now reads as dict does."""
+    with force_route(route):
+        for _ in range(2):
+            assert derivative(f, 0.7) == pytest.approx(1.0)
+            assert grad(f)(0.7) == pytest.approx(1.0)
