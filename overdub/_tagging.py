@@ -1390,10 +1390,11 @@ def _container_method(t: Tagger, fn: Any, receiver: Any, args: _Args, kwargs: _K
         own = getattr(kind, name)
         called = slot[2] if fn == own.__get__(receiver, kind) else getattr(dict, name)
         return slot[0](t, called, (receiver, *args), {})
-    if name in _DICT_READERS and t.shadow.places and (kind is dict or (
-            kind.__getitem__ is dict.__getitem__ and getattr(kind, name, None) in (
-                getattr(dict, name), _ORDERED_VIEWS.get(name)))):
-        # (a subclass that reads as dict reads: defaultdict's get, an OrderedDict's values)
+    if name in _DICT_READERS and t.shadow.places and _reads_as_dict(receiver) and (
+            kind is dict or getattr(kind, name, None) in (getattr(dict, name),
+                                                          _ORDERED_VIEWS.get(name))):
+        # (a subclass's own method where it is dict's: defaultdict's get, Counter's values,
+        # and an OrderedDict's values and items, read in its order)
         return _DICT_READERS[name](t, fn, receiver, args, kwargs)
     return _UNHANDLED
 
@@ -1598,11 +1599,12 @@ def _dict_copy(t: Tagger, fn: Any, d: dict[Any, Any], args: _Args, kwargs: _Kwar
 
 
 def _reads_as_dict(x: Any) -> bool:
-    """Whether ``x`` is a dict, or a subclass whose items C code reads as a dict's (``Counter``,
-    ``defaultdict``: no Python ``__getitem__`` or ``__iter__``)."""
+    """Whether ``x`` is a dict, or a subclass whose items are read as a dict's are, without
+    Python code (``Counter``, ``defaultdict``, ``OrderedDict``: no ``__getitem__`` or
+    ``__iter__`` written in Python)."""
     kind = type(x)
-    return kind is dict or (isinstance(x, dict) and kind.__getitem__ is dict.__getitem__ and
-                            kind.__iter__ is dict.__iter__)
+    return kind is dict or (isinstance(x, dict) and type(kind.__getitem__) is not _Function
+                            and type(kind.__iter__) is not _Function)
 
 
 def _copy_item_metadata(t: Tagger, d: dict[Any, Any], new: dict[Any, Any]) -> None:

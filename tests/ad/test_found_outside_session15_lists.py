@@ -43,6 +43,7 @@ import pytest
 from overdub_ad import derivative, grad, hessian, hvp, jacfwd, jvp
 from overdub_ad.testing import REFERENCE, force_route
 from tests.conftest import holds_tagged
+from tests.core.test_found_outside_session15_tagging import sorted_by_key
 
 pytestmark = pytest.mark.every_route
 ROUTES = pytest.mark.parametrize("route", [None, REFERENCE])
@@ -139,14 +140,6 @@ def test_a_repeated_list_under_an_enclosing_derivative(route):
             assert float(hessian(_repeated_product)(0.7)) == pytest.approx(2.0)
             assert float(hvp(_repeated_product, 0.7, 1.0)) == pytest.approx(2.0)
             assert derivative(grad(_repeated_product), 0.7) == pytest.approx(2.0)
-
-
-def sorted_by_key(x):
-    items = []
-    for k in range(1, 5):
-        items.append(x * k if k != 2 else 9.0)
-    items.sort(key=lambda v: -v)
-    return items[1] + 10 * items[3]
 
 
 @ROUTES
