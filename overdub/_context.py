@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from . import _active, _dispatch, _primitives
+from . import _active, _dispatch, _primitives, _tagging
 from ._frames import hide_machinery
 from ._resumed import SUSPENDED, suspended
 
@@ -201,7 +201,9 @@ def keeps_heap_metadata(ctx: Context, obj: Any = _NOTHING) -> bool:
     A plain value is what such a store leaves in the object itself; code that reads the object
     natively (``obj.__dict__[name]`` in C, a function without source) would miss the metadata,
     and a plug-in that takes shortcuts around the context, or lets code run natively, asks this
-    before it does."""
+    before it does.  In a run nested in another tagging context, a list or tuple holding
+    ``ctx``'s tagged values beside plain ones counts too: the enclosing context may keep the
+    metadata of those (it stored them), which only reading through ``ctx`` gives back."""
     if not isinstance(ctx, Context):
         raise TypeError(f"keeps_heap_metadata(ctx): ctx must be a Context instance, got {ctx!r}")
     tagger = _state(ctx).tagger
@@ -212,7 +214,7 @@ def keeps_heap_metadata(ctx: Context, obj: Any = _NOTHING) -> bool:
         return bool(shadow.places)
     key = id(obj)  # (the shadow keeps its containers alive: an id is theirs while it holds it)
     return key in shadow.sequences or key in shadow.arrays or any(
-        place[0] == key for place in shadow.places)
+        place[0] == key for place in shadow.places) or _tagging.mixes_levels(tagger, obj)
 
 
 def tags_values(ctx: Context) -> bool:

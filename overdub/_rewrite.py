@@ -200,12 +200,12 @@ def _unpacked(od: _Fn, mapping: Any) -> Any:
     context (a context may keep metadata for the values it stored in it, which native
     unpacking would not see), in a new dict unpacked in its place; a mapping whose class is
     written in Python (``ChainMap``, ``UserDict``) likewise, its ``keys()`` and items read
-    through the context (the unpacking would run them natively); other mappings as they
-    are."""
+    through the context (the unpacking would run them natively); a ``MappingProxyType`` as
+    the dict it shows; other mappings as they are."""
     if type(mapping) is Tagged:  # (unpacked natively: a mapping's values, or the error
         mapping = innermost(mapping)  # naming what is not a mapping, as plain Python does)
-    if type(mapping) is dict:
-        return dict(od(mapping.items))
+    if type(mapping) is dict or type(mapping) is types.MappingProxyType:  # (a proxy reads
+        return dict(od(mapping.items))  # its mapping's items: see _tagging._proxied_meta)
     if python_mapping(mapping):
         return {key: od(operator.getitem, mapping, key) for key in od(list, od(mapping.keys))}
     return mapping

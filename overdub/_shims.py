@@ -633,17 +633,18 @@ def _reduce_ex(od: _Fn, obj: Any, protocol: int) -> Any:
 
 def _python_reduction(obj: Any, protocol: Any) -> bool:
     """Whether :func:`_reduce_ex` computes ``obj.__reduce_ex__(protocol)``: the method is
-    ``object``'s, and the class (every base too, but ``object``) is defined in Python and has
-    its own ``__reduce__``; or, for protocol 2 or more, it has slots or its own
-    ``__getstate__``, and no ``__getnewargs__`` or ``__getnewargs_ex__``."""
+    ``object``'s, and the class has a ``__reduce__`` written in Python (which the builtin only
+    calls: ``Counter``'s too, a dict); or, for protocol 2 or more, the class (every base too,
+    but ``object``) is defined in Python and has slots or its own ``__getstate__``, and no
+    ``__getnewargs__`` or ``__getnewargs_ex__``."""
     cls = type(obj)
     if type(protocol) is not int or lookup(cls, "__reduce_ex__") is not object.__reduce_ex__:
         return False
+    if type(lookup(cls, "__reduce__")) is types.FunctionType:
+        return True
     bases = cls.__mro__[:-1]
     if not all(base.__flags__ & _HEAPTYPE for base in bases) or cls.__itemsize__:
         return False
-    if type(lookup(cls, "__reduce__")) is types.FunctionType:
-        return True
     if protocol < 2 or lookup(cls, "__reduce__") is not object.__reduce__ or \
             lookup(cls, "__getnewargs_ex__") is not None or \
             lookup(cls, "__getnewargs__") is not None:

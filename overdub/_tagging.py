@@ -35,6 +35,7 @@ import _operator
 import collections
 import copy
 import functools
+import gc
 import itertools
 import math
 import operator
@@ -792,6 +793,8 @@ class Tagger:
             receiver = fn.__self__
             if type(receiver) in _TEXT and kind is _BuiltinMethod:
                 return self._read_items(fn, args, kwargs)
+            if type(receiver) is types.MappingProxyType and self.shadow:
+                return _proxied_read(self, fn, receiver, args, kwargs)
             if isinstance(receiver, (list, dict)):
                 out = _container_method(self, fn, receiver, args, kwargs)
                 if out is not _UNHANDLED:
@@ -801,6 +804,10 @@ class Tagger:
                     self.shadow.drop_array(receiver)
                 elif fn.__name__ in _ARRAY_COPIES:
                     return _array_copy(self, fn, receiver, args, kwargs)
+        elif isinstance(fn, type) and issubclass(fn, dict) and \
+                _protocols.lookup(fn, "__init__") is dict.__init__ and \
+                _protocols.lookup(fn, "__new__") is dict.__new__:
+            return _dict_new(self, fn, args, kwargs)  # (a subclass made as dict makes it)
         elif kind is _JSON_ENCODER or (kind is _MethodDescriptor and fn.__objclass__ in _TEXT):
             return self._read_items(fn, args, kwargs)  # json.dumps([x]), str.join(s, [t])
         elif kind is _MethodDescriptor and self.shadow.arrays and args and \
@@ -1099,6 +1106,60 @@ def _class_attribute_meta(t: Tagger, obj: Any, name: str, value: Any) -> Any:
     return _MISSING
 
 
+def _proxied_meta(t: Tagger, proxy: types.MappingProxyType[Any, Any], key: Any,
+                  value: Any) -> Any:
+    """The metadata of ``proxy[key]`` (``value``): a read-only view (``MappingProxyType(d)``,
+    a class's ``vars(C)``) reads what its mapping holds, an item of a dict, or an attribute
+    of the class whose namespace it is (``C.w = x`` then ``vars(C)["w"]``)."""
+    if not t.shadow or not _hashable(key):
+        return _MISSING
+    mapping = gc.get_referents(proxy)[0]  # (its only referent: the mapping it shows)
+    meta = t.shadow.get(mapping, "item", key, value)
+    if meta is not _MISSING:
+        return meta
+    for (_, kind, name), (owner, _, _) in list(t.shadow.places.items()):
+        if kind == "attr" and name == key and isinstance(owner, type) and \
+                gc.get_referents(owner.__dict__)[0] is mapping:
+            return t.shadow.get(owner, "attr", key, value)
+    return _MISSING
+
+
+def _proxied_read(t: Tagger, fn: Any, proxy: Any, args: _Args, kwargs: _Kwargs) -> Any:
+    """``proxy.get(key)``, ``.values()``, ``.items()``, ``.copy()`` of a ``MappingProxyType``:
+    its items with the metadata :func:`_proxied_meta` finds (natively, plain values)."""
+    def item(key: Any) -> Any:
+        value = proxy[key]
+        meta = _proxied_meta(t, proxy, key, value)
+        return value if meta is _MISSING else t.wrap(value, meta)
+
+    name = fn.__name__
+    if name == "get" and args and not kwargs:
+        key = t.strip(args[0])
+        return item(key) if _hashable(key) and key in proxy else \
+            (args[1] if len(args) > 1 else None)
+    if name == "values" and not args:
+        return [item(key) for key in proxy]
+    if name == "items" and not args:
+        return [(key, item(key)) for key in proxy]
+    if name == "copy" and not args:
+        return _proxied_copy(t, proxy)
+    return t.plain_call(fn, args, kwargs)
+
+
+def _proxied_copy(t: Tagger, proxy: Any) -> Any:
+    """``proxy.copy()``: its mapping's copy (a dict, for a dict), its items' metadata kept for
+    it (see :func:`_proxied_meta`); what ``dict(proxy)``, ``{**proxy}`` and ``proxy | e``
+    copy too."""
+    new = proxy.copy()
+    if type(new) is dict:
+        for key in new:
+            value = new[key]
+            meta = _proxied_meta(t, proxy, key, value)
+            if meta is not _MISSING:
+                t.shadow.put(new, "item", key, value, meta)
+    return new
+
+
 def _setattr(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     obj, name = t.strip(args[0]), args[1]
     stored, meta = _store_value(t, args[2])
@@ -1143,8 +1204,12 @@ def _getitem(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         if target is not None:
             return target(*args)
     container, key = t.strip(args[0]), t.strip(args[1])
+    if type(container) is types.MappingProxyType:
+        value = t.plain_call(fn, (container, key), kwargs)
+        meta = _proxied_meta(t, container, key, value)
+        return value if meta is _MISSING else t.wrap(value, meta)
     if isinstance(container, dict) and not kwargs and _hashable(key) and key not in container:
-        missing = _missing(t, container, key)
+        missing = _missing(t, container, args[1])
         if missing is not _MISSING:
             return missing
     value = t.plain_call(fn, (container, key), kwargs)
@@ -1181,7 +1246,9 @@ def _missing(t: Tagger, container: dict[Any, Any], key: Any) -> Any:
     """``d[key]`` for a key ``d`` lacks, where C would call back into Python: a
     ``defaultdict``'s factory (whose value is stored, as ``d[key] = value``) or a dict
     subclass's Python ``__missing__``, each called through the context.  ``_MISSING`` when
-    neither applies (the native ``KeyError``, or a C ``__missing__`` without Python code)."""
+    neither applies (the native ``KeyError``, or a C ``__missing__`` without Python code).
+    ``key`` as the program gave it: a differentiated key is stored as the context stores
+    ``d[x] = v``."""
     kind = type(container)
     method = _protocols.lookup(kind, "__missing__")
     if type(method) is _Function:
@@ -1190,7 +1257,7 @@ def _missing(t: Tagger, container: dict[Any, Any], key: Any) -> Any:
             method is collections.defaultdict.__missing__ and \
             container.default_factory is not None:
         value = t.state.od(container.default_factory)
-        _setitem(t, operator.setitem, (container, key, value), {})
+        t.state.od(operator.setitem, container, key, value)
         return value
     return _MISSING
 
@@ -1314,7 +1381,7 @@ def _items(t: Tagger, values: Any) -> list[Any]:
     """The items of an iterable about to be stored, with the metadata a list, tuple or array
     holding stored metadata keeps for them (native iteration would read them plain), or that
     an object whose iteration is Python code gives them, iterated through the context."""
-    if t.shadow and _holds_metadata(t, values):
+    if (t.shadow or t.state.enclosed) and _holds_metadata(t, values):
         return list(_sequence_items(t, t.strip(values)))
     if _python_iterable(values):
         return t.state.od(list, values)  # type: ignore[no-any-return]
@@ -1545,6 +1612,9 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         _setitem(t, setter, (target, key, args[1] if len(args) > 1 else None), {})
         return args[1] if len(args) > 1 else None
     source = t.strip(args[0]) if args else None
+    if type(source) is types.MappingProxyType and t.shadow:
+        args = (_proxied_copy(t, source), *args[1:])
+        source = args[0]
     if len(args) == 1 and _protocols.python_mapping(source):
         # d.update(ChainMap(...)): read through the context, as dict(m)
         args = (_from_mapping(t, dict, (), source, {}),)
@@ -1558,7 +1628,10 @@ def _dict_store(t: Tagger, fn: Any, target: dict[Any, Any], args: _Args, kwargs:
         items.update((key, _getitem(t, operator.getitem, (source, key), {}))
                      for key in source if key not in kwargs)
     for key, value in items.items():
-        _setitem(t, setter, (target, key, value), {})
+        if _owned_layer(key, t.owner) is not None:  # a differentiated key: stored as the
+            t.state.od(setter, target, key, value)  # context stores ``d[x] = v`` (its
+        else:  # metadata kept where the context keeps it), not stripped here
+            _setitem(t, setter, (target, key, value), {})
     return None
 
 
@@ -1651,6 +1724,9 @@ def _copy_unbound(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
 def _dict_union(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     """``d | e`` and ``d |= e`` of dicts: the result keeps the metadata of the values it got
     from either (natively, their plain values only); any other ``|`` as it would run."""
+    if len(args) == 2 and not kwargs and t.shadow and types.MappingProxyType in map(type, args):
+        args = tuple(_proxied_copy(t, a) if type(a) is types.MappingProxyType else a
+                     for a in args)  # (proxy | e: a dict, as the copy's)
     if len(args) != 2 or kwargs or type(args[0]) is not dict or type(args[1]) is not dict:
         return t.unhandled_leaf(fn, args, kwargs)
     if fn is operator.ior:  # d |= e stores e's values in d: as d.update(e) stores them
@@ -1668,6 +1744,8 @@ def _dict_new(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     keywords stored as they are; a copied dict's metadata goes to the new dict too (natively,
     ``dict(d)`` copies ``d``'s plain values only)."""
     first = 1 if fn is collections.defaultdict else 0  # (after the factory)
+    if len(args) == first + 1 and type(args[first]) is types.MappingProxyType and t.shadow:
+        args = (*args[:first], _proxied_copy(t, args[first]))
     if len(args) == first + 1 and _protocols.python_mapping(args[first]):
         return _from_mapping(t, fn, args[:first], args[first], kwargs)
     if len(args) == first + 1 and _python_iterable(args[first]):
@@ -1728,7 +1806,7 @@ def _iter(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
     always does, reading each item when it is reached (a value stored with metadata after the
     loop began -- ``l[i + 1] = v * x`` in ``for i, v in enumerate(l)`` -- keeps it)."""
     if len(args) == 1 and not kwargs and (type(t.strip(args[0])) is list or (
-            t.shadow and _holds_metadata(t, args[0]))):
+            (t.shadow or t.state.enclosed) and _holds_metadata(t, args[0]))):
         return _sequence_items(t, t.strip(args[0]))
     iterator = _call_on(t, fn, args, kwargs)
     if len(args) == 1 and type(iterator).__flags__ & _HEAPTYPE and type(iterator) is not Tagged:
@@ -1771,7 +1849,7 @@ def _consume(t: Tagger, fn: Any, args: _Args, kwargs: _Kwargs) -> Any:
         # as the list's own iterator would (it sees the list change)
         args = tuple(_sequence_items(t, t.strip(a)) if i in iterated and
                      type(t.strip(a)) is list else a for i, a in enumerate(args))
-    if t.shadow:
+    if t.shadow or t.state.enclosed:
         args = tuple(list(_sequence_items(t, t.strip(a))) if i in iterated and
                      _holds_metadata(t, a) else a for i, a in enumerate(args))
     if fn is itertools.accumulate and len(args) == 1 and kwargs.get("func") is None:
@@ -1854,11 +1932,25 @@ def _python_iterable(x: Any) -> bool:
     return type(method) is _Function
 
 
+def mixes_levels(t: Tagger, x: Any) -> bool:
+    """Whether ``x``, in a run an enclosing context encloses, is a list or tuple holding this
+    context's tagged values as they are (made by a display, ``[y * x]``), beside which the
+    enclosing context may keep metadata of members it stored (``c.insert(0, x)`` of its own
+    ``x``): read natively here, those would lose it."""
+    return t.state.enclosed and type(x) in (list, tuple) and Tagged in map(type, x) and \
+        not all(type(v) is Tagged for v in x)
+
+
 def _holds_metadata(t: Tagger, x: Any) -> bool:
+    """Whether ``x``'s items must be read one by one through the context to keep their
+    metadata: it holds metadata this context stored; or, in a run an enclosing context
+    encloses, a list or tuple holds this context's tagged values as they are (made by a
+    display, ``[y * x]``) beside values the enclosing context may keep the metadata of (stored
+    by it: ``c.insert(0, x)`` of its own ``x``), which reading it natively would lose."""
     x = t.strip(x)
     if isinstance(x, (list, tuple)):
         slot = t.shadow.sequences.get(id(x))
-        return slot is not None and slot[0] is x and any(slot[1])
+        return (slot is not None and slot[0] is x and any(slot[1])) or mixes_levels(t, x)
     if _is_array(x):
         return x.ndim > 0 and t.shadow.array_selection(x, ...) is not None
     return False

@@ -31,6 +31,9 @@ FAST_ROUTES: dict[str, str] = {
     "forward-dual": "jvp, derivative, jacfwd: Python on numbers (in tuples, lists, dicts, "
                     "objects and arrays) run as its dual, tangents in "
                     "local variables (forward._pass, forward._dual)",
+    "forward-partials": "jvp, derivative, jacfwd: float arithmetic and math functions in the "
+                        "general forward mode computed with written-out scalar partials "
+                        "(forward._scalars)",
     "reverse-specialised": "grad, vjp, jacrev: scalar Python functions compiled to record one "
                            "tape entry per function instead of one per operator "
                            "(reverse._specialise)",

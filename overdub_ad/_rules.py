@@ -58,6 +58,7 @@ import inspect
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -170,6 +171,51 @@ def forget_missing(mark: list[int]) -> None:
     (:func:`missing_mark`): they were not the program's to catch."""
     for made, length in zip(_RUNNING.get(), mark):
         del made[length:]
+
+
+# What a derivative rule may raise at a point where its partial is infinite or undefined
+# (``0.5 / out`` of Python floats at ``sqrt(0)``, ``math.sqrt(1 - x * x)`` past the domain by
+# rounding, NumPy's errors under ``np.errstate(all="raise")``, its warnings made errors).
+# Raised while the program runs, it would reach the program's own ``except`` clauses, and the
+# function would take a branch it never takes natively: a silent wrong derivative.
+RULE_FAILURES = (ArithmeticError, ValueError, Warning)
+
+
+def computed_as_ieee(fn: Any, error: BaseException, compute: Any, *args: Any) -> Any:
+    """``compute(*args)`` -- a derivative rule's terms, which raised ``error`` -- again with
+    NumPy's floating-point errors and warnings ignored, so that an infinite or undefined
+    partial is the inf or nan NumPy gives, as JAX and PyTorch give it.  Where it raises again
+    (Python float arithmetic: ``1.0 / 0.0``), a MissingRuleError chained to ``error``, which
+    the derivative raises when it returns even if the program catches it here.  (A
+    ValueError other than ``math``'s domain error is the rule's own report -- a user rule's
+    check of its arguments -- and propagates as it is.)"""
+    if isinstance(error, ValueError) and str(error) != "math domain error":
+        raise error
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compute(*args)
+    except RULE_FAILURES:
+        pass
+    from ._callbacks import public_name  # (reads the stack: on an error only)
+    failure = _failure_type(type(error))(
+        f"the derivative rule of {public_name(fn)} failed at this point ({type(error).__name__}: "
+        f"{error}); its derivative there is infinite or undefined")
+    raise failure from error
+
+
+_FAILURE_TYPES: dict[type, type] = {}
+
+
+def _failure_type(kind: type) -> type:
+    """A MissingRuleError that is a ``kind`` too (``ZeroDivisionError``): what the rule raised
+    is still what a program or test expecting it catches, and the derivative raises it when
+    it returns even if the function caught it (see caught_missing)."""
+    made = _FAILURE_TYPES.get(kind)
+    if made is None:
+        made = _FAILURE_TYPES[kind] = type(f"MissingRuleError_{kind.__name__}",
+                                           (MissingRuleError, kind), {"__module__": __name__})
+    return made
 
 
 def missing_mark() -> list[int]:

@@ -5,6 +5,7 @@ the public functions."""
 from __future__ import annotations
 
 import bisect
+import collections
 import dis
 import functools
 import heapq
@@ -72,8 +73,20 @@ _ITERATING = _ids(iter, next, list, tuple, tuple.__new__, zip, enumerate, revers
                   itertools.combinations_with_replacement, itertools.chain.from_iterable,
                   *[getattr(itertools, name) for name in ("pairwise", "batched")
                     if hasattr(itertools, name)])
+# The argument an iterating function keeps or hands on as it is, not iterating it:
+# ``reduce``'s initial value, ``next``'s default, the object ``itertools.repeat`` repeats (a
+# differentiated array there stays one).
+_KEPT = {id(functools.reduce): 2, id(next): 1, id(itertools.repeat): 0}
+
+
+def iterated_at(fn: Any, position: int) -> bool:
+    """Whether the iterating function ``fn`` iterates its argument at ``position``."""
+    return _KEPT.get(id(fn)) != position
+
+
 _MOVING = {**_ITERATING, **_ids(dict,  # (tuple.__new__: a named tuple's __new__ calls it)
-                                 list.copy, dict.copy)}  # (and copy.copy these)
+                                 list.copy, dict.copy, collections.deque.copy,
+                                 collections.deque.__copy__)}  # (and copy.copy these)
 # C functions that reorder or insert into the list they are given, in place (heaps, sorted
 # insertion; the max-heaps of heapq.nsmallest, public in Python 3.14): handed a copy of it,
 # they would change the copy
@@ -565,11 +578,18 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
     return any(key_holds(ctx, m, direct, seen) for m in members)
 
 
+# The builtins some of whose calls are stepped (the cheap test before stepped_builtin's)
+STEPPED = frozenset(map(id, (sum, max, min, collections._count_elements)))  # type: ignore[attr-defined]
+
+
 def stepped_builtin(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn(*args, **kwargs)`` is a builtin call a context computes in steps through
     itself (:func:`run_stepped`): ``sum`` of lists or tuples (``sum(rows, [])``), whose rule is
     addition's, of numbers and arrays; ``max``/``min`` with a ``default``, which no rule takes
-    (the default is never compared, nor differentiated)."""
+    (the default is never compared, nor differentiated); ``Counter(items)``'s counting, which
+    stores the items as keys (differentiated keys: see ``d[x] = v``)."""
+    if fn is collections._count_elements:  # type: ignore[attr-defined]
+        return len(args) == 2 and not kwargs
     if fn is sum:
         return len(args) + len(kwargs) == 2 and \
             type(args[1] if len(args) == 2 else kwargs.get("start")) in (list, tuple)
@@ -579,7 +599,14 @@ def stepped_builtin(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> b
 def run_stepped(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A :func:`stepped_builtin` call, each step through ``ctx``: ``sum(rows, [])`` as Python's
     sum computes it, ``start + rows[0] + rows[1] + ...``; ``max(xs, default=x)`` the default as
-    it is where ``xs`` is empty, else ``max(xs)``."""
+    it is where ``xs`` is empty, else ``max(xs)``; ``_count_elements(counter, items)`` as its
+    Python version in ``collections`` counts."""
+    if fn is collections._count_elements:  # type: ignore[attr-defined]
+        counter, items = args
+        for item in ctx.overdub(iter, items):
+            count = ctx.overdub(counter.get, item, 0)
+            ctx.overdub(operator.setitem, counter, item, ctx.overdub(operator.add, count, 1))
+        return None
     if fn is sum:
         out = args[1] if len(args) == 2 else kwargs["start"]
         for item in ctx.overdub(list, args[0]):

@@ -165,6 +165,7 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     """:func:`_jvp` by the general mode: tagged values in a fresh :class:`ForwardContext`
     (``api`` names the entry point in errors)."""
     ctx = ForwardContext()
+    ctx.nested = current_context() is not None
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):

@@ -16,6 +16,7 @@ from overdub import (Context, Tagged, can_recurse, has_metadata, keeps_heap_meta
                      metadata, recurse, tag, untag)
 
 from .. import _arrays, _callbacks, _rules
+from . import _scalars
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
@@ -26,10 +27,11 @@ from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
                        inert_library_call, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
-                       key_holds, made_here, plain_key, run_stepped, stepped_builtin,
+                       key_holds, made_here, plain_key, run_stepped, STEPPED, stepped_builtin,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
                        _INERT_VALUES, _innermost, _INPLACE,
-                       _is_iterator, _is_mover, iterate_through, _ITERATING, keyed_read,
+                       _is_iterator, _is_mover, iterate_through, iterated_at, _ITERATING,
+                       keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
                        _numeric, _OPERATORS, _public, _PYTHON_CODE,
                        python_iterable, _rebuild, REORDERING, _RESTATED, _restated,
@@ -68,6 +70,13 @@ def _base_write(container: Any) -> Any:
             own = type(container).__setitem__
             return base.__setitem__ if isinstance(own, types.FunctionType) else own
     return operator.setitem
+
+
+def _enclosing_within(x: Any) -> bool:
+    """Whether ``x``, or a member of a list or tuple ``x``, is a value an enclosing derivative
+    tagged (a list given it is read with its members' tangents of every level, as the core
+    holds them: read natively here, it would lose that derivative's)."""
+    return type(x) is Tagged or (type(x) in (list, tuple) and Tagged in map(type, x))
 
 
 def _revealable(x: Any) -> bool:
@@ -184,6 +193,9 @@ class ForwardContext(Context):
         self.keys_written: set[tuple[int, Any]] = set()
         # whether code run here read an ``a.flat`` (see _written_flat_given)
         self.flats = False
+        # whether an enclosing context sees what this one computes (then every operation
+        # runs through it, and the forward-partials route is off): set by the API
+        self.nested = True
 
     def metadata_type(self, value_type: type) -> Any:
         if _arrays.is_numeric_type(value_type):
@@ -299,7 +311,7 @@ class ForwardContext(Context):
                 self._differentiated_array(args[0]):
             return True  # extended by the array's differentiated rows
         if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
-                any(map(self._carries_within, args))
+                any(map(self._carries_within, args)) or any(map(_enclosing_within, args))
                 or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
             self.lists.add(id(receiver))
         if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
@@ -313,6 +325,10 @@ class ForwardContext(Context):
         return fn.__name__ == "copy" and id(receiver) in self.lists
 
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if id(fn) in _scalars.FAST and not kwargs:  # (float arithmetic: see execute)
+            for a in args:
+                if type(a) is Tagged and a.owner() is self:
+                    return True
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
@@ -584,7 +600,7 @@ class ForwardContext(Context):
                     or (bool(self.arrays) and self.arrays.has(target)))
         if _arrays.is_foreign_array(target):  # _write refuses it: never a silent zero
             return self._carries_within(value) or self._carries(container)
-        if type(target) is list and self._carries_within(value):
+        if type(target) is list and (self._carries_within(value) or _enclosing_within(value)):
             self.lists.add(id(target))
             return type(args[1]) is slice and self._differentiated_array(value)
         if isinstance(target, dict) and self._carries_within(args[1]) and \
@@ -597,6 +613,10 @@ class ForwardContext(Context):
         return self._carries(x) and np.ndim(_innermost(x)) > 0
 
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not self.nested and id(fn) in _scalars.FAST and not kwargs:
+            out = _scalars.scalar_step(self, fn, args)  # (the forward-partials route)
+            if out is not _scalars.NOT_SIMPLE:
+                return out
         if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
@@ -684,7 +704,7 @@ class ForwardContext(Context):
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
-        if (fn is sum or fn is max or fn is min) and stepped_builtin(fn, args, kwargs):
+        if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if isinstance(fn, _PYTHON_CODE) and _rules.jvp_rules(fn) is None and \
                 self._sourceless(fn, args, kwargs):
@@ -821,26 +841,12 @@ class ForwardContext(Context):
         if type(fn) is np.ufunc and fn.signature is None and \
                 _broadcast_into(kwargs.get("out"), before):  # (a gufunc's shapes are its own)
             given_out = run(fn, *before, **plain_kwargs)
-        tangent = None
         number = _innermost(out).__class__ in _NUMBERS  # (a tuple, an array: every rule runs)
-        skipped = False
-        for i in carried:
-            rule = rules[i]
-            if rule is _rules.ZERO:
-                continue
-            if number and _exactly_zero(split[i][1]):
-                skipped = True  # its term is exactly 0, even where the partial is infinite
-                continue
-            if rule is _rules.LINEAR:
-                moved = list(before)
-                moved[i] = split[i][1]
-                part = run(fn, *moved, **plain_kwargs)
-            elif type(rule) is _rules.Carried:
-                part = run(rule.rule, _rules.carried_pattern([t for _, t in split]),
-                           split[i][1], given_out, *before, **plain_kwargs)
-            else:
-                part = run(rule, split[i][1], given_out, *before, **plain_kwargs)
-            tangent = self._add(tangent, part)
+        terms = (fn, rules, carried, split, before, given_out, plain_kwargs, number)
+        try:
+            tangent, skipped = self._terms(*terms)
+        except _rules.RULE_FAILURES as failure:  # (the program's own except must not see it)
+            tangent, skipped = _rules.computed_as_ieee(fn, failure, self._terms, *terms)
         if tangent is None and skipped:  # (a zero still: max(0, x) is a differentiated int)
             tangent = 0j if _innermost(out).__class__ in _COMPLEX else 0.0
         if target is not None and _innermost(out) is target:
@@ -868,6 +874,34 @@ class ForwardContext(Context):
                                                           and is_node(out))):
             return self._attach_tree(fn, out, tangent)  # (a named tuple: as a tuple, below)
         return self._attach(out, tangent)
+
+    def _terms(self, fn: Any, rules: tuple[Any, ...], carried: list[int],
+               split: list[tuple[Any, Any]], before: list[Any], given_out: Any,
+               plain_kwargs: dict[str, Any], number: bool) -> tuple[Any, bool]:
+        """The output tangent of ``_apply``'s call: the sum of the rules' terms of the
+        arguments that carry one (None if none ran), and whether a term was skipped as
+        exactly zero."""
+        run = self.fallback
+        tangent = None
+        skipped = False
+        for i in carried:
+            rule = rules[i]
+            if rule is _rules.ZERO:
+                continue
+            if number and _exactly_zero(split[i][1]):
+                skipped = True  # its term is exactly 0, even where the partial is infinite
+                continue
+            if rule is _rules.LINEAR:
+                moved = list(before)
+                moved[i] = split[i][1]
+                part = run(fn, *moved, **plain_kwargs)
+            elif type(rule) is _rules.Carried:
+                part = run(rule.rule, _rules.carried_pattern([t for _, t in split]),
+                           split[i][1], given_out, *before, **plain_kwargs)
+            else:
+                part = run(rule, split[i][1], given_out, *before, **plain_kwargs)
+            tangent = self._add(tangent, part)
+        return tangent, skipped
 
     def _attach_tree(self, fn: Any, out: Any, tangent: Any) -> Any:
         """``out``, a dict, named tuple, dataclass or registered pytree ``fn``'s rules gave
@@ -1174,13 +1208,14 @@ class ForwardContext(Context):
         as lists of their differentiated rows, lists whose members the core holds metadata of
         as lists of tagged members (a copy), other values untouched (not stripped)."""
         if not reordering and id(fn) in REORDERING and args and type(args[0]) is list and (
-                id(args[0]) in self.lists or any(map(self._carries, args[1:]))):
+                id(args[0]) in self.lists or any(map(self._carries, args[1:]))
+                or Tagged in map(type, args[1:])):
             # (a differentiated value pushed into a list made before the run, or empty:
             # natively, the list would keep the tagged value itself)
             return self._reorder(fn, args, kwargs)
         if id(fn) in _ITERATING or (isinstance(fn, type) and constructs_container(fn)):
-            args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a)) else a
-                         for a in args)
+            args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a))
+                         and iterated_at(fn, i) else a for i, a in enumerate(args))
         args = tuple(self._reveal(a) if type(a) is list and id(a) in self.lists else a
                      for a in args)
         if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims
@@ -1213,6 +1248,7 @@ class ForwardContext(Context):
         items = self._reveal(target)
         out = self._move(fn, (items, *args[1:]), kwargs, reordering=True)
         self.fallback(operator.setitem, target, slice(None), items)
+        self.lists.add(id(target))  # (its members' tangents now kept aside by the core)
         return out
 
     def _rows(self, x: Any) -> list[Any]:

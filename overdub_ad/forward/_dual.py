@@ -47,7 +47,7 @@ from overdub import Context, Tagged, TagError, can_recurse, current_context, opa
 
 from .. import _routes, _rules
 from .._pytree import flatten, is_node, unflatten
-from .._shared import _INPLACE, stepped_builtin
+from .._shared import _INPLACE, STEPPED, stepped_builtin
 from . import _dual_objects
 from ._dual_objects import _RUN
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
@@ -125,8 +125,9 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
                 for a in plain):
             raise _Deopt(f"{getattr(f, '__name__', f)} of a value whose class decides it")
         return _result(f(*plain, **(kwargs or {})))
-    if (f is sum or f is max or f is min) and stepped_builtin(f, args, kwargs or {}):
-        raise _Deopt("sum of lists or tuples, or max/min with a default (_shared.run_stepped)")
+    if id(f) in STEPPED and stepped_builtin(f, args, kwargs or {}):
+        raise _Deopt("sum of lists or tuples, max/min with a default, Counter(items) "
+                     "(_shared.run_stepped)")
     rules = _rules.jvp_rules(f)
     if rules is not None and _pure_callable(f):
         if kwargs and any(_dual_function(v) for v in kwargs.values()) or \

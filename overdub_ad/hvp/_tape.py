@@ -712,7 +712,7 @@ def _kinds() -> dict[int, tuple[Any, ...]]:
             add((fn,), _quotient, _t_quotient)
     add((operator.neg, np.negative, operator.pos, np.positive, operator.getitem, np.sum,
          np.mean, np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims,
-         np.broadcast_to, np.swapaxes, np.moveaxis, np.cumsum, np.real, _NP_UNSTACK),
+         np.broadcast_to, np.swapaxes, np.moveaxis, np.cumsum, np.real, _NP_UNSTACK, float),
         _linear, _t_first)
     add((np.concatenate,), _linear, None)
     add((np.array, np.asarray, np.stack), _linear, _t_stacked)

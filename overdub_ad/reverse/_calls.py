@@ -14,6 +14,7 @@ import numbers
 import operator
 import types
 import weakref
+import collections
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,6 +65,7 @@ _MOVING = {id(f): f for f in (heapq.heappush, heapq.heappop, heapq.heapify, heap
                               bisect.insort_right, bisect.bisect, bisect.bisect_left,
                               bisect.bisect_right,
                               functools.partial,  # (its arguments kept, tags and all)
+                              collections.deque.copy, collections.deque.__copy__,  # (copy.copy)
                               # the max-heaps of heapq.nsmallest (public in Python 3.14)
                               *[getattr(heapq, name) for name in (
                                   "_heapify_max", "_heappop_max", "_heapreplace_max",

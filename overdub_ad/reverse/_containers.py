@@ -21,8 +21,8 @@ from overdub import (Context, Tagged, can_recurse, keeps_heap_metadata, overdub,
 from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
 from .._pytree import is_node, reveal_node
-from .._shared import (_hides_arrays, _innermost, iterate_through, _method_of, namespace_of,
-                       plain_key, python_iterable)
+from .._shared import (_hides_arrays, _innermost, iterate_through, iterated_at, _method_of,
+                       namespace_of, plain_key, python_iterable)
 from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
 from ._calls import _BuiltinMethod, _is_iterator, _put_back
 from ._plans import _NP_UNSTACK
@@ -320,7 +320,8 @@ def _iterate(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[
     elements, each differentiated (one tape entry for all of them)."""
     items = tuple([self._elements(a) if (type(_innermost(a)) is np.ndarray or
                                          _arrays.is_foreign_array(_innermost(a)))
-                   and self._node(a) is not None else a for a in args])
+                   and self._node(a) is not None and iterated_at(fn, i) else a
+                   for i, a in enumerate(args)])
     if fn is itertools.accumulate and len(items) == 1 and kwargs.get("func") is None:
         items += (operator.add,)  # its default sum would add natively: the shim sees it
     if can_recurse(self, fn, *items, **kwargs):  # map, filter, sorted(key=...): shims

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import operator
@@ -24,7 +25,7 @@ from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
                        _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
                        namespace_of, _public, out_as_keyword, part_write, python_iterable,
-                       run_stepped, set_part, _sourceless, stepped_builtin, summed_through,
+                       run_stepped, set_part, _sourceless, STEPPED, stepped_builtin, summed_through,
                        _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS,
@@ -101,6 +102,13 @@ def _remember_route(fn: Any, public: Any) -> None:
             id(fn) not in _INPLACE_IDS and len(_ROUTED) < 10_000:
         _ROUTED[id(fn)] = (fn, _rules.version, public,
                            _callbacks.c_callee(fn) and _rules.vjp_rules(fn) is None)
+
+
+def _levels_apart(x: Any) -> bool:
+    """Whether the list or tuple ``x`` holds tagged values as they are beside plain members,
+    whose tangents an enclosing derivative may keep aside, by position (it stored them: see
+    ``keeps_heap_metadata``): read natively, those would be lost."""
+    return Tagged in map(type, x) and not all(type(v) is Tagged for v in x)
 
 
 class ReverseContext(Context):
@@ -786,7 +794,7 @@ class ReverseContext(Context):
             # it is (the tag machinery would give it back without its derivative)
             item = self.overdub(next, args[0], _EXHAUSTED)
             return args[1] if item is _EXHAUSTED else item
-        if (fn is sum or fn is max or fn is min) and stepped_builtin(fn, args, kwargs):
+        if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if fn is types.SimpleNamespace and not args:
             # SimpleNamespace(v=[x]): an empty namespace, then ns.v = [x] as this context
@@ -844,7 +852,12 @@ class ReverseContext(Context):
             for a in args:
                 if isinstance(a, list):
                     self._note_store(a)
-            return fn(*args, **kwargs)
+            if self.nested and args and type(args[0]) is list and _levels_apart(args[0]):
+                return self._reorder_revealed(fn, args, kwargs)
+            out = fn(*args, **kwargs)
+            if type(out) is collections.deque:
+                self._note_store(out)  # (a deque's copy holds the values as they are)
+            return out
         if fn is dict or constructs_container(fn):  # dict(a=v), deque([v]): the values
             return self._construct(fn, args, kwargs)  # stored as they are
         if args and isinstance(args[0], dict) and id(fn) in _KEYS_ITERATED:
@@ -961,6 +974,17 @@ class ReverseContext(Context):
             return self.fallback(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
+    def _reorder_revealed(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A heap function or ``bisect`` (``_MOVING``) given a list holding this context's
+        values beside plain members whose tangents an enclosing derivative may keep aside, by
+        position: run on the list read through it, then stored back through it (natively the
+        members would move away from the tangents it keeps)."""
+        target = args[0]
+        items = [self.fallback(operator.getitem, target, i) for i in range(len(target))]
+        out = fn(items, *args[1:], **kwargs)
+        self.fallback(operator.setitem, target, slice(None), items)
+        return out
+
     def _plain(self, x: Any) -> Any:
         """``x`` without this context's tags (a list or tuple rebuilt, a named tuple as
         itself; another sequence -- a deque, a subclass -- as a plain list or tuple: what a C
@@ -968,7 +992,9 @@ class ReverseContext(Context):
         if type(x) is Tagged:
             return x.value if x.owner is self._ref else x
         if type(x) in (list, tuple) and x:
-            return type(x)([self._plain(v) for v in x])
+            items = [self.fallback(operator.getitem, x, i) for i in range(len(x))] \
+                if self.nested and _levels_apart(x) else x
+            return type(x)([self._plain(v) for v in items])
         if isinstance(x, SEQUENCES) and self._carries(x):
             items = [self._plain(v) for v in x]
             if hasattr(x, "_fields"):

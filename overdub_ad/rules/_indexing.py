@@ -341,12 +341,35 @@ def _interp_side(which: Any, mode: Any) -> Callable[..., Any]:
     return rule
 
 
+def _interp_period(x: Any, xp: Any, fp: Any, period: Any) -> Any:
+    """d out / d period: the period moves ``x mod p`` (by ``-floor(x / p)``) and every
+    extended knot (``xp mod p``, and one period less or more at the ends), which move the
+    output as ``x`` and ``xp`` do (see _interp_x, _interp_xp_weights)."""
+    p = np.abs(period)
+    xp = np.asarray(xp)
+    at, knots, values, _ = _periodic(x, xp, fp, period)
+    moved = -np.floor(xp / p)[np.argsort(np.mod(xp, p))]  # (the knots in _periodic's order)
+    d_knots = np.concatenate((moved[-1:] - 1.0, moved, moved[:1] + 1.0))
+    i, t, _, _ = _interp_parts(at, knots, None, None)
+    slope = _interp_x(at, knots, values, None, None, None)
+    return slope * (-np.floor(x / p) - (1.0 - t) * d_knots[i] - t * d_knots[i + 1]) * \
+        np.sign(period)
+
+
+def _interp_period_rule(mode: str) -> Callable[..., Any]:
+    def rule(d: Any, out: Any, /, x: Any, xp: Any, fp: Any, left: Any = None,
+             right: Any = None, period: Any = None) -> Any:
+        partial = _interp_period(x, xp, fp, period)
+        return d * partial if mode == "rev" else lift(d, period, out) * partial
+    return rule
+
+
 defjvp(np.interp, lambda dx, out, /, x, xp, fp, left=None, right=None, period=None:
        dx * _interp_x(x, xp, fp, left, right, period), _interp_xp_jvp, _interp_fp_jvp,
-       _interp_side("left", "fwd"), _interp_side("right", "fwd"), ZERO)
+       _interp_side("left", "fwd"), _interp_side("right", "fwd"), _interp_period_rule("fwd"))
 defvjp(np.interp, lambda ct, out, /, x, xp, fp, left=None, right=None, period=None:
        ct * _interp_x(x, xp, fp, left, right, period), _interp_xp_vjp, _interp_fp_vjp,
-       _interp_side("left", "rev"), _interp_side("right", "rev"), ZERO)
+       _interp_side("left", "rev"), _interp_side("right", "rev"), _interp_period_rule("rev"))
 
 nondifferentiable(np.argsort, np.searchsorted, np.lexsort, np.argpartition)
 

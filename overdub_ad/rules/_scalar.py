@@ -181,9 +181,12 @@ if hasattr(math, "exp2"):  # Python 3.11+
     _unary(math.exp2, lambda x, out: out * _LN2)
 _unary(math.log1p, lambda x, out: 1.0 / (1.0 + x), scalar=True,
        second=lambda x, out: -1.0 / ((1.0 + x) * (1.0 + x)))
-_unary(math.log2, lambda x, out: 1.0 / (x * _LN2))
-_unary(math.log10, lambda x, out: 1.0 / (x * _LN10))
-_unary(math.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out))
+_unary(math.log2, lambda x, out: 1.0 / (x * _LN2), scalar=True,
+       second=lambda x, out: -1.0 / (x * x * _LN2))
+_unary(math.log10, lambda x, out: 1.0 / (x * _LN10), scalar=True,
+       second=lambda x, out: -1.0 / (x * x * _LN10))
+_unary(math.sqrt, lambda x, out: 0.5 / out, scalar=nonzero(lambda x, out: 0.5 / out),
+       second=lambda x, out: -0.25 / (out * out * out))
 if hasattr(math, "cbrt"):  # Python 3.11+
     _unary(math.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
 _unary(math.erf, lambda x, out: _TWO_OVER_SQRT_PI * math.exp(-x * x), scalar=True,
@@ -203,6 +206,7 @@ defvjp(math.log,
        lambda ct, out, /, x, *base: ct / (x * math.log(*base)) if base else ct / x,
        lambda ct, out, /, x, base: -ct * out / (base * math.log(base)))
 defscalar(math.log, 1, lambda x, out: 1.0 / x)
+defelementwise(math.log, lambda x, out: 1.0 / x, lambda x, out: -1.0 / (x * x))  # (one argument)
 
 
 # -- math: several arguments ------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""Float arithmetic and ``math`` functions in the general forward mode with no enclosing
+context: the ``forward-partials`` route (``ForwardContext.execute``'s first path).
+
+Where the dual route declines a function (a generator, a ``with`` block, ``functools.partial``,
+a property setter...), every operation runs through the general forward mode, whose rules are
+written for arrays and batches of directions.  On a float with a float tangent, the partials
+declared beside the shipped rules (``_rules.defscalar``, the same the reverse-partials route
+records) give the tangent directly: ``d(a * b) = b da + a db``, with no rule call.  Anything
+else -- an array, a batch of directions (``jacfwd``), a partial the declaration hands back to
+the rules (a domain edge), a rule the user registered -- takes the rules' path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from overdub import Tagged, tag
+
+from .. import _routes, _rules
+
+if TYPE_CHECKING:
+    from ._context import ForwardContext
+
+# id(fn) -> partials, while fn's rules are the shipped ones and the route is enabled (rebuilt
+# on every change of the rules, as reverse mode's tables are)
+FAST1: dict[int, Any] = {}
+FAST2: dict[int, Any] = {}
+FAST: dict[int, Any] = {}
+NOT_SIMPLE = object()  # (the rules' path)
+_REAL = frozenset({float, int, np.float64})
+_TANGENT = frozenset({float, np.float64})  # (one direction: a batch is an array)
+
+
+@_rules.on_change
+def _tables() -> None:
+    on = _routes.enabled("forward-partials")
+    for table, arity in ((FAST1, 1), (FAST2, 2)):
+        table.clear()
+        if on:
+            table.update(_rules.scalar_partials(arity))
+    FAST.clear()
+    FAST.update({**FAST1, **FAST2})
+
+
+def _split(ctx: ForwardContext, x: Any) -> tuple[Any, Any]:
+    """``(value, tangent)`` of an operand: this context's float with a float tangent, or a
+    plain number (tangent None); ``(NOT_SIMPLE, None)`` for anything else."""
+    if type(x) is Tagged:
+        if x.owner() is ctx and type(x.value) in _REAL and type(x.meta) in _TANGENT:
+            return x.value, x.meta
+        return NOT_SIMPLE, None
+    return (x, None) if type(x) in _REAL else (NOT_SIMPLE, None)
+
+
+def scalar_step(ctx: ForwardContext, fn: Any, args: tuple[Any, ...]) -> Any:
+    """``fn(*args)`` with its tangent from the declared partials, or ``NOT_SIMPLE``."""
+    if len(args) == 2:
+        partials = FAST2.get(id(fn))
+        if partials is None:
+            return NOT_SIMPLE
+        va, ta = _split(ctx, args[0])
+        vb, tb = _split(ctx, args[1])
+        if va is NOT_SIMPLE or vb is NOT_SIMPLE or (ta is None and tb is None):
+            return NOT_SIMPLE
+        try:
+            out = fn(va, vb)
+        except ArithmeticError:  # (the rules' path raises it as the program would see it)
+            return NOT_SIMPLE
+        if type(out) not in _REAL:
+            return NOT_SIMPLE
+        if partials is _rules.BILINEAR:
+            pa, pb = vb, va
+        elif type(partials) is tuple:
+            pa, pb = partials
+        else:
+            p = partials(va, vb, out, ta is not None, tb is not None)
+            if p is None:
+                return NOT_SIMPLE
+            pa, pb = p
+        # (a term whose tangent is exactly 0 is 0, even where its partial is infinite)
+        tangent = (0.0 if ta is None or ta == 0 else pa * ta) + \
+            (0.0 if tb is None or tb == 0 else pb * tb)
+    elif len(args) == 1:
+        partial = FAST1.get(id(fn))
+        if partial is None:
+            return NOT_SIMPLE
+        va, ta = _split(ctx, args[0])
+        if va is NOT_SIMPLE or ta is None:
+            return NOT_SIMPLE
+        try:
+            out = fn(va)
+        except (ArithmeticError, ValueError):  # (math's domain error: the rules' path)
+            return NOT_SIMPLE
+        if type(out) not in _REAL:
+            return NOT_SIMPLE
+        if ta == 0:
+            tangent = 0.0
+        else:
+            p = partial(va, out)
+            if p is None:
+                return NOT_SIMPLE
+            tangent = p * ta
+    else:
+        return NOT_SIMPLE
+    return tag(out, ctx, tangent)

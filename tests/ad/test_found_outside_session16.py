@@ -1,0 +1,475 @@
+"""Found from outside (session 15's round-2 testers) and fixed in session 16.
+
+1. A differentiated dict key -- which the docs promise is "stored with it, so that iterating
+   the dict later differentiates through it" -- lost its derivative in both modes when a C
+   method stored it: ``d.update({x: 1})``, ``d |= {x: 1}``, a ``defaultdict``'s ``d[x] += 1``
+   (the factory's item is stored first, and a dict keeps the first key object), and so
+   ``Counter({x: 1})``, ``Counter.update({x: 1})`` and ``ChainMap({x: 1})``'s iteration.  Such a
+   key is stored as ``d[x] = v`` stores it now.  ``Counter([x])`` raised MissingRuleError in
+   reverse mode (its C counting helper): it counts through the context now, in both modes.
+2. ``copy.copy``/``copy.deepcopy`` of a ``Counter`` gave 0 in forward mode: ``object.__reduce_ex__``
+   called Counter's Python ``__reduce__`` natively.  A ``__reduce__`` written in Python is run
+   through the context now whatever the class's bases.
+3. Forward mode over an inner derivative (``derivative(lambda x: derivative(inner)(2.0))``), and
+   forward over reverse: a list holding the inner derivative's values as they are (``[y * x]``,
+   or filled by ``append``) beside a value only the outer derivative differentiates (``x``,
+   stored by ``insert``/``append``/``c[i] = x``/``extend``/``heappush``/``bisect.insort``) was
+   read natively by ``sum``, ``min``, ``np.array``, ``heapq``: the outer derivative kept that
+   value's tangent aside, by position, and lost it -- 0 for the outer derivative (86 of 1,008
+   cases of the matrix below; grad over either was right).
+4. A derivative rule's own error, raised while the program runs (``0.5 / out`` of Python floats
+   at ``math.sqrt(0)``, ``math.acos(1)``'s, NumPy's under ``np.errstate(all="raise")`` or with
+   warnings made errors), reached the program's ``except`` clause in forward mode, and the
+   function took a branch the plain program never takes: ``derivative`` returned that
+   branch's slope (5.0) with no error.  A NumPy rule is now computed again with NumPy's errors
+   ignored (the derivative is the inf NumPy gives, as in JAX); one that still fails raises
+   MissingRuleError, which the derivative raises when it returns even if the program catches
+   it.
+5. Forward mode read a ``types.MappingProxyType`` -- a user's read-only view of a dict, or a
+   class's ``vars(C)`` / ``C.__dict__`` -- as plain values: 0 for ``proxy["b"]``, ``.get``,
+   ``.values()``, ``.items()``, ``dict(proxy)``, ``{**proxy}``, ``proxy | {}``; reverse mode too
+   for a class attribute set during the derivative (``C.w = x * x; vars(C)["w"]``).
+6. ``np.interp(x, xp, fp, period=p)`` was declared to have no derivative in ``p`` (0 in every
+   mode), but ``p`` moves ``x mod p`` and the knots NumPy extends by one period.
+7. ``copy.copy(deque([x]))`` raised TypeError in both modes: the deque given to
+   ``deque.__copy__`` was handed over as a list, as for a C function reading its items.
+8. ``functools.reduce(step, seq, p)`` with a differentiated array ``p`` as its initial value
+   handed ``step`` the *list* of ``p``'s elements, as for the sequence it iterates (found by
+   outside tester H115): ``w * 2`` repeated the list, so the program's value changed (6.0
+   became 3.0) and the derivative with it, in every mode; a 2-d one raised.  So were
+   ``next(it, p)``'s default and the object ``itertools.repeat(p)`` repeats.
+9. (speed, found by H115) ``hvp`` of scalar code calling ``math.log`` (and ``log2``, ``log10``,
+   ``sqrt``) or casting with ``float(p[0])`` took each such call through a nested forward pass
+   of its rule: 16x the same code with ``np.log``.  Their second derivatives are declared now,
+   and ``float`` is linear on the tape.  Checked here on the hvp-tape route, against the
+   reference and finite differences of the gradient.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import copy
+import functools
+import heapq
+import itertools
+import math
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from overdub_ad import MissingRuleError, derivative, grad, hessian, hvp, jacfwd, jacrev, jvp
+from overdub_ad.testing import REFERENCE, force_route
+
+pytestmark = pytest.mark.every_route
+
+ROUTES = pytest.mark.parametrize("route", [None, REFERENCE], ids=["default", "reference"])
+MODES = pytest.mark.parametrize("mode", [derivative, grad], ids=["forward", "reverse"])
+
+
+def _twice(mode, f, x):
+    return [float(mode(f)(x)) for _ in range(2)]
+
+
+# -- 1. differentiated dict keys stored by C methods --------------------------------------------
+
+def _updated(x):
+    d = {}
+    d.update({x: 1})
+    return sum(d)
+
+
+def _or_assigned(x):
+    d = {"k": 0.0}
+    d |= {2 * x: 1}
+    return sum(k for k in d if k != "k")
+
+
+def _default_counted(x):
+    d = collections.defaultdict(int)
+    d[x] += 1
+    d[x] += 1
+    return sum(d) * d[x]  # = 2x
+
+
+def _counter_mapping(x):
+    return sum(collections.Counter({x: 1}))
+
+
+def _counter_items(x):
+    c = collections.Counter([x, 3 * x, x])
+    return sum(c) + c[x]  # = 4x + 2
+
+
+def _counter_updated(x):
+    c = collections.Counter()
+    c.update({x: 1})
+    c.update([x * x])
+    return sum(c.keys())
+
+
+def _chained(x):
+    return sum(k for k in collections.ChainMap({x: 1}, {2.0: 2}))
+
+
+KEYED = [(_updated, 1.0), (_or_assigned, 2.0), (_default_counted, 2.0),
+         (_counter_mapping, 1.0), (_counter_items, 4.0), (_counter_updated, 1.0 + 2 * 0.7),
+         (_chained, 1.0)]
+
+
+@ROUTES
+@MODES
+@pytest.mark.parametrize("f, expected", KEYED, ids=[f.__name__ for f, _ in KEYED])
+def test_a_differentiated_key_stored_by_a_c_method_keeps_its_derivative(f, expected, mode,
+                                                                          route):
+    with force_route(route):
+        assert _twice(mode, f, 0.7) == pytest.approx([expected] * 2)
+
+
+@ROUTES
+def test_counting_a_differentiated_value_keeps_the_counts(route):
+    def counts(x):
+        c = collections.Counter([x, x, 2 * x])
+        assert c[x] == 2 and c.most_common(1)[0][1] == 2
+        return sum(k * n for k, n in c.items())  # 2x + 2x
+
+    with force_route(route):
+        assert _twice(grad, counts, 0.7) == [4.0, 4.0]
+        assert _twice(derivative, counts, 0.7) == [4.0, 4.0]
+
+
+# -- 2. copies of a Counter ----------------------------------------------------------------------
+
+@ROUTES
+@MODES
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy], ids=["copy", "deepcopy"])
+def test_a_copied_counter_keeps_its_derivatives(copier, mode, route):
+    def f(x):
+        c = copier(collections.Counter(a=x, b=x * x))
+        return c["a"] + c["b"] + c.total()
+
+    with force_route(route):
+        assert _twice(mode, f, 0.7) == pytest.approx([2 * (1 + 1.4)] * 2)
+
+
+class _Reduced(dict):
+    """A dict subclass reduced by Python code, as Counter is."""
+
+    def __reduce__(self):
+        return type(self), (dict(self),)
+
+
+@ROUTES
+def test_a_python_reduce_of_a_dict_subclass_runs_under_the_derivative(route):
+    def f(x):
+        return copy.copy(_Reduced(a=x))["a"] * x
+
+    with force_route(route):
+        assert _twice(derivative, f, 0.7) == pytest.approx([1.4, 1.4])
+        assert _twice(grad, f, 0.7) == pytest.approx([1.4, 1.4])
+
+
+# -- 3. lists mixing an inner derivative's values with the outer one's ---------------------------
+# inner(y) builds a list holding y * x + 1 and x, and reads back x by a C function: inner's
+# derivative is x, the outer derivative 1.
+
+def _set(c, i, v):
+    c[i] = v
+
+
+BUILDS = {
+    "display, insert": lambda x, y: (lambda c: (c.insert(0, x), c)[1])([y * x + 1]),
+    "append": lambda x, y: (lambda c: (c.append(y * x + 1), c.append(x), c)[2])([]),
+    "extend": lambda x, y: (lambda c: (c.extend([x]), c)[1])([y * x + 1]),
+    "item set": lambda x, y: (lambda c: (_set(c, 1, x), c)[1])([y * x + 1, 0.0]),
+    "__setitem__": lambda x, y: (lambda c: (c.__setitem__(1, x), c)[1])([y * x + 1, 0.0]),
+    "heappush": lambda x, y: (lambda c: (heapq.heappush(c, y * x + 1),
+                                         heapq.heappush(c, x), c)[2])([]),
+    "insort": lambda x, y: (lambda c: (bisect.insort(c, x), c)[1])([y * x + 1]),
+}
+READS = {
+    "min": min,
+    "sum": lambda c: sum(c) - max(c),
+    "sorted": lambda c: sorted(c)[0],
+    "heapify": lambda c: (heapq.heapify(c), c[0])[1],
+    "np.min": lambda c: np.min(np.array(c)),
+    "reduce": lambda c: functools.reduce(min, c),
+}
+NESTINGS = {"forward over forward": (derivative, derivative),
+            "forward over reverse": (derivative, grad),
+            "reverse over forward": (grad, derivative),
+            "reverse over reverse": (grad, grad)}
+
+
+@ROUTES
+@pytest.mark.parametrize("nesting", NESTINGS)
+@pytest.mark.parametrize("read", READS)
+@pytest.mark.parametrize("build", BUILDS)
+def test_a_list_mixing_derivative_levels_keeps_the_outer_derivative(build, read, nesting, route):
+    outer, inner = NESTINGS[nesting]
+    made, reader = BUILDS[build], READS[read]
+
+    def f(x):
+        return inner(lambda y: reader(made(x, y)) * y)(2.0)
+
+    with force_route(route):
+        assert _twice(outer, f, 0.7) == pytest.approx([1.0, 1.0])
+
+
+@ROUTES
+def test_heap_and_priority_queue_inside_an_inner_derivative(route):
+    import queue
+
+    def pushed(x):
+        def inner(y):
+            h = []
+            heapq.heappush(h, y * x)
+            heapq.heappush(h, x)  # sifts x to the front
+            return h[0] * y
+        return derivative(inner)(2.0)
+
+    def queued(x):
+        def inner(y):
+            q = queue.PriorityQueue()
+            q.put(y * x)
+            q.put(x)
+            return q.get() * y
+        return derivative(inner)(2.0)
+
+    with force_route(route):
+        for f in (pushed, queued):
+            assert _twice(derivative, f, 0.7) == [1.0, 1.0]
+            assert float(jvp(f, (0.7,), (1.0,))[1]) == 1.0
+            assert _twice(grad, f, 0.7) == [1.0, 1.0]
+
+
+def test_the_matrix_programs_read_back_x():
+    # (what the matrix above differentiates: each reads back the outer derivative's x)
+    for made in BUILDS.values():
+        for reader in READS.values():
+            assert reader(made(0.7, 2.0)) == pytest.approx(0.7)
+
+
+# -- 4. a rule's own error inside the program's try ---------------------------------------------
+
+def _math_sqrt(x):
+    try:
+        return math.sqrt(x - 0.7) + x
+    except (ZeroDivisionError, ValueError):
+        return 5.0 * x  # (never taken natively at 0.7)
+
+
+def _math_acos(x):
+    try:
+        return math.acos(x + 0.3) * x
+    except Exception:
+        return 3.0 * x
+
+
+def _raising_numpy(x):
+    with np.errstate(all="raise"):
+        try:
+            return np.sqrt(x - 0.7) + x
+        except FloatingPointError:
+            return 5.0 * x
+
+
+def _warnings_as_errors(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.log(np.sqrt(x - 0.7) + 1.0) + x
+        except RuntimeWarning:
+            return 5.0 * x
+
+
+FORWARD = {"derivative": lambda f, x: derivative(f)(x), "jacfwd": lambda f, x: jacfwd(f)(x),
+           "jvp": lambda f, x: jvp(f, (x,), (1.0,))[1]}
+
+
+@ROUTES
+@pytest.mark.parametrize("api", FORWARD)
+@pytest.mark.parametrize("f", [_math_sqrt, _math_acos], ids=["sqrt", "acos"])
+def test_a_python_float_rule_failing_inside_the_program_s_try_raises(f, api, route):
+    assert f(0.7) == pytest.approx(0.7 if f is _math_sqrt else 0.0)  # (natively: no error)
+    with force_route(route):
+        for _ in range(2):
+            with pytest.raises(MissingRuleError, match="failed at this point") as raised:
+                FORWARD[api](f, 0.7)
+            causes = []  # (acos's caught by ``except Exception``: "caught there", chained)
+            error = raised.value
+            while error is not None:
+                causes.append(type(error))
+                error = error.__cause__
+            assert causes[-1] is ZeroDivisionError
+
+
+@ROUTES
+@pytest.mark.parametrize("api", FORWARD)
+@pytest.mark.parametrize("f", [_raising_numpy, _warnings_as_errors], ids=["errstate", "warnings"])
+def test_a_numpy_rule_failing_inside_the_program_s_try_gives_numpy_s_inf(f, api, route):
+    assert f(0.7) == 0.7
+    with force_route(route), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (reverse mode's sweep runs outside the program)
+        for _ in range(2):
+            assert float(FORWARD[api](f, 0.7)) == math.inf
+        assert float(grad(f)(0.7)) == math.inf
+
+
+@ROUTES
+def test_a_rule_at_a_regular_point_and_the_program_s_own_errors_are_untouched(route):
+    def own(x):  # natively the domain error is raised, and the fallback taken
+        try:
+            return math.sqrt(x - 0.8) + x
+        except ValueError:
+            return 5.0 * x
+
+    with force_route(route):
+        for api in FORWARD.values():
+            assert float(api(own, 0.7)) == 5.0
+            assert float(api(_math_sqrt, 0.9)) == pytest.approx(0.5 / math.sqrt(0.2) + 1.0)
+        assert float(hessian(own)(0.7)) == 0.0
+
+
+# -- 5. read-only mapping views -------------------------------------------------------------------
+
+PROXY_READS = {"item": lambda p: p["b"], "get": lambda p: p.get("b"),
+               "values": lambda p: sum(p.values()), "items": lambda p: sum(v for _, v in p.items()),
+               "dict": lambda p: dict(p)["b"], "copy": lambda p: p.copy()["b"],
+               "unpacked": lambda p: {**p}["b"], "union": lambda p: (p | {})["b"]}
+
+
+@ROUTES
+@MODES
+@pytest.mark.parametrize("read", PROXY_READS)
+def test_a_mapping_proxy_reads_its_dict_s_derivatives(read, mode, route):
+    def f(x):
+        d = {"a": 0.5}
+        view = types.MappingProxyType(d)
+        d["b"] = x * x  # (written after the view was made: it shows it)
+        return PROXY_READS[read](view)
+
+    with force_route(route):
+        assert _twice(mode, f, 0.7) == pytest.approx([1.4, 1.4])
+
+
+class _Settings:
+    pass
+
+
+@ROUTES
+@MODES
+def test_a_class_namespace_read_by_vars_has_the_attribute_s_derivative(mode, route):
+    def f(x):
+        _Settings.w = x * x
+        try:
+            return vars(_Settings)["w"] + _Settings.__dict__.get("w") + \
+                sum(v for k, v in vars(_Settings).items() if k == "w")
+        finally:
+            del _Settings.w
+
+    with force_route(route):
+        assert _twice(mode, f, 0.7) == pytest.approx([4.2, 4.2])
+
+
+# -- 6. np.interp's period ---------------------------------------------------------------------
+
+_KNOTS = np.array([0.1, 2.3, 1.1, 4.0])
+_VALUES = np.array([1.0, -2.0, 0.5, 3.0])
+_AT = np.array([-3.7, 0.3, 1.9, 5.5, 7.25, 2.0])
+
+
+def _interpolated(p):
+    return np.interp(_AT, _KNOTS, _VALUES, period=p)
+
+
+@ROUTES
+@pytest.mark.parametrize("period", [4.7, 5.3, -4.9, 6.1])
+def test_np_interp_is_differentiated_in_its_period(period, route):
+    h = 1e-6
+    expected = (_interpolated(period + h) - _interpolated(period - h)) / (2 * h)
+    assert np.any(np.abs(expected) > 0.1)
+    weighted = lambda p: np.sum(_interpolated(p) * np.arange(1.0, 7.0))  # noqa: E731
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(jacfwd(_interpolated)(period), expected, atol=1e-5)
+            np.testing.assert_allclose(jacrev(_interpolated)(period), expected, atol=1e-5)
+            assert float(derivative(weighted)(period)) == pytest.approx(
+                float(expected @ np.arange(1.0, 7.0)), abs=1e-4)
+            assert float(grad(weighted)(period)) == pytest.approx(
+                float(expected @ np.arange(1.0, 7.0)), abs=1e-4)
+
+
+# -- 7. copies of a deque --------------------------------------------------------------------------
+
+@ROUTES
+@MODES
+def test_a_copied_deque_keeps_its_derivatives(mode, route):
+    def f(x):
+        d = collections.deque([1.0, x])
+        d.append(x * x)
+        return copy.copy(d)[1] + d.copy()[2] + copy.deepcopy(d)[2]
+
+    with force_route(route):
+        assert _twice(mode, f, 0.7) == pytest.approx([1.0 + 2.8] * 2)
+
+
+# -- 8. an array kept, not iterated, by an iterating builtin ------------------------------------
+
+def _doubled(p):
+    return functools.reduce(lambda w, _: w * 2, range(1), p)[1]
+
+
+def _scaled(p):
+    return np.sum(functools.reduce(lambda w, c: w * c, [2.0, 3.0], p.reshape(1, 2)))
+
+
+def _defaulted(p):
+    return np.sum(next(iter([]), p * 3.0))
+
+
+def _repeated(p):
+    pairs = zip(itertools.repeat(p), [1.0, 2.0])
+    return sum(np.sum(a * x) for a, x in pairs) - np.sum(list(itertools.repeat(p, 2))[1]) * 1.5
+
+
+@ROUTES
+@pytest.mark.parametrize("f, value, gradient", [(_doubled, 6.0, [0.0, 2.0]),
+                                               (_scaled, 21.0, [6.0, 6.0]),
+                                               (_defaulted, 10.5, [3.0, 3.0]),
+                                               (_repeated, 5.25, [1.5, 1.5])],
+                         ids=["reduce", "reduce 2-d", "next", "repeat"])
+def test_an_initial_or_default_array_is_handed_over_as_it_is(f, value, gradient, route):
+    p = np.array([0.5, 3.0])
+    assert f(p) == value
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(p), gradient)
+            out, tangent = jvp(f, (p,), (np.array([1.0, 1.0]),))
+            assert (out, tangent) == (value, sum(gradient))
+            np.testing.assert_allclose(jacfwd(f)(p), gradient)
+
+
+# -- 9. math functions and float casts on the hvp tape ------------------------------------------
+
+def _scalar_logs(p):
+    a, b = float(p[0]), float(p[1])
+    s = 0.0
+    for i in range(1, 4):
+        s = s + math.log(1.0 + math.exp(a * i)) * b + math.log2(1.0 + b * b) * math.sqrt(a * a + i)
+        s = s + math.log10(2.0 + a * b * i) * a
+    return s
+
+
+@pytest.mark.parametrize("route", [None, "hvp-tape", REFERENCE])
+def test_hvp_of_math_functions_and_float_casts(route):
+    p = np.array([0.4, -0.7])
+    v = np.array([1.0, 0.5])
+    h = 1e-6
+    expected = (grad(_scalar_logs)(p + h * v) - grad(_scalar_logs)(p - h * v)) / (2 * h)
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(hvp(_scalar_logs, p, v), expected, rtol=1e-6)
+            np.testing.assert_allclose(hessian(_scalar_logs)(p) @ v, expected, rtol=1e-6)
