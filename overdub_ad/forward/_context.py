@@ -182,7 +182,9 @@ class ForwardContext(Context):
     def __init__(self) -> None:
         super().__init__()
         self.arrays = _ArrayTangents(self.fallback)
-        self.lists: set[int] = set()
+        # The lists the core keeps members' tangents of (read back through it): id -> the list,
+        # kept alive for the run so that a new list never takes a dead one's id
+        self.lists: dict[int, Any] = {}
         # Containers holding this context's tagged values as they are (see _store_as_is):
         # id -> container, given plain values back when the run ends (_release_stores)
         self.stores: dict[int, Any] = {}
@@ -237,7 +239,7 @@ class ForwardContext(Context):
             # levels down), comes back with its members plain: revealed, noted as a list (one
             # of numbers or arrays: a shape or axes cannot hold a derivative)
             if self._stored_members(x):
-                self.lists.add(id(x))
+                self.lists[id(x)] = x
                 return True
         return False
 
@@ -313,7 +315,7 @@ class ForwardContext(Context):
         if type(receiver) is list and fn.__name__ in _LIST_WRITERS and (
                 any(map(self._carries_within, args)) or any(map(_enclosing_within, args))
                 or (fn.__name__ == "extend" and type(args[0]) not in (list, tuple))):
-            self.lists.add(id(receiver))
+            self.lists[id(receiver)] = receiver
         if type(receiver) is dict and fn.__name__ in ("get", "pop") and len(args) == 2 \
                 and self._carries(args[1]):
             return True  # a differentiated default, which the core would strip
@@ -601,7 +603,7 @@ class ForwardContext(Context):
         if _arrays.is_foreign_array(target):  # _write refuses it: never a silent zero
             return self._carries_within(value) or self._carries(container)
         if type(target) is list and (self._carries_within(value) or _enclosing_within(value)):
-            self.lists.add(id(target))
+            self.lists[id(target)] = target
             return type(args[1]) is slice and self._differentiated_array(value)
         if isinstance(target, dict) and self._carries_within(args[1]) and \
                 (type(target) is dict or _stored_as_is(target)):
@@ -1248,7 +1250,7 @@ class ForwardContext(Context):
         items = self._reveal(target)
         out = self._move(fn, (items, *args[1:]), kwargs, reordering=True)
         self.fallback(operator.setitem, target, slice(None), items)
-        self.lists.add(id(target))  # (its members' tangents now kept aside by the core)
+        self.lists[id(target)] = target  # (its members' tangents now kept aside by the core)
         return out
 
     def _rows(self, x: Any) -> list[Any]:

@@ -597,6 +597,37 @@ for _kind, _accepted in ((float, (int, float)), (complex, (int, float, complex))
                 defstandin(getattr(_kind, _dunder),
                            _dunder_standin(_kind, _dunder, _op, _reflected, _accepted))
 
+
+
+def _ufunc_slot_standin(kind: type, name: str, ufunc: Any, reflected: bool) -> Any:
+    """``np.ndarray.__mul__(x, y)``, ``np.float64.__add__(x, y)``: an arithmetic slot of an
+    array or NumPy scalar called by name on its class, restated as the ufunc it runs (never
+    the operator, which would call a subclass's own ``__mul__`` back); ``NotImplemented`` for
+    an operand that defers to its own (``__array_ufunc__ = None``), as the slot returns it."""
+    def standin(x: Any, *rest: Any) -> Any:
+        if not isinstance(x, kind):
+            raise TypeError(f"descriptor '{name}' requires a '{kind.__name__}' object but "
+                            f"received a '{type(x).__name__}'")
+        if rest and getattr(type(rest[0]), "__array_ufunc__", True) is None:
+            return NotImplemented
+        return ufunc(rest[0], x) if reflected else ufunc(x, *rest)
+    standin.__name__ = standin.__qualname__ = f"{kind.__name__}{name}"
+    return standin
+
+
+_SLOT_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+                "pow": np.power, "matmul": np.matmul, "neg": np.negative, "pos": np.positive,
+                "abs": np.absolute}
+for _kind in (np.ndarray, np.float64, np.float32, np.complex128):
+    for _name, _ufunc in _SLOT_UFUNCS.items():
+        for _reflected in (False, True):
+            if _reflected and _ufunc.nin == 1:
+                continue
+            _dunder = f"__{'r' if _reflected else ''}{_name}__"
+            _slot = vars(_kind).get(_dunder) or getattr(_kind, _dunder, None)
+            if _slot is not None and (_kind is np.ndarray or _name != "matmul"):
+                defstandin(_slot, _ufunc_slot_standin(_kind, _dunder, _ufunc, _reflected))
+
 defjvp(operator.neg, LINEAR)
 defvjp(operator.neg, lambda ct, out, /, x: -ct)
 defscalar(operator.neg, 1, lambda x, out: -1.0)

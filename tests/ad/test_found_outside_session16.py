@@ -43,6 +43,16 @@
    of its rule: 16x the same code with ``np.log``.  Their second derivatives are declared now,
    and ``float`` is linear on the tape.  Checked here on the hvp-tape route, against the
    reference and finite differences of the gradient.
+10. (H115) An arithmetic slot of an array or NumPy scalar called by name on its class --
+    ``np.ndarray.__mul__(p, q)``, ``type(p).__add__(p, 1.0)``, ``np.float64.__add__(x, 1.0)``,
+    ``np.ndarray.__neg__(p)`` -- raised MissingRuleError in reverse mode (and for the unary ones
+    in forward mode): each is the ufunc it runs now.
+11. (H117, from its program generator) Forward mode noted the lists whose members' tangents the
+    core keeps aside by their ids alone; a list that died during the run (``copy.deepcopy``
+    builds its copies with ``append``) could pass its id on to a new one, which was then taken
+    for it: ``bisect.insort``/``heappush`` reordered a second copy and stored back the first,
+    so the inserted value vanished and the program's own value changed (22 of 200 calls).  The
+    lists are kept alive for the run now.
 """
 
 from __future__ import annotations
@@ -473,3 +483,52 @@ def test_hvp_of_math_functions_and_float_casts(route):
         for _ in range(2):
             np.testing.assert_allclose(hvp(_scalar_logs, p, v), expected, rtol=1e-6)
             np.testing.assert_allclose(hessian(_scalar_logs)(p) @ v, expected, rtol=1e-6)
+
+
+# -- 10. arithmetic slots called by name ---------------------------------------------------------
+
+SLOTS = {
+    "ndarray.__mul__": (lambda p: np.sum(np.ndarray.__mul__(p, p)), [1.0, 6.0]),
+    "ndarray.__rmul__": (lambda p: np.sum(np.ndarray.__rmul__(p, 2.0)), [2.0, 2.0]),
+    "type(p).__add__": (lambda p: np.sum(type(p).__add__(p, 1.0) * p), [2.0, 7.0]),
+    "float64.__add__": (lambda p: float(np.float64.__add__(p[0], 1.0)) * p[1], [3.0, 1.5]),
+    "float64.__mul__": (lambda p: np.float64.__mul__(p[0], p[1]), [3.0, 0.5]),
+    "ndarray.__neg__": (lambda p: np.sum(np.ndarray.__neg__(p)), [-1.0, -1.0]),
+    "ndarray.__matmul__": (lambda p: np.ndarray.__matmul__(p, p), [1.0, 6.0]),
+}
+
+
+@ROUTES
+@pytest.mark.parametrize("slot", SLOTS)
+def test_an_arithmetic_slot_called_by_name_is_its_ufunc(slot, route):
+    f, gradient = SLOTS[slot]
+    p = np.array([0.5, 3.0])
+    with force_route(route):
+        for api in (grad, jacfwd, jacrev):
+            for _ in range(2):
+                np.testing.assert_allclose(api(f)(p), gradient)
+
+
+# -- 11. a list noted by a dead list's id ----------------------------------------------------------
+
+def _inserted(a):
+    x, y = a[0], float(a[1])
+    copy.deepcopy([[x, y], {"k": 0.3 - x}])  # (lists made and dropped: their ids come free)
+    s = sorted([x, y, x])
+    bisect.insort(s, math.sqrt(1.0 + x * x))
+    h = [y, x]
+    heapq.heapify(h)
+    heapq.heappush(h, x * x)
+    assert len(s) == 4 and len(h) == 3
+    return s[-1] + len(s) + h[0]
+
+
+@ROUTES
+def test_lists_made_after_others_died_keep_their_inserted_values(route):
+    rng = np.random.default_rng(1)
+    with force_route(route):
+        for _ in range(150):
+            p = rng.uniform(-1.5, 1.5, 2)
+            value, tangent = jvp(_inserted, (p,), (np.ones(2),))
+            assert value == _inserted(p)
+            assert float(tangent) == pytest.approx(float(np.sum(grad(_inserted)(p))))
