@@ -618,15 +618,16 @@ def _ufunc_slot_standin(kind: type, name: str, ufunc: Any, reflected: bool) -> A
 _SLOT_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
                 "pow": np.power, "matmul": np.matmul, "neg": np.negative, "pos": np.positive,
                 "abs": np.absolute}
-for _kind in (np.ndarray, np.float64, np.float32, np.complex128):
+_NUMPY_KINDS: tuple[type, ...] = (np.ndarray, np.float64, np.float32, np.complex128)
+for _numpy_kind in _NUMPY_KINDS:
     for _name, _ufunc in _SLOT_UFUNCS.items():
         for _reflected in (False, True):
             if _reflected and _ufunc.nin == 1:
                 continue
             _dunder = f"__{'r' if _reflected else ''}{_name}__"
-            _slot = vars(_kind).get(_dunder) or getattr(_kind, _dunder, None)
-            if _slot is not None and (_kind is np.ndarray or _name != "matmul"):
-                defstandin(_slot, _ufunc_slot_standin(_kind, _dunder, _ufunc, _reflected))
+            _slot = getattr(_numpy_kind, _dunder, None)
+            if _slot is not None and (_numpy_kind is np.ndarray or _name != "matmul"):
+                defstandin(_slot, _ufunc_slot_standin(_numpy_kind, _dunder, _ufunc, _reflected))
 
 defjvp(operator.neg, LINEAR)
 defvjp(operator.neg, lambda ct, out, /, x: -ct)
