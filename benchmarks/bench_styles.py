@@ -6,8 +6,9 @@ computes exactly the same number the way some user would write it: floats with c
 inline, parameters in a NumPy array read by indexing (NumPy scalars) with helper functions, a
 list, a closure, a model object with attributes and methods, a dict of state, `math` calls in
 the loop, a frozen dataclass, a NamedTuple state, a tuple state returned by a step function,
-`@property` parameters, `np.float64` constants and a NumPy array of state updated by array
-arithmetic.  Every style's derivative is checked against the first style's before anything is
+`@property` parameters, `np.float64` constants, a NumPy array of state updated by array
+arithmetic, states yielded by a generator, a `functools.partial` step and a step made by a
+context manager.  Every style's derivative is checked against the first style's before anything is
 timed, and the figures that count are each API's best, worst and worst/best over the styles (a
 speed claim holds for the family, not for one shape).  HIPS autograd runs the same styles where
 it can.
@@ -20,7 +21,9 @@ from __future__ import annotations
 # _common first: it sets the thread counts before NumPy starts its pool
 from _common import Clock, Figures, at_most, peer
 
+import contextlib
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -300,6 +303,44 @@ def array_state(p: Any, steps: int) -> Any:
 
 
 #: style name -> (f(p, steps), the parameters as that style's users hold them)
+def _states(p: Any, steps: int) -> Any:
+    state = (1.0, 1.0, 1.0)
+    for _ in range(steps):
+        state = _tuple_step(*state, *p)
+        yield state
+
+
+def generator_steps(p: Any, steps: int) -> Any:
+    """The states yielded by a generator, the loop consuming them."""
+    total = 0.0
+    for state in _states(p, steps):
+        total = state[0] + state[1] + state[2]
+    return total
+
+
+def partial_step(p: Any, steps: int) -> Any:
+    """A step function with the parameters bound by functools.partial."""
+    step = functools.partial(_tuple_step, sigma=p[0], rho=p[1], beta=p[2])
+    state = (1.0, 1.0, 1.0)
+    for _ in range(steps):
+        state = step(*state)
+    return state[0] + state[1] + state[2]
+
+
+@contextlib.contextmanager
+def _integrating(p: Any) -> Any:
+    yield functools.partial(_tuple_step, sigma=p[0], rho=p[1], beta=p[2])
+
+
+def with_block(p: Any, steps: int) -> Any:
+    """The step made by a context manager, the loop inside its ``with`` block."""
+    state = (1.0, 1.0, 1.0)
+    with _integrating(p) as step:
+        for _ in range(steps):
+            state = step(*state)
+    return state[0] + state[1] + state[2]
+
+
 STYLES: dict[str, tuple[Callable[[Any, int], Any], Callable[[], Any]]] = {
     "floats, constants inline": (floats_inline, lambda: PARAMS),
     "NumPy array read by indexing, helpers": (indexed_helpers, lambda: np.array(PARAMS)),
@@ -314,6 +355,9 @@ STYLES: dict[str, tuple[Callable[[Any, int], Any], Callable[[], Any]]] = {
     "@property parameters": (property_params, lambda: np.array(PARAMS)),
     "np.float64 constants": (numpy_constants, lambda: PARAMS),
     "NumPy array state (s + h * k)": (array_state, lambda: np.array(PARAMS)),
+    "states from a generator": (generator_steps, lambda: PARAMS),
+    "functools.partial step": (partial_step, lambda: PARAMS),
+    "with block (context manager)": (with_block, lambda: PARAMS),
 }
 
 #: API -> (the issue's target on every style's ratio, how to call it on f at p)

@@ -125,15 +125,55 @@ def class_attribute(cls: type, name: str) -> Any:
     return MISSING
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+# id(fn) -> (fn, the position of its ``out`` parameter (-1: none), the positional parameters'
+# names from ``out`` on): NumPy's functions, read once each
+_OUT_AT: dict[int, tuple[Any, int, tuple[str, ...]]] = {}
+
+
+def _out_at(fn: Any) -> tuple[int, tuple[str, ...]]:
+    """Where a NumPy function takes ``out`` by position (``np.cumsum(a, axis, dtype, out)``:
+    3), and the names from there on; ``(-1, ())`` for any other callable."""
+    found = _OUT_AT.get(id(fn))
+    if found is None or found[0] is not fn:
+        names: list[str] = []
+        if (getattr(fn, "__module__", None) or "").startswith("numpy"):
+            try:
+                names = [p.name for p in inspect.signature(fn).parameters.values()
+                         if p.kind in _POSITIONAL]
+            except (TypeError, ValueError):  # (no signature: none of NumPy's that write)
+                pass
+        if len(_OUT_AT) > 4096:  # (callables made afresh, np.vectorize's: kept bounded)
+            _OUT_AT.clear()
+        at = names.index("out") if "out" in names else -1
+        found = _OUT_AT[id(fn)] = (fn, at, tuple(names[at:]) if at >= 0 else ())
+    return found[1], found[2]
+
+
+def given_out(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn(*args)`` is given an array to write into by position: a ufunc's outputs
+    past its inputs (``np.sin(a, r)``), a NumPy function's ``out`` parameter
+    (``np.cumsum(a, 0, None, w)``, ``np.dot(a, b, w)``)."""
+    if type(fn) is np.ufunc:
+        return len(args) > fn.nin
+    if len(args) < 2:
+        return False
+    at = _out_at(fn)[0]
+    return 0 <= at < len(args) and args[at] is not None
+
+
 def out_as_keyword(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
                    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A ufunc's call with its output arrays given positionally (``np.sin(a, r)``: those past
-    its ``nin`` inputs), restated with them as its ``out=``, the one spelling the modes look
-    at (a positional ``out`` would be written natively, its derivative lost).  ``fn`` is an
-    ``np.ufunc`` given more than ``fn.nin`` arguments; a call that also names ``out=`` is
-    left to NumPy to refuse."""
+    """A call with its output arrays given positionally (:func:`given_out`), restated with
+    them as its ``out=``, the one spelling the modes look at (a positional ``out`` would be
+    written natively, its derivative lost): a ufunc's past its ``nin`` inputs; a NumPy
+    function's ``out`` and the parameters after it as keywords.  A call that also names
+    ``out=`` is left to NumPy to refuse."""
     if "out" in kwargs:
         return args, kwargs
+    if type(fn) is not np.ufunc:
+        at, names = _out_at(fn)
+        return args[:at], {**kwargs, **dict(zip(names, args[at:]))}
     outs = args[fn.nin:]
     out = outs[0] if fn.nout == 1 and len(outs) == 1 else \
         (*outs, *(None,) * (fn.nout - len(outs)))  # (missing ones NumPy allocates)

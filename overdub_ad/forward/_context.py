@@ -25,7 +25,7 @@ from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTEND
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
 from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_key, derivative_entry,
-                       inert_library_call, out_as_keyword, summed_through,
+                       inert_library_call, given_out, out_as_keyword, summed_through,
                        namespace_of, part_write, set_part, unfollowed_write,
                        key_holds, made_here, plain_key, run_stepped, STEPPED, stepped_builtin,
                        CONSUMERS, _FLOAT_DTYPES, _hides_arrays, _holds_stored, _INDIFFERENT,
@@ -331,7 +331,7 @@ class ForwardContext(Context):
             for a in args:
                 if type(a) is Tagged and a.owner() is self:
                     return True
-        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+        if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
@@ -619,7 +619,7 @@ class ForwardContext(Context):
             out = _scalars.scalar_step(self, fn, args)  # (the forward-partials route)
             if out is not _scalars.NOT_SIMPLE:
                 return out
-        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+        if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
@@ -851,7 +851,10 @@ class ForwardContext(Context):
             tangent, skipped = _rules.computed_as_ieee(fn, failure, self._terms, *terms)
         if tangent is None and skipped:  # (a zero still: max(0, x) is a differentiated int)
             tangent = 0j if _innermost(out).__class__ in _COMPLEX else 0.0
-        if target is not None and _innermost(out) is target:
+        # (np.dot(a, b, out=w) with a 0-d w writes w and returns a NumPy scalar, a copy)
+        copied = target is not None and _innermost(out) is not target and \
+            np.ndim(target) == 0 and isinstance(_innermost(out), np.generic)
+        if target is not None and (_innermost(out) is target or copied):
             # changed in place: the array keeps plain numbers, its tangent lives here (an
             # array of integers or booleans given out= what fn computes: a float result
             # truncated with casting="unsafe" has the tangent zero, see _ArrayTangents.write;
@@ -865,7 +868,7 @@ class ForwardContext(Context):
             if given_out is not out:
                 tangent = self._spread_to(tangent, _innermost(given_out), target)
             self.arrays.put(target, tangent, computed)
-            return out
+            return self._attach(out, tangent) if copied else out
         if self._put_outputs(fn, kwargs.get("out"), out, tangent, given_out):
             return out
         if type(fn) is types.FunctionType and not _rules.is_shipped(fn):

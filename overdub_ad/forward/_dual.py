@@ -47,7 +47,7 @@ from overdub import Context, Tagged, TagError, can_recurse, current_context, opa
 
 from .. import _routes, _rules
 from .._pytree import flatten, is_node, unflatten
-from .._shared import _INPLACE, STEPPED, stepped_builtin
+from .._shared import _INPLACE, given_out, STEPPED, stepped_builtin
 from . import _dual_objects
 from ._dual_objects import _RUN
 from ._dual_helpers import (_binop, _boxed, _compare, _CONTAINERS, _deopt, _getattr, _getitem,
@@ -107,6 +107,10 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
             raise _Deopt("a value of another context")
     if kind is np.ufunc and len(args) > f.nin:
         raise _Deopt("a ufunc given its out= positionally")  # (written: the general mode's)
+    if (kwargs and kwargs.get("out") is not None) or given_out(f, args):
+        # np.add(x, 1.0, out=w), np.cumsum(x, 0, None, w): a write into an array (a constant
+        # one too, or a view of a parameter: its items would keep no tangent here)
+        raise _Deopt(f"{getattr(f, '__name__', f)} given out=, which writes into an array")
     special = _dual_objects.special(level, site, f, args, dargs, kwargs, dkwargs)
     if special is not None:
         return special
@@ -273,10 +277,12 @@ def _call_rules(level: _Level, f: Any, rules: tuple[Any, ...], args: tuple[Any, 
         elif not ((type(a) in _PURE_OPERANDS or type(a) is _MODULE)
                   and (d is None or _zero(d))):
             raise _Deopt  # arrays of other kinds, batches, objects: the general mode's
-    if arrays and not _one_batch(zip(args, dargs), elementwise=isinstance(f, np.ufunc)
-                                 and not kwargs):
+    if arrays and not _one_batch(zip(args, dargs), elementwise=(
+            isinstance(f, np.ufunc) and not kwargs) or (f is sum and _rules.is_shipped(sum))):
         # (a batch of directions only through what broadcasts them as it broadcasts the
-        # values: a ufunc; an axis= would have to count them)
+        # values: a ufunc; an axis= would have to count them, as the shipped rule of Python's
+        # sum of an array does: it adds the tangent's items along the array's first axis,
+        # counted from the end, behind the batch)
         raise _Deopt("arrays whose tangents are batches the function does not broadcast")
     if type(f) is types.FunctionType and not _rules.is_shipped(f):
         followed = _rules.output_followed(f)

@@ -163,6 +163,8 @@ def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
             return obj[key], 0.0
     if type(key) is Tagged or type(key) is _Dual:
         raise _Deopt("an item read at a differentiated index")
+    if kind is np.ndarray:  # (its indices checked there: integers and slices only)
+        return _element(obj, dobj, key)
     if not (_safe_tree(key) or (type(key) is slice and _safe_tree(
             (key.start, key.stop, key.step)))):
         raise _Deopt("an index whose class runs Python code (__index__, __hash__)")
@@ -178,29 +180,42 @@ def _getitem(level: _Level, obj: Any, dobj: Any, key: Any) -> tuple[Any, Any]:
         return _unbox(level, value)
     if kind in (str, range, bytes):
         return obj[key], 0.0
-    if kind is np.ndarray:
-        return _element(obj, dobj, key)
     raise _Deopt(f"an item of a {kind.__name__}")  # user classes (their __getitem__)
 
 
-_INDICES = (int, np.integer)
+# (exactly these: a subclass's __index__ may be Python's)
+_INDICES = frozenset((int, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+                      np.uint16, np.uint8))
+_ALL = slice(None)
 
 
 def _element(array: np.ndarray, darray: Any, key: Any) -> tuple[Any, Any]:
-    """``array[key]`` for integer indices that give one element (a NumPy scalar), its tangent
-    the tangent's element (after any batch dimensions); a stop for anything else done with
-    an array (slices, arrays out: the general mode's)."""
+    """``array[key]`` by integers and slices (basic indexing): an element (a NumPy scalar)
+    where an integer indexes each axis, else a view (``p[:2]``, ``p[::-1]``, a row ``P[0]``),
+    which the dual only reads (writes into any array stop: ``_dual_objects._setitem``, the
+    in-place operators); its tangent the tangent's same item, after any batch dimensions
+    (jacfwd's directions lead).  A stop for anything else done with an array (masks, arrays
+    of indices, ``None``, ``...``: the general mode's)."""
     keys = key if type(key) is tuple else (key,)
-    if len(keys) != array.ndim or not all(isinstance(k, _INDICES) and type(k) is not bool
-                                          for k in keys):
-        raise _Deopt("an array indexed other than element by element")
+    if len(keys) > array.ndim or not all(map(_basic_index, keys)):
+        raise _Deopt("an array indexed other than by integers and slices")
     value = array[key]
     if type(darray) is np.ndarray:  # (unbatched: a NumPy scalar, as the element is)
-        return value, darray[tuple(keys)] if darray.ndim == array.ndim else \
-            darray[(Ellipsis,) + tuple(keys)]
+        batch = darray.ndim - array.ndim
+        if batch < 0:
+            raise _Deopt("an array with a tangent of fewer dimensions")
+        return value, darray[keys] if not batch else darray[(_ALL,) * batch + keys]
     if darray is None or _zero(darray):
         return value, 0.0
     raise _Deopt("an array with a tangent that is not an array")
+
+
+def _basic_index(k: Any) -> bool:
+    """An integer (not a bool), or a slice of integers and Nones: basic indexing, which
+    runs no Python code and gives an element or a view."""
+    if type(k) is slice:
+        return all(b is None or type(b) in _INDICES for b in (k.start, k.stop, k.step))
+    return type(k) in _INDICES
 
 
 _MODULE = types.ModuleType
@@ -265,8 +280,9 @@ _BOXING = frozenset((list, dict, enumerate, zip, reversed, *_dual_objects._VIEWS
 def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
     """``(item, tangent)`` for each item of what a ``for`` loop of the specialised code
     iterates: a tuple with tracked tangents pairs them; ranges, lists, strings, dicts (and
-    enumerate/zip/reversed of them) hold values without tangents; anything else (a generator,
-    an iterator of a user class, an array) is not followed."""
+    enumerate/zip/reversed of them) hold values without tangents; an array gives its elements
+    (or rows) and their tangents; anything else (a generator, an iterator of a user class) is
+    not followed."""
     kind = type(iterable)
     if type(tangents) is tuple and (kind is tuple or kind is list or _named(iterable)):
         return zip(iterable, tangents)  # (a list or named tuple argument: a tuple of them)
@@ -279,7 +295,7 @@ def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
             return zip(iterable, itertools.repeat(0.0))
     if kind is dict and type(tangents) is dict:  # a dict argument: its keys
         return zip(iterable, itertools.repeat(0.0))
-    if kind is np.ndarray and iterable.ndim == 1:
+    if kind is np.ndarray and iterable.ndim:  # (elements, or rows)
         return zip(*_dual_objects._items(level, iterable, tangents))
     raise _Deopt(f"iteration over a {kind.__name__}")
 

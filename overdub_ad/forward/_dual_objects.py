@@ -253,9 +253,9 @@ def _setitem(level: _Level, obj: Any, key: Any, v: Any, dv: Any) -> None:
 
 
 def _items(level: _Level, value: Any, dvalue: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The items of a tuple, list, named tuple, range, string or 1-d array with their
-    tangents, as two tuples (items unboxed); a stop for anything whose iteration runs
-    Python code."""
+    """The items of a tuple, list, named tuple, range, string or array (its elements, or
+    rows) with their tangents, as two tuples (items unboxed); a stop for anything whose
+    iteration runs Python code."""
     kind = type(value)
     if type(dvalue) is tuple and isinstance(value, (tuple, list)):
         return tuple(value), dvalue
@@ -264,10 +264,15 @@ def _items(level: _Level, value: Any, dvalue: Any) -> tuple[tuple[Any, ...], tup
             raise _Deopt(f"a {kind.__name__} with a tangent of its own")
         parts = [_unbox(level, e) for e in value]
         return tuple(p for p, _ in parts), tuple(t for _, t in parts)
-    if kind is np.ndarray and value.ndim == 1:
+    if kind is np.ndarray and value.ndim:  # (elements, or rows: views, only read)
         if type(dvalue) is np.ndarray:
-            return tuple(value), tuple(dvalue[..., i] for i in range(len(value)))
-        if dvalue is None or _zero(dvalue):
+            batch = dvalue.ndim - value.ndim  # (jacfwd's directions lead: items behind them)
+            if not batch:
+                return tuple(value), tuple(dvalue)
+            if batch > 0:
+                lead = (slice(None),) * batch
+                return tuple(value), tuple(dvalue[lead + (i,)] for i in range(len(value)))
+        elif dvalue is None or _zero(dvalue):
             return tuple(value), (0.0,) * len(value)
     if kind in (range, str, bytes) and (dvalue is None or _zero(dvalue)):
         items = tuple(value)
@@ -351,7 +356,11 @@ def _zipped(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...]
                 and len(d) == len(a):
             parts.append(d)
             tracked = True
-        elif (d is None or _zero(d)) and (kind in _INERT_ITERABLES or _namedtuple(kind)):
+        elif kind is np.ndarray and type(d) is np.ndarray and a.ndim:
+            parts.append(_items(level, a, d)[1])  # (its elements' or rows' tangents)
+            tracked = True
+        elif (d is None or _zero(d)) and (kind in _INERT_ITERABLES or _namedtuple(kind)
+                                          or (kind is np.ndarray and a.ndim)):
             parts.append(None)
         else:
             return None
@@ -393,6 +402,14 @@ def _structural(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, 
         zipped = _zipped(level, f, args, dargs)
         if zipped is not None:
             return zipped
+    if (f is tuple or f is list) and len(args) == 1 and not kwargs and \
+            type(args[0]) is np.ndarray and type(dargs[0]) is np.ndarray and args[0].ndim:
+        # tuple(p[:2]), list(p): the elements (or rows) with their tangents beside them, or
+        # boxed in a list of this run's
+        items, tangents = _items(level, args[0], dargs[0])
+        if f is tuple:
+            return items, tangents
+        return _register([_stored(level, v, t) for v, t in zip(items, tangents)]), 0.0
     moved = id(f) in _MOVERS
     if _stacks(f) and len(args) == 1 and \
             not kwargs and type(args[0]) in (list, tuple) and (

@@ -30,7 +30,8 @@ FAST2: dict[int, Any] = {}
 FAST: dict[int, Any] = {}
 NOT_SIMPLE = object()  # (the rules' path)
 _REAL = frozenset({float, int, np.float64})
-_TANGENT = frozenset({float, np.float64})  # (one direction: a batch is an array)
+# (one direction: a number; a batch of directions, jacfwd's: an array)
+_TANGENT = frozenset({float, np.float64, np.ndarray})
 
 
 @_rules.on_change
@@ -52,6 +53,14 @@ def _split(ctx: ForwardContext, x: Any) -> tuple[Any, Any]:
             return x.value, x.meta
         return NOT_SIMPLE, None
     return (x, None) if type(x) in _REAL else (NOT_SIMPLE, None)
+
+
+def _term(partial: Any, tangent: Any) -> Any:
+    """``partial * tangent``: exactly 0 for a number tangent that is 0, even where the partial
+    is infinite (the rules' path leaves such a term out); elementwise for a batch, as JAX."""
+    if type(tangent) is not np.ndarray and tangent == 0:
+        return 0.0
+    return partial * tangent
 
 
 def scalar_step(ctx: ForwardContext, fn: Any, args: tuple[Any, ...]) -> Any:
@@ -79,9 +88,8 @@ def scalar_step(ctx: ForwardContext, fn: Any, args: tuple[Any, ...]) -> Any:
             if p is None:
                 return NOT_SIMPLE
             pa, pb = p
-        # (a term whose tangent is exactly 0 is 0, even where its partial is infinite)
-        tangent = (0.0 if ta is None or ta == 0 else pa * ta) + \
-            (0.0 if tb is None or tb == 0 else pb * tb)
+        tangent = _term(pa, ta) if tb is None else \
+            _term(pb, tb) if ta is None else _term(pa, ta) + _term(pb, tb)
     elif len(args) == 1:
         partial = FAST1.get(id(fn))
         if partial is None:
@@ -95,8 +103,8 @@ def scalar_step(ctx: ForwardContext, fn: Any, args: tuple[Any, ...]) -> Any:
             return NOT_SIMPLE
         if type(out) not in _REAL:
             return NOT_SIMPLE
-        if ta == 0:
-            tangent = 0.0
+        if type(ta) is not np.ndarray and ta == 0:
+            tangent = 0.0  # (see _term)
         else:
             p = partial(va, out)
             if p is None:

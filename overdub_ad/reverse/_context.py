@@ -24,7 +24,8 @@ from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
                        _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
-                       namespace_of, _public, out_as_keyword, part_write, python_iterable,
+                       namespace_of, _public, given_out, out_as_keyword, part_write,
+                       python_iterable,
                        run_stepped, set_part, _sourceless, STEPPED, stepped_builtin, summed_through,
                        _user_operator)
 from . import _containers, _mutation, _recording, _scalars, _specialise
@@ -278,7 +279,7 @@ class ReverseContext(Context):
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
-        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+        if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
@@ -652,7 +653,7 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if type(fn) is np.ufunc and len(args) > fn.nin:  # np.sin(a, r): r is its out=
+        if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
             at = _callbacks.native_holder(self, fn, args, kwargs, self._mine)

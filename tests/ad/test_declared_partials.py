@@ -139,13 +139,19 @@ _IDS = [("np." if _on_arrays(e[0]) else "math.") + e[0].__name__ for e in _ELEME
 def test_declared_second_derivatives_of_math_functions_and_every_hvp_route_agrees(
         fn, first, second, tmp_path):
     # declared for the scalar hvp route (forward over the specialised reverse tape)
+    checked = 0
     for x in POINTS:
-        out = fn(x)
+        try:
+            out = fn(x)
+        except ValueError:  # (outside its domain: math.log of a negative number)
+            continue
+        checked += 1
         with force_route("reference"):
             slope = ad.derivative(fn, x)
             curvature = ad.derivative(lambda t: ad.derivative(fn, t), x)
         assert first(x, out) == pytest.approx(slope, rel=1e-12)
         assert second(x, out) == pytest.approx(curvature, rel=1e-10, abs=1e-14)
+    assert checked >= 3
     module = _module(tmp_path / f"energy_math_{fn.__name__}.py",
                      f"import math\n\n\ndef energy(p):\n    a, b = p\n"
                      f"    return math.{fn.__name__}(a * b) * a + b * b\n")

@@ -53,6 +53,12 @@
     for it: ``bisect.insort``/``heappush`` reordered a second copy and stored back the first,
     so the inserted value vanished and the program's own value changed (22 of 200 calls).  The
     lists are kept alive for the run now.
+12. (H118, while extending the dual route) A NumPy function given its ``out`` array by position
+    -- ``np.cumsum(p, 0, None, w)``, ``np.clip(p, 0, 1, w)``, ``np.dot(a, b, w)`` -- wrote it
+    natively in both modes: the written values had no derivative (0.9 where finite differences
+    give 1.5).  Its ``out`` is the ``out=`` keyword the modes follow now, as a ufunc's was.
+    And forward mode lost the tangent of a 0-d ``out=`` of ``np.dot``, which NumPy writes and
+    then returns a copy of (a NumPy scalar), not the array.
 """
 
 from __future__ import annotations
@@ -532,3 +538,36 @@ def test_lists_made_after_others_died_keep_their_inserted_values(route):
             value, tangent = jvp(_inserted, (p,), (np.ones(2),))
             assert value == _inserted(p)
             assert float(tangent) == pytest.approx(float(np.sum(grad(_inserted)(p))))
+
+
+# -- 12. out given by position -----------------------------------------------------------------
+
+def _cumulated(p):
+    w = np.zeros(3)
+    np.cumsum(p, 0, None, w)
+    return w[1] * p[0]
+
+
+def _clipped(p):
+    w = np.zeros(3)
+    np.clip(p, 0.0, 1.0, w)
+    return w[0] * p[1] + w[2]
+
+
+def _dotted(p):
+    w = np.zeros(())
+    np.dot(p, p, w)
+    return float(w) * p[2]
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [_cumulated, _clipped, _dotted], ids=["cumsum", "clip", "dot"])
+def test_an_out_array_given_by_position_is_followed(f, route):
+    p = np.array([0.4, 0.5, 0.25])
+    h = 1e-6
+    expected = np.array([(f(p + h * e) - f(p - h * e)) / (2 * h) for e in np.eye(3)])
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(p), expected, rtol=1e-6)
+            np.testing.assert_allclose(jacfwd(f)(p), expected, rtol=1e-6)
+            assert float(jvp(f, (p,), (np.ones(3),))[1]) == pytest.approx(expected.sum(), rel=1e-6)
