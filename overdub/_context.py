@@ -135,6 +135,13 @@ class Context:
         metadata the result should have carried (an AD context: a derivative) raises here, at
         the point of the use, rather than let a plain number go on silently."""
 
+    def escape_hint(self) -> str:
+        """What the :class:`TagError` raised for a value this context tagged, used after its
+        run (kept in a closure, a container or an object that outlived it), tells the user to
+        do.  Default: untag it with this context.  A context whose users never hold it (an AD
+        context, made by a derivative's call) says what to do instead."""
+        return "use overdub.untag(x, ctx) to get the plain value"
+
     def metadata_type(self, value_type: type) -> Any:
         """The metadata a value of ``value_type`` may carry in this context (a class or tuple
         of classes for ``isinstance``), or None if such values cannot be tagged.

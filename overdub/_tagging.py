@@ -79,7 +79,7 @@ class Tagged:
                            f"collected: untag values before their context goes away")
         if not _active.running(ctx):
             raise TagError(f"{use} of a value tagged by {self._label} outside that context: "
-                           f"use overdub.untag(x, ctx) to get the plain value")
+                           f"{ctx.escape_hint()}")
         return self.value
 
     def _computed(self, use: str, result: Any) -> Any:

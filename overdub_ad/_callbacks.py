@@ -299,6 +299,14 @@ def _callback_error(fn: Any, callback: Any, mode: str, context: str) -> _rules.M
 
 # -- values used behind the context's back ----------------------------------------------------
 
+def escape_hint(ctx: Any) -> str:
+    """An AD context's :meth:`overdub.Context.escape_hint`: its user never held the context
+    (a derivative's call makes it), so the TagError says where the value came from."""
+    return ("the value comes from a derivative that has returned, kept in a closure, a "
+            "container or an object made while it ran; compute with it inside the "
+            "differentiated function, or return it as one of its outputs")
+
+
 def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
     """An AD context's :meth:`overdub.Context.native_use`: a number or array computed natively
     from a differentiated value by the user's code (a callback that NumPy's C code calls,

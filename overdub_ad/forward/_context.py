@@ -205,6 +205,7 @@ class ForwardContext(Context):
         return None
 
     native_use = _callbacks.refuse_native_use  # (a derivative is never dropped silently)
+    escape_hint = _callbacks.escape_hint
 
     # -- which values carry a tangent ----------------------------------------------------------
     def _mine(self, x: Any) -> bool:

@@ -168,6 +168,7 @@ class ReverseContext(Context):
         return None
 
     native_use = _callbacks.refuse_native_use  # (a derivative is never dropped silently)
+    escape_hint = _callbacks.escape_hint
 
     # -- tagging ---------------------------------------------------------------------------
     def _wrap(self, value: Any, node: _Node) -> Tagged:

@@ -59,6 +59,9 @@
     give 1.5).  Its ``out`` is the ``out=`` keyword the modes follow now, as a ufunc's was.
     And forward mode lost the tangent of a 0-d ``out=`` of ``np.dot``, which NumPy writes and
     then returns a copy of (a NumPy scalar), not the array.
+13. (H116, H117) A closure that leaked out of a derivative raised a TagError saying "use
+    overdub.untag(x, ctx)", a context the user never holds: it says the value leaked out of a
+    derivative that has returned now.
 """
 
 from __future__ import annotations
@@ -571,3 +574,20 @@ def test_an_out_array_given_by_position_is_followed(f, route):
             np.testing.assert_allclose(grad(f)(p), expected, rtol=1e-6)
             np.testing.assert_allclose(jacfwd(f)(p), expected, rtol=1e-6)
             assert float(jvp(f, (p,), (np.ones(3),))[1]) == pytest.approx(expected.sum(), rel=1e-6)
+
+
+# -- 13. a value leaked out of a derivative -------------------------------------------------------
+
+@ROUTES
+@MODES
+def test_a_value_leaked_out_of_a_derivative_says_so(mode, route):
+    kept = {}
+
+    def f(x):
+        def inner(y):
+            kept["h"] = lambda z: z * y * x
+            return kept["h"](y)
+        return mode(inner)(x * 0.5) + kept["h"](2.0)
+
+    with force_route(route), pytest.raises(TypeError, match="derivative that has returned"):
+        f(0.7)

@@ -15,6 +15,9 @@
 3. A ``types.MappingProxyType`` (a read-only view of a dict; a class's ``vars(C)``) was read
    natively: the metadata of the values stored into its dict (or as the class's attributes)
    was lost.
+4. A tagged value used after its context's run raised a TagError telling the user to untag
+   it with the context -- which a derivative's user never holds.  ``Context.escape_hint``
+   says what to do; overdub_ad's contexts say the value leaked out of a derivative.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import copy
 import types
 from typing import Any
 
-from overdub import Context, has_metadata, keeps_heap_metadata, metadata, overdub, tag
+import pytest
+
+from overdub import (Context, TagError, has_metadata, keeps_heap_metadata, metadata, overdub,
+                     tag)
 
 
 class Plain(Context):
@@ -147,3 +153,23 @@ def test_a_mapping_proxy_shows_the_metadata_of_its_mapping_s_values():
         return [metadata(v, ctx) for v in values]
 
     assert overdub(ctx, run, tag(2.0, ctx, "t")) == ["t"] * 6
+
+
+# -- 4. what a TagError tells the user -------------------------------------------------------------
+
+class _Hinted(Context):
+    def escape_hint(self) -> str:
+        return "ask the hinted context"
+
+
+def _closing_over(t: Any) -> Any:
+    """A closure over ``t`` that leaves the run (its cell holds the tagged value itself)."""
+    return lambda: t * 1.0
+
+
+def test_a_value_used_after_its_context_s_run_names_what_to_do():
+    for ctx, hint in ((Plain(), "overdub.untag(x, ctx)"), (_Hinted(), "ask the hinted context")):
+        escaped = overdub(ctx, _closing_over, tag(2.0, ctx, "t"))
+        with pytest.raises(TagError, match=type(ctx).__name__) as raised:
+            escaped()
+        assert hint in str(raised.value)
