@@ -425,8 +425,10 @@ class ForwardContext(Context):
             return True
         if _rules.method_with_rules(fn, _rules.jvp_rules) is not None:
             return True  # model.energy(x), a.dot(y): the method's rules (see execute)
-        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL or id(fn) in _COUNTING:
+        if id(fn) in _INDIFFERENT or id(fn) in _STRUCTURAL:
             return False
+        if id(fn) in _COUNTING:  # (given a differentiated array: its rows first, see _move)
+            return any(map(self._differentiated_array, args))
         # Python code (recursed into, or run natively with its tags) vs a C function, which
         # needs a rule: MissingRuleError rather than a silently dropped derivative.
         if isinstance(fn, _PYTHON_CODE) or isinstance(getattr(type(fn), "__call__", None),
@@ -1219,9 +1221,11 @@ class ForwardContext(Context):
             # (a differentiated value pushed into a list made before the run, or empty:
             # natively, the list would keep the tagged value itself)
             return self._reorder(fn, args, kwargs)
-        if id(fn) in _ITERATING or (isinstance(fn, type) and constructs_container(fn)):
+        if id(fn) in _ITERATING or constructs_container(fn):  # (fromkeys: its keys only)
+            fromkeys = type(fn) is _BUILTIN_METHOD
             args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a))
-                         and iterated_at(fn, i) else a for i, a in enumerate(args))
+                         and iterated_at(fn, i) and (i == 0 or not fromkeys) else a
+                         for i, a in enumerate(args))
         args = tuple(self._reveal(a) if type(a) is list and id(a) in self.lists else a
                      for a in args)
         if can_recurse(self, fn, *args, **kwargs):  # map, filter, sorted(key=...): shims

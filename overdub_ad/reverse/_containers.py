@@ -111,9 +111,9 @@ def _construct(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dic
     """``dict(a=x)``, ``deque([x])``, ``OrderedDict(pairs)``, ``L([x])``, ``dict.fromkeys``:
     built from the values as they are (a differentiated array's elements, each, as ``list``
     does), the container noted to get plain values back when ``f`` returns."""
-    if fn is not dict and type(fn) is not _BuiltinMethod:  # (fromkeys: a key per item)
-        args = tuple([self._elements(a) if self._differentiated_array(a) else a
-                      for a in args])
+    if fn is not dict:  # (fromkeys: a key per item of its first argument; its value as it is)
+        args = tuple([self._elements(a) if self._differentiated_array(a) and (
+            i == 0 or type(fn) is not _BuiltinMethod) else a for i, a in enumerate(args)])
     out = fn(*args, **kwargs)
     self._note_store(out)
     return out

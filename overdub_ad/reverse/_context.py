@@ -820,7 +820,12 @@ class ReverseContext(Context):
             # functools.cmp_to_key(cmp)(x): a sort key, only compared (cmp is then given the
             # plain values, whose order is the same)
             return fn(self._plain(args[0]))
-        known = _ROUTED.get(id(fn))
+        if args and isinstance(args[0], dict) and id(fn) in _KEYS_ITERATED:
+            args = (list(dict.keys(args[0])), *args[1:])  # sum(d): its keys, as Python's
+        if id(fn) in CONSUMERS:
+            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
+                         for a in args)
+        known = _ROUTED.get(id(fn))  # (after those: a later call takes the same arguments)
         if known is not None and known[0] is fn and known[1] == _rules.version:
             out = self._routed(fn, known, args, kwargs)
             if out is not _NOT_SIMPLE:
@@ -855,18 +860,17 @@ class ReverseContext(Context):
                 if isinstance(a, list):
                     self._note_store(a)
             if self.nested and args and type(args[0]) is list and _levels_apart(args[0]):
-                return self._reorder_revealed(fn, args, kwargs)
+                # (heapify(h) of members an enclosing derivative keeps aside by position:
+                # held as they read, with its tags, so that moving them moves those too)
+                target = args[0]
+                target[:] = [self.fallback(operator.getitem, target, i)
+                             for i in range(len(target))]
             out = fn(*args, **kwargs)
             if type(out) is collections.deque:
                 self._note_store(out)  # (a deque's copy holds the values as they are)
             return out
         if fn is dict or constructs_container(fn):  # dict(a=v), deque([v]): the values
             return self._construct(fn, args, kwargs)  # stored as they are
-        if args and isinstance(args[0], dict) and id(fn) in _KEYS_ITERATED:
-            args = (list(dict.keys(args[0])), *args[1:])  # sum(d): its keys, as Python's
-        if id(fn) in CONSUMERS:
-            args = tuple(list(iterate_through(self, a)) if python_iterable(a) else a
-                         for a in args)
         if self._consumed(fn, args) and not (fn is operator.iadd and type(args[0]) is list):
             return self._consume(_public(fn), args, kwargs)  # (L += genexpr: _inplace's)
         if (fn is operator.or_ or fn is operator.ior) and len(args) == 2 and \
@@ -975,17 +979,6 @@ class ReverseContext(Context):
                 return summed_through(self.fallback, *args)  # (see summed_through)
             return self.fallback(fn, *args, **kwargs)
         return fn(*args, **kwargs)
-
-    def _reorder_revealed(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A heap function or ``bisect`` (``_MOVING``) given a list holding this context's
-        values beside plain members whose tangents an enclosing derivative may keep aside, by
-        position: run on the list read through it, then stored back through it (natively the
-        members would move away from the tangents it keeps)."""
-        target = args[0]
-        items = [self.fallback(operator.getitem, target, i) for i in range(len(target))]
-        out = fn(items, *args[1:], **kwargs)
-        self.fallback(operator.setitem, target, slice(None), items)
-        return out
 
     def _plain(self, x: Any) -> Any:
         """``x`` without this context's tags (a list or tuple rebuilt, a named tuple as

@@ -76,7 +76,10 @@ def quotient_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any
 
 def power_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
     """``a ** b``: ``(b a^(b-1), out log a)``, for the differentiated operands; the points
-    where one of them has no real derivative go to the rules."""
+    where one of them has no real derivative go to the rules (a negative base to a fraction,
+    whose power NumPy makes nan, and Python's ``**`` on floats complex)."""
+    if a < 0 and b % 1.0 != 0.0:
+        return None
     pa = pb = 0.0
     if da:
         if b == 0:
@@ -112,7 +115,9 @@ def power_second(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...
     ``out log^2 a`` -- for the differentiated operands (``da``, ``db``).  None where these
     are not the derivatives -- ``a <= 0`` with a differentiated exponent, ``a == 0`` with
     ``b < 2`` (but for ``b`` 0 or 1, where the power is constant or linear in ``a``) -- and
-    the rules decide."""
+    the rules decide, as at a negative base to a fraction."""
+    if a < 0 and b % 1.0 != 0.0:
+        return None
     if db:
         if not a > 0:
             return None

@@ -62,6 +62,18 @@
 13. (H116, H117) A closure that leaked out of a derivative raised a TagError saying "use
     overdub.untag(x, ctx)", a context the user never holds: it says the value leaked out of a
     derivative that has returned now.
+14. (H119) Reverse mode, ``sum(d)`` of a dict whose keys and values both carry the derivative:
+    right on the first call, 0 from the second on (every route): the second call took a
+    routing remembered for ``sum`` before the dict was read as its keys.
+15. (H119) Forward over reverse: an inner ``grad``'s heap holding the outer derivative's value
+    and its own -- the program's value changed under the outer ``jvp`` (3.4 became 0.0) after
+    this session's first change; the members the outer derivative keeps aside are held as
+    they read now, when a heap function moves them.
+16. (H119) Forward mode, ``itertools.accumulate`` over a differentiated NumPy array (with or
+    without ``func``, ``initial``): tangent 0 on every route.  And ``dict.fromkeys(array)``
+    (``OrderedDict.fromkeys``) kept the keys plain in both modes.
+17. (H119) ``np.power(x, 0.5)`` of a negative float: the reverse-partials and forward-partials
+    routes gave a finite (or complex) derivative where the value and the reference's are nan.
 """
 
 from __future__ import annotations
@@ -73,6 +85,7 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import types
 import warnings
 
@@ -591,3 +604,71 @@ def test_a_value_leaked_out_of_a_derivative_says_so(mode, route):
 
     with force_route(route), pytest.raises(TypeError, match="derivative that has returned"):
         f(0.7)
+
+
+# -- 14-17. found by H119 ------------------------------------------------------------------------
+
+def _keys_and_values(x):
+    d = {x: x * x}
+    e = {}
+    e[2.0 * x] = x
+    return sum(d) + sum(e)
+
+
+@ROUTES
+def test_sum_of_a_dict_whose_keys_and_values_are_differentiated(route):
+    with force_route(route):
+        assert [float(grad(_keys_and_values)(0.7)) for _ in range(3)] == [3.0, 3.0, 3.0]
+        assert [float(derivative(_keys_and_values)(0.7)) for _ in range(2)] == [3.0, 3.0]
+
+
+def _heap_outer(x):
+    def inner(y):
+        h = []
+        heapq.heappush(h, x * 1.5)
+        heapq.heappush(h, y + 0.25)
+        heapq.heappush(h, 2.0 * y * x)
+        heapq.heappop(h)
+        return heapq.heappop(h)  # 2 x y
+    return grad(inner)(0.6)  # 2 x
+
+
+@ROUTES
+def test_an_inner_gradient_s_heap_of_both_derivatives_values(route):
+    assert _heap_outer(1.7) == pytest.approx(3.4)
+    with force_route(route):
+        for _ in range(2):
+            out, tangent = jvp(_heap_outer, (1.7,), (1.0,))
+            assert (float(out), float(tangent)) == pytest.approx((3.4, 2.0))
+            assert float(grad(_heap_outer)(1.7)) == pytest.approx(2.0)
+
+
+ARRAY_ITERATIONS = {
+    "accumulate": (lambda p: list(itertools.accumulate(p))[-1] * p[0], [3.0, 0.5]),
+    "accumulate func": (lambda p: list(itertools.accumulate(p, operator.mul))[-1], [2.0, 0.5]),
+    "accumulate initial": (lambda p: list(itertools.accumulate(p, initial=1.0))[-1], [1.0, 1.0]),
+    "fromkeys": (lambda p: sum(dict.fromkeys(p)) * p[0], [3.0, 0.5]),
+    "OrderedDict.fromkeys": (lambda p: sum(collections.OrderedDict.fromkeys(p, 1.0)), [1.0, 1.0]),
+    "fromkeys value": (lambda p: np.sum(dict.fromkeys("ab", p)["a"] * p), [1.0, 4.0]),
+}
+
+
+@ROUTES
+@pytest.mark.parametrize("case", ARRAY_ITERATIONS)
+def test_an_array_iterated_by_accumulate_or_fromkeys(case, route):
+    f, gradient = ARRAY_ITERATIONS[case]
+    p = np.array([0.5, 2.0])
+    with force_route(route):
+        for api in (jacfwd, jacrev, grad):
+            for _ in range(2):
+                np.testing.assert_allclose(api(f)(p), gradient)
+
+
+@pytest.mark.parametrize("route", [None, REFERENCE, "reverse-partials", "forward-partials"])
+def test_a_fractional_power_of_a_negative_base_has_no_derivative(route):
+    with force_route(route), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for f in (lambda x: np.power(x, 0.5) + x, lambda x: np.float64(x) ** 1.5 * x):
+            assert math.isnan(float(grad(f)(-2.0)))
+            d = derivative(f)(-2.0)
+            assert isinstance(d, (float, np.floating)) and math.isnan(float(d))
