@@ -663,7 +663,9 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
     (``written``: the ``(id(dict), plain key)`` of its stores under differentiated keys), or is
     made by the read itself (a ``defaultdict``'s default, ``setdefault``'s: noted as written):
     an accumulator, read as usual, not a cache of earlier results (see
-    :func:`by_differentiated_key`)."""
+    :func:`by_differentiated_key`); or whose key is the very value read with, which a dict
+    holds tagged only while the derivative that tagged it runs (``{x: 1.0}``, a display, or
+    ``dict.fromkeys``: stored by C code, unnoted)."""
     k = plain_key(key)
     try:
         if k not in d:
@@ -671,7 +673,8 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
             return True
     except TypeError:  # (unhashable: the read raises it)
         return False
-    return (id(d), k) in written
+    return (id(d), k) in written or (type(key) is Tagged and
+                                     any(stored is key for stored in dict.keys(d)))
 
 
 _KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item

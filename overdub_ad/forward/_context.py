@@ -622,6 +622,8 @@ class ForwardContext(Context):
             out = _scalars.scalar_step(self, fn, args)  # (the forward-partials route)
             if out is not _scalars.NOT_SIMPLE:
                 return out
+        if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
+            return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
@@ -709,8 +711,6 @@ class ForwardContext(Context):
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
-        if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
-            return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if isinstance(fn, _PYTHON_CODE) and _rules.jvp_rules(fn) is None and \
                 self._sourceless(fn, args, kwargs):
             held = [i for i, a in enumerate(args) if _holds_stored(self, a)]
@@ -1222,7 +1222,8 @@ class ForwardContext(Context):
             # natively, the list would keep the tagged value itself)
             return self._reorder(fn, args, kwargs)
         if id(fn) in _ITERATING or constructs_container(fn):  # (fromkeys: its keys only)
-            fromkeys = type(fn) is _BUILTIN_METHOD
+            fromkeys = type(fn) is _BUILTIN_METHOD and fn.__name__ == "fromkeys" and \
+                isinstance(fn.__self__, type)
             args = tuple(self._rows(a) if self._carries(a) and np.ndim(_innermost(a))
                          and iterated_at(fn, i) and (i == 0 or not fromkeys) else a
                          for i, a in enumerate(args))

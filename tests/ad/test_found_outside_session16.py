@@ -74,6 +74,10 @@
     (``OrderedDict.fromkeys``) kept the keys plain in both modes.
 17. (H119) ``np.power(x, 0.5)`` of a negative float: the reverse-partials and forward-partials
     routes gave a finite (or complex) derivative where the value and the reference's are nan.
+18. (H119) A dict made by a display or ``dict.fromkeys`` with a differentiated key, read back by
+    that key (``d = {x: 1.0}; d[x]``, ``max(d, key=d.get)``), raised MissingRuleError saying the
+    item was stored before the derivative began: a key that is the very value read with was
+    stored during this derivative.
 """
 
 from __future__ import annotations
@@ -672,3 +676,16 @@ def test_a_fractional_power_of_a_negative_base_has_no_derivative(route):
             assert math.isnan(float(grad(f)(-2.0)))
             d = derivative(f)(-2.0)
             assert isinstance(d, (float, np.floating)) and math.isnan(float(d))
+
+
+def _read_by_its_key(x):
+    d = {x: 1.0, 2 * x: 3.0}
+    e = dict.fromkeys([x], 2.0)
+    return d[x] * x + max(d, key=d.get) + d.get(x) + e[x] * x  # = x + 2x + 1 + 2x
+
+
+@ROUTES
+@MODES
+def test_a_dict_display_read_by_its_differentiated_key(mode, route):
+    with force_route(route):
+        assert _twice(mode, _read_by_its_key, 0.7) == pytest.approx([5.0, 5.0])
