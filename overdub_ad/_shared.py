@@ -25,7 +25,7 @@ import numpy as np
 from overdub import (Context, has_metadata, hide_machinery, is_opaque, keeps_heap_metadata,
                      Tagged, untag)
 
-from . import _arrays, _callbacks, _rules
+from . import _arrays, _callbacks, _routes, _rules
 from ._array_methods import _METHODS, _ufunc_at
 from ._pytree import flatten
 
@@ -620,6 +620,28 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
 
 # The builtins some of whose calls are stepped (the cheap test before stepped_builtin's)
 STEPPED = frozenset(map(id, (sum, max, min, collections._count_elements)))  # type: ignore[attr-defined]
+
+
+def partials_tables(route: str) -> tuple[dict[int, Any], dict[int, Any], dict[int, Any]]:
+    """The tables of the routes that give float arithmetic its written-out partials (declared
+    beside the shipped rules: ``_rules.defscalar``): ``id(fn) -> partials`` of one argument,
+    of two, and both, filled while ``route`` is enabled with the functions whose rules are
+    still the shipped ones (a rule the user registers wins), rebuilt on every change."""
+    one: dict[int, Any] = {}
+    two: dict[int, Any] = {}
+    both: dict[int, Any] = {}
+
+    @_rules.on_change
+    def rebuild() -> None:
+        on = _routes.enabled(route)
+        for table, arity in ((one, 1), (two, 2)):
+            table.clear()
+            if on:
+                table.update(_rules.scalar_partials(arity))
+        both.clear()
+        both.update({**one, **two})
+
+    return one, two, both
 
 
 def stepped_builtin(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -18,31 +18,18 @@ import numpy as np
 
 from overdub import Tagged, tag
 
-from .. import _routes, _rules
+from .. import _rules
+from .._shared import partials_tables
 
 if TYPE_CHECKING:
     from ._context import ForwardContext
 
-# id(fn) -> partials, while fn's rules are the shipped ones and the route is enabled (rebuilt
-# on every change of the rules, as reverse mode's tables are)
-FAST1: dict[int, Any] = {}
-FAST2: dict[int, Any] = {}
-FAST: dict[int, Any] = {}
+# id(fn) -> partials, while fn's rules are the shipped ones and the route is enabled
+FAST1, FAST2, FAST = partials_tables("forward-partials")
 NOT_SIMPLE = object()  # (the rules' path)
 _REAL = frozenset({float, int, np.float64})
 # (one direction: a number; a batch of directions, jacfwd's: an array)
 _TANGENT = frozenset({float, np.float64, np.ndarray})
-
-
-@_rules.on_change
-def _tables() -> None:
-    on = _routes.enabled("forward-partials")
-    for table, arity in ((FAST1, 1), (FAST2, 2)):
-        table.clear()
-        if on:
-            table.update(_rules.scalar_partials(arity))
-    FAST.clear()
-    FAST.update({**FAST1, **FAST2})
 
 
 def _split(ctx: ForwardContext, x: Any) -> tuple[Any, Any]:

@@ -5,6 +5,7 @@ on the fast scalar path, and what a call's binding and source say about it."""
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import heapq
 import io
@@ -14,7 +15,6 @@ import numbers
 import operator
 import types
 import weakref
-import collections
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,10 +22,10 @@ import numpy as np
 
 from overdub import Tagged
 
-from .. import _routes, _rules
+from .. import _rules
 from .._array_methods import _REPLACEMENTS
 from .._pytree import is_node
-from .._shared import _innermost
+from .._shared import _innermost, partials_tables
 from .._stores import CONTAINERS
 
 _PYTHON_CODE = (types.FunctionType, types.MethodType, functools.partial)
@@ -91,20 +91,7 @@ _BINARY_OPERATIONS = frozenset(map(id, (
     operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.iadd,
     operator.isub, operator.imul, operator.itruediv, operator.ipow, np.add, np.subtract,
     np.multiply, np.true_divide, np.power, math.pow, pow)))
-_FAST1: dict[int, Any] = {}
-_FAST2: dict[int, Any] = {}
-_FAST: dict[int, Any] = {}
-
-
-@_rules.on_change
-def _fast_tables() -> None:
-    on = _routes.enabled("reverse-partials")
-    for table, arity in ((_FAST1, 1), (_FAST2, 2)):
-        table.clear()
-        if on:
-            table.update(_rules.scalar_partials(arity))
-    _FAST.clear()
-    _FAST.update({**_FAST1, **_FAST2})
+_FAST1, _FAST2, _FAST = partials_tables("reverse-partials")
 
 
 def _cell_values(fn: types.FunctionType) -> list[Any]:

@@ -524,15 +524,19 @@ SLOTS = {
 }
 
 
-@ROUTES
-@pytest.mark.parametrize("slot", SLOTS)
-def test_an_arithmetic_slot_called_by_name_is_its_ufunc(slot, route):
-    f, gradient = SLOTS[slot]
-    p = np.array([0.5, 3.0])
+def _every_reverse_and_forward_api(f, p, gradient, route):
+    """grad, jacfwd and jacrev of ``f`` at ``p`` on ``route``, twice each, are ``gradient``."""
     with force_route(route):
         for api in (grad, jacfwd, jacrev):
             for _ in range(2):
                 np.testing.assert_allclose(api(f)(p), gradient)
+
+
+@ROUTES
+@pytest.mark.parametrize("slot", SLOTS)
+def test_an_arithmetic_slot_called_by_name_is_its_ufunc(slot, route):
+    f, gradient = SLOTS[slot]
+    _every_reverse_and_forward_api(f, np.array([0.5, 3.0]), gradient, route)
 
 
 # -- 11. a list noted by a dead list's id ----------------------------------------------------------
@@ -661,11 +665,7 @@ ARRAY_ITERATIONS = {
 @pytest.mark.parametrize("case", ARRAY_ITERATIONS)
 def test_an_array_iterated_by_accumulate_or_fromkeys(case, route):
     f, gradient = ARRAY_ITERATIONS[case]
-    p = np.array([0.5, 2.0])
-    with force_route(route):
-        for api in (jacfwd, jacrev, grad):
-            for _ in range(2):
-                np.testing.assert_allclose(api(f)(p), gradient)
+    _every_reverse_and_forward_api(f, np.array([0.5, 2.0]), gradient, route)
 
 
 @pytest.mark.parametrize("route", [None, REFERENCE, "reverse-partials", "forward-partials"])
