@@ -711,6 +711,10 @@ class ForwardContext(Context):
             if untag(args[0], self) in fn.__self__:
                 return self.fallback(fn, args[0])  # the stored value, its tangent from the core
             return args[1]
+        if type(fn) is _BUILTIN_METHOD and fn.__name__ == "move_to_end" and args and \
+                isinstance(fn.__self__, collections.OrderedDict):
+            # od.move_to_end(x): the key only finds the item, which keeps its own key
+            return self.fallback(fn, untag(args[0], self), *args[1:], **kwargs)
         if isinstance(fn, _PYTHON_CODE) and _rules.jvp_rules(fn) is None and \
                 self._sourceless(fn, args, kwargs):
             held = [i for i, a in enumerate(args) if _holds_stored(self, a)]

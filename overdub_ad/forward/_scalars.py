@@ -32,14 +32,19 @@ _REAL = frozenset({float, int, np.float64})
 _TANGENT = frozenset({float, np.float64, np.ndarray})
 
 
+_INF = float("inf")
+
+
 def _split(ctx: ForwardContext, x: Any) -> tuple[Any, Any]:
-    """``(value, tangent)`` of an operand: this context's float with a float tangent, or a
-    plain number (tangent None); ``(NOT_SIMPLE, None)`` for anything else."""
+    """``(value, tangent)`` of an operand: this context's finite float with a float tangent,
+    or a finite plain number (tangent None); ``(NOT_SIMPLE, None)`` for anything else (at an
+    infinity or nan the rules decide, as the partials were written for finite points)."""
     if type(x) is Tagged:
-        if x.owner() is ctx and type(x.value) in _REAL and type(x.meta) in _TANGENT:
+        if x.owner() is ctx and type(x.value) in _REAL and type(x.meta) in _TANGENT and \
+                -_INF < x.value < _INF:
             return x.value, x.meta
         return NOT_SIMPLE, None
-    return (x, None) if type(x) in _REAL else (NOT_SIMPLE, None)
+    return (x, None) if type(x) in _REAL and -_INF < x < _INF else (NOT_SIMPLE, None)
 
 
 def _term(partial: Any, tangent: Any) -> Any:

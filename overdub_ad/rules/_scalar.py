@@ -74,11 +74,16 @@ def quotient_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any
     return 1.0 / b, -out / b
 
 
+def _finite(v: Any) -> bool:
+    return bool(-math.inf < v < math.inf)
+
+
 def power_partials(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...] | None:
     """``a ** b``: ``(b a^(b-1), out log a)``, for the differentiated operands; the points
     where one of them has no real derivative go to the rules (a negative base to a fraction,
-    whose power NumPy makes nan, and Python's ``**`` on floats complex)."""
-    if a < 0 and b % 1.0 != 0.0:
+    whose power NumPy makes nan, and Python's ``**`` on floats complex; an infinite or nan
+    operand)."""
+    if a < 0 and b % 1.0 != 0.0 or not (_finite(a) and _finite(b)):
         return None
     pa = pb = 0.0
     if da:
@@ -115,8 +120,8 @@ def power_second(a: Any, b: Any, out: Any, da: bool, db: bool) -> tuple[Any, ...
     ``out log^2 a`` -- for the differentiated operands (``da``, ``db``).  None where these
     are not the derivatives -- ``a <= 0`` with a differentiated exponent, ``a == 0`` with
     ``b < 2`` (but for ``b`` 0 or 1, where the power is constant or linear in ``a``) -- and
-    the rules decide, as at a negative base to a fraction."""
-    if a < 0 and b % 1.0 != 0.0:
+    the rules decide, as at a negative base to a fraction or an infinite or nan operand."""
+    if a < 0 and b % 1.0 != 0.0 or not (_finite(a) and _finite(b)):
         return None
     if db:
         if not a > 0:
@@ -157,8 +162,10 @@ def digamma(x: float) -> float:
 
 
 def _sign(x: Any) -> Any:
-    """sign with sign(0) = 0, for numbers and arrays."""
+    """sign with sign(0) = 0 (and nan's nan, as np.sign), for numbers and arrays."""
     if isinstance(x, (int, float)):  # NumPy's float64 too, whose comparisons give np.bool_:
+        if x != x:
+            return x
         return float(x > 0) - float(x < 0)  # (np.bool_ - np.bool_ is a TypeError)
     return np.sign(x)
 

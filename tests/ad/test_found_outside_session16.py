@@ -78,6 +78,11 @@
     that key (``d = {x: 1.0}; d[x]``, ``max(d, key=d.get)``), raised MissingRuleError saying the
     item was stored before the derivative began: a key that is the very value read with was
     stored during this derivative.
+19. (H119) ``OrderedDict.move_to_end(x)`` with a differentiated key raised MissingRuleError in
+    forward mode: the key only finds the item, which keeps its own.
+20. (H119) At nan and infinite inputs the routes with written-out partials disagreed with the
+    reference (0 where it gives nan): ``abs``'s sign of nan was 0, and the power's partials
+    were taken at infinite or nan operands; those points go to the rules now.
 """
 
 from __future__ import annotations
@@ -689,3 +694,42 @@ def _read_by_its_key(x):
 def test_a_dict_display_read_by_its_differentiated_key(mode, route):
     with force_route(route):
         assert _twice(mode, _read_by_its_key, 0.7) == pytest.approx([5.0, 5.0])
+
+
+def _moved_to_end(x):
+    od = collections.OrderedDict()
+    od[x] = 1.0
+    od[2 * x] = 2.0
+    od.move_to_end(x)
+    od.move_to_end(2 * x, last=False)
+    return next(iter(od)) * 3 + list(od)[-1]  # 6x + x
+
+
+@ROUTES
+@MODES
+def test_move_to_end_by_a_differentiated_key(mode, route):
+    with force_route(route):
+        assert _twice(mode, _moved_to_end, 0.7) == pytest.approx([7.0, 7.0])
+
+
+NON_FINITE = {"abs": lambda x: abs(x) + x, "np.abs": lambda x: np.abs(x) * 2.0,
+              "math.pow(x, 0)": lambda x: math.pow(x, 0.0) * x, "x ** 3": lambda x: x ** 3.0,
+              "2 ** x": lambda x: 2.0 ** x}
+
+
+@pytest.mark.parametrize("route", ["forward-partials", "reverse-partials", "forward-dual"])
+@pytest.mark.parametrize("f", NON_FINITE.values(), ids=NON_FINITE.keys())
+@pytest.mark.parametrize("x", [math.nan, math.inf, -math.inf])
+def test_the_scalar_partials_agree_with_the_reference_at_non_finite_points(f, x, route):
+    def both(api):
+        try:
+            return str(float(api(f)(x)))
+        except Exception as error:  # (the reference raises there too)
+            return type(error).__name__
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with force_route(REFERENCE):
+            expected = [both(derivative), both(grad)]
+        with force_route(route):
+            assert [both(derivative), both(grad)] == expected
