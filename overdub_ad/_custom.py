@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from . import _rules
 from ._pytree import flatten, unflatten
-from ._shared import _F, _innermost
+from ._shared import _F, cell_values, _innermost
 
 
 class custom_vjp:
@@ -446,12 +447,13 @@ def _signature(fn: Any) -> inspect.Signature | None:
 
 
 def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  holds: Callable[[Any], bool]) -> None:
+                  holds: Callable[[Any], bool], carries: Callable[[Any], bool]) -> None:
     """A ``TypeError`` naming ``fn`` (a ``custom_jvp`` or ``custom_vjp`` function, ``kind``)
     where one of its arguments, or a leaf of one, is a plain object -- not a pytree --
-    holding a value differentiated here (``holds``: the context's test, ``_holds_stored``):
-    the rule is given the object, never a tangent or cotangent for what it holds, so that
-    value's derivative would be a silent zero."""
+    holding a value differentiated here (``holds``: the context's test, ``_holds_stored``),
+    or a function that reads one from its closure (``carries``: whether a value has a
+    derivative here): the rule is given the object or the function, never a tangent or
+    cotangent for what it holds, so that value's derivative would be lost."""
     for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
                          *((f"argument {k!r}", v) for k, v in kwargs.items())]:
         try:
@@ -459,6 +461,14 @@ def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, A
         except TypeError:  # (a dataclass with attributes that are not fields: one object)
             leaves = [value]
         for leaf in leaves:
+            if type(leaf) is types.FunctionType and any(
+                    carries(v) for v in cell_values(leaf)):
+                raise TypeError(
+                    f"{kind} function {_rules._name(fn)} was given a function "
+                    f"{_rules._name(leaf)} ({where}) that reads a differentiated value from "
+                    f"its closure: the rule gets no tangent or cotangent for it, and that "
+                    f"derivative would be lost; pass the value as an argument of "
+                    f"{_rules._name(fn)} instead")
             if holds(leaf):
                 name = type(leaf).__name__
                 raise TypeError(

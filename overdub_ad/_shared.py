@@ -622,6 +622,17 @@ def key_holds(ctx: Any, key: Any, direct: Callable[[Any], bool],
 STEPPED = frozenset(map(id, (sum, max, min, collections._count_elements)))  # type: ignore[attr-defined]
 
 
+def cell_values(fn: types.FunctionType) -> list[Any]:
+    """The values in ``fn``'s closure cells (an empty one, a name not assigned yet, has none)."""
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return values
+
+
 def partials_tables(route: str) -> tuple[dict[int, Any], dict[int, Any], dict[int, Any]]:
     """The tables of the routes that give float arithmetic its written-out partials (declared
     beside the shipped rules: ``_rules.defscalar``): ``id(fn) -> partials`` of one argument,

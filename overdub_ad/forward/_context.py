@@ -1283,7 +1283,8 @@ class ForwardContext(Context):
         if fn.jvp is None:
             raise TypeError(f"custom_jvp function {_rules._name(fn.fun)} has no jvp rule: "
                             f"define one with @{fn.__name__}.defjvp")
-        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x))
+        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x),
+                      self._carries)
         positional = self._revealed(fn.positional(args, kwargs))
         fn.check_nondiff([any(map(self._carries, flatten(a)[0])) for a in positional])
         leaves, tree = flatten(list(positional))

@@ -94,17 +94,6 @@ _BINARY_OPERATIONS = frozenset(map(id, (
 _FAST1, _FAST2, _FAST = partials_tables("reverse-partials")
 
 
-def _cell_values(fn: types.FunctionType) -> list[Any]:
-    """The values in ``fn``'s closure cells (an empty one, a name not assigned yet, has none)."""
-    values = []
-    for cell in fn.__closure__ or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:
-            continue
-    return values
-
-
 def _dict_storing(x: Any) -> bool:
     """A container of :data:`CONTAINERS` whose item assignment is C code (``defaultdict``,
     ``OrderedDict``, a subclass that adds methods): ``c[k] = v`` stores a differentiated

@@ -20,7 +20,7 @@ from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
 from .._custom import custom_jvp, custom_vjp
-from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
+from .._shared import (by_differentiated_key, cell_values, CONSUMERS, derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
                        _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
@@ -31,7 +31,7 @@ from .._shared import (by_differentiated_key, CONSUMERS, derivative_entry,
 from . import _containers, _mutation, _recording, _scalars, _specialise
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store, STORES)
-from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod, _cell_values,
+from ._calls import (_BINARY_OPERATIONS, _binding_error, _BuiltinMethod,
                      _DECISIONS, _dict_storing, _FAST, _given_nodes,
                      _INPLACE_IDS, _ITERATORS, _MOVING,
                      _NATIVE_CONTAINERS, _NOT_SIMPLE, _outs, _PYTHON_CODE,
@@ -251,7 +251,7 @@ class ReverseContext(Context):
             fn = getattr(fn, "__func__", fn)  # (a bound method's function)
             if type(fn) is not types.FunctionType:
                 return False
-            captured = [*_cell_values(fn), *(fn.__defaults__ or ()),
+            captured = [*cell_values(fn), *(fn.__defaults__ or ()),
                         *(fn.__kwdefaults__ or {}).values()]
         return any(self._carries(v) or (depth < 4 and callable(v)
                                         and self._closes_over(v, depth + 1)) for v in captured)

@@ -66,7 +66,8 @@ def _item_nodes(self: ReverseContext, d: dict[Any, Any]) -> dict[Any, Any] | Non
 def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A primitive call: run on plain values, record an entry with the argument nodes."""
     if type(fn) is custom_jvp:
-        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x))
+        refuse_hidden("custom_jvp", fn.fun, args, kwargs, lambda x: _holds_stored(self, x),
+                      self._carries)
         if not self._carries((args, kwargs)):
             return self.fallback(fn, *args, **kwargs)  # (a leaf: see the custom_vjp case)
         return self._through_jvp_rule(fn, args, kwargs)
@@ -100,7 +101,8 @@ def _call(self: ReverseContext, fn: Any, args: tuple[Any, ...], kwargs: dict[str
     if isinstance(fn, custom_vjp):
         if fn.fwd is None:
             return fn(*args, **kwargs)  # (raises: no rule)
-        refuse_hidden("custom_vjp", fn.fn, args, kwargs, lambda x: _holds_stored(self, x))
+        refuse_hidden("custom_vjp", fn.fn, args, kwargs, lambda x: _holds_stored(self, x),
+                      self._carries)
         if not self._carries((args, kwargs)) and not self._closes_over(fn.fn):
             # nothing this derivative differentiates: the call as it is, which an enclosing
             # derivative sees whole and takes by its rule (never the body's operations)

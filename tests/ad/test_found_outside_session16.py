@@ -83,6 +83,11 @@
 20. (H119) At nan and infinite inputs the routes with written-out partials disagreed with the
     reference (0 where it gives nan): ``abs``'s sign of nan was 0, and the power's partials
     were taken at infinite or nan operands; those points go to the rules now.
+21. (H116 N-1) A ``custom_jvp`` given a function (``nondiff_argnums``) that closes over the
+    differentiated value raised a MissingRuleError saying C code called it: it says now that the
+    function reads a differentiated value from its closure, which its rule never sees (JAX
+    refuses the program too); the same function closing over an enclosing derivative's value
+    is right, as before.
 """
 
 from __future__ import annotations
@@ -101,7 +106,8 @@ import warnings
 import numpy as np
 import pytest
 
-from overdub_ad import MissingRuleError, derivative, grad, hessian, hvp, jacfwd, jacrev, jvp
+from overdub_ad import (MissingRuleError, custom_jvp, derivative, grad, hessian, hvp, jacfwd,
+                        jacrev, jvp)
 from overdub_ad.testing import REFERENCE, force_route
 
 pytestmark = pytest.mark.every_route
@@ -733,3 +739,25 @@ def test_the_scalar_partials_agree_with_the_reference_at_non_finite_points(f, x,
             expected = [both(derivative), both(grad)]
         with force_route(route):
             assert [both(derivative), both(grad)] == expected
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(0,))
+def _apply(f, x):
+    return f(x)
+
+
+@_apply.defjvp
+def _apply_jvp(f, primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return f(x), dx * derivative(f, x)
+
+
+@ROUTES
+def test_a_custom_rule_s_function_argument_closing_over_the_differentiated_value(route):
+    with force_route(route):
+        for _ in range(2):  # (the enclosing derivative's value in the closure: right)
+            assert derivative(lambda x: derivative(
+                lambda z: _apply(lambda y: x * y * y, z))(2.0))(1.5) == pytest.approx(4.0)
+        for outer in (derivative, grad):
+            with pytest.raises(TypeError, match="reads a differentiated value from its closure"):
+                outer(lambda x: _apply(lambda y: x * y * y, 2.0))(1.5)
