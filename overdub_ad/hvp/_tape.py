@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import types
 from typing import Any
 
 import numpy as np
@@ -98,8 +99,8 @@ def _sweep(tape: list[Any], in_nodes: list[Any], leaves: list[Any], out_node: An
         pairs: dict[Any, list[Any]] = {out_node: [1.0, None]}
         _pairs(tape, pairs, tangents, entry_dargs, curvatures)
     except _Unsupported:
-        raise _routes.Declined("a custom_vjp, checkpoint, custom_jvp or reverse-only rule on "
-                               "the tape") from None
+        raise _routes.Declined("a custom_vjp, checkpoint, custom_jvp or reverse-only rule, or "
+                               "a call given a function (key=), on the tape") from None
     result = [_cast(pairs[n][1] if n in pairs and pairs[n][1] is not None else
                     _zeros_like(leaf), leaf) for n, leaf in zip(in_nodes, leaves)]
     if not all(map(_finite, result)):
@@ -176,6 +177,12 @@ def _tangent_of(node: Any, tangents: dict[Any, Any]) -> Any:
     return tangents.get(node)
 
 
+def _python_callable(v: Any) -> bool:
+    """A function or method given to a recorded call (a ``key=``): Python code to run."""
+    return isinstance(v, (types.FunctionType, types.MethodType)) or (
+        type(v) is types.BuiltinMethodType and not isinstance(v.__self__, types.ModuleType))
+
+
 def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[Any]]) -> None:
     """The output tangent of ``entry`` (and, in ``entry_dargs``, its arguments' tangents)."""
     if type(entry) is tuple:  # a record, headed by its kind (see reverse._tape)
@@ -193,6 +200,9 @@ def _tangent(entry: Any, tangents: dict[Any, Any], entry_dargs: dict[int, list[A
     if all(d is None for d in dargs):
         return
     fn, primals, kwargs, out = entry.fn, entry.primals, entry.kwargs, entry.out
+    if kwargs and any(map(_python_callable, kwargs.values())):
+        raise _Unsupported  # max(xs, key=cm.get): the function, run again after the recording,
+        # would read the run's values (tagged by a context no longer running)
     kind = _KINDS.get(id(fn))
     d_out: Any = _GENERIC
     if kind is not None and kind[0] is fn and (kind[3] is _t_sum or kind[3] is _t_stacked):

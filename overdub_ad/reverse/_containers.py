@@ -225,7 +225,13 @@ def _cleaned(self: ReverseContext, value: Any, seen: dict[int, Any] | None = Non
                     write(value, i, a)
     if isinstance(value, dict):
         write = _base_write(value)
-        for k, v in list(value.items()):
+        items = list(dict.items(value))  # (read as a dict: see _release_stores)
+        if any(self._cleaned(k) is not k for k, _ in items):  # differentiated keys: rebuilt
+            type(value).clear(value)
+            for k, v in items:
+                write(value, self._cleaned(k, seen), self._cleaned(v, seen))
+            return value
+        for k, v in items:
             c = self._cleaned(v, seen)
             if c is not v:
                 write(value, k, c)

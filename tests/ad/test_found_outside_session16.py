@@ -88,6 +88,11 @@
     function reads a differentiated value from its closure, which its rule never sees (JAX
     refuses the program too); the same function closing over an enclosing derivative's value
     is right, as before.
+22. (H119 E5, E7) Reverse mode: ``copy.deepcopy`` of a dict with a differentiated key raised a
+    TagError when the derivative returned (the copy's keep-alive list held the dict, whose keys
+    were left tagged); ``hessian`` of ``max(cm, key=cm.get)`` over a ChainMap raised a TagError
+    on the hvp-tape route, which ran the key function again after the recording: a call given
+    a function declines that route now.
 """
 
 from __future__ import annotations
@@ -761,3 +766,23 @@ def test_a_custom_rule_s_function_argument_closing_over_the_differentiated_value
         for outer in (derivative, grad):
             with pytest.raises(TypeError, match="reads a differentiated value from its closure"):
                 outer(lambda x: _apply(lambda y: x * y * y, 2.0))(1.5)
+
+
+def _deep_copied_keys(x):
+    e = copy.deepcopy({x: [x * x, {2 * x: x}]})
+    return sum(e) + sum(e[next(iter(e))][1])  # x + 2x
+
+
+def _chain_argmax(x):
+    cm = collections.ChainMap({x: 1}, {x * x: 2})
+    return max(cm, key=cm.get)  # x * x
+
+
+@ROUTES
+def test_deep_copies_and_key_functions_over_differentiated_keys(route):
+    with force_route(route):
+        for _ in range(2):
+            assert float(grad(_deep_copied_keys)(1.3)) == pytest.approx(3.0)
+            assert float(derivative(_deep_copied_keys)(1.3)) == pytest.approx(3.0)
+            assert float(hessian(_chain_argmax)(1.3)) == pytest.approx(2.0)
+            assert float(grad(_chain_argmax)(1.3)) == pytest.approx(2.6)
