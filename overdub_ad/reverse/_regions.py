@@ -276,10 +276,14 @@ class _Graph:
 
     def _power(self, vertex: _Vertex, adjoint: str, ok: str) -> None:
         """The local partials of ``a ** b`` (as ReverseContext's scalar partials: 0 in a for
-        b == 0, none at a == 0 for b < 1; in b ``out * log(a)``, 0 at a == 0, none below)."""
+        b == 0, none at a == 0 for b < 1 nor at an infinite or nan operand; in b
+        ``out * log(a)``, 0 at a == 0, none below)."""
         emit, origin, c = self.c.emit, self.origin, self.c
         a, b = vertex.args
         pa = c.fresh("p")
+        # (at an infinite or nan operand the rules decide, as power_partials says)
+        emit(f"if not (-1e309 < {a.value} < 1e309 and -1e309 < {b.value} < 1e309):", origin)
+        emit(f"    {ok} = False", origin)
         if b.kind == "const":
             exponent = float(b.value)
             if exponent == 0:
