@@ -696,9 +696,11 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
     (``written``: the ``(id(dict), plain key)`` of its stores under differentiated keys), or is
     made by the read itself (a ``defaultdict``'s default, ``setdefault``'s: noted as written):
     an accumulator, read as usual, not a cache of earlier results (see
-    :func:`by_differentiated_key`); or whose key is the very value read with, which a dict
-    holds tagged only while the derivative that tagged it runs (``{x: 1.0}``, a display, or
-    ``dict.fromkeys``: stored by C code, unnoted)."""
+    :func:`by_differentiated_key`); or whose stored key is itself a tagged value, which a dict
+    holds only while the derivative that tagged it runs -- this one, or one it encloses or
+    that encloses it (``{x: 1.0}``, a display, or ``dict.fromkeys``: stored by C code; an
+    inner derivative's store, which this one did not see) -- a memo of an earlier derivative
+    holding plain keys again."""
     k = plain_key(key)
     try:
         if k not in d:
@@ -706,8 +708,9 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
             return True
     except TypeError:  # (unhashable: the read raises it)
         return False
-    return (id(d), k) in written or (type(key) is Tagged and
-                                     any(stored is key for stored in dict.keys(d)))
+    return (id(d), k) in written or any(
+        type(stored) is Tagged and (stored is key or _innermost(stored) == k)
+        for stored in dict.keys(d))
 
 
 _KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item

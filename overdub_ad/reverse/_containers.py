@@ -280,8 +280,11 @@ def _consumed(self: ReverseContext, fn: Any, args: tuple[Any, ...]) -> bool:
     lines: text, never differentiated) is not: ``pickle.load(f)`` reads it by its methods."""
     if id(fn) in _SET_ALGEBRA and all(isinstance(a, _SET_LIKE) for a in args):
         return False  # a | b, a == b of sets: their items moved or compared as they are
-    if fn is operator.contains and args and isinstance(args[0], (*_SET_LIKE, _DICT_VALUES)):
+    if fn is operator.contains and args and isinstance(args[0], (*_SET_LIKE, _DICT_VALUES,
+                                                                 types.MappingProxyType)):
         return False  # x in s: a lookup (given the set's items as a generator: False)
+    if fn is operator.getitem:
+        return False  # proxy[x]: a lookup, never an iteration
     return any(not issubclass(type(a), io.IOBase) and (_is_iterator(a) or (_read_natively(a) and (
         _consumes_with_rules(fn) or any(map(self._carries, a))))) for a in args)
 

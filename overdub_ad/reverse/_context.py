@@ -816,6 +816,9 @@ class ReverseContext(Context):
                 return self._written_flat(fn, written, args)
         if fn is operator.setitem or fn is operator.delitem:  # (never given a callback to
             return self._setitem(fn, *args)  # call: the operator module is never guarded)
+        if fn is operator.getitem and len(args) == 2 and \
+                type(args[0]) is types.MappingProxyType:
+            return self.fallback(fn, *args)  # proxy[k]: the item its dict holds, as it is
         if type(fn) is _SORT_KEY and len(args) == 1:
             # functools.cmp_to_key(cmp)(x): a sort key, only compared (cmp is then given the
             # plain values, whose order is the same)

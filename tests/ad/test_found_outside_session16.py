@@ -94,6 +94,13 @@
     were left tagged); ``hessian`` of ``max(cm, key=cm.get)`` over a ChainMap raised a TagError
     on the hvp-tape route, which ran the key function again after the recording: a call given
     a function declines that route now.
+23. (H120) A constant stored under a differentiated key and read back by that key raised a
+    false MissingRuleError ("stored before this derivative began") under nested derivatives
+    (``derivative(derivative(f))``, ``grad(grad(f))``, the reference route's ``hessian``): the
+    store was the inner derivative's, which the outer did not see. A stored key that is itself
+    a tagged value was stored while a derivative runs (an earlier one's memo holds plain
+    keys again), so it is read as usual.  And reverse mode read ``MappingProxyType(d)[x]``
+    with a differentiated key as if it iterated the view (a TypeError about a generator).
 """
 
 from __future__ import annotations
@@ -811,3 +818,30 @@ def test_deep_copies_and_key_functions_over_differentiated_keys(route):
             assert float(derivative(_deep_copied_keys)(1.3)) == pytest.approx(3.0)
             assert float(hessian(_chain_argmax)(1.3)) == pytest.approx(2.0)
             assert float(grad(_chain_argmax)(1.3)) == pytest.approx(2.6)
+
+
+def _constant_under_a_key(x):
+    d = {}
+    d[x * 2] = 3.0
+    e = dict.fromkeys([x], 2.0)
+    return d[x * 2] * x + e[x] * x * x  # 3x + 2x^2
+
+
+def _viewed_by_key(x):
+    d = {x: x * x}
+    return types.MappingProxyType(d)[x] + (1.0 if x in types.MappingProxyType(d) else 0.0)
+
+
+NESTINGS2 = {"D(D)": lambda f: derivative(derivative(f)), "grad(grad)": lambda f: grad(grad(f)),
+             "grad(D)": lambda f: grad(derivative(f)), "D(grad)": lambda f: derivative(grad(f)),
+             "hessian": lambda f: hessian(f)}
+
+
+@ROUTES
+@pytest.mark.parametrize("nesting", NESTINGS2)
+def test_second_derivatives_of_items_stored_under_differentiated_keys(nesting, route):
+    with force_route(route):
+        for _ in range(2):
+            assert float(NESTINGS2[nesting](_constant_under_a_key)(0.7)) == pytest.approx(4.0)
+            assert float(NESTINGS2[nesting](_viewed_by_key)(0.7)) == pytest.approx(2.0)
+        assert float(grad(_viewed_by_key)(0.7)) == pytest.approx(1.4)
