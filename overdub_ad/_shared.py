@@ -126,6 +126,7 @@ def class_attribute(cls: type, name: str) -> Any:
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_ARRAY_METHOD_KINDS = (types.BuiltinMethodType, types.MethodDescriptorType)
 # id(fn) -> (fn, the position of its ``out`` parameter (-1: none), the positional parameters'
 # names from ``out`` on): NumPy's functions, read once each
 _OUT_AT: dict[int, tuple[Any, int, tuple[str, ...]]] = {}
@@ -150,15 +151,49 @@ def _out_at(fn: Any) -> tuple[int, tuple[str, ...]]:
     return found[1], found[2]
 
 
+# an array method's name -> where it takes ``out`` among its arguments (-1: nowhere), and the
+# names from there on: its NumPy function's, less the array (``a.sum(axis, dtype, out)``)
+_METHOD_OUT: dict[str, tuple[int, tuple[str, ...]]] = {}
+
+
+def _method_out_at(fn: Any) -> tuple[int, tuple[str, ...]]:
+    """:func:`_out_at` for an array's method, bound (``a.sum``) or not (``np.ndarray.sum``,
+    the array first); ``(-1, ())`` for any other callable."""
+    kind = type(fn)
+    if kind is _BUILTIN_METHOD and isinstance(fn.__self__, np.ndarray):
+        shift = 0
+    elif kind is _METHOD_DESCRIPTOR and issubclass(fn.__objclass__, np.ndarray):
+        shift = 1
+    else:
+        return -1, ()
+    name = fn.__name__
+    found = _METHOD_OUT.get(name)
+    if found is None:
+        function = getattr(np, name, None)
+        found = (-1, ())  # (a.conj(w) takes no keywords: a ufunc's method is left as it is)
+        if callable(function) and type(function) is not np.ufunc:
+            names = _out_at(function)[1]
+            try:
+                first = next(iter(inspect.signature(function).parameters))
+            except (TypeError, ValueError, StopIteration):
+                first = ""
+            if names and first in ("a", "x"):  # (the array first: np.compress's is not)
+                found = (_out_at(function)[0] - 1, names)
+        found = _METHOD_OUT[name] = found
+    return (found[0] + shift if found[0] >= 0 else -1), found[1]
+
+
 def given_out(fn: Any, args: tuple[Any, ...]) -> bool:
     """Whether ``fn(*args)`` is given an array to write into by position: a ufunc's outputs
     past its inputs (``np.sin(a, r)``), a NumPy function's ``out`` parameter
-    (``np.cumsum(a, 0, None, w)``, ``np.dot(a, b, w)``)."""
+    (``np.cumsum(a, 0, None, w)``, ``np.dot(a, b, w)``), an array method's
+    (``a.sum(0, None, w)``)."""
     if type(fn) is np.ufunc:
         return len(args) > fn.nin
-    if len(args) < 2:
+    if not args:
         return False
-    at = _out_at(fn)[0]
+    at = _method_out_at(fn)[0] if type(fn) in _ARRAY_METHOD_KINDS else \
+        (_out_at(fn)[0] if len(args) > 1 else -1)
     return 0 <= at < len(args) and args[at] is not None
 
 
@@ -172,7 +207,7 @@ def out_as_keyword(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     if "out" in kwargs:
         return args, kwargs
     if type(fn) is not np.ufunc:
-        at, names = _out_at(fn)
+        at, names = _method_out_at(fn) if type(fn) in _ARRAY_METHOD_KINDS else _out_at(fn)
         return args[:at], {**kwargs, **dict(zip(names, args[at:]))}
     outs = args[fn.nin:]
     out = outs[0] if fn.nout == 1 and len(outs) == 1 else \

@@ -101,6 +101,11 @@
     a tagged value was stored while a derivative runs (an earlier one's memo holds plain
     keys again), so it is read as usual.  And reverse mode read ``MappingProxyType(d)[x]``
     with a differentiated key as if it iterated the view (a TypeError about a generator).
+24. (H120) An array method given its ``out`` array by position (``a.sum(0, None, w)``,
+    ``a.mean``, ``a.clip(lo, hi, w)``, ``a.dot(b, w)``, ``a.cumsum``, ``a.max(1, w)``,
+    ``np.ndarray.sum(a, 0, None, w)``) wrote it natively in both modes: 0 where finite
+    differences give the gradient.  Its ``out`` is the ``out=`` keyword now, as for the NumPy
+    function of the same name (item 12).
 """
 
 from __future__ import annotations
@@ -845,3 +850,39 @@ def test_second_derivatives_of_items_stored_under_differentiated_keys(nesting, r
             assert float(NESTINGS2[nesting](_constant_under_a_key)(0.7)) == pytest.approx(4.0)
             assert float(NESTINGS2[nesting](_viewed_by_key)(0.7)) == pytest.approx(2.0)
         assert float(grad(_viewed_by_key)(0.7)) == pytest.approx(1.4)
+
+
+def _summed_into(p):
+    w = np.zeros(2)
+    p.reshape(2, 2).sum(0, None, w)
+    return w @ w
+
+
+def _clipped_into(p):
+    w = np.zeros(4)
+    p.clip(0.0, 1.0, w)
+    return w @ p
+
+
+def _dotted_into(p):
+    w = np.zeros(())
+    p.dot(p, w)
+    return float(w) * p[0]
+
+
+def _unbound_into(p):
+    w = np.zeros(2)
+    np.ndarray.mean(p.reshape(2, 2), 1, None, w)
+    v = np.zeros(2)
+    p.reshape(2, 2).max(1, v)
+    return w @ w + v @ v
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [_summed_into, _clipped_into, _dotted_into, _unbound_into],
+                         ids=["sum", "clip", "dot", "unbound mean, max"])
+def test_an_array_method_given_out_by_position(f, route):
+    p = np.array([0.3, 1.2, 0.7, 0.9])
+    h = 1e-6
+    expected = np.array([(f(p + h * e) - f(p - h * e)) / (2 * h) for e in np.eye(4)])
+    _every_reverse_and_forward_api(f, p, expected, route)
