@@ -731,11 +731,12 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
     (``written``: the ``(id(dict), plain key)`` of its stores under differentiated keys), or is
     made by the read itself (a ``defaultdict``'s default, ``setdefault``'s: noted as written):
     an accumulator, read as usual, not a cache of earlier results (see
-    :func:`by_differentiated_key`); or whose stored key is itself a tagged value, which a dict
-    holds only while the derivative that tagged it runs -- this one, or one it encloses or
-    that encloses it (``{x: 1.0}``, a display, or ``dict.fromkeys``: stored by C code; an
-    inner derivative's store, which this one did not see) -- a memo of an earlier derivative
-    holding plain keys again."""
+    :func:`by_differentiated_key`); or whose stored key is the very value read with, or is
+    itself a tagged value -- which a dict holds only while the derivative that tagged it runs
+    (``{x: 1.0}``, a display, or ``dict.fromkeys``: stored by C code; an inner derivative's
+    store, which this one did not see) -- holding a constant (a value another level tagged is
+    that level's, a cache to this one: it still raises, as a memo of an earlier derivative,
+    whose keys are plain again, does)."""
     k = plain_key(key)
     try:
         if k not in d:
@@ -743,9 +744,14 @@ def made_here(written: set[tuple[int, Any]], d: Any, key: Any) -> bool:
             return True
     except TypeError:  # (unhashable: the read raises it)
         return False
-    return (id(d), k) in written or any(
-        type(stored) is Tagged and (stored is key or _innermost(stored) == k)
-        for stored in dict.keys(d))
+    if (id(d), k) in written:
+        return True
+    for stored in dict.keys(d):
+        if stored is key:
+            return True
+        if type(stored) is Tagged and _innermost(stored) == k:
+            return type(dict.__getitem__(d, stored)) is not Tagged
+    return False
 
 
 _KEYED_READS = frozenset({"get", "pop", "setdefault"})  # dict methods returning a stored item
