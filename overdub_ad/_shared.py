@@ -128,7 +128,8 @@ def class_attribute(cls: type, name: str) -> Any:
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _ARRAY_METHOD_KINDS = (types.BuiltinMethodType, types.MethodDescriptorType)
 # id(fn) -> (fn, the position of its ``out`` parameter (-1: none), the positional parameters'
-# names from ``out`` on): NumPy's functions, read once each
+# names from ``out`` on): NumPy's functions, read once each (only theirs: a user's closure
+# kept here would keep what it holds alive)
 _OUT_AT: dict[int, tuple[Any, int, tuple[str, ...]]] = {}
 
 
@@ -137,14 +138,15 @@ def _out_at(fn: Any) -> tuple[int, tuple[str, ...]]:
     3), and the names from there on; ``(-1, ())`` for any other callable."""
     found = _OUT_AT.get(id(fn))
     if found is None or found[0] is not fn:
+        if not (getattr(fn, "__module__", None) or "").startswith("numpy"):
+            return -1, ()
         names: list[str] = []
-        if (getattr(fn, "__module__", None) or "").startswith("numpy"):
-            try:
-                names = [p.name for p in inspect.signature(fn).parameters.values()
-                         if p.kind in _POSITIONAL]
-            except (TypeError, ValueError):  # (no signature: none of NumPy's that write)
-                pass
-        if len(_OUT_AT) > 4096:  # (callables made afresh, np.vectorize's: kept bounded)
+        try:
+            names = [p.name for p in inspect.signature(fn).parameters.values()
+                     if p.kind in _POSITIONAL]
+        except (TypeError, ValueError):  # (no signature: none of NumPy's that write)
+            pass
+        if len(_OUT_AT) > 4096:  # (callables NumPy makes afresh, np.vectorize's: bounded)
             _OUT_AT.clear()
         at = names.index("out") if "out" in names else -1
         found = _OUT_AT[id(fn)] = (fn, at, tuple(names[at:]) if at >= 0 else ())

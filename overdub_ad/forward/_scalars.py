@@ -36,9 +36,10 @@ _INF = float("inf")
 
 
 def _split(ctx: ForwardContext, x: Any) -> tuple[Any, Any]:
-    """``(value, tangent)`` of an operand: this context's finite float with a float tangent,
-    or a finite plain number (tangent None); ``(NOT_SIMPLE, None)`` for anything else (at an
-    infinity or nan the rules decide, as the partials were written for finite points)."""
+    """``(value, tangent)`` of an operand: this context's finite number with a number
+    tangent (or jacfwd's batch of them, an array), or a finite plain number (tangent None);
+    ``(NOT_SIMPLE, None)`` for anything else (at an infinity or nan the rules decide, as the
+    partials were written for finite points)."""
     if type(x) is Tagged:
         if x.owner() is ctx and type(x.value) in _REAL and type(x.meta) in _TANGENT and \
                 -_INF < x.value < _INF:
