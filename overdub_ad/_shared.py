@@ -172,8 +172,10 @@ def _method_out_at(fn: Any) -> tuple[int, tuple[str, ...]]:
     found = _METHOD_OUT.get(name)
     if found is None:
         function = getattr(np, name, None)
-        found = (-1, ())  # (a.conj(w) takes no keywords: a ufunc's method is left as it is)
-        if callable(function) and type(function) is not np.ufunc:
+        found = (-1, ())
+        if type(function) is np.ufunc:  # a.conj(w): the ufunc's out (see out_as_keyword)
+            found = (0, ("out",))
+        elif callable(function):
             names = _out_at(function)[1]
             try:
                 first = next(iter(inspect.signature(function).parameters))
@@ -200,21 +202,27 @@ def given_out(fn: Any, args: tuple[Any, ...]) -> bool:
 
 
 def out_as_keyword(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                   ) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """A call with its output arrays given positionally (:func:`given_out`), restated with
     them as its ``out=``, the one spelling the modes look at (a positional ``out`` would be
     written natively, its derivative lost): a ufunc's past its ``nin`` inputs; a NumPy
-    function's ``out`` and the parameters after it as keywords.  A call that also names
-    ``out=`` is left to NumPy to refuse."""
+    function's ``out`` and the parameters after it as keywords.  An array method that is a
+    ufunc (``a.conj(w)``, which takes no keywords) becomes that ufunc's call
+    (``np.conjugate(a, out=w)``).  A call that also names ``out=`` is left to NumPy to
+    refuse."""
     if "out" in kwargs:
-        return args, kwargs
+        return fn, args, kwargs
+    if type(fn) in _ARRAY_METHOD_KINDS and type(getattr(np, fn.__name__, None)) is np.ufunc:
+        if type(fn) is _BUILTIN_METHOD:
+            args = (fn.__self__, *args)
+        fn = getattr(np, fn.__name__)
     if type(fn) is not np.ufunc:
         at, names = _method_out_at(fn) if type(fn) in _ARRAY_METHOD_KINDS else _out_at(fn)
-        return args[:at], {**kwargs, **dict(zip(names, args[at:]))}
+        return fn, args[:at], {**kwargs, **dict(zip(names, args[at:]))}
     outs = args[fn.nin:]
     out = outs[0] if fn.nout == 1 and len(outs) == 1 else \
         (*outs, *(None,) * (fn.nout - len(outs)))  # (missing ones NumPy allocates)
-    return args[:fn.nin], {**kwargs, "out": out}
+    return fn, args[:fn.nin], {**kwargs, "out": out}
 
 
 def part_write(fn: Any, args: tuple[Any, ...]) -> bool:

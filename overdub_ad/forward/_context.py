@@ -333,7 +333,7 @@ class ForwardContext(Context):
                 if type(a) is Tagged and a.owner() is self:
                     return True
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
-            args, kwargs = out_as_keyword(fn, args, kwargs)
+            fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
         if type(fn) is custom_jvp:  # its rule, for a tangent anywhere in its arguments' trees;
@@ -625,7 +625,7 @@ class ForwardContext(Context):
         if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
-            args, kwargs = out_as_keyword(fn, args, kwargs)
+            fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):
             return self.overdub(set_part, *args)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:

@@ -281,7 +281,7 @@ class ReverseContext(Context):
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
-            args, kwargs = out_as_keyword(fn, args, kwargs)
+            fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
             return True
         if fn is setattr and len(args) == 3 and args[1] == "shape":  # a.shape = s: see
@@ -655,7 +655,7 @@ class ReverseContext(Context):
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
-            args, kwargs = out_as_keyword(fn, args, kwargs)
+            fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:
             at = _callbacks.native_holder(self, fn, args, kwargs, self._mine)
             if at is not None:  # lru_cache(f)(Params(x)): MissingRuleError (see native_holder)
