@@ -166,6 +166,9 @@ def _general_jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tupl
     (``api`` names the entry point in errors)."""
     ctx = ForwardContext()
     ctx.nested = current_context() is not None
+    if not ctx.nested and _routes.enabled("forward-dual"):
+        ctx.helpers = (_dual.helper_arguments, _dual.helper_call, _dual.run_helper,
+                       _dual.NOT_RUN, batch)
     leaves, tree = flatten(list(primals))
     dleaves, dtree = flatten(list(tangents))
     if len(dleaves) != len(leaves):

@@ -198,6 +198,10 @@ class ForwardContext(Context):
         # whether an enclosing context sees what this one computes (then every operation
         # runs through it, and the forward-partials route is off): set by the API
         self.nested = True
+        # where the dual route runs Python helpers called with this context's numbers (see
+        # _dual.helper_call): (helper_arguments, helper_call, run_helper, NOT_RUN, batch),
+        # set by the API
+        self.helpers: tuple[Any, Any, Any, Any, tuple[int, ...]] | None = None
 
     def metadata_type(self, value_type: type) -> Any:
         if _arrays.is_numeric_type(value_type):
@@ -332,6 +336,10 @@ class ForwardContext(Context):
             for a in args:
                 if type(a) is Tagged and a.owner() is self:
                     return True
+        if type(fn) is types.FunctionType and self.helpers is not None:
+            given = self.helpers[0](fn, args, kwargs)
+            if given is not None and self.helpers[1](self, given):
+                return True  # rhs(x, y, p): its dual's (see execute)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
@@ -624,6 +632,12 @@ class ForwardContext(Context):
                 return out
         if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
+        helpers = self.helpers
+        if type(fn) is types.FunctionType and helpers is not None:
+            given = helpers[0](fn, args, kwargs)
+            if given is not None and helpers[1](self, given):
+                out = helpers[2](self, fn, given, helpers[4])  # a Python helper, by its dual
+                return recurse(self, fn, *args, **kwargs) if out is helpers[3] else out
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):

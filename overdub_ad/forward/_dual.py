@@ -34,6 +34,7 @@ the arithmetic as calls, which the general mode gives it): :func:`overdub.curren
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import threading
@@ -43,7 +44,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from overdub import Context, Tagged, TagError, can_recurse, current_context, opaque, recurse
+from overdub import (Context, Tagged, TagError, can_recurse, current_context, opaque, recurse,
+                     tag)
 
 from .. import _routes, _rules
 from .._pytree import flatten, is_node, unflatten
@@ -102,6 +104,10 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
                                 dkwargs)
     elif kind is types.MethodType:
         return _call_method(level, site, f, args, dargs, kwargs, dkwargs)
+    elif kind is functools.partial:
+        return _call_partial(level, f, args, dargs, kwargs, dkwargs)
+    elif f is functools.partial:
+        return _partial(level, args, dargs, kwargs, dkwargs)
     for a in args:
         if type(a) is Tagged:
             raise _Deopt("a value of another context")
@@ -216,6 +222,42 @@ def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tup
         _FILLED.append(site)
     return _call_python(level, None, func, info.arity, False, (f.__self__, *args),
                         (0.0, *dargs), kwargs, dkwargs)
+
+
+def _partial(level: _Level, args: tuple[Any, ...], dargs: tuple[Any, ...],
+             kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """``functools.partial(func, *args, **kwargs)`` of a Python function, a method or a
+    partial: the partial object holds the arguments boxed, as a container holds its items
+    (read back unboxed by :func:`_call_partial`)."""
+    if not args or type(args[0]) not in _PARTIAL_FUNCS or not _zero(dargs[0]):
+        raise _Deopt("functools.partial of something other than a Python function")
+    bound = [a if d is None or _zero(d) else _box(level, a, d)
+             for a, d in zip(args[1:], dargs[1:])]
+    keywords = {k: v if (d := (dkwargs or {}).get(k)) is None or _zero(d)
+                else _box(level, v, d) for k, v in (kwargs or {}).items()}
+    return functools.partial(args[0], *bound, **keywords), 0.0
+
+
+_PARTIAL_FUNCS = frozenset((types.FunctionType, types.MethodType, functools.partial))
+
+
+def _call_partial(level: _Level, f: functools.partial[Any], args: tuple[Any, ...],
+                  dargs: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                  dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A call of a ``functools.partial`` object whose function is Python's: that function's
+    call, with the stored arguments first and the stored keywords under the given ones, each
+    with its tangent (a partial made before the run holds plain values, tangent 0)."""
+    if type(f.func) not in _PARTIAL_FUNCS:
+        raise _Deopt("a functools.partial of a function that is not a Python function")
+    stored = [_unbox(level, a) for a in f.args]
+    keywords = {k: _unbox(level, v) for k, v in f.keywords.items()}
+    if kwargs:
+        for k in kwargs:
+            keywords.pop(k, None)
+    return _call(level, None, f.func, (*(v for v, _ in stored), *args),
+                 (*(t for _, t in stored), *dargs),
+                 {**{k: v for k, (v, _) in keywords.items()}, **(kwargs or {})} or None,
+                 {**{k: t for k, (_, t) in keywords.items()}, **(dkwargs or {})} or None)
 
 
 def _call_function(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
@@ -606,12 +648,13 @@ def _declined(depth: int, reason: str) -> NoReturn:
 
 
 def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
-        batch: tuple[int, ...]) -> tuple[Any, Any]:
+        batch: tuple[int, ...], helper: bool = False) -> tuple[Any, Any]:
     """``(out, tangent)`` of ``f`` by its dual, or :class:`_routes.Declined` (with the reason)
     where the general mode must run: ``f`` is not a plain Python function, an argument is not
     a number, a NumPy float array, or a tuple, list, dict or named tuple of them, a context is
-    running, or the dual stopped (:class:`_Deopt`).  Inside another specialised ``jvp`` it
-    never declines: it raises :class:`_Deopt` for the outermost to handle."""
+    running (other than the general mode's calling a ``helper``: see :func:`run_helper`), or
+    the dual stopped (:class:`_Deopt`).  Inside another specialised ``jvp`` it never declines:
+    it raises :class:`_Deopt` for the outermost to handle."""
     run = _RUN
     depth = run.depth
     if type(f) is not types.FunctionType:
@@ -644,7 +687,7 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     if count is None or len(primals) > count:
         _declined(depth, "no dual: generator, *args, keyword-only parameters, rules or no "
                          "source" if count is None else "more arguments than parameters")
-    if not depth and current_context() is not None:
+    if not depth and not helper and current_context() is not None:
         _declined(depth, "run inside a context")
     level = _Level()
     single = False
@@ -682,6 +725,13 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
             tangent = unflatten(tree, [None if t is None else np.asarray(t)[None]
                                        for t in leaves])
         return value, tangent
+    except TagError:
+        raise
+    except Exception as error:  # the program's own error, or a rule's (0.5 / 0 at
+        if depth:  # math.sqrt(1.0 - 1.0)): the general mode raises them as the reference does
+            raise  # (a rule's error as a MissingRuleError, which a program's except clause
+        raise _routes.Declined(  # must not take for its own: see _rules.computed_as_ieee)
+            f"raised {type(error).__name__}: the general mode raises it") from None
     except _Deopt as stop:
         if depth:
             raise
@@ -937,3 +987,107 @@ HELPERS.update({
     "list": list, "dict": dict, "set": set,
     "type": type,  # (an object's class, read without its __getattribute__: see _pass_common._class)
 })
+
+
+# -- helpers of the general forward mode -------------------------------------------------------
+
+NOT_RUN = object()  # (run_helper: the general mode runs the call)
+_HELPER_PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
+_HELPER_TANGENTS = frozenset((float, np.float64, np.ndarray))
+
+
+def helper_arguments(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                     ) -> tuple[Any, ...] | None:
+    """The arguments of the call ``f(*args, **kwargs)`` by position, where ``f`` is a Python
+    function with a dual and the keywords name the positional parameters that follow
+    ``args`` (``step(x, y, z, sigma=s, rho=r, beta=b)``); None otherwise."""
+    if _dual_arity(f) is None or _code_info(f).api:
+        return None
+    code = f.__code__
+    count = code.co_argcount
+    if len(args) + len(kwargs) > count:
+        return None
+    if kwargs:
+        names = code.co_varnames[len(args):len(args) + len(kwargs)]
+        if set(names) != kwargs.keys():
+            return None
+        args = (*args, *(kwargs[name] for name in names))
+    return args
+
+
+def helper_call(ctx: Any, args: tuple[Any, ...]) -> bool:
+    """Whether the general forward mode (``ctx``, with no context around it) may run a Python
+    function with a dual given ``args`` (:func:`helper_arguments`) as that dual
+    (:func:`run_helper`): numbers of ``ctx`` (or plain ones) and tuples of them, at least one
+    with a tangent.  Where a function the dual route declines (a generator, a ``with`` block)
+    calls scalar helpers (``rhs``, ``step``), their arithmetic runs native, with tangents in
+    local variables, not one operation at a time."""
+    carried = False
+    for a in args:
+        kind = type(a)
+        if kind is Tagged:
+            if a.owner() is not ctx or type(a.value) not in _HELPER_PLAIN or \
+                    type(a.meta) not in _HELPER_TANGENTS:
+                return False
+            carried = True
+        elif kind is tuple:
+            for e in a:
+                if type(e) is Tagged:
+                    if e.owner() is not ctx or type(e.value) not in _HELPER_PLAIN or \
+                            type(e.meta) not in _HELPER_TANGENTS:
+                        return False
+                    carried = True
+                elif type(e) not in _HELPER_PLAIN:
+                    return False
+        elif kind not in _HELPER_PLAIN:
+            return False
+    return carried
+
+
+def run_helper(ctx: Any, f: Any, args: tuple[Any, ...], batch: tuple[int, ...]) -> Any:
+    """``f(*args)`` (:func:`helper_call` said yes) by ``f``'s dual, its numbers tagged for
+    ``ctx`` with their tangents; or :data:`NOT_RUN` where the dual declines, raises, or gives
+    a result that is not numbers and tuples of them (up to then it has done nothing with an
+    effect: the general mode runs the call).  A result with a zero tangent is a plain
+    number, as the general mode gives a constant, except an integer (whose tangent tells
+    ``max(0, x)``'s constant winner, a derivative of 0, from a count: the general mode's to
+    say)."""
+    values = []
+    tangents = []
+    for a in args:
+        if type(a) is Tagged:
+            values.append(a.value)
+            tangents.append(a.meta)
+        elif type(a) is tuple:
+            values.append(tuple(e.value if type(e) is Tagged else e for e in a))
+            tangents.append(tuple(e.meta if type(e) is Tagged else 0.0 for e in a))
+        else:
+            values.append(a)
+            tangents.append(None)
+    try:
+        out, dout = jvp(f, tuple(values), tuple(tangents), batch, helper=True)
+    except _routes.Declined as why:
+        _routes.declined("forward-dual", str(why), f)
+        return NOT_RUN
+    result = _tagged_result(ctx, out, dout)
+    if result is not NOT_RUN:
+        _routes.ran("forward-dual", f)
+    return result
+
+
+def _tagged_result(ctx: Any, out: Any, dout: Any) -> Any:
+    kind = type(out)
+    if kind is tuple:
+        if type(dout) is not tuple or len(dout) != len(out):
+            return NOT_RUN if not _zero(dout) else out
+        parts = [_tagged_result(ctx, v, t) for v, t in zip(out, dout)]
+        return NOT_RUN if any(p is NOT_RUN for p in parts) else tuple(parts)
+    if kind is bool or kind is str or out is None:
+        return out
+    if kind not in _HELPER_PLAIN or (dout is not None and type(dout) not in _HELPER_TANGENTS):
+        return NOT_RUN
+    if dout is not None and _nan(dout):
+        return NOT_RUN  # (a singular point: see _Singular)
+    if dout is None or (not np.any(dout) if type(dout) is np.ndarray else dout == 0):
+        return NOT_RUN if kind is int else out
+    return tag(out, ctx, dout)

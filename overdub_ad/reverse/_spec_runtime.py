@@ -11,6 +11,7 @@ their specialised versions (decided, and recorded for ``explain``, by the contex
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 import types
 from typing import Any
@@ -420,6 +421,8 @@ def _call(ctx: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
                 return found[1](ctx, fn.__self__, *args, **kwargs)
         elif ctx._specialised(func):
             return ctx._specs[id(func)][1](ctx, fn.__self__, *args, **kwargs)
+    elif kind is functools.partial:  # step(*state): its function's call, as the core makes it
+        return _call(ctx, fn.func, *fn.args, *args, **{**fn.keywords, **kwargs})
     elif kind is type and _constructed_here(ctx, fn):
         return _construct(ctx, fn, args, kwargs)
     elif kind is type and (fn is zip or fn is enumerate or fn is reversed or fn is tuple
