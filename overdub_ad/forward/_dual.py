@@ -34,6 +34,7 @@ the arithmetic as calls, which the general mode gives it): :func:`overdub.curren
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -96,6 +97,9 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
         if code.co_argcount and code.co_varnames[0] == "@T":  # a dual already
             return _call_python(level, site, f, code.co_argcount - 1, True, args, dargs,
                                 kwargs, dkwargs)
+        if code is _CONTEXTMANAGER:  # a @contextlib.contextmanager function: its generator
+            return _dual_objects.managed(level, _wrapped_generator(f), args, dargs, kwargs,
+                                         dkwargs)
         info = _code_info(f)
         if info.api:  # (jvp, derivative: marked on their code, shared by their wrappers)
             return _call_api(level, f, args, dargs, kwargs, dkwargs)
@@ -159,6 +163,16 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
                  f"has no dual or rule the route applies")
 
 
+# the code of the functions contextlib.contextmanager makes (``helper(*args, **kwds)``)
+_CONTEXTMANAGER = contextlib.contextmanager(lambda: iter(())).__code__
+
+
+def _wrapped_generator(f: types.FunctionType) -> Any:
+    """The generator function a ``contextlib.contextmanager`` function ``f`` calls."""
+    return f.__closure__[f.__code__.co_freevars.index("func")].cell_contents \
+        if f.__closure__ else None
+
+
 def _unary(f: Any, rules: tuple[Any, ...], x: Any, dx: Any, out: Any) -> bool:
     """Whether the call ``f(x)``, a C function of a float with a float tangent that gave a
     float, is what :func:`_apply_unary` computes for floats at its site: its rule for ``x`` is
@@ -199,8 +213,9 @@ def _inert(args: tuple[Any, ...], kwargs: dict[str, Any] | None, f: Any) -> bool
     duals and containers of them, this run's containers (their items are boxed values or
     plain numbers), arrays; ``type`` and the like look at any value but call nothing (a class
     made by ``type(name, bases, ns)`` runs ``__init_subclass__``)."""
-    if _ANY_ARGUMENTS.get(id(f)) is f:
-        return f is not type or len(args) == 1
+    if _ANY_ARGUMENTS.get(id(f)) is f:  # (not given the route's own objects: a generator
+        return (f is not type or len(args) == 1) and not any(  # whose class is its own)
+            type(a) in _dual_objects.INTERNAL for a in args)
     values = args if not kwargs else (*args, *kwargs.values())
     return all(_safe_tree(v) or type(v) is np.ndarray for v in values)
 
@@ -217,7 +232,7 @@ def _call_method(level: _Level, site: int | None, f: types.MethodType, args: tup
     if info.arity is None or _own_rules(func) or info.api:
         raise _Deopt(f"{func.__qualname__}: a method without a dual")
     if site is not None and not kwargs and len(args) + 1 == info.arity \
-            and _NATIVE_SITES[site] is False:
+            and _NATIVE_SITES[site] is False and not func.__code__.co_flags & _GENERATOR:
         _METHODS[site] = func
         _FILLED.append(site)
     return _call_python(level, None, func, info.arity, False, (f.__self__, *args),
@@ -450,7 +465,8 @@ def _lifted(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 # -- calling Python functions ------------------------------------------------------------------
 
-_CO_UNSUPPORTED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_GENERATOR = inspect.CO_GENERATOR
+_CO_UNSUPPORTED = (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
                    | inspect.CO_ITERABLE_COROUTINE | inspect.CO_VARARGS
                    | inspect.CO_VARKEYWORDS)
 
@@ -547,6 +563,10 @@ def _call_python(level: _Level, site: int | None, f: types.FunctionType, count: 
     if len(args) > count:
         raise _Deopt  # the general mode raises the TypeError with the user's signature
     tangents = [0.0 if d is None else d for d in dargs] + [0.0] * (count - len(args))
+    if f.__code__.co_flags & _GENERATOR:  # its dual yields pairs: followed by the
+        pairs = f((level, *tangents), *args, **(kwargs or {})) if dual else recurse(  # loops
+            _specialising(), _shared(f), (level, *tangents), *args, **(kwargs or {}))
+        return _dual_objects._Generator(level, pairs), 0.0  # (no site calls it directly)
     if kwargs:
         names = f.__code__.co_varnames[:count]
         for name, t in (dkwargs or {}).items():
@@ -659,6 +679,8 @@ def jvp(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
     depth = run.depth
     if type(f) is not types.FunctionType:
         _declined(depth, f"not a Python function (a {type(f).__name__})")
+    if f.__code__.co_flags & _GENERATOR:
+        _declined(depth, "a generator function (its generator is the general mode's)")
     if _rules.overridden and _rules.any_overridden(_WRITTEN_OUT):
         _declined(depth, "a rule of an operator the dual writes out is replaced")
     code = f.__code__
@@ -932,14 +954,16 @@ def _outputs(level: _Level, out: Any, dout: Any, batch: tuple[int, ...]) -> tupl
 def _object_holds_dual(x: Any, seen: set[int], depth: int) -> bool:
     """Whether an object's attributes, or a container's items, hold a dual (``depth`` levels
     down): ``Box(a)`` made in the run and returned, as ``jvp``'s ``aux``, say."""
-    if type(x) is _Dual:
+    if type(x) is _Dual or type(x) in _dual_objects.INTERNAL:
         return True
     if depth == 0 or id(x) in seen or isinstance(x, (type, types.ModuleType, str, bytes)) \
             or type(x) in _LEAVES or type(x) is np.ndarray:
         return False
     seen.add(id(x))
-    if isinstance(x, (list, tuple, set, frozenset)):
-        items: Any = x
+    if type(x) is functools.partial:  # (what it holds is not in its __dict__)
+        items: Any = (x.func, *x.args, *x.keywords.values())
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        items = x
     elif isinstance(x, dict):
         items = (*x.keys(), *x.values())
     else:
@@ -976,6 +1000,7 @@ HELPERS.update({
     "setitem": _dual_objects._setitem,
     "fresh": _dual_objects._fresh,
     "setattr": _dual_objects._setattr, "star": _dual_objects._star,
+    "enter": _dual_objects.enter, "leave": _dual_objects.leave,
     "unpackable": _dual_objects._star, "consuming": _dual_objects._consuming,
     "safe": _SAFE, "truthful": _TRUTHFUL, "Dual": _Dual, "Module": _MODULE,
     "flat": _AS_THEY_ARE,
@@ -992,6 +1017,7 @@ HELPERS.update({
 # -- helpers of the general forward mode -------------------------------------------------------
 
 NOT_RUN = object()  # (run_helper: the general mode runs the call)
+_OURS = ("overdub.", "overdub_ad.")
 _HELPER_PLAIN = frozenset((float, int, bool, str, type(None), np.float64))
 _HELPER_TANGENTS = frozenset((float, np.float64, np.ndarray))
 
@@ -1001,8 +1027,9 @@ def helper_arguments(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     """The arguments of the call ``f(*args, **kwargs)`` by position, where ``f`` is a Python
     function with a dual and the keywords name the positional parameters that follow
     ``args`` (``step(x, y, z, sigma=s, rho=r, beta=b)``); None otherwise."""
-    if _dual_arity(f) is None or _code_info(f).api:
-        return None
+    if _dual_arity(f) is None or _code_info(f).api or \
+            str(f.__globals__.get("__name__")).startswith(_OURS):
+        return None  # (a rule run through the context: its arithmetic is for it to see)
     code = f.__code__
     count = code.co_argcount
     if len(args) + len(kwargs) > count:

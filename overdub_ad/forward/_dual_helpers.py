@@ -30,6 +30,9 @@ from ._dual_numbers import (_array_operands, _box, _Deopt, _Dual, _in_precision,
                             _numberlike, _plain, _sum, _TANGENTS, _unbox, _zero)
 
 
+_AS_NUMBERS = {operator.iadd: operator.add, operator.isub: operator.sub,
+               operator.imul: operator.mul, operator.itruediv: operator.truediv,
+               operator.ipow: operator.pow, operator.ifloordiv: operator.floordiv}
 _PURE_OPERANDS = frozenset((float, int, complex, bool, str, bytes, tuple, list, type(None),
                             range, frozenset))
 
@@ -51,7 +54,8 @@ def _binop(level: _Level, op: Any, a: Any, da: Any, b: Any, db: Any) -> tuple[An
     if _exactly_zero(db):
         db = None
     if type(a) is _Dual or type(b) is _Dual:
-        if op is operator.floordiv:
+        op = _AS_NUMBERS.get(op, op)  # (total += v: a number's in-place operator is the
+        if op is operator.floordiv:  # operator, as Python falls back to it)
             return op(a, b), 0.0
         tangent = _TANGENTS.get(op)
         if tangent is None:
@@ -286,6 +290,8 @@ def _pairs(level: _Level, iterable: Any, tangents: Any) -> Any:
     kind = type(iterable)
     if type(tangents) is tuple and (kind is tuple or kind is list or _named(iterable)):
         return zip(iterable, tangents)  # (a list or named tuple argument: a tuple of them)
+    if kind is _dual_objects._Generator:
+        return _dual_objects.generated_pairs(level, iterable)
     if type(tangents) is _dual_objects._Zipped:
         return _dual_objects._zipped_items(level, iterable, tangents)
     if tangents is None or _zero(tangents):

@@ -21,6 +21,7 @@ tangents beside them keep the tangents beside the iterator too (:class:`_Zipped`
 from __future__ import annotations
 
 import collections
+import inspect
 import itertools
 import threading
 import types
@@ -124,7 +125,7 @@ def _attribute(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tupl
     records how to read the name from the class's objects next time, where that runs no
     Python code the route does not see (see ``_pass_common``)."""
     cls = type(obj)
-    if not _plain_class(cls):
+    if not _plain_class(cls) or cls in INTERNAL:
         raise _Deopt(f"{cls.__name__}.{name}: a class whose attribute reads run code of its own")
     found = getattr(cls, name, MISSING)  # a field read first, by the class's cached lookup
     if type(found) is not _FIELD:  # (a field descriptor gives itself on the class)
@@ -144,7 +145,8 @@ def _attribute(level: _Level, site: int, obj: Any, dobj: Any, name: str) -> tupl
         if type(getter) is not types.FunctionType:
             raise _Deopt(f"{cls.__name__}.{name}: a property without a Python getter")
         out = CALL[0](level, getter, (obj,), (0.0,), None, None)
-        if not _NATIVE_SITES[site] and getter.__code__.co_argcount == 1:
+        if not _NATIVE_SITES[site] and getter.__code__.co_argcount == 1 and \
+                not getter.__code__.co_flags & inspect.CO_GENERATOR:
             # (a native site would call the getter, not its dual; the site gives the getter
             # the tangent of its one parameter)
             _record(site, _ATTR_GETTER_CLASS, cls, _ATTR_GETTER, getter)
@@ -316,6 +318,78 @@ def _holds(x: Any, depth: int = 2) -> bool:
         return any(type(e) is _Dual or (type(e) is tuple and _holds(list(e), depth - 1))
                    or _holds(e, depth - 1) for e in items)
     return False
+
+
+class _Generator:
+    """A generator the dual code made by calling a generator function's dual, which yields
+    ``(item, tangent)`` pairs at the level of the call that made it.  Only a ``for`` loop of
+    the dual code iterates it (:func:`pairs`): anything else done with it -- ``next``,
+    ``list``, a C function, a return -- stops, as for any object whose class runs Python
+    code."""
+
+    __slots__ = ("level", "pairs")
+
+    def __init__(self, level: _Level, pairs: Any) -> None:
+        self.level, self.pairs = level, pairs
+
+
+def generated_pairs(level: _Level, generator: _Generator) -> Any:
+    """The ``(item, tangent)`` pairs of ``generator`` for a loop at ``level``: as they come
+    at the generator's own level, its items boxed at another (a generator made by an
+    enclosing derivative's code and iterated inside a nested one)."""
+    if generator.level is level:
+        return generator.pairs
+    return ((_box(generator.level, v, t), 0.0) for v, t in generator.pairs)
+
+
+class _Managed:
+    """The context manager of a ``contextlib.contextmanager`` function called by the dual
+    code: its function's generator, a :class:`_Generator`.  Only a ``with`` statement of the
+    dual code uses it (:func:`enter`, :func:`leave`)."""
+
+    __slots__ = ("generator", "entered")
+
+    def __init__(self, generator: _Generator) -> None:
+        self.generator, self.entered = generator, False
+
+
+#: The classes of this module's objects, which the user's code must not see (their type,
+#: their attributes): the dual route stops where it would.
+INTERNAL = frozenset((_Generator, _Managed))
+
+
+def managed(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...],
+            kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A call of the function ``contextlib.contextmanager`` made of the generator function
+    ``f``: a :class:`_Managed` of the generator of ``f``'s dual."""
+    generator, _ = CALL[0](level, f, args, dargs, kwargs, dkwargs)
+    if type(generator) is not _Generator:
+        raise _Deopt("a contextmanager function whose generator has no dual")
+    return _Managed(generator), 0.0
+
+
+@opaque
+def enter(level: _Level, manager: Any, dmanager: Any) -> tuple[Any, Any, Any]:
+    """``with manager as v``: ``(v, its tangent, the pairs to finish)`` -- the first pair
+    its generator yields (a ``contextmanager``'s ``__enter__``).  The dual code leaves the
+    block only by its end (a block with ``return``, ``break`` or ``continue`` is not
+    followed), or by an exception, which ends the specialised run: the general mode then runs
+    the call from the start."""
+    if type(manager) is not _Managed or manager.entered:
+        raise _Deopt(f"a with statement on a {type(manager).__name__}")
+    manager.entered = True
+    pairs = generated_pairs(level, manager.generator)
+    for value, tangent in pairs:
+        return value, tangent, pairs
+    raise _Deopt("a contextmanager's generator that did not yield")
+
+
+@opaque
+def leave(pairs: Any) -> None:
+    """The end of a ``with`` block: the rest of the generator (``__exit__`` with no
+    exception), which must not yield again."""
+    for _ in pairs:
+        raise _Deopt("a contextmanager's generator that yielded twice")
 
 
 class _Zipped:

@@ -109,6 +109,34 @@ def _own_nodes(node: ast.AST) -> Any:
         pending.extend(ast.iter_child_nodes(child))
 
 
+def _yield_statements(body: list[ast.AST]) -> set[int]:
+    """The ids of the ``yield`` expressions of ``body`` (this function's own) that are
+    statements whose value is not used (``yield state``): the yields a generator's dual
+    follows."""
+    return {id(n.value) for stmt in body for n in _own_nodes(stmt)
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Yield)}
+
+
+def _leaves_early(body: list[ast.stmt], loops: int = 0) -> bool:
+    """Whether ``body`` has a ``return``, or a ``break`` or ``continue`` of a loop around
+    it (``loops``: how many loops of its own it is inside)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return) or (isinstance(stmt, (ast.Break, ast.Continue))
+                                            and not loops):
+            return True
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name, value in ast.iter_fields(stmt):
+            inner = loops + (name == "body" and isinstance(stmt, (ast.For, ast.While,
+                                                                    ast.AsyncFor)))
+            for part in value if isinstance(value, list) else ():
+                nested = part.body if isinstance(part, (ast.ExceptHandler, ast.match_case)) \
+                    else [part] if isinstance(part, ast.stmt) else []
+                if _leaves_early(nested, inner):
+                    return True
+    return False
+
+
 def _captured(body: list[ast.AST]) -> set[str]:
     """Names used inside the nested functions, lambdas, classes and comprehensions of
     ``body``: the locals among them live in cells (an over-approximation costs only a box)."""
@@ -156,6 +184,7 @@ class _Function:
         self.scope = _Scope(node, enclosing)
         self.temps = 0
         self.native = native
+        self.generator = False  # (a yield in its body: its dual yields pairs)
 
     # -- the function ------------------------------------------------------------------------
     def rewrite(self) -> _FunctionNode:
@@ -164,10 +193,12 @@ class _Function:
         lam = isinstance(node, ast.Lambda)
         body_nodes: list[ast.AST] = [node.body] if isinstance(node, ast.Lambda) else list(
             node.body)
+        yields = [n for stmt in body_nodes for n in _own_nodes(stmt)
+                  if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await))]
+        self.generator = bool(yields)
         unsupported = (self.scope.declared or args.vararg or args.kwarg or args.kwonlyargs
-                       or any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await))
-                              for stmt in body_nodes for n in _own_nodes(stmt))
-                       or isinstance(node, ast.AsyncFunctionDef))
+                       or lam and yields or isinstance(node, ast.AsyncFunctionDef)
+                       or not _yield_statements(body_nodes).issuperset(map(id, yields)))
         out: list[ast.stmt] = []
         params = self.scope.params
         unpacked: list[ast.expr] = [_store(_LEVEL)]
@@ -179,14 +210,16 @@ class _Function:
         final: ast.expr | None = None
         try:
             if unsupported:
-                raise _Unsupported("global, nonlocal, yield, *args, **kwargs or keyword-only "
-                                   "parameters")
+                raise _Unsupported("global, nonlocal, a yield's value, yield from, *args, "
+                                   "**kwargs or keyword-only parameters")
             if isinstance(node, ast.Lambda):
                 val = self.expr(node.body, out)
                 final = ast.Tuple([val.p, self.tangent(val)], ast.Load())
             else:
                 out.extend(self.block(node.body))
-                out.append(ast.Return(ast.Tuple([ast.Constant(None), _zero()], ast.Load())))
+                if not self.generator:
+                    out.append(ast.Return(ast.Tuple([ast.Constant(None), _zero()],
+                                                    ast.Load())))
         except _Unsupported as why:
             out.append(_stop(why))
             final = ast.Tuple([ast.Constant(None), _zero()], ast.Load()) if lam else None
@@ -230,7 +263,12 @@ class _Function:
 
     def statement(self, stmt: ast.stmt) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        if isinstance(stmt, ast.Expr):
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
+            # a generator's dual yields (item, tangent) pairs (see _dual_objects._Generator)
+            val = self.expr(stmt.value.value, out) if stmt.value.value is not None else \
+                _Val(ast.Constant(None), None)
+            out.append(ast.Expr(ast.Yield(ast.Tuple([val.p, self.tangent(val)], ast.Load()))))
+        elif isinstance(stmt, ast.Expr):
             self.expr(stmt.value, out)
         elif isinstance(stmt, ast.Assign):
             val = self.expr(stmt.value, out)
@@ -241,6 +279,10 @@ class _Function:
                 self.assign(stmt.target, self.expr(stmt.value, out), out)
         elif isinstance(stmt, ast.AugAssign):
             self.augmented(stmt, out)
+        elif isinstance(stmt, ast.Return) and self.generator:
+            if stmt.value is not None:
+                raise _Unsupported("a generator's return value")
+            out.append(stmt)
         elif isinstance(stmt, ast.Return):
             val = self.expr(stmt.value, out) if stmt.value is not None else _Val(
                 ast.Constant(None), None)
@@ -253,6 +295,8 @@ class _Function:
             out.extend(self.while_loop(stmt))
         elif isinstance(stmt, ast.For):
             out.extend(self.for_loop(stmt))
+        elif isinstance(stmt, ast.With):
+            out.extend(self.with_block(stmt))
         elif isinstance(stmt, (ast.Pass, ast.Break, ast.Continue)):
             out.append(stmt)
         elif isinstance(stmt, ast.FunctionDef):
@@ -394,6 +438,32 @@ class _Function:
             raise _Unsupported("while ... else with a computed condition")
         stop = ast.If(ast.UnaryOp(ast.Not(), test), [ast.Break()], [])
         return [ast.While(ast.Constant(True), pre + [stop] + body, [])]
+
+    def with_block(self, stmt: ast.With) -> list[ast.stmt]:
+        """``with m as v: body`` for a ``contextlib.contextmanager``'s manager (the runtime's
+        ``enter`` stops for any other): ``v`` is the first pair its generator yields, the
+        rest of the generator runs where the block ends.  A block that may leave early
+        (``return``, ``break``, ``continue``) is not followed; an exception ends the run."""
+        if _leaves_early(stmt.body):
+            raise _Unsupported("a return, break or continue inside a with block")
+        out: list[ast.stmt] = []
+        finishing: list[str] = []
+        for item in stmt.items:
+            manager = self.expr(item.context_expr, out)
+            value, rest = self.temp(), self.temp()
+            out.append(ast.Assign([ast.Tuple([_store(value), _store(_tangent_name(value)),
+                                              _store(rest)], ast.Store())],
+                                  ast.Call(_helper("enter"), [
+                                      _load(_LEVEL), manager.p,
+                                      manager.d or ast.Constant(None)], [])))
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, _Val(_load(value),
+                                                     _load(_tangent_name(value))), out)
+            finishing.append(rest)
+        out.extend(self.block(stmt.body))
+        out.extend(ast.Expr(ast.Call(_helper("leave"), [_load(rest)], []))
+                   for rest in reversed(finishing))
+        return out
 
     def for_loop(self, stmt: ast.For) -> list[ast.stmt]:
         out: list[ast.stmt] = []
