@@ -430,10 +430,13 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
     if written is not None:  # a[0] = obj: a float array's element converts it
         if written.dtype.kind not in "fc":
             return None
-    elif carries_tags(fn) or type(getattr(fn, "_implementation", None)) is types.FunctionType \
+    elif carries_tags(fn) or (type(getattr(fn, "_implementation", None)) is types.FunctionType
+                              and _rules.jvp_rules(fn) is None
+                              and _rules.vjp_rules(fn) is None) \
             or (_rules._STANDINS and _rules.standin(fn, _rules.vjp_rules) is not None):
         return None  # (attribute and item access, list.append...: values moved, not read;
-        # NumPy's functions written in Python, np.polymul, and restated ones: followed)
+        # NumPy's functions written in Python, np.polymul, and restated ones: followed -- not
+        # one run by its rules, np.sum(seq), which the rules would read as a constant)
     if any(map(direct, args)) or any(map(direct, kwargs.values())) or any(
             type(a) in (list, tuple) and any(map(direct, a)) for a in args):
         return None  # (a call with a differentiated value of its own, np.concatenate([x, y])
@@ -441,13 +444,29 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
     from ._shared import CONSUMERS, python_iterable
     if id(fn) in CONSUMERS and any(map(python_iterable, args)):
         return None  # math.fsum(bag): the contexts iterate the bag themselves
-    if written is None and can_recurse(ctx, fn, *args, **kwargs):
+    if written is None and can_recurse(ctx, fn, *args, **kwargs) and \
+            not _numpy_takes(fn, args):
         return None  # (float(obj), math.sin(obj), np.asarray(obj), v + w: the core calls the
         # object's method, seen)
     for at in candidates:
         if holds_kept(ctx, args[at] if isinstance(at, int) else kwargs[at], direct):
             return at
     return None
+
+
+_BINARY = frozenset(map(id, (operator.add, operator.sub, operator.mul, operator.truediv,
+                             operator.floordiv, operator.mod, operator.pow, operator.matmul)))
+
+
+def _numpy_takes(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether the binary operator ``fn`` has a NumPy array or scalar on its left and, on its
+    right, an object of the user's class that NumPy converts (``np.float64(2.0) * vec``, a
+    sequence with ``__rmul__``): NumPy's operator reads the object natively as an array, and
+    the object's reflected method never runs, unless its class opts out of NumPy's operators
+    (``__array_ufunc__ = None``)."""
+    return id(fn) in _BINARY and len(args) == 2 and \
+        isinstance(args[0], (np.ndarray, np.generic)) and _converted(args[1]) and \
+        getattr(type(args[1]), "__array_ufunc__", 0) is not None
 
 
 def _written_array(fn: Any, args: tuple[Any, ...]) -> Any:

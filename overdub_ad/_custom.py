@@ -446,6 +446,33 @@ def _signature(fn: Any) -> inspect.Signature | None:
         return None
 
 
+_CUSTOM = (custom_jvp, custom_vjp)
+_CALLS = (custom_jvp.__call__, custom_vjp.__call__)
+
+
+def as_called(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """The call ``fn(*args)`` restated as the call of the callable it spells, or None for any
+    other: ``f.__call__(x)`` of a C callable (a ufunc, a builtin, a Python function's
+    method-wrapper) or of a custom rule's function is ``f(x)``, and so is
+    ``type(f).__call__(f, x)`` of the latter; ``types.MethodType(f, obj)(x)`` of a custom
+    rule's function is ``f(obj, x)``, as ``obj.f(x)`` is.  Spelled so, the call would run the
+    custom function's body (its rule ignored: the body's derivative) or have no rule."""
+    kind = type(fn)
+    if kind is types.MethodWrapperType:
+        return (fn.__self__, args) if fn.__name__ == "__call__" else None
+    if kind is types.MethodType:
+        func, owner = fn.__func__, fn.__self__
+        if isinstance(func, _CUSTOM):
+            return func, (owner, *args)
+        if isinstance(owner, _CUSTOM) and func is type(owner).__call__:
+            return owner, args
+        return None
+    if (fn is _CALLS[0] or fn is _CALLS[1]) and args and isinstance(args[0], _CUSTOM) and \
+            type(args[0]).__call__ is fn:
+        return args[0], args[1:]
+    return None
+
+
 def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   holds: Callable[[Any], bool], carries: Callable[[Any], bool]) -> None:
     """A ``TypeError`` naming ``fn`` (a ``custom_jvp`` or ``custom_vjp`` function, ``kind``)

@@ -794,6 +794,31 @@ def _reverse_rules_only(fn: Any) -> bool:
     return type(fn) is types.FunctionType and not any(_rules.jvp_rules(fn) or ())
 
 
+def python_attribute(plain: Any, name: str) -> Any:
+    """For a number or an array of a class defined in Python (``class Meters(float)``, an
+    ``ndarray`` subclass): what its class defines for ``name`` in Python -- a function, a
+    method the value must be bound to, or a property, whose getter must be given the value --
+    or None.  Bound to the plain value, as ``getattr`` would, its body would compute without
+    the derivative: the modes bind the differentiated value itself."""
+    kind = type(plain)
+    if not kind.__flags__ & _HEAPTYPE:
+        return None
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name, MISSING)
+        if found is not MISSING:
+            break
+    else:
+        return None
+    if type(found) is property and type(found.fget) is types.FunctionType:
+        return found
+    if type(found) is types.FunctionType and name not in getattr(plain, "__dict__", ()):
+        return found
+    return None
+
+
+_HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
+
+
 def _method_of(kind: type, name: str) -> Any:
     """The C method descriptor ``name`` of ``kind`` (``np.ndarray.reshape``), or None."""
     for klass in kind.__mro__:

@@ -20,7 +20,7 @@ from . import _scalars
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
-from .._custom import custom_jvp, refuse_hidden
+from .._custom import as_called, custom_jvp, refuse_hidden
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
@@ -33,6 +33,7 @@ from .._shared import (_ATTRIBUTES, _bind, _BUILTIN_METHOD, by_differentiated_ke
                        _is_iterator, _is_mover, iterate_through, iterated_at, _ITERATING,
                        keyed_read,
                        _LIST_WRITERS, _METHOD_DESCRIPTOR, _method_of, _no_derivative_lost,
+                       python_attribute,
                        _numeric, _OPERATORS, _public, _PYTHON_CODE,
                        python_iterable, _rebuild, REORDERING, _RESTATED, _restated,
                        _REVEALABLE,
@@ -169,6 +170,10 @@ def _broadcast_into(out_arg: Any, operands: Sequence[Any]) -> bool:
 # start, accumulate adds its items -- which the core runs through the context (each addition
 # the context's, with its rule): run natively as movers, their items lost their tangents
 _COUNTING = frozenset(map(id, (itertools.count, itertools.accumulate)))
+
+
+# the kinds of callables that may spell another call (see _custom.as_called)
+_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType))
 
 
 class ForwardContext(Context):
@@ -336,6 +341,8 @@ class ForwardContext(Context):
             for a in args:
                 if type(a) is Tagged and a.owner() is self:
                     return True
+        if type(fn) in _SPELLED and as_called(fn, args) is not None:
+            return True  # np.sin.__call__(x), custom.__call__(x): the call it spells (execute)
         if type(fn) is types.FunctionType and self.helpers is not None:
             given = self.helpers[0](fn, args, kwargs)
             if given is not None and self.helpers[1](self, given):
@@ -632,6 +639,10 @@ class ForwardContext(Context):
                 return out
         if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
+        if type(fn) in _SPELLED:
+            called = as_called(fn, args)
+            if called is not None:
+                return self.overdub(called[0], *called[1], **kwargs)
         helpers = self.helpers
         if type(fn) is types.FunctionType and helpers is not None:
             given = helpers[0](fn, args, kwargs)
@@ -1073,6 +1084,10 @@ class ForwardContext(Context):
             return _Flat(obj)
         if _arrays.is_foreign_array_type(kind):
             return self._foreign_attribute(obj, name, default)
+        found = python_attribute(_innermost(obj), name)  # Meters(x).double(), .half
+        if found is not None:
+            return self.overdub(found.fget, obj) if type(found) is property else \
+                functools.partial(found, obj)
         method = _method_of(kind, name)
         if method is not None:
             return functools.partial(method, obj)

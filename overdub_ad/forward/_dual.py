@@ -49,6 +49,7 @@ from overdub import (Context, Tagged, TagError, can_recurse, current_context, op
                      tag)
 
 from .. import _routes, _rules
+from .._custom import as_called
 from .._pytree import flatten, is_node, unflatten
 from .._shared import _INPLACE, given_out, STEPPED, stepped_builtin
 from . import _dual_objects
@@ -92,6 +93,13 @@ def _call(level: _Level, site: int | None, f: Any, args: tuple[Any, ...],
     """``f(*args, **kwargs)`` and its tangent, for a call the specialised code cannot make
     directly (``site``'s cache missed)."""
     kind = type(f)
+    if kind is types.MethodWrapperType or kind is types.MethodType or (
+            kind is types.FunctionType and f.__name__ == "__call__"):
+        called = as_called(f, args)  # np.sin.__call__(x), custom.__call__(x): that call
+        if called is not None:
+            shift = len(called[1]) - len(args)
+            return _call(level, None, called[0], called[1],
+                         (0.0, *dargs) if shift > 0 else dargs[-shift:], kwargs, dkwargs)
     if kind is types.FunctionType:
         code = f.__code__
         if code.co_argcount and code.co_varnames[0] == "@T":  # a dual already

@@ -22,6 +22,7 @@ from .. import _arrays, _rules
 from .._array_methods import _ATTRIBUTES, _Flat, _METHODS, _Unsupported
 from .._pytree import is_node, reveal_node
 from .._shared import (_hides_arrays, _innermost, iterate_through, iterated_at, _method_of,
+                       python_attribute,
                        namespace_of, plain_key, python_iterable)
 from .._stores import ARRAY_WRITES, EXTENDS, KEYED, SEQUENCES, STORES
 from ._calls import _BuiltinMethod, _is_iterator, _put_back
@@ -423,6 +424,10 @@ def _attribute(self: ReverseContext, obj: Any, name: Any, *default: Any) -> Any:
     if name in _ATTRIBUTES:
         return self._call(_ATTRIBUTES[name], (obj,), {})
     plain = _innermost(obj)
+    found = python_attribute(plain, name)  # Meters(x).double(), .half
+    if found is not None:
+        return self.overdub(found.fget, obj) if type(found) is property else \
+            functools.partial(found, obj)
     if isinstance(plain, (np.ndarray, np.generic)) or _arrays.is_foreign_array(plain):
         write = ARRAY_WRITES.get(name)
         if write is not None:  # a.__setitem__(i, v) is a[i] = v, a.__iadd__(b) is a += b

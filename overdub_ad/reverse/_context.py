@@ -19,8 +19,9 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
-from .._custom import custom_jvp, custom_vjp
-from .._shared import (by_differentiated_key, cell_values, CONSUMERS, derivative_entry,
+from .._custom import as_called, custom_jvp, custom_vjp
+from .._shared import (_holds_stored, by_differentiated_key, cell_values, CONSUMERS,
+                       derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
                        _innermost, key_holds, made_here, iterate_through,
                        _KEYED_READS, keyed_read,
@@ -110,6 +111,10 @@ def _levels_apart(x: Any) -> bool:
     whose tangents an enclosing derivative may keep aside, by position (it stored them: see
     ``keeps_heap_metadata``): read natively, those would be lost."""
     return Tagged in map(type, x) and not all(type(v) is Tagged for v in x)
+
+
+# the kinds of callables that may spell another call (see _custom.as_called)
+_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType))
 
 
 class ReverseContext(Context):
@@ -243,12 +248,21 @@ class ReverseContext(Context):
 
     def _closes_over(self, fn: Any, depth: int = 0) -> bool:
         """Whether ``fn`` reads a value differentiated here other than through its arguments:
-        from its closure cells, its defaults or a partial's arguments (and theirs, for the
-        functions among them)."""
+        from its closure cells, its defaults, a partial's arguments (and theirs, for the
+        functions among them), a bound method's object or a callable object itself
+        (``checkpoint(layer)``: ``self.w``)."""
         if isinstance(fn, functools.partial):
             captured = [fn.func, *fn.args, *fn.keywords.values()]
         else:
-            fn = getattr(fn, "__func__", fn)  # (a bound method's function)
+            if type(fn) is types.MethodType:
+                if self._carries(fn.__self__) or _holds_stored(self, fn.__self__):
+                    return True
+                fn = fn.__func__
+            elif type(fn) is not types.FunctionType and not isinstance(fn, type) and \
+                    type(type(fn).__dict__.get("__call__")) is types.FunctionType:
+                if _holds_stored(self, fn):  # a callable object of the user's class
+                    return True
+                fn = type(fn).__dict__["__call__"]
             if type(fn) is not types.FunctionType:
                 return False
             captured = [*cell_values(fn), *(fn.__defaults__ or ()),
@@ -280,6 +294,8 @@ class ReverseContext(Context):
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
+        if type(fn) in _SPELLED and as_called(fn, args) is not None:
+            return True  # np.sin.__call__(x), custom.__call__(x): the call it spells (execute)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
@@ -654,6 +670,10 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if type(fn) in _SPELLED:
+            called = as_called(fn, args)
+            if called is not None:
+                return self.overdub(called[0], *called[1], **kwargs)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if type(fn) is _LRU_CACHE or type(fn) is types.MethodType:

@@ -4,14 +4,34 @@
    ``np.ndarray.conj(a, w)``, which take their output array by position only -- wrote it
    natively in both modes: 0 for every term through ``w``.  Such a call is the ufunc's
    (``np.conjugate(a, out=w)``) now.
+2. (H122) A method or property of a ``float``/``complex`` subclass (``Meters(x).double()``,
+   ``Meters(x).half``), which the docs present as a cast, ran bound to the plain number: 0 in
+   both modes, every route.  The differentiated value itself is bound now.
+3. (H122) A custom rule's function called as ``cs.__call__(x)``, ``type(cs).__call__(cs, x)``
+   or bound by ``types.MethodType(Layer.act, layer)`` ran its body (the body's derivative, the
+   rule ignored; 0 for the bound form); ``np.sin.__call__(x)``, ``math.sin.__call__(x)`` and
+   a Python function's ``f.__call__(x)`` raised MissingRuleError.  Each is the call it spells.
+4. (H122) ``checkpoint(layer)(x)`` / ``checkpoint(layer.forward)(x)`` with the parameter held
+   by the object (``self.w``): 0 on the reference route, MissingRuleError on the default one.
+   What a bound method's object or a callable object holds counts as read from the closure:
+   differentiated through, nothing recomputed.
+5. (H122) NumPy functions run by their rules given an object of the user's class that NumPy
+   reads as a sequence (``np.sum(Seq(x, 1.0))``, ``np.mean``, ``np.cumsum``, ``np.linalg.norm``,
+   ``np.sum([seq, seq])``), and a NumPy scalar or array times such an object with a reflected
+   method (``np.float64(2.0) * vec``: NumPy converts it, ``__rmul__`` never runs): 0.  They
+   raise MissingRuleError now, as ``np.array(seq)`` did.
 """
 
 from __future__ import annotations
 
+import math
+import types
+
 import numpy as np
 import pytest
 
-from overdub_ad import derivative, grad, jvp
+from overdub_ad import (MissingRuleError, checkpoint, custom_jvp, custom_vjp, derivative, grad,
+                        hessian, jacfwd, jvp)
 from overdub_ad.testing import REFERENCE, force_route
 
 pytestmark = pytest.mark.every_route
@@ -53,3 +73,169 @@ def test_ufunc_method_with_positional_out(route, f, slope):
             np.testing.assert_allclose(tangent, slope(p).sum())
             np.testing.assert_allclose(derivative(lambda t: f(p * t))(1.0),
                                        (slope(p) * p).sum())
+
+
+# -- 2. methods and properties of float and complex subclasses --------------------------------
+
+class Meters(float):
+    def double(self):
+        return Meters(self * 2)
+
+    def sq(self):
+        return self * self
+
+    @property
+    def half(self):
+        return self / 2
+
+
+class Shifted(complex):
+    def re2(self):
+        return self.real * 2
+
+
+@ROUTES
+def test_methods_of_number_subclasses(route):
+    with force_route(route):
+        for _ in range(3):
+            assert grad(lambda x: Meters(x).double())(0.7) == 2.0
+            assert derivative(lambda x: Meters(x).double())(0.7) == 2.0
+            assert grad(lambda x: Meters(x).half * x)(0.7) == pytest.approx(0.7)
+            assert hessian(lambda x: Meters(x).half * x)(0.7) == pytest.approx(1.0)
+            assert grad(lambda x: [Meters(x)][0].sq())(0.7) == pytest.approx(1.4)
+            assert grad(lambda x: Shifted(x, 1.0).re2())(0.7) == 2.0
+            assert derivative(lambda x: Shifted(x, 1.0).re2())(0.7) == 2.0
+            assert jvp(lambda m: m.double(), (Meters(0.7),), (1.0,)) == (1.4, 2.0)
+            assert float(jacfwd(lambda m: m.sq())(Meters(0.7))) == pytest.approx(1.4)
+
+
+# -- 3. a call spelled through __call__ -------------------------------------------------------
+
+@custom_jvp
+def _steep_sin(x):
+    return math.sin(x)
+
+
+_steep_sin.defjvp(lambda p, t: (_steep_sin(p[0]), 100.0 * math.cos(p[0]) * t[0]))
+
+
+@custom_vjp
+def _steep_vjp(x):
+    return math.sin(x)
+
+
+_steep_vjp.defvjp(lambda x: (math.sin(x), math.cos(x)), lambda c, ct: (100.0 * c * ct,))
+
+
+class _Layer:
+    def __init__(self, s):
+        self.s = s
+
+    @custom_jvp
+    def act(self, x):
+        return math.sin(x) * self.s
+
+
+@_Layer.act.defjvp
+def _act_jvp(p, t):
+    layer, x = p
+    return layer.act(x), 100.0 * math.cos(x) * layer.s * t[1]
+
+
+def _square(x):
+    return x * x
+
+
+@ROUTES
+def test_calls_spelled_through_dunder_call(route):
+    rule = 100.0 * math.cos(0.7)
+    layer = _Layer(2.0)
+    with force_route(route):
+        for _ in range(3):
+            assert grad(lambda x: _steep_sin.__call__(x))(0.7) == pytest.approx(rule)
+            assert derivative(lambda x: getattr(_steep_sin, "__call__")(x))(0.7) == \
+                pytest.approx(rule)
+            assert grad(lambda x: type(_steep_sin).__call__(_steep_sin, x))(0.7) == \
+                pytest.approx(rule)
+            assert grad(lambda x: _steep_vjp.__call__(x))(0.7) == pytest.approx(rule)
+            bound = types.MethodType(_Layer.act, layer)
+            assert grad(lambda x: bound(x))(0.7) == pytest.approx(2 * rule)
+            assert derivative(lambda x: bound(x))(0.7) == pytest.approx(2 * rule)
+            assert grad(lambda x: np.sin.__call__(x))(0.7) == pytest.approx(math.cos(0.7))
+            assert derivative(lambda x: math.sin.__call__(x))(0.7) == \
+                pytest.approx(math.cos(0.7))
+            assert grad(lambda x: _square.__call__(x))(0.7) == pytest.approx(1.4)
+
+
+# -- 4. checkpoint of an object holding the parameter -----------------------------------------
+
+_X = np.linspace(0.1, 1.0, 4)
+
+
+class _Dense:
+    def __init__(self, w):
+        self.w = w
+
+    def __call__(self, h):
+        return np.tanh(self.w * h)
+
+    def forward(self, h):
+        return np.tanh(self.w * h)
+
+
+@ROUTES
+def test_checkpoint_of_an_object_holding_the_parameter(route):
+    want = float(np.sum(_X * (1 - np.tanh(0.9 * _X) ** 2)))
+    second = float(np.sum(-2 * _X ** 2 * np.tanh(0.9 * _X) * (1 - np.tanh(0.9 * _X) ** 2)))
+    with force_route(route):
+        for _ in range(3):
+            assert grad(lambda w: float(np.sum(checkpoint(_Dense(w))(_X))))(0.9) == \
+                pytest.approx(want)
+            assert grad(lambda w: float(np.sum(checkpoint(_Dense(w).forward)(_X))))(0.9) == \
+                pytest.approx(want)
+            assert hessian(lambda w: float(np.sum(checkpoint(_Dense(w).forward)(_X))))(0.9) == \
+                pytest.approx(second)
+
+
+# -- 5. user sequences read natively by NumPy ---------------------------------------------------
+
+class _Seq:
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class _Vec(_Seq):
+    def __rmul__(self, s):
+        return _Vec(*[a * s for a in self.items])
+
+
+class _OptedOut(_Vec):
+    __array_ufunc__ = None  # (NumPy's operators defer to __rmul__: followed)
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(_Seq(x, 1.0)), lambda x: np.mean(_Seq(x, 1.0)),
+    lambda x: np.cumsum(_Seq(x, 1.0))[-1], lambda x: np.linalg.norm(_Seq(x, 1.0)),
+    lambda x: np.add.reduce(_Seq(x, 1.0)), lambda x: np.sum([_Seq(x, 1.0), _Seq(1.0, 1.0)]),
+    lambda x: sum(np.float64(2.0) * _Vec(x, 1.0)),
+    lambda x: float(np.sum(np.ones(2) * _Vec(x, 1.0)))])
+def test_user_sequences_read_natively_by_numpy(route, f):
+    with force_route(route):
+        for api in (grad, derivative):
+            with pytest.raises(MissingRuleError, match="an object holding a differentiated"):
+                api(f)(0.7)
+
+
+@ROUTES
+def test_a_class_that_opts_out_of_numpy_operators(route):
+    with force_route(route):
+        for _ in range(2):
+            assert grad(lambda x: sum(np.float64(2.0) * _OptedOut(x, 1.0)))(0.7) == 2.0
+            assert derivative(lambda x: sum(np.float64(2.0) * _OptedOut(x, 1.0)))(0.7) == 2.0
