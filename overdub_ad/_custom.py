@@ -346,7 +346,7 @@ def _described(x: Any) -> str:
     """A returned value for an error message: its type, and a sequence's length."""
     if isinstance(x, (tuple, list)):
         return f"a {type(x).__name__} of length {len(x)}"
-    return f"a {type(x).__name__}"
+    return f"a {type(_innermost(x)).__name__}"  # (a differentiated value: its number's type)
 
 
 def _check_part(name: str, where: str, part: Any, x: Any) -> None:
@@ -456,10 +456,26 @@ def as_called(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | N
     method-wrapper) or of a custom rule's function is ``f(x)``, and so is
     ``type(f).__call__(f, x)`` of the latter; ``types.MethodType(f, obj)(x)`` of a custom
     rule's function is ``f(obj, x)``, as ``obj.f(x)`` is.  Spelled so, the call would run the
-    custom function's body (its rule ignored: the body's derivative) or have no rule."""
+    custom function's body (its rule ignored: the body's derivative) or have no rule.  And
+    ``Pair(items)`` of a ``tuple`` subclass that defines no ``__new__`` or ``__init__`` is
+    ``tuple.__new__(Pair, items)``, which the modes follow (the class itself has no rule)."""
     kind = type(fn)
+    if kind is type:
+        return (tuple.__new__, (fn, *args)) if len(args) <= 1 and issubclass(fn, tuple) and \
+            fn is not tuple and fn.__new__ is tuple.__new__ and \
+            fn.__init__ is object.__init__ else None
     if kind is types.MethodWrapperType:
-        return (fn.__self__, args) if fn.__name__ == "__call__" else None
+        if fn.__name__ != "__call__":
+            return None
+        owner = fn.__self__  # (its class's own call: not super().__call__, another class's)
+        slot = getattr(type(owner), "__call__", None)
+        if type(slot) is types.WrapperDescriptorType and fn == slot.__get__(owner):
+            return owner, args
+        if isinstance(owner, functools.partial) and \
+                fn == vars(functools.partial)["__call__"].__get__(owner):
+            # super().__call__(x) in a partial's subclass: the partial's call, as a plain one
+            return functools.partial(owner.func, *owner.args, **owner.keywords), args
+        return None
     if kind is types.MethodType:
         func, owner = fn.__func__, fn.__self__
         if isinstance(func, _CUSTOM):

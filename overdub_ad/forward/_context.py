@@ -173,7 +173,7 @@ _COUNTING = frozenset(map(id, (itertools.count, itertools.accumulate)))
 
 
 # the kinds of callables that may spell another call (see _custom.as_called)
-_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType))
+_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType, type))
 
 
 class ForwardContext(Context):

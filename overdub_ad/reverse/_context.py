@@ -114,7 +114,7 @@ def _levels_apart(x: Any) -> bool:
 
 
 # the kinds of callables that may spell another call (see _custom.as_called)
-_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType))
+_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType, type))
 
 
 class ReverseContext(Context):

@@ -20,10 +20,16 @@
    ``np.sum([seq, seq])``), and a NumPy scalar or array times such an object with a reflected
    method (``np.float64(2.0) * vec``: NumPy converts it, ``__rmul__`` never runs): 0.  They
    raise MissingRuleError now, as ``np.array(seq)`` did.
+6. (H122) A ``tuple`` subclass without a ``__new__`` of its own, made from differentiated
+   values (``Pair((x, 2.0))``), raised MissingRuleError (the class had no rule): it is
+   ``tuple.__new__(Pair, items)`` now, which the modes follow.
+7. (H122) A custom_jvp rule that returned no pair raised a TypeError naming the internal
+   ``Tagged`` class in reverse mode ("got a Tagged"): it names the number's type.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 
@@ -167,6 +173,36 @@ def test_calls_spelled_through_dunder_call(route):
             assert grad(lambda x: _square.__call__(x))(0.7) == pytest.approx(1.4)
 
 
+class _Logged(functools.partial):
+    calls = 0
+
+    def __call__(self, *args):
+        _Logged.calls += 1
+        return super().__call__(*args)  # (partial's own call: not this class's again)
+
+
+@ROUTES
+def test_super_call_is_the_base_class_call(route):
+    with force_route(route):
+        for api in (grad, derivative):
+            _Logged.calls = 0
+            assert api(lambda x: _Logged(math.sin)(x) * x)(0.7) == pytest.approx(
+                math.cos(0.7) * 0.7 + math.sin(0.7))
+            assert _Logged.calls == 1
+
+
+@ROUTES
+def test_a_rule_returning_no_pair_names_the_number(route):
+    @custom_jvp
+    def f(x):
+        return math.sin(x)
+    f.defjvp(lambda p, t: 3.0 * t[0])  # (the primal forgotten)
+    with force_route(route):
+        for api in (grad, derivative):
+            with pytest.raises(TypeError, match="must return a pair .*got a float$"):
+                api(f)(0.5)
+
+
 # -- 4. checkpoint of an object holding the parameter -----------------------------------------
 
 _X = np.linspace(0.1, 1.0, 4)
@@ -239,3 +275,21 @@ def test_a_class_that_opts_out_of_numpy_operators(route):
         for _ in range(2):
             assert grad(lambda x: sum(np.float64(2.0) * _OptedOut(x, 1.0)))(0.7) == 2.0
             assert derivative(lambda x: sum(np.float64(2.0) * _OptedOut(x, 1.0)))(0.7) == 2.0
+
+
+# -- 6. a tuple subclass --------------------------------------------------------------------------
+
+class _Pair(tuple):
+    def dot(self, other):
+        return sum(a * b for a, b in zip(self, other))
+
+
+@ROUTES
+def test_a_tuple_subclass(route):
+    with force_route(route):
+        for _ in range(3):
+            for api in (grad, derivative):
+                assert api(lambda x: _Pair((x, 2.0))[0] * x)(0.7) == pytest.approx(1.4)
+                assert api(lambda x: _Pair([x, 2.0]).dot((x, 3.0)))(0.7) == pytest.approx(1.4)
+                assert api(lambda x: _Pair((x, x * x))[1])(0.7) == pytest.approx(1.4)
+            assert derivative(lambda x: x * (type(_Pair((x, 2.0))) is _Pair))(0.7) == 1.0
