@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from overdub import Tagged
 
 from . import _rules
 from ._pytree import flatten, unflatten
@@ -487,6 +490,42 @@ def as_called(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | N
             type(args[0]).__call__ is fn:
         return args[0], args[1:]
     return None
+
+
+# Python's binary operators and the ufuncs NumPy's arrays and scalars run them as
+_OPERATOR_UFUNCS = {id(op): u for op, u in (
+    (operator.add, np.add), (operator.sub, np.subtract), (operator.mul, np.multiply),
+    (operator.truediv, np.true_divide), (operator.floordiv, np.floor_divide),
+    (operator.mod, np.remainder), (operator.pow, np.power), (operator.matmul, np.matmul))}
+
+
+def numpy_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """A ufunc call -- ``np.multiply(a, q)``, ``np.add.reduce(q)``, or ``a * q`` with a NumPy
+    array or scalar ``a`` on the left, which NumPy runs as ``np.multiply(a, q)`` -- given an
+    object ``q`` whose class overrides ufuncs in Python (``__array_ufunc__``, NEP 13),
+    restated as the call NumPy makes, ``type(q).__array_ufunc__(q, np.multiply, "__call__",
+    a, q)``, for the modes to follow (run by NumPy, it computes with ``a`` natively: its
+    derivative lost).  None for any other call, and where several classes override."""
+    kind = type(fn)
+    if kind is np.ufunc:
+        ufunc, method = fn, "__call__"
+    elif kind is types.BuiltinMethodType and type(fn.__self__) is np.ufunc:
+        ufunc, method = fn.__self__, fn.__name__
+    else:
+        ufunc, method = _OPERATOR_UFUNCS.get(id(fn)), "__call__"
+        if ufunc is None or len(args) != 2 or \
+                not isinstance(_innermost(args[0]), (np.ndarray, np.generic)):
+            return None
+    owners = {type(a) for a in args if type(a).__flags__ & _HEAPTYPE and type(a) is not Tagged
+              and type(getattr(type(a), "__array_ufunc__", None)) is types.FunctionType}
+    if len(owners) != 1:
+        return None
+    cls = owners.pop()
+    owner = next(a for a in args if type(a) is cls)
+    return cls.__array_ufunc__, (owner, ufunc, method, *args)
+
+
+_HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
 
 
 def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

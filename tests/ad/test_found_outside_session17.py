@@ -25,6 +25,10 @@
    ``tuple.__new__(Pair, items)`` now, which the modes follow.
 7. (H122) A custom_jvp rule that returned no pair raised a TypeError naming the internal
    ``Tagged`` class in reverse mode ("got a Tagged"): it names the number's type.
+8. (H122) A class overriding ufuncs in Python (``__array_ufunc__``, NEP 13) beside a
+   differentiated array -- ``a * Q(a)``, ``np.multiply(a, Q(a))``, ``np.add.reduce(Q(a * a))``
+   -- ran natively: 0 in forward mode and on the reference route, MissingRuleError on the
+   default reverse route.  The call is the override's, as NumPy makes it, followed.
 """
 
 from __future__ import annotations
@@ -293,3 +297,30 @@ def test_a_tuple_subclass(route):
                 assert api(lambda x: _Pair([x, 2.0]).dot((x, 3.0)))(0.7) == pytest.approx(1.4)
                 assert api(lambda x: _Pair((x, x * x))[1])(0.7) == pytest.approx(1.4)
             assert derivative(lambda x: x * (type(_Pair((x, 2.0))) is _Pair))(0.7) == 1.0
+
+
+# -- 8. __array_ufunc__ overrides beside differentiated arrays ---------------------------------
+
+class _Quantity:
+    def __init__(self, v):
+        self.v = v
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        values = [i.v if isinstance(i, _Quantity) else i for i in inputs]
+        return _Quantity(getattr(ufunc, method)(*values, **kwargs))
+
+
+@ROUTES
+@pytest.mark.parametrize("f, want", [
+    (lambda a: float(np.sum((a * _Quantity(a)).v)), lambda a: 2 * a),
+    (lambda a: float(np.sum(np.multiply(a, _Quantity(a)).v)), lambda a: 2 * a),
+    (lambda a: float(np.add.reduce(_Quantity(a * a)).v), lambda a: 2 * a),
+    (lambda a: float(np.sum((np.float64(3.0) + _Quantity(a)).v ** 2)),
+     lambda a: 2 * (3.0 + a)),
+    (lambda a: float(np.sum(np.sin(_Quantity(a)).v)), np.cos)])
+def test_array_ufunc_overrides(route, f, want):
+    a = np.array([0.3, 0.5])
+    with force_route(route):
+        for _ in range(3):
+            np.testing.assert_allclose(grad(f)(a), want(a))
+            assert derivative(lambda t: f(a * t))(1.0) == pytest.approx(float(want(a) @ a))
