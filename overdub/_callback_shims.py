@@ -133,11 +133,37 @@ def _encoder(encoder_type: type) -> _Fn:
     def shim(od: _Fn, *args: Any, **kwargs: Any) -> Any:
         # (markers, default, encoder, indent, ...): only ``default`` is the user's code
         if len(args) >= 2 and callable(args[1]):
-            args = (args[0], _through(od, args[1]), *args[2:])
+            args = (args[0], _encoded(od, args[1]), *args[2:])
         elif callable(kwargs.get("default")):
-            kwargs = {**kwargs, "default": _through(od, kwargs["default"])}
+            kwargs = {**kwargs, "default": _encoded(od, kwargs["default"])}
         return encoder_type(*args, **kwargs)
     return shim
+
+
+def _encoded(od: _Fn, default: Any) -> _Fn:
+    """The encoder's ``default`` hook called through the context, what it returns given with
+    its tagged numbers as their values: the encoder writes a number it recognises by its type
+    as text (a tagged one it would hand to the hook again), and text holds no metadata."""
+    def call(obj: Any) -> Any:
+        return _values(od(default, obj))
+    return call
+
+
+def _values(x: Any) -> Any:
+    """``x`` with the tagged values in it, in lists, tuples and dicts, as their values."""
+    kind = type(x)
+    if kind is Tagged:
+        while type(x) is Tagged:
+            x = x.value
+        return x
+    if kind is list or kind is tuple:
+        items = [_values(v) for v in x]
+        return x if all(a is b for a, b in zip(items, x)) else kind(items)
+    if kind is dict:
+        pairs = {_values(k): _values(v) for k, v in x.items()}
+        return x if all(a is b for a, b in zip(pairs.values(), x.values())) and \
+            all(a is b for a, b in zip(pairs, x)) else pairs
+    return x
 
 
 _c_scanner = json.scanner.c_make_scanner  # type: ignore[attr-defined]

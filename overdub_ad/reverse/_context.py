@@ -845,9 +845,9 @@ class ReverseContext(Context):
                 type(args[0]) is types.MappingProxyType:
             return self.fallback(fn, *args)  # proxy[k]: the item its dict holds, as it is
         if type(fn) is _SORT_KEY and len(args) == 1:
-            # functools.cmp_to_key(cmp)(x): a sort key, only compared (cmp is then given the
-            # plain values, whose order is the same)
-            return fn(self._plain(args[0]))
+            # functools.cmp_to_key(cmp)(x): a sort key holding x as it is (its .obj is x),
+            # compared by cmp through the context (the core's cmp_to_key)
+            return fn(args[0])
         if args and isinstance(args[0], dict) and id(fn) in _KEYS_ITERATED:
             args = (list(dict.keys(args[0])), *args[1:])  # sum(d): its keys, as Python's
         if id(fn) in CONSUMERS:

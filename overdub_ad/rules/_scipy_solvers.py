@@ -790,6 +790,7 @@ def _solve_ivp_standin(fun: Any, t_span: Any, y0: Any, *args: Any, **kwargs: Any
         for name in ("t_events", "y_events"):
             if out.get(name) is not None:
                 setattr(out, name, [refused(e, theta, refusals["events"]) for e in out[name]])
+        out.t = refused(out.t, theta, refusals["events"])  # (a terminal event ends it there)
     return out
 
 

@@ -29,11 +29,22 @@
    differentiated array -- ``a * Q(a)``, ``np.multiply(a, Q(a))``, ``np.add.reduce(Q(a * a))``
    -- ran natively: 0 in forward mode and on the reference route, MissingRuleError on the
    default reverse route.  The call is the override's, as NumPy makes it, followed.
+9. (H123) ``json.dumps(obj, default=hook)`` whose hook returns a differentiated number: the C
+   encoder did not take the tagged number for a float and called the hook again with it, so
+   the program's own text changed under every API (``[0.7]`` became ``["<unserializable>"]``)
+   or raised (``default=lambda o: o.__dict__``) on the default reverse route.  The core's
+   encoder shim gives the hook's result with its numbers as their values.
+10. (H123) ``functools.cmp_to_key(cmp)(x).obj`` lost the derivative in reverse mode (every
+    route): the key held the plain value.  It holds ``x`` as it is now.
+11. (H123) ``solve_ivp(..., events=...)`` read through ``sol.t`` (a terminal event ends the
+    run at the event time, a function of the parameters): 0 in reverse mode, where the docs
+    promise MissingRuleError (forward mode raised).  ``sol.t`` carries the refusal too.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import types
 
@@ -324,3 +335,64 @@ def test_array_ufunc_overrides(route, f, want):
         for _ in range(3):
             np.testing.assert_allclose(grad(f)(a), want(a))
             assert derivative(lambda t: f(a * t))(1.0) == pytest.approx(float(want(a) @ a))
+
+
+# -- 9. json's default hook -----------------------------------------------------------------
+
+class _State:
+    def __init__(self, t):
+        self.t = t
+
+
+def _hooked(x):
+    def hook(o):
+        return o.t if isinstance(o, _State) else "<unserializable>"
+    return x * x, json.dumps([_State(x)], default=hook)
+
+
+def _by_dict(x):
+    return x * x, json.dumps({"state": _State(x)}, default=lambda o: o.__dict__)
+
+
+@ROUTES
+def test_json_default_hook_returning_a_number(route):
+    with force_route(route):
+        for _ in range(2):
+            assert grad(_hooked, has_aux=True)(0.7)[1] == _hooked(0.7)[1] == "[0.7]"
+            assert jvp(_hooked, (0.7,), (1.0,), has_aux=True)[2] == "[0.7]"
+            assert grad(_by_dict, has_aux=True)(0.7) == (1.4, '{"state": {"t": 0.7}}')
+            assert jvp(_by_dict, (0.7,), (1.0,), has_aux=True)[2] == '{"state": {"t": 0.7}}'
+
+
+# -- 10. a cmp_to_key key's object ------------------------------------------------------------
+
+_BY_DIFFERENCE = functools.cmp_to_key(lambda a, b: a - b)
+
+
+@ROUTES
+def test_the_object_of_a_comparison_key(route):
+    with force_route(route):
+        for _ in range(3):
+            for api in (grad, derivative):
+                assert api(lambda x: _BY_DIFFERENCE(x).obj * x)(0.7) == pytest.approx(1.4)
+            assert hessian(lambda x: _BY_DIFFERENCE(x).obj * x)(0.7) == pytest.approx(2.0)
+
+
+# -- 11. solve_ivp's times with events ------------------------------------------------------------
+
+def _event_time(k):
+    integrate = pytest.importorskip("scipy.integrate")
+
+    def half(t, y):
+        return y[0] - 0.5
+    half.terminal = True
+    sol = integrate.solve_ivp(lambda t, y: -k * y, (0.0, 5.0), [1.0], events=half)
+    return float(sol.t[-1])
+
+
+@ROUTES
+def test_solve_ivp_times_with_events_raise(route):
+    with force_route(route):
+        for api in (grad, derivative):
+            with pytest.raises(MissingRuleError, match="solve_ivp with events"):
+                api(_event_time)(0.7)
