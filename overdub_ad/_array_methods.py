@@ -139,6 +139,8 @@ def _write_at(a: Any, positions: Any, values: Any) -> None:
 
 def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     ind = np.ravel(np.asarray(ind))
+    if ind.size == 0:
+        return  # (np.put(a, [], []): nothing put; [] is an array of floats to NumPy)
     n = np.size(a)
     if mode == "clip":
         ind = np.clip(ind, 0, n - 1)

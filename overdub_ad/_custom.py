@@ -13,7 +13,7 @@ import numpy as np
 
 from overdub import Tagged
 
-from . import _rules
+from . import _arrays, _rules
 from ._pytree import flatten, unflatten
 from ._shared import _F, cell_values, _innermost
 
@@ -517,7 +517,8 @@ def numpy_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
                 not isinstance(_innermost(args[0]), (np.ndarray, np.generic)):
             return None
     owners = {type(a) for a in args if type(a).__flags__ & _HEAPTYPE and type(a) is not Tagged
-              and type(getattr(type(a), "__array_ufunc__", None)) is types.FunctionType}
+              and type(getattr(type(a), "__array_ufunc__", None)) is types.FunctionType
+              and not _arrays.is_foreign_array_type(type(a))}  # (dask's: a namespace's)
     if len(owners) != 1:
         return None
     cls = owners.pop()

@@ -795,14 +795,14 @@ def _reverse_rules_only(fn: Any) -> bool:
 
 
 def python_attribute(plain: Any, name: str) -> Any:
-    """For a number or an array of a class defined in Python (``class Meters(float)``, an
+    """For a number or an array of a subclass defined in Python (``class Meters(float)``, an
     ``ndarray`` subclass): what its class defines for ``name`` in Python -- a function, a
     method the value must be bound to, or a property, whose getter must be given the value --
     or None.  Bound to the plain value, as ``getattr`` would, its body would compute without
     the derivative: the modes bind the differentiated value itself."""
     kind = type(plain)
-    if not kind.__flags__ & _HEAPTYPE:
-        return None
+    if not kind.__flags__ & _HEAPTYPE or not issubclass(kind, _SUBCLASSED):
+        return None  # (another namespace's array, a Python class itself: its own methods)
     for klass in kind.__mro__:
         found = klass.__dict__.get(name, MISSING)
         if found is not MISSING:
@@ -817,6 +817,7 @@ def python_attribute(plain: Any, name: str) -> Any:
 
 
 _HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
+_SUBCLASSED = (float, complex, np.ndarray, np.generic)
 
 
 def _method_of(kind: type, name: str) -> Any:
@@ -966,9 +967,8 @@ def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callab
     for p in positional[len(args):max(moved) + 1]:
         if p.name in new_kwargs:
             new_args.append(new_kwargs.pop(p.name))
-        elif p.default is np._NoValue:
-            new_args.append(None)  # NumPy's "not given" means "given as None" when positional
-        elif p.default is not p.empty:
+        elif p.default is not p.empty:  # (np._NoValue too: "not given", as None is not for
+            # np.diff's prepend)
             new_args.append(p.default)
         else:
             return args, kwargs

@@ -171,6 +171,9 @@ def _holds(self: ReverseContext, array: np.ndarray) -> bool:
 def _commit(self: ReverseContext, array: np.ndarray, node: Any) -> None:
     """``array`` now holds the value of ``node`` (None: a constant); if it is a view, the
     array it views gets a new version too."""
+    if array.size == 0:
+        return  # (A[:, mask] *= c selecting nothing: no memory written; NumPy's empty result
+        # of such an index views a buffer of its own, not the array)
     root = _root(array)
     if node is None and self._root_node(root) is None:
         slot = self.versions.get(id(root))

@@ -13,6 +13,12 @@ their parameters raises ``MissingRuleError``, never a silent zero.
 The rules are the methods' (``np.random.Generator.normal``), so they apply to
 ``rng.normal(mu, s)`` and to the legacy ``np.random.normal`` (a ``RandomState`` method); the
 generator itself is argument 0, without a derivative.  Abbreviations as in ``_common``.
+
+``permutation``, ``choice`` and ``shuffle`` of an array (bootstrap resamples, minibatches) are
+restated as the indexing they amount to: the generator draws the indices for the array's
+length -- NumPy's own algorithm draws exactly these for an array (checked for ``Generator``
+and ``RandomState``, along any axis) -- and the result is ``np.take(x, indices)``, written
+back in place by ``shuffle``.  ``permuted`` (each slice on its own) has no rule.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import defjvp, defvjp
+from overdub import opaque
+
+from .._rules import ZERO, defjvp, defstandin, defvjp
 from ._common import fit, lift
 
 
@@ -73,3 +81,59 @@ for _kind in (np.random.Generator, np.random.RandomState):
         _location_scale(getattr(_kind, _name))
     _uniform(_kind.uniform)
     _exponential(_kind.exponential)
+
+
+# -- permutation, choice, shuffle: the indexing they amount to ---------------------------------
+
+def _drawn(method: Any) -> Any:
+    """``method`` (``Generator.permutation``...) run natively as a leaf, for the indices it
+    draws: given a differentiated argument (``choice``'s ``p``), MissingRuleError names it."""
+    @opaque
+    def drawn(rng: Any, *args: Any, **kwargs: Any) -> Any:
+        return method(rng, *args, **kwargs)
+    drawn.__module__ = "numpy.random"
+    drawn.__name__, drawn.__qualname__ = method.__name__, method.__qualname__
+    defjvp(drawn, ZERO, ZERO, ZERO, None)
+    defvjp(drawn, ZERO, ZERO, ZERO, None)
+    return drawn
+
+
+def _restated(kind: Any) -> None:
+    permutation, choice = _drawn(kind.permutation), _drawn(kind.choice)
+    generator = kind is np.random.Generator
+
+    def permuted_copy(rng: Any, x: Any, axis: int = 0) -> Any:
+        if np.ndim(x) == 0:  # permutation(n): the indices themselves
+            return permutation(rng, x, **({"axis": axis} if generator else {}))
+        return np.take(x, permutation(rng, np.shape(x)[axis]), axis=axis)
+
+    def chosen(rng: Any, a: Any, size: Any = None, replace: bool = True, p: Any = None,
+               axis: int = 0, shuffle: bool = True) -> Any:
+        extra = {"axis": axis, "shuffle": shuffle} if generator else {}
+        if np.ndim(a) == 0:  # choice(n): the indices themselves
+            return choice(rng, a, size, replace, p, **extra)
+        drawn = choice(rng, np.shape(a)[axis], size, replace, p,
+                       **({"shuffle": shuffle} if generator else {}))
+        return np.take(a, drawn, axis=axis)
+
+    def shuffled(rng: Any, x: Any, axis: int = 0) -> None:
+        if type(x) is list:
+            order = permutation(rng, len(x))
+            x[:] = [x[i] for i in order]
+            return
+        order = permutation(rng, np.shape(x)[axis])
+        x[...] = np.take(x, order, axis=axis)
+
+    if not generator:  # (RandomState's take no axis, no shuffle)
+        defstandin(kind.permutation, lambda rng, x: permuted_copy(rng, x))
+        defstandin(kind.choice, lambda rng, a, size=None, replace=True, p=None:
+                   chosen(rng, a, size, replace, p))
+        defstandin(kind.shuffle, lambda rng, x: shuffled(rng, x))
+        return
+    defstandin(kind.permutation, permuted_copy)
+    defstandin(kind.choice, chosen)
+    defstandin(kind.shuffle, shuffled)
+
+
+for _kind in (np.random.Generator, np.random.RandomState):
+    _restated(_kind)

@@ -139,7 +139,7 @@ defvjp(np.nanmean, lambda ct, out, /, x, axis=None, dtype=None, _out=None, keepd
 def _exclusive_products(x: Any, ax: Any) -> Any:
     """For each entry of ``x``, the product of the other entries of its reduced group."""
     nd = np.ndim(x)
-    if not ax:
+    if not ax or np.size(x) == 0:  # (an empty array has no entries: np.prod(v[:0]) is 1)
         return np.full(np.shape(x), 1, np.result_type(x, 0.0))
     dest = tuple(range(-len(ax), 0))
     moved = np.moveaxis(x, ax, dest)

@@ -447,8 +447,45 @@ def _diff_vjp(ct: Any, out: Any, /, x: Any, n: Any = 1, axis: Any = -1, prepend:
     return np.take(g, np.arange(start, start + np.shape(x)[ax]), axis=ax)
 
 
-defjvp(np.diff, _diff_jvp, ZERO, ZERO)
-defvjp(np.diff, _diff_vjp, ZERO, ZERO)
+def _diff_edge_jvp(at: int) -> Callable[..., Any]:
+    """The forward rule of ``np.diff``'s ``prepend`` (``at`` 0) or ``append`` (``at`` 2):
+    the differences of the concatenation with the tangent there and zeros elsewhere."""
+    def rule(dv: Any, out: Any, /, x: Any, n: Any = 1, axis: Any = -1,
+             prepend: Any = np._NoValue, append: Any = np._NoValue) -> Any:
+        ax = neg_axis(axis, np.ndim(x))
+        batch = bshape(dv, prepend if at == 0 else append)
+        extras = (prepend, x, append)
+        zeros = [np.zeros(batch + np.shape(x)) if i == 1 else _diff_extra(v, x, ax, batch)
+                 for i, v in enumerate(extras)]
+        if np.ndim((prepend, x, append)[at]) == 0:  # a number prepended: a row of it
+            dv = np.reshape(dv, batch + (1,) * np.ndim(x))
+        zeros[at] = zeros[at] + dv
+        return np.diff(np.concatenate([z for z in zeros if z is not None], axis=ax), n,
+                       axis=ax)
+    return rule
+
+
+def _diff_edge_vjp(at: int) -> Callable[..., Any]:
+    """The reverse rule of ``np.diff``'s ``prepend`` (``at`` 0) or ``append`` (``at`` 2):
+    the cotangent of the concatenation, at the part the value filled (summed to its shape
+    by the engine, where it was broadcast)."""
+    def rule(ct: Any, out: Any, /, x: Any, n: Any = 1, axis: Any = -1,
+             prepend: Any = np._NoValue, append: Any = np._NoValue) -> Any:
+        ax = neg_axis(axis, np.ndim(x))
+        g = ct
+        for _ in range(n):
+            g = -np.diff(g, axis=ax, prepend=0, append=0)
+        before = _diff_extra(prepend, x, ax, ())
+        start = 0 if before is None else np.shape(before)[ax]
+        stop = start + np.shape(x)[ax]
+        if at == 0:
+            return np.take(g, np.arange(0, start), axis=ax)
+        return np.take(g, np.arange(stop, np.shape(g)[ax]), axis=ax)
+    return rule
+
+
+defjvp(np.diff, _diff_jvp, ZERO, ZERO, _diff_edge_jvp(0), _diff_edge_jvp(2))
+defvjp(np.diff, _diff_vjp, ZERO, ZERO, _diff_edge_vjp(0), _diff_edge_vjp(2))
 
 
 # -- building arrays ------------------------------------------------------------------------

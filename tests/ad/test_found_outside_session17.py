@@ -39,6 +39,18 @@
 11. (H123) ``solve_ivp(..., events=...)`` read through ``sol.t`` (a terminal event ends the
     run at the event time, a function of the parameters): 0 in reverse mode, where the docs
     promise MissingRuleError (forward mode raised).  ``sol.t`` carries the refusal too.
+12. (H121) ``np.prod`` (``nanprod``, ``multiply.reduce``) of an empty array -- stick-breaking
+    weights ``np.prod(1 - v[:k])`` at ``k = 0`` -- crashed every transform inside the rule.
+13. (H121) An in-place write into an empty fancy selection after a slice (``A[:, mask] *= c``
+    with no column selected, ``A[:, []] += v``): reverse mode raised NotImplementedError about
+    a view of another dtype.  A write into no element records nothing.
+14. (H121) ``np.put(a, [], [])`` raised TypeError (an empty list is an array of floats).
+15. (H121) ``np.diff`` with a differentiated ``prepend``/``append`` raised MissingRuleError;
+    and a differentiated keyword bound to its position filled the parameters before it that
+    NumPy marks "not given" with None, which ``np.diff`` takes as a value to append.
+16. (H121, H123) ``permutation``, ``choice`` and ``shuffle`` of a differentiated array (a
+    ``Generator``'s or the legacy ``np.random``'s: bootstrap resamples, minibatches) raised
+    MissingRuleError.  They are the indexing they amount to, with the same draws.
 """
 
 from __future__ import annotations
@@ -52,7 +64,7 @@ import numpy as np
 import pytest
 
 from overdub_ad import (MissingRuleError, checkpoint, custom_jvp, custom_vjp, derivative, grad,
-                        hessian, jacfwd, jvp)
+                        hessian, jacfwd, jvp, value_and_grad)
 from overdub_ad.testing import REFERENCE, force_route
 
 pytestmark = pytest.mark.every_route
@@ -396,3 +408,111 @@ def test_solve_ivp_times_with_events_raise(route):
         for api in (grad, derivative):
             with pytest.raises(MissingRuleError, match="solve_ivp with events"):
                 api(_event_time)(0.7)
+
+
+# -- 12-15. NumPy edge cases ---------------------------------------------------------------------
+
+def _fd_gradient(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+
+
+_V = np.array([0.5, 1.0, 2.0, 0.3])
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda v: np.prod(1 - v[:0]) * v[0] + np.prod(1 - v[:2]) * v[2],
+    lambda v: np.nanprod(v[:0]) + v[0], lambda v: np.multiply.reduce(v[:0]) * v[1],
+    lambda v: np.prod(v.reshape(2, 2)[:, :0], axis=1).sum() + v[3]], ids=str)
+def test_prod_of_an_empty_array(route, f):
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(_V), _fd_gradient(f, _V), atol=1e-8)
+            np.testing.assert_allclose(jacfwd(f)(_V), _fd_gradient(f, _V), atol=1e-8)
+
+
+def _empty_selection(x):
+    a = x.reshape(2, 2) * 1.0
+    a[:, a[0] < 0] *= 3.0  # (no column selected)
+    a[:, []] += x[0]
+    np.copyto(a[:, np.zeros(2, bool)], 1.0)
+    b = a[:, a[0] > 0.4]  # (a copy)
+    b *= 2.0
+    np.put(a, [], [])
+    return np.sum(a ** 2) + np.sum(b)
+
+
+@ROUTES
+def test_writes_into_no_element(route):
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(_empty_selection)(_V), 2 * _V + 2, atol=1e-12)
+            np.testing.assert_allclose(jacfwd(_empty_selection)(_V), 2 * _V + 2, atol=1e-12)
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(np.diff(x, prepend=x[0] * 2) ** 2),
+    lambda x: np.sum(np.diff(x, n=2, append=x[:2] ** 2) ** 3),
+    lambda x: np.sum(np.sin(np.diff(x, prepend=x[-1], append=[x[1], 3.0]))),
+    lambda x: np.sum(np.diff(x.reshape(2, 2), axis=0, prepend=x[0]) ** 2),
+    lambda x: np.sum(np.diff(x.reshape(2, 2), axis=1, prepend=x[:2].reshape(2, 1)) ** 2)],
+    ids=str)
+def test_diff_with_differentiated_edges(route, f):
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(_V), _fd_gradient(f, _V), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(jacfwd(f)(_V), _fd_gradient(f, _V), rtol=1e-6,
+                                       atol=1e-6)
+            np.testing.assert_allclose(hessian(f)(_V), hessian(f)(_V).T, atol=1e-9)
+
+
+# -- 16. random permutations and choices of a differentiated array ---------------------------
+
+def _bootstrap(x):
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for _ in range(3):
+        total = total + np.mean(rng.choice(x, size=6) ** 2)
+    return total + np.sum(rng.choice(x.reshape(2, 3), 2, replace=False, axis=1))
+
+
+def _permuted(x):
+    rng = np.random.default_rng(1)
+    y = x * 1.0
+    rng.shuffle(y)
+    return np.sum(rng.permutation(x) * np.arange(6.0)) + np.sum(y * np.arange(6.0) ** 2) + \
+        np.sum(rng.permutation(x.reshape(3, 2), axis=1)[0] ** 2)
+
+
+def _legacy(x):
+    np.random.seed(3)
+    y = x * 2.0
+    np.random.shuffle(y)
+    order = np.random.permutation(6)  # (an int: the indices themselves)
+    return np.sum(np.random.permutation(y) * order) + \
+        np.random.choice(y, 3, replace=False).sum() + np.random.RandomState(4).choice(x)
+
+
+_W = np.linspace(0.2, 1.4, 6)
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [_bootstrap, _permuted, _legacy], ids=lambda f: f.__name__)
+def test_random_permutations_and_choices(route, f):
+    with force_route(route):
+        for _ in range(2):
+            value, gradient = value_and_grad(f)(_W)
+            assert value == f(_W)  # (the same draws)
+            np.testing.assert_allclose(gradient, _fd_gradient(f, _W), atol=1e-6)
+            np.testing.assert_allclose(jacfwd(f)(_W), _fd_gradient(f, _W), atol=1e-6)
+
+
+@ROUTES
+def test_choice_with_differentiated_probabilities_raises(route):
+    def f(x):
+        p = x / np.sum(x)
+        return np.sum(np.random.default_rng(0).choice(x, 3, p=p))
+    with force_route(route):
+        with pytest.raises(MissingRuleError, match="choice"):
+            grad(f)(_W)
