@@ -318,8 +318,10 @@ def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
             type(result) is tuple and any(map(_is_value, result)))):
         return  # (an int, a shape, a dtype: no derivative to lose; divmod's pair has one)
     callers = _native_callers()
-    if callers is None:
-        return
+    if callers is None or callers[0].rpartition(".")[2] in _TRUTH_METHODS:
+        return  # (a class's __eq__, __lt__, __contains__, __hash__ that C code calls -- list.index,
+        # heapq, a dict lookup, `in` -- gives it a truth value or a hash: no derivative to
+        # lose, as the reference route, which stores the object's values plain, computes it)
     quiet = _QUIET.get(id(ctx))
     if quiet is not None:  # (C code given an object holding the value: see read_natively)
         quiet[0] += 1
@@ -331,6 +333,11 @@ def refuse_native_use(ctx: Any, use: str, result: Any) -> None:
         f"{type(ctx).__name__}'s back, and computes with a differentiated value ({use}); "
         f"the result would be a plain number, dropping the derivative. Give the value as an "
         f"argument of a function the context follows, or loop in Python instead")
+
+
+# the methods whose results C code reads only as a truth value or a hash
+_TRUTH_METHODS = frozenset(("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                            "__hash__", "__contains__", "__bool__"))
 
 
 def _native_callers() -> tuple[str, str | None] | None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from overdub import opaque
 
-from .._rules import ZERO, defjvp, defstandin, defvjp
+from .._rules import defjvp, defstandin, defvjp, nondifferentiable
 from ._common import fit, lift
 
 
@@ -87,15 +87,19 @@ for _kind in (np.random.Generator, np.random.RandomState):
 
 def _drawn(method: Any) -> Any:
     """``method`` (``Generator.permutation``...) run natively as a leaf, for the indices it
-    draws: given a differentiated argument (``choice``'s ``p``), MissingRuleError names it."""
+    draws: integers, constant almost everywhere in ``choice``'s probabilities ``p`` (as in
+    JAX), so a differentiated ``p`` gives them no derivative."""
     @opaque
     def drawn(rng: Any, *args: Any, **kwargs: Any) -> Any:
         return method(rng, *args, **kwargs)
     drawn.__module__ = "numpy.random"
     drawn.__name__, drawn.__qualname__ = method.__name__, method.__qualname__
-    defjvp(drawn, ZERO, ZERO, ZERO, None)
-    defvjp(drawn, ZERO, ZERO, ZERO, None)
+    nondifferentiable(drawn)
+    DRAWN.append(drawn)
     return drawn
+
+
+DRAWN: list[Any] = []  # (for the tests of every declaration)
 
 
 def _restated(kind: Any) -> None:

@@ -51,11 +51,20 @@
 16. (H121, H123) ``permutation``, ``choice`` and ``shuffle`` of a differentiated array (a
     ``Generator``'s or the legacy ``np.random``'s: bootstrap resamples, minibatches) raised
     MissingRuleError.  They are the indexing they amount to, with the same draws.
+17. (H122 E4, H123 F13) C code calling a class's ``__eq__``/``__lt__``/``__contains__``/
+    ``__hash__`` on objects holding a differentiated value (``x in W(x)``, ``list.index``,
+    ``list.remove``, a dict or set lookup, ``heapq``, ``bisect``, a dataclass's ordering):
+    MissingRuleError on the default reverse route (which stores the value in the object as it
+    is), the right value on the reference route.  What such a method computes natively goes
+    only into a truth value or a hash: allowed, on every route.
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import functools
+import heapq
 import json
 import math
 import types
@@ -509,10 +518,69 @@ def test_random_permutations_and_choices(route, f):
 
 
 @ROUTES
-def test_choice_with_differentiated_probabilities_raises(route):
-    def f(x):
+def test_choice_with_differentiated_probabilities(route):
+    def f(x):  # (the indices drawn are constant in p almost everywhere: the items' derivative)
         p = x / np.sum(x)
-        return np.sum(np.random.default_rng(0).choice(x, 3, p=p))
+        return np.sum(np.random.default_rng(0).choice(x, 3, p=p) ** 2)
     with force_route(route):
-        with pytest.raises(MissingRuleError, match="choice"):
-            grad(f)(_W)
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(_W), _fd_gradient(f, _W), atol=1e-6)
+            np.testing.assert_allclose(jacfwd(f)(_W), _fd_gradient(f, _W), atol=1e-6)
+
+
+# -- 17. truth methods C code calls ---------------------------------------------------------------
+
+class _Near:
+    def __init__(self, c):
+        self.c = c
+
+    def __contains__(self, v):
+        return abs(v - self.c) < 0.5
+
+
+class _Ordered:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return abs(self.v - other.v) < 1e-9
+
+    def __lt__(self, other):
+        return self.v - other.v < 0
+
+    def __hash__(self):
+        return 7
+
+
+@dataclasses.dataclass(order=True)
+class _Job:
+    cost: object
+
+
+def _inserted(x):
+    jobs = [_Ordered(3.0)]
+    bisect.insort(jobs, _Ordered(x))
+    return jobs[0].v * x
+
+
+def _removed(x):
+    jobs = [_Ordered(1.0), _Ordered(x)]
+    jobs.remove(_Ordered(x))
+    return len(jobs) * x
+
+
+@ROUTES
+@pytest.mark.parametrize("f, slope, second", [
+    (lambda x: x * x if x in _Near(x) else 0.0, 1.4, 2.0),
+    (lambda x: x * [_Ordered(0.1), _Ordered(x)].index(_Ordered(x)), 1.0, 0.0),
+    (lambda x: {_Ordered(x): x * x}[_Ordered(x)], 1.4, 2.0),
+    (lambda x: len({_Ordered(x), _Ordered(x)}) * x, 1.0, 0.0),
+    (lambda x: heapq.nsmallest(1, [_Ordered(2 * x), _Ordered(x)])[0].v * x, 1.4, 2.0),
+    (_inserted, 1.4, 2.0), (_removed, 1.0, 0.0),
+    (lambda x: min(_Job(_Ordered(2 * x)), _Job(_Ordered(x))).cost.v * x, 1.4, 2.0)], ids=str)
+def test_truth_methods_called_by_c_code(route, f, slope, second):
+    with force_route(route):
+        for _ in range(3):
+            assert grad(f)(0.7) == pytest.approx(slope)
+            assert derivative(f)(0.7) == pytest.approx(slope)
+            assert hessian(f)(0.7) == pytest.approx(second)

@@ -26,6 +26,7 @@ from overdub_ad._check import RuleCheckError, check_rule
 from overdub_ad.rules._evaluation import _GUARDED
 from overdub_ad.rules._scalar import NUMBER_EXEMPTIONS
 from overdub_ad.rules._shape import _pad_copying
+from overdub_ad.rules._random import DRAWN
 from overdub_ad.rules._ufunc_methods import _add_reduceat, _NATIVE
 from overdub_ad.testing import isolated_rules, shipped_rules
 from tests.conftest import fd
@@ -648,6 +649,9 @@ NONDIFF_CALLS = {
     np.result_type: (V5, 1), np.isscalar: (1.5,), np.isnat: (np.array(["NaT"], "M8[s]"),),
     np.shape: (M,), np.ndim: (M,), np.size: (M,), np.linalg.matrix_rank: (M,),
 }
+NONDIFF_CALLS.update({  # the indices permutation and choice draw (see rules/_random.py)
+    drawn: (np.random.default_rng(0) if "Generator" in drawn.__qualname__
+            else np.random.RandomState(0), 5) for drawn in DRAWN})
 NONDIFF_CALLS.update({tuple.index: ((1.5, 2.5), 2.5), tuple.count: ((1.5, 2.5), 2.5),
                       list.index: ([1.5, 2.5], 2.5), list.count: ([1.5, 2.5], 2.5)})
 NONDIFF_CALLS.update({  # the exemptions as methods of a number: x.is_integer(), x.__lt__(y)...
