@@ -946,6 +946,9 @@ def _forward_entry(fn: _F) -> _F:
     return forward_entry  # type: ignore[return-value]
 
 
+_NONE_IS_A_VALUE = frozenset(("prepend", "append"))
+
+
 def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callable[[Any], bool]
           ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` with each keyword argument for which ``wanted(value)`` holds moved
@@ -967,8 +970,10 @@ def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], wanted: Callab
     for p in positional[len(args):max(moved) + 1]:
         if p.name in new_kwargs:
             new_args.append(new_kwargs.pop(p.name))
-        elif p.default is not p.empty:  # (np._NoValue too: "not given", as None is not for
-            # np.diff's prepend)
+        elif p.default is np._NoValue:  # NumPy's "not given" is "given as None" by position
+            new_args.append(p.default if p.name in _NONE_IS_A_VALUE else None)  # (np.clip's
+            # a_min), but for the parameters where None is a value (np.diff prepends it)
+        elif p.default is not p.empty:
             new_args.append(p.default)
         else:
             return args, kwargs
