@@ -444,17 +444,17 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
         return None  # (attribute and item access, list.append...: values moved, not read;
         # NumPy's functions written in Python, np.polymul, and restated ones: followed -- not
         # one run by its rules, np.sum(seq), which the rules would read as a constant)
-    if any(map(direct, args)) or any(map(direct, kwargs.values())) or any(
-            type(a) in (list, tuple) and any(map(direct, a)) for a in args):
-        return None  # (a call with a differentiated value of its own, np.concatenate([x, y])
-        # given them in a list too: rules, or an error)
     from ._shared import CONSUMERS, python_iterable
     if id(fn) in CONSUMERS and any(map(python_iterable, args)):
         return None  # math.fsum(bag): the contexts iterate the bag themselves
-    if written is None and can_recurse(ctx, fn, *args, **kwargs) and \
+    beside = (any(map(direct, args)) or any(map(direct, kwargs.values())) or any(
+        type(a) in (list, tuple) and any(map(direct, a)) for a in args)) and (
+        id(fn) not in _OPERATORS or _numpy_operand(args[0]))
+    if not beside and written is None and can_recurse(ctx, fn, *args, **kwargs) and \
             not _numpy_takes(fn, args):
         return None  # (float(obj), math.sin(obj), np.asarray(obj), v + w: the core calls the
-        # object's method, seen)
+        # object's method, seen; beside a differentiated value the call is the rules', which
+        # read the object natively: read_natively refuses it)
     for at in candidates:
         if holds_kept(ctx, args[at] if isinstance(at, int) else kwargs[at], direct):
             return at
@@ -463,6 +463,17 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
 
 _BINARY = frozenset(map(id, (operator.add, operator.sub, operator.mul, operator.truediv,
                              operator.floordiv, operator.mod, operator.pow, operator.matmul)))
+
+
+_OPERATORS = frozenset(id(f) for f in vars(operator).values() if callable(f))
+
+
+def _numpy_operand(x: Any) -> bool:
+    """Whether ``x`` (an operator's left operand) is a NumPy array or scalar, tagged or not,
+    whose operator NumPy runs: Python's protocol does not reach the right operand's class."""
+    while type(x) is Tagged:
+        x = x.value
+    return isinstance(x, (np.ndarray, np.generic))
 
 
 def _numpy_takes(fn: Any, args: tuple[Any, ...]) -> bool:
@@ -477,10 +488,15 @@ def _numpy_takes(fn: Any, args: tuple[Any, ...]) -> bool:
 
 
 def _written_array(fn: Any, args: tuple[Any, ...]) -> Any:
-    """The NumPy array that ``a[i] = v`` (``operator.setitem``, ``a.__setitem__``) writes
-    into; None for any other call."""
-    if fn is operator.setitem:
-        return args[0] if len(args) == 3 and type(args[0]) is np.ndarray else None
+    """The NumPy array that ``a[i] = v`` (``operator.setitem``, ``a.__setitem__``) or
+    ``np.copyto(a, v)`` writes into; None for any other call."""
+    if fn is operator.setitem and len(args) == 3:
+        array = args[0]
+        while type(array) is Tagged:  # (a differentiated array written: its memory)
+            array = array.value
+        return array if type(array) is np.ndarray else None
+    if fn is np.copyto:  # (np.full(2, obj) copies obj into an empty array: C reads it)
+        return args[0] if args and type(args[0]) is np.ndarray else None
     if type(fn) is types.MethodWrapperType and fn.__name__ == "__setitem__" and \
             type(fn.__self__) is np.ndarray and len(args) == 2:
         return fn.__self__
@@ -504,8 +520,10 @@ def _converted(x: Any) -> bool:
 
 def _converts(kind: type) -> bool:
     if not kind.__flags__ & _HEAPTYPE or kind is Tagged or issubclass(kind, _NOT_OBJECTS) or \
-            _arrays.is_foreign_array_type(kind):  # (another namespace's array is an array)
-        return False
+            _arrays.is_foreign_array_type(kind) or \
+            str(kind.__module__).partition(".")[0] in _OWN:
+        return False  # (another namespace's array is an array; overdub's own objects, an
+        # array's .flat, are followed by the modes)
     for name in _CONVERSIONS:
         found = getattr(kind, name, None)
         if type(found) is types.FunctionType or type(found) is property:
@@ -576,11 +594,17 @@ def read_natively(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
         getter = getattr(type(args[0]), args[1]).fget
         raise _rules.missing(getter, at, mode, type(ctx).__name__)
     exempt = _rules.is_nondifferentiable(fn)
+    beside = not exempt and any(
+        type(a) is Tagged or (type(a) in (list, tuple) and Tagged in map(type, a))
+        for a in (*args, *kwargs.values()))
+    if beside:  # (x * seq, y[0] = obj, math.hypot(obj, x): the rules run, the object read
+        out = None  # natively is a constant to them -- refused before anything runs)
     key = id(ctx)
     outer = _QUIET.get(key)
     quiet = _QUIET[key] = [0]
     try:
-        out = run(fn, *args, **kwargs)
+        if not beside:
+            out = run(fn, *args, **kwargs)
     except TypeError as error:  # (a __float__ returning the value it holds as it is)
         if exempt or "Tagged" not in str(error):
             raise
@@ -591,8 +615,9 @@ def read_natively(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
             del _QUIET[key]
         else:
             _QUIET[key] = outer
-    if exempt or not (quiet[0] or _written_array(fn, args) is not None or _is_value(out) or (
-            type(out) in (tuple, list) and any(map(_is_value, out)))):
+    if not beside and (exempt or not (
+            quiet[0] or _written_array(fn, args) is not None or _is_value(out) or (
+                type(out) in (tuple, list) and any(map(_is_value, out))))):
         return out
     given = args[at] if isinstance(at, int) else kwargs[at]
     given = next((a for a in given if _converts(type(a))), given) \

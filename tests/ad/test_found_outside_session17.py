@@ -57,6 +57,13 @@
     MissingRuleError on the default reverse route (which stores the value in the object as it
     is), the right value on the reference route.  What such a method computes natively goes
     only into a truth value or a hash: allowed, on every route.
+18. (H125) An object of the user's class that C code reads as a sequence, an array or a
+    number (``__len__``/``__getitem__``, ``__array__``, ``__float__``) beside a differentiated
+    value in the same call -- ``x * seq``, ``np.dot(x, seq)``, ``np.maximum(x, seq)``,
+    ``x * obj_with_array``, ``y[0] = obj_with_float`` into a differentiated array,
+    ``math.hypot(obj, x)``, ``math.fsum([obj, x])``, ``np.full(2, obj)`` -- was read natively
+    by the rules: its part of the derivative dropped (forward mode, the reference route), a
+    zero for some.  Refused with MissingRuleError before the call runs, on every route.
 """
 
 from __future__ import annotations
@@ -584,3 +591,66 @@ def test_truth_methods_called_by_c_code(route, f, slope, second):
             assert grad(f)(0.7) == pytest.approx(slope)
             assert derivative(f)(0.7) == pytest.approx(slope)
             assert hessian(f)(0.7) == pytest.approx(second)
+
+
+# -- 18. objects read natively beside a differentiated value --------------------------------------
+
+class _Items:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class _AsArray:
+    def __init__(self, v):
+        self.v = v
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.v, dtype=dtype)
+
+
+class _AsFloat:
+    def __init__(self, v):
+        self.v = v
+
+    def __float__(self):
+        return float(self.v) * 2.0
+
+
+def _element_written(x):
+    y = x * 1.0
+    y[0] = _AsFloat(x[0])
+    return np.sum(y ** 2)
+
+
+_P2 = np.array([0.3, 0.7])
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x * _Items([x[0], x[1]])),
+    lambda x: np.dot(x, _Items([x[0], x[1] ** 2])),
+    lambda x: np.sum(np.maximum(x * 0.5, _Items([x[0], x[1] ** 2]))),
+    lambda x: np.sum(x * _AsArray(x)), _element_written,
+    lambda x: math.hypot(_AsFloat(x[0]), x[0]), lambda x: math.fsum([_AsFloat(x[0]), x[0]]),
+    lambda x: np.sum(np.full(2, _AsFloat(x[0]), dtype=float))], ids=str)
+def test_objects_read_natively_beside_a_differentiated_value(route, f):
+    with force_route(route):
+        for api in (grad, lambda f: lambda v: derivative(lambda t: f(v + t))(0.0)):
+            with pytest.raises(MissingRuleError, match="an object holding a differentiated"):
+                api(f)(_P2)
+
+
+@ROUTES
+def test_python_protocols_beside_a_differentiated_value_are_followed(route):
+    import collections
+    with force_route(route):
+        for _ in range(2):
+            assert derivative(lambda x: sum(collections.UserList([x]) + [x * x]))(1.5) == 4.0
+            assert grad(lambda x: sum(_Items([x[0], x[1]])) * x[0])(_P2) == pytest.approx(
+                [1.3, 0.3])
