@@ -597,8 +597,9 @@ def read_natively(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
     beside = not exempt and any(
         type(a) is Tagged or (type(a) in (list, tuple) and Tagged in map(type, a))
         for a in (*args, *kwargs.values()))
-    if beside:  # (x * seq, y[0] = obj, math.hypot(obj, x): the rules run, the object read
-        out = None  # natively is a constant to them -- refused before anything runs)
+    out: Any = None  # (beside a differentiated value -- x * seq, y[0] = obj, math.hypot(obj,
+    # x) -- the rules would run, the object read natively a constant to them: refused before
+    # anything runs)
     key = id(ctx)
     outer = _QUIET.get(key)
     quiet = _QUIET[key] = [0]
