@@ -463,6 +463,8 @@ def as_called(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | N
     ``Pair(items)`` of a ``tuple`` subclass that defines no ``__new__`` or ``__init__`` is
     ``tuple.__new__(Pair, items)``, which the modes follow (the class itself has no rule)."""
     kind = type(fn)
+    if kind is type and (fn is float or fn is complex):
+        return number_override(fn, args)  # float(obj) of a subclass with its own __float__
     if kind is type:
         return (tuple.__new__, (fn, *args)) if len(args) <= 1 and issubclass(fn, tuple) and \
             fn is not tuple and fn.__new__ is tuple.__new__ and \
@@ -527,6 +529,51 @@ def numpy_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
 
 
 _HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
+
+# an operator -> the method Python calls on its left operand, and on its right one (reflected)
+_OPERATOR_METHODS = {id(op): names for op, names in (
+    (operator.add, ("__add__", "__radd__")), (operator.sub, ("__sub__", "__rsub__")),
+    (operator.mul, ("__mul__", "__rmul__")), (operator.truediv, ("__truediv__", "__rtruediv__")),
+    (operator.floordiv, ("__floordiv__", "__rfloordiv__")), (operator.mod, ("__mod__", "__rmod__")),
+    (operator.pow, ("__pow__", "__rpow__")), (operator.neg, ("__neg__", None)),
+    (operator.pos, ("__pos__", None)), (abs, ("__abs__", None)),
+    (float, ("__float__", None)), (complex, ("__complex__", None)))}
+_NUMBERS = (float, complex)
+_PLAIN_NUMBERS = (int, float, complex, bool)
+
+
+def number_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """An operator (or ``abs``, ``float``, ``complex``) given an instance of a ``float`` or
+    ``complex`` subclass that defines the method Python calls for it (``class MulOv(float)``
+    with its own ``__mul__``): that method's call, as Python makes it -- the left operand's,
+    or the right one's reflected method beside a plain number -- for the modes to follow (as
+    a float's arithmetic, its value would be the user's method's and its derivative float's).
+    None for any other call."""
+    names = _OPERATOR_METHODS.get(id(fn))
+    if names is None or not args or len(args) > 2:
+        return None
+    left = _innermost(args[0])
+    kind = type(left)
+    if kind.__flags__ & _HEAPTYPE and isinstance(left, _NUMBERS):
+        method = _own_method(kind, names[0])
+        if method is not None:
+            return method, args
+    if len(args) == 2 and names[1] is not None and type(left) in _PLAIN_NUMBERS:
+        right = type(_innermost(args[1]))
+        if right.__flags__ & _HEAPTYPE and issubclass(right, _NUMBERS):
+            method = _own_method(right, names[1])
+            if method is not None:
+                return method, (args[1], args[0])
+    return None
+
+
+def _own_method(kind: type, name: str) -> Any:
+    """The Python function ``kind`` defines for ``name`` above its builtin number base."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found if type(found) is types.FunctionType else None
+    return None
 
 
 def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

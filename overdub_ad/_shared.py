@@ -703,15 +703,35 @@ def partials_tables(route: str) -> tuple[dict[int, Any], dict[int, Any], dict[in
 def stepped_builtin(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn(*args, **kwargs)`` is a builtin call a context computes in steps through
     itself (:func:`run_stepped`): ``sum`` of lists or tuples (``sum(rows, [])``), whose rule is
-    addition's, of numbers and arrays; ``max``/``min`` with a ``default``, which no rule takes
-    (the default is never compared, nor differentiated); ``Counter(items)``'s counting, which
-    stores the items as keys (differentiated keys: see ``d[x] = v``)."""
+    addition's, of numbers and arrays, and of numbers whose class adds in Python;
+    ``max``/``min`` with a ``default``, which no rule takes (the default is never compared,
+    nor differentiated); ``Counter(items)``'s counting, which stores the items as keys
+    (differentiated keys: see ``d[x] = v``)."""
     if fn is collections._count_elements:  # type: ignore[attr-defined]
         return len(args) == 2 and not kwargs
     if fn is sum:
-        return len(args) + len(kwargs) == 2 and \
-            type(args[1] if len(args) == 2 else kwargs.get("start")) in (list, tuple)
+        if len(args) + len(kwargs) == 2 and \
+                type(args[1] if len(args) == 2 else kwargs.get("start")) in (list, tuple):
+            return True
+        return bool(args) and type(args[0]) in (list, tuple) and _adds_itself(args[0])
     return (fn is max or fn is min) and len(args) == 1 and "default" in kwargs
+
+
+def _adds_itself(items: Any) -> bool:
+    """Whether ``items`` holds a number of a ``float``/``complex`` subclass whose class adds in
+    Python (its own ``__add__`` or ``__radd__``): Python's ``sum`` calls it, which the rule
+    of ``sum`` (float addition) would not."""
+    for item in items:
+        kind = type(item)
+        if kind is float or kind is int:
+            continue
+        item = _innermost(item)
+        kind = type(item)
+        if kind.__flags__ & _HEAPTYPE and isinstance(item, (float, complex)) and any(
+                type(getattr(kind, name, None)) is types.FunctionType
+                for name in ("__add__", "__radd__")):
+            return True
+    return False
 
 
 def run_stepped(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -726,7 +746,7 @@ def run_stepped(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             ctx.overdub(operator.setitem, counter, item, ctx.overdub(operator.add, count, 1))
         return None
     if fn is sum:
-        out = args[1] if len(args) == 2 else kwargs["start"]
+        out = args[1] if len(args) == 2 else kwargs.get("start", 0)
         for item in ctx.overdub(list, args[0]):
             out = ctx.overdub(operator.add, out, item)
         return out
@@ -811,8 +831,12 @@ def python_attribute(plain: Any, name: str) -> Any:
         return None
     if type(found) is property and type(found.fget) is types.FunctionType:
         return found
-    if type(found) is types.FunctionType and name not in getattr(plain, "__dict__", ()):
+    if name in getattr(plain, "__dict__", ()):
+        return None  # (the instance's own: a method shadowed, a cached property computed)
+    if type(found) is types.FunctionType:
         return found
+    if type(found) is functools.cached_property and type(found.func) is types.FunctionType:
+        return property(found.func)  # (computed each time: its cache would keep it plain)
     return None
 
 

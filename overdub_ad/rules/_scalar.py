@@ -789,6 +789,12 @@ defjvp(float.conjugate, lambda dx, out, /, x: dx)
 defvjp(float.conjugate, lambda ct, out, /, x: ct)
 defjvp(complex.conjugate, lambda dz, out, /, z: np.conj(dz))
 defvjp(complex.conjugate, lambda ct, out, /, z: np.conj(ct))
+# float.__float__(x), complex.__complex__(z): the number itself (a subclass's own __float__
+# calling its base's, as `return 2.0 * float.__float__(self)` does)
+defjvp(float.__float__, lambda dx, out, /, x: dx)
+defvjp(float.__float__, lambda ct, out, /, x: ct)
+defjvp(complex.__complex__, lambda dz, out, /, z: dz)
+defvjp(complex.__complex__, lambda ct, out, /, z: ct)
 # The same exemptions (docs/ad.md) called as methods of the number: int(), round(), text
 # (str(), repr(), format(), float.hex()), hash(), truth and comparisons.  Other C methods of a
 # number (as_integer_ratio) have no rule: a derivative reaching them raises MissingRuleError.

@@ -64,6 +64,11 @@
     ``math.hypot(obj, x)``, ``math.fsum([obj, x])``, ``np.full(2, obj)`` -- was read natively
     by the rules: its part of the derivative dropped (forward mode, the reference route), a
     zero for some.  Refused with MissingRuleError before the call runs, on every route.
+19. (H125) A ``float``/``complex`` subclass with arithmetic of its own (``__mul__``,
+    ``__rmul__``, ``__neg__``, ``__pow__``, ``__add__``/``__radd__`` through ``sum``,
+    ``__abs__``, ``__float__`` calling ``float.__float__``) or a ``cached_property``: the value
+    was the user's method's and the derivative float's arithmetic's (0 for the cached
+    property).  The operator is the class's method, as Python calls it, followed.
 """
 
 from __future__ import annotations
@@ -654,3 +659,61 @@ def test_python_protocols_beside_a_differentiated_value_are_followed(route):
             assert derivative(lambda x: sum(collections.UserList([x]) + [x * x]))(1.5) == 4.0
             assert grad(lambda x: sum(_Items([x[0], x[1]])) * x[0])(_P2) == pytest.approx(
                 [1.3, 0.3])
+
+
+# -- 19. number subclasses with arithmetic of their own ----------------------------------------
+
+class _Tripled(float):
+    def __neg__(self):
+        return _Tripled(float(self) * 3)
+
+
+class _Scaled(float):
+    def __mul__(self, other):
+        return _Scaled(float(self) * float(other) * 10)
+
+    __rmul__ = __mul__
+
+
+class _Exp(float):
+    def __pow__(self, p):
+        return _Exp(math.exp(float(self) * p))
+
+
+class _Doubled(float):
+    def __float__(self):
+        return 2.0 * float.__float__(self)
+
+
+class _Norm2(complex):
+    def __abs__(self):
+        return math.hypot(self.real, self.imag) * 2
+
+
+class _Skewed(float):
+    def __add__(self, other):
+        return _Skewed(float(self) + 2 * other)
+
+    def __radd__(self, other):
+        return _Skewed(2 * other + float(self))
+
+
+class _Cached(float):
+    @functools.cached_property
+    def ex(self):
+        return math.exp(self)
+
+
+@ROUTES
+@pytest.mark.parametrize("f, want", [
+    (lambda x: -_Tripled(x), 3.0), (lambda x: _Scaled(x) * 3.0, 30.0),
+    (lambda x: 2.0 * _Scaled(x), 20.0), (lambda x: _Exp(x) ** 2, 2 * math.exp(0.8)),
+    (lambda x: float(_Doubled(x)), 2.0), (lambda x: abs(_Norm2(x, 1.0)), 0.8 / math.hypot(0.4, 1)),
+    (lambda x: _Skewed(x) + x, 3.0), (lambda x: x + _Skewed(x * x), 2.8),
+    (lambda x: sum([_Skewed(x), _Skewed(x)]), 3.0), (lambda x: _Cached(x).ex, math.exp(0.4))],
+    ids=str)
+def test_number_subclasses_with_arithmetic_of_their_own(route, f, want):
+    with force_route(route):
+        for _ in range(3):
+            assert grad(f)(0.4) == pytest.approx(want)
+            assert derivative(f)(0.4) == pytest.approx(want)
