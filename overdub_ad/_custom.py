@@ -538,7 +538,7 @@ _OPERATOR_METHODS = {id(op): names for op, names in (
     (operator.pow, ("__pow__", "__rpow__")), (operator.neg, ("__neg__", None)),
     (operator.pos, ("__pos__", None)), (abs, ("__abs__", None)),
     (float, ("__float__", None)), (complex, ("__complex__", None)))}
-_NUMBERS = (float, complex)
+_NUMBER_BASES = (float, complex)
 _PLAIN_NUMBERS = (int, float, complex, bool)
 
 
@@ -554,13 +554,13 @@ def number_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...
         return None
     left = _innermost(args[0])
     kind = type(left)
-    if kind.__flags__ & _HEAPTYPE and isinstance(left, _NUMBERS):
+    if kind.__flags__ & _HEAPTYPE and isinstance(left, _NUMBER_BASES):
         method = _own_method(kind, names[0])
         if method is not None:
             return method, args
     if len(args) == 2 and names[1] is not None and type(left) in _PLAIN_NUMBERS:
         right = type(_innermost(args[1]))
-        if right.__flags__ & _HEAPTYPE and issubclass(right, _NUMBERS):
+        if right.__flags__ & _HEAPTYPE and issubclass(right, _NUMBER_BASES):
             method = _own_method(right, names[1])
             if method is not None:
                 return method, (args[1], args[0])

@@ -793,8 +793,9 @@ defvjp(complex.conjugate, lambda ct, out, /, z: np.conj(ct))
 # calling its base's, as `return 2.0 * float.__float__(self)` does)
 defjvp(float.__float__, lambda dx, out, /, x: dx)
 defvjp(float.__float__, lambda ct, out, /, x: ct)
-defjvp(complex.__complex__, lambda dz, out, /, z: dz)
-defvjp(complex.__complex__, lambda ct, out, /, z: ct)
+if hasattr(complex, "__complex__"):  # (Python 3.11 on)
+    defjvp(getattr(complex, "__complex__"), lambda dz, out, /, z: dz)
+    defvjp(getattr(complex, "__complex__"), lambda ct, out, /, z: ct)
 # The same exemptions (docs/ad.md) called as methods of the number: int(), round(), text
 # (str(), repr(), format(), float.hex()), hash(), truth and comparisons.  Other C methods of a
 # number (as_integer_ratio) have no rule: a derivative reaching them raises MissingRuleError.
