@@ -787,10 +787,14 @@ def _solve_ivp_standin(fun: Any, t_span: Any, y0: Any, *args: Any, **kwargs: Any
     if "dense_output" in refusals and out.sol is not None:
         out.sol = _Refused(out.sol, theta, refusals["dense_output"])
     if "events" in refusals:
+        # (where the run ends, and the events' times and states, move with the parameters, the
+        # initial state and what the event functions close over)
+        against = (theta, y0, free_values(times.arguments.get("events"))[0])
         for name in ("t_events", "y_events"):
             if out.get(name) is not None:
-                setattr(out, name, [refused(e, theta, refusals["events"]) for e in out[name]])
-        out.t = refused(out.t, theta, refusals["events"])  # (a terminal event ends it there)
+                setattr(out, name, [refused(e, against, refusals["events"]) for e in out[name]])
+        out.t = refused(out.t, against, refusals["events"])
+        out.y = refused(out.y, against, refusals["events"])
     return out
 
 

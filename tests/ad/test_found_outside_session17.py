@@ -38,7 +38,9 @@
     route): the key held the plain value.  It holds ``x`` as it is now.
 11. (H123) ``solve_ivp(..., events=...)`` read through ``sol.t`` (a terminal event ends the
     run at the event time, a function of the parameters): 0 in reverse mode, where the docs
-    promise MissingRuleError (forward mode raised).  ``sol.t`` carries the refusal too.
+    promise MissingRuleError (forward mode raised).  ``sol.t`` carries the refusal too; and
+    (H125) with the derivative only in ``y0`` or in what the event function closes over,
+    ``sol.t``, ``sol.y`` and the events' times and states gave 0 on every route.
 12. (H121) ``np.prod`` (``nanprod``, ``multiply.reduce``) of an empty array -- stick-breaking
     weights ``np.prod(1 - v[:k])`` at ``k = 0`` -- crashed every transform inside the rule.
 13. (H121) An in-place write into an empty fancy selection after a slice (``A[:, mask] *= c``
@@ -423,12 +425,32 @@ def _event_time(k):
     return float(sol.t[-1])
 
 
+def _landing(v):
+    integrate = pytest.importorskip("scipy.integrate")
+
+    def ground(t, y):
+        return y[0]
+    ground.terminal, ground.direction = True, -1
+    sol = integrate.solve_ivp(lambda t, y: [y[1], -9.81], (0.0, 10.0), [0.0, v], events=ground)
+    return sol.t[-1] + sol.y[1, -1]
+
+
+def _crossing(v):
+    integrate = pytest.importorskip("scipy.integrate")
+
+    def level(t, y):
+        return y[0] - v / 10
+    level.terminal = True
+    return integrate.solve_ivp(lambda t, y: [-y[0]], (0.0, 10.0), [1.0], events=level).t[-1]
+
+
 @ROUTES
-def test_solve_ivp_times_with_events_raise(route):
+@pytest.mark.parametrize("f", [_event_time, _landing, _crossing], ids=lambda f: f.__name__)
+def test_solve_ivp_times_with_events_raise(route, f):
     with force_route(route):
         for api in (grad, derivative):
             with pytest.raises(MissingRuleError, match="solve_ivp with events"):
-                api(_event_time)(0.7)
+                api(f)(0.7)
 
 
 # -- 12-15. NumPy edge cases ---------------------------------------------------------------------
