@@ -255,6 +255,9 @@ class ReverseContext(Context):
         (``checkpoint(layer)``: ``self.w``)."""
         if isinstance(fn, functools.partial):
             captured = [fn.func, *fn.args, *fn.keywords.values()]
+        elif isinstance(fn, custom_vjp) or type(fn) is custom_jvp:  # checkpoint(checkpoint(g))
+            return depth < 4 and self._closes_over(
+                fn.fn if isinstance(fn, custom_vjp) else fn.fun, depth + 1)
         else:
             if type(fn) is types.MethodType:
                 if self._carries(fn.__self__) or _holds_stored(self, fn.__self__):

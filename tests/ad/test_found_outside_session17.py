@@ -14,7 +14,9 @@
 4. (H122) ``checkpoint(layer)(x)`` / ``checkpoint(layer.forward)(x)`` with the parameter held
    by the object (``self.w``): 0 on the reference route, MissingRuleError on the default one.
    What a bound method's object or a callable object holds counts as read from the closure:
-   differentiated through, nothing recomputed.
+   differentiated through, nothing recomputed.  (H125) Nested, ``checkpoint(checkpoint(g))``
+   with ``g`` closing over or holding the parameter: the reference route's Hessian was half
+   the right one, its gradient wrong for an object; the default route raised.
 5. (H122) NumPy functions run by their rules given an object of the user's class that NumPy
    reads as a sequence (``np.sum(Seq(x, 1.0))``, ``np.mean``, ``np.cumsum``, ``np.linalg.norm``,
    ``np.sum([seq, seq])``), and a NumPy scalar or array times such an object with a reflected
@@ -281,6 +283,33 @@ def test_checkpoint_of_an_object_holding_the_parameter(route):
                 pytest.approx(want)
             assert hessian(lambda w: float(np.sum(checkpoint(_Dense(w).forward)(_X))))(0.9) == \
                 pytest.approx(second)
+
+
+def _nested_closure(x):
+    return checkpoint(checkpoint(lambda y: np.sum(np.exp(y * x))))(x)
+
+
+def _nested_object(x):
+    return np.sum(checkpoint(checkpoint(_Dense(x[1])))(x))
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [_nested_closure, _nested_object], ids=lambda f: f.__name__)
+def test_nested_checkpoints_holding_the_parameter(route, f):
+    x = np.array([0.3, 0.7])
+    with force_route(route):
+        plain = grad(lambda v: float(np.sum(_unchecked(f, v))))
+        for _ in range(2):
+            np.testing.assert_allclose(grad(f)(x), plain(x), rtol=1e-12)
+            np.testing.assert_allclose(hessian(f)(x), hessian(
+                lambda v: float(np.sum(_unchecked(f, v))))(x), rtol=1e-10, atol=1e-12)
+
+
+def _unchecked(f, x):
+    """``f`` without its checkpoints: the same function."""
+    if f is _nested_closure:
+        return np.exp(x * x)
+    return np.tanh(x[1] * x)
 
 
 # -- 5. user sequences read natively by NumPy ---------------------------------------------------
