@@ -525,7 +525,19 @@ def numpy_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
         return None
     cls = owners.pop()
     owner = next(a for a in args if type(a) is cls)
-    return cls.__array_ufunc__, (owner, ufunc, method, *args)
+    return _overridden, (cls.__array_ufunc__, owner, ufunc, method, *args)
+
+
+def _overridden(override: Any, owner: Any, ufunc: Any, method: str, *inputs: Any,
+                **kwargs: Any) -> Any:
+    """``override(owner, ufunc, method, *inputs, **kwargs)`` (run through the context, as the
+    call it restates), and NumPy's TypeError where it declines (``NotImplemented``)."""
+    out = override(owner, ufunc, method, *inputs, **kwargs)
+    if out is NotImplemented:
+        kinds = ", ".join(f"'{type(_innermost(i)).__name__}'" for i in inputs)
+        raise TypeError(f"operand type(s) all returned NotImplemented from "
+                        f"__array_ufunc__({ufunc!r}, {method!r}, ...): {kinds}")
+    return out
 
 
 _HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)

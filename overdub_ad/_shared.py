@@ -488,6 +488,8 @@ def not_differentiable(x: Any) -> str | None:
     array of numbers, or a truth value (a bool, a bool array; JAX refuses them too) -- for
     both modes' message; None for a value that can be differentiated."""
     plain = _innermost(x)
+    if isinstance(plain, np.matrix):  # (its * and ** are matrix products, its reductions
+        return "np.matrix (give np.asarray(m))"  # keep two dimensions: not followed)
     if _arrays.is_numeric(plain) and not isinstance(plain, (bool, np.bool_)) and \
             _arrays.kind(plain) != "b":
         return None

@@ -30,7 +30,9 @@
 8. (H122) A class overriding ufuncs in Python (``__array_ufunc__``, NEP 13) beside a
    differentiated array -- ``a * Q(a)``, ``np.multiply(a, Q(a))``, ``np.add.reduce(Q(a * a))``
    -- ran natively: 0 in forward mode and on the reference route, MissingRuleError on the
-   default reverse route.  The call is the override's, as NumPy makes it, followed.
+   default reverse route.  The call is the override's, as NumPy makes it, followed; (H125)
+   an override declining (``NotImplemented``) raises NumPy's TypeError, which the program's
+   ``except`` takes as it does natively.
 9. (H123) ``json.dumps(obj, default=hook)`` whose hook returns a differentiated number: the C
    encoder did not take the tagged number for a float and called the hook again with it, so
    the program's own text changed under every API (``[0.7]`` became ``["<unserializable>"]``)
@@ -73,6 +75,9 @@
     ``__abs__``, ``__float__`` calling ``float.__float__``) or a ``cached_property``: the value
     was the user's method's and the derivative float's arithmetic's (0 for the cached
     property).  The operator is the class's method, as Python calls it, followed.
+20. (H125) An ``np.matrix`` given to a transform (``*`` is its matrix product, its reductions
+    keep two dimensions): reverse mode's gradient was wrong, forward mode crashed inside
+    NumPy.  It is refused with a TypeError naming ``np.asarray``.
 """
 
 from __future__ import annotations
@@ -768,3 +773,34 @@ def test_number_subclasses_with_arithmetic_of_their_own(route, f, want):
         for _ in range(3):
             assert grad(f)(0.4) == pytest.approx(want)
             assert derivative(f)(0.4) == pytest.approx(want)
+
+
+class _Declining:
+    def __array_ufunc__(self, *args, **kwargs):
+        return NotImplemented
+
+
+def _falls_back(x):
+    try:
+        y = x * _Declining()
+    except TypeError:
+        y = x * 5.0
+    return np.sum(y)
+
+
+@ROUTES
+def test_an_array_ufunc_override_declining(route):
+    x = np.array([0.3, 0.7])
+    with force_route(route):
+        for _ in range(2):
+            np.testing.assert_allclose(grad(_falls_back)(x), [5.0, 5.0])
+            assert derivative(lambda t: _falls_back(x * t))(1.0) == pytest.approx(5.0)
+
+
+@ROUTES
+def test_a_matrix_is_refused(route):
+    m = np.matrix([[0.3, 0.7], [1.1, -0.4]])
+    with force_route(route):
+        for api in (grad, jacfwd, hessian):
+            with pytest.raises(TypeError, match="np.matrix"):
+                api(lambda m: np.sum(m * m))(m)
