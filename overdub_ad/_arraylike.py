@@ -100,14 +100,14 @@ def one_array(fn: Any, x: Any) -> bool:
 def stackable(x: Any) -> bool:
     """Whether ``x`` is a (nested) list or tuple of numbers and NumPy arrays that NumPy reads as
     one array: at each level, every element has the same shape."""
-    if type(x) not in (list, tuple):
+    if not isinstance(x, (list, tuple)):  # (a named tuple too: NumPy reads its fields)
         return False
     return _shape(x) is not None
 
 
 def _shape(x: Any) -> tuple[int, ...] | None:
     """The shape NumPy gives ``x`` (a number, an array or a list of them), None if ragged."""
-    if type(x) in (list, tuple):
+    if isinstance(x, (list, tuple)):
         shapes = {_shape(e) for e in x}
         if len(shapes) > 1:
             return None

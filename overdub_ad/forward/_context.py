@@ -823,9 +823,9 @@ class ForwardContext(Context):
         else:
             plain_kwargs, differentiated_kwargs = kwargs, ()
         split = [self._split(a) for a in args]
-        if any(type(t) in (list, tuple) for _, t in split) and \
+        if any(isinstance(t, (list, tuple)) for _, t in split) and \
                 takes_arrays(fn, [p for p, _ in split], kwargs):
-            split = [self._as_arrays(fn, p, t) if type(t) in (list, tuple) else (p, t)
+            split = [self._as_arrays(fn, p, t) if isinstance(t, (list, tuple)) else (p, t)
                      for p, t in split]
         primals = [p for p, _ in split]
         carried = [i for i, (_, t) in enumerate(split) if t is not None]

@@ -78,11 +78,17 @@
 20. (H125) An ``np.matrix`` given to a transform (``*`` is its matrix product, its reductions
     keep two dimensions): reverse mode's gradient was wrong, forward mode crashed inside
     NumPy.  It is refused with a TypeError naming ``np.asarray``.
+21. (H125) ``jacfwd`` where a named tuple of differentiated values meets NumPy
+    (``np.sum(NT(x[0], x[1] ** 2))``): its fields' batched tangents were read as an array of
+    the tuple's own shape -- wrong columns with ``chunk=1`` or whenever the number of columns
+    differed from the tuple's length, a shape error otherwise.  A named tuple is the sequence
+    NumPy reads it as, stacked behind the batch like a tuple.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import functools
 import heapq
@@ -804,3 +810,23 @@ def test_a_matrix_is_refused(route):
         for api in (grad, jacfwd, hessian):
             with pytest.raises(TypeError, match="np.matrix"):
                 api(lambda m: np.sum(m * m))(m)
+
+
+# -- 21. named tuples meeting NumPy under jacfwd ----------------------------------------------------
+
+_Pair2 = collections.namedtuple("_Pair2", "a b")
+_Triple = collections.namedtuple("_Triple", "a b c")
+
+
+@ROUTES
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(_Pair2(x[0], x[1] ** 2)), lambda x: np.sum(x[:2] * _Pair2(x[0], x[1] ** 2)),
+    lambda x: np.sum(_Triple(x[0], x[1] ** 2, x[0] * x[1])),
+    lambda x: np.linalg.norm(_Pair2(x[0], x[1]))], ids=str)
+def test_named_tuples_meeting_numpy_under_jacfwd(route, f):
+    x = np.array([0.3, 0.7, 1.1])
+    want = _fd_gradient(f, x)
+    with force_route(route):
+        for chunk in (None, 1, 2):
+            np.testing.assert_allclose(jacfwd(f, chunk=chunk)(x), want, atol=1e-6)
+        np.testing.assert_allclose(grad(f)(x), want, atol=1e-6)
