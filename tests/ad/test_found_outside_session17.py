@@ -812,7 +812,7 @@ def test_a_matrix_is_refused(route):
                 api(lambda m: np.sum(m * m))(m)
 
 
-# -- 21. named tuples meeting NumPy under jacfwd ----------------------------------------------------
+# -- 21. named tuples meeting NumPy under jacfwd ------------------------------------------------
 
 _Pair2 = collections.namedtuple("_Pair2", "a b")
 _Triple = collections.namedtuple("_Triple", "a b c")
