@@ -328,12 +328,13 @@ def overdub(ctx: Context, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.
     state.follow_class()
     if state.depth and _reentered(state):
         return _run_reentered(state, fn, args, kwargs)  # type: ignore[no-any-return]
+    outermost = not state.depth
     entered = state.enter()
     try:
         out: _R = state.od(fn, *args, **kwargs)
-        if type(out) in SUSPENDED:
-            return suspended(state, out)  # type: ignore[no-any-return]
-        return out
+        if type(out) in SUSPENDED and outermost:  # (one made inside a run is consumed in it,
+            return suspended(state, out)  # type: ignore[no-any-return]  # as the run's own:
+        return out  # wrapped again, iter(gen)'s wrapper would close gen when dropped)
     except BaseException as exc:
         if state.observe:
             _dispatch.note_inline_hook_failure(exc, state)

@@ -83,6 +83,11 @@
     the tuple's own shape -- wrong columns with ``chunk=1`` or whenever the number of columns
     differed from the tuple's length, a shape error otherwise.  A named tuple is the sequence
     NumPy reads it as, stacked behind the batch like a tuple.
+22. (H124) Reverse mode's default routes: a generator that a ``for`` loop broke out of was
+    closed at the break, so code resuming it (another loop, ``next``, ``list``) got nothing:
+    the gradient and the program's own value changed (0 for 6).  The core wrapped a generator
+    returned by a nested ``overdub`` call (``iter(gen)`` of the compiled code's loop) as one
+    given back to the caller; dropped, the wrapper closed the generator.
 """
 
 from __future__ import annotations
@@ -830,3 +835,33 @@ def test_named_tuples_meeting_numpy_under_jacfwd(route, f):
         for chunk in (None, 1, 2):
             np.testing.assert_allclose(jacfwd(f, chunk=chunk)(x), want, atol=1e-6)
         np.testing.assert_allclose(grad(f)(x), want, atol=1e-6)
+
+
+# -- 22. a generator resumed after a break -------------------------------------------------------
+
+def _counting(x, log):
+    for i in range(4):
+        log.append(i)
+        yield x * x * i
+
+
+def _resumed_after_break(x, log):
+    it = _counting(x, log)
+    for v in it:
+        break
+    total = 0.0
+    for w in it:
+        total += w
+    return total + v + next(_counting(x, log)) + sum(list(_counting(x, [])))
+
+
+@ROUTES
+def test_a_generator_resumed_after_a_break(route):
+    with force_route(route):
+        for _ in range(3):
+            log: list[int] = []
+            value, slope = value_and_grad(lambda x: _resumed_after_break(x, log))(1.0)
+            assert (value, slope) == (12.0, 24.0)
+            assert log == [0, 1, 2, 3, 0]
+            assert hessian(lambda x: _resumed_after_break(x, []))(1.0) == pytest.approx(24.0)
+            assert derivative(lambda x: _resumed_after_break(x, []))(1.0) == pytest.approx(24.0)
