@@ -93,6 +93,9 @@ CASES = [
     case(math.atan2, 0.3, -0.8), case(math.pow, 1.3, 2.2), case(math.pow, 0.5, -2.0),
     case(math.hypot, 1.0, 2.0, 3.0), case(math.hypot, -4.0),
     case(float.conjugate, 1.3), case(complex.conjugate, 1.3 + 0.4j),
+    case(float.__float__, 1.3),
+    *([case(getattr(complex, "__complex__"), 1.3 + 0.4j)] if hasattr(complex, "__complex__")
+      else []),
     case(math.copysign, 1.5, -2.0), case(math.fmod, 7.3, 2.1), case(math.fmod, -7.3, 2.1),
     case(math.remainder, 7.3, 2.1), case(math.ldexp, 1.5, 3), case(math.nextafter, 1.5, 2.0),
     case(math.fsum, [1.0, 2.0, 3.0]), case(math.prod, [1.5, 0.0, 3.0, 2.0]),
