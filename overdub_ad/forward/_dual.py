@@ -1114,7 +1114,9 @@ def _tagged_result(ctx: Any, out: Any, dout: Any) -> Any:
     kind = type(out)
     if kind is tuple:
         if type(dout) is not tuple or len(dout) != len(out):
-            return NOT_RUN if not _zero(dout) else out
+            if not _zero(dout):
+                return NOT_RUN
+            dout = (0.0,) * len(out)  # (no tangent at all: each item's, an integer's too)
         parts = [_tagged_result(ctx, v, t) for v, t in zip(out, dout)]
         return NOT_RUN if any(p is NOT_RUN for p in parts) else tuple(parts)
     if kind is bool or kind is str or out is None:

@@ -362,6 +362,8 @@ def managed(level: _Level, f: Any, args: tuple[Any, ...], dargs: tuple[Any, ...]
             kwargs: dict[str, Any] | None, dkwargs: dict[str, Any] | None) -> tuple[Any, Any]:
     """A call of the function ``contextlib.contextmanager`` made of the generator function
     ``f``: a :class:`_Managed` of the generator of ``f``'s dual."""
+    if type(f) is not types.FunctionType:
+        raise _Deopt("a contextmanager of something other than a Python function")
     generator, _ = CALL[0](level, f, args, dargs, kwargs, dkwargs)
     if type(generator) is not _Generator:
         raise _Deopt("a contextmanager function whose generator has no dual")
