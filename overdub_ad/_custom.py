@@ -508,6 +508,11 @@ def numpy_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
     restated as the call NumPy makes, ``type(q).__array_ufunc__(q, np.multiply, "__call__",
     a, q)``, for the modes to follow (run by NumPy, it computes with ``a`` natively: its
     derivative lost).  None for any other call, and where several classes override."""
+    for a in args:  # (the common call, arrays and numbers, at once)
+        if type(a).__flags__ & _HEAPTYPE and type(a) is not Tagged:
+            break
+    else:
+        return None
     kind = type(fn)
     if kind is np.ufunc:
         ufunc, method = fn, "__call__"
@@ -552,6 +557,10 @@ _OPERATOR_METHODS = {id(op): names for op, names in (
     (float, ("__float__", None)), (complex, ("__complex__", None)))}
 _NUMBER_BASES = (float, complex)
 _PLAIN_NUMBERS = (int, float, complex, bool)
+
+
+#: the ids of the callables :func:`number_override` restates (a caller's quick test)
+NUMBER_OPERATORS = frozenset(_OPERATOR_METHODS)
 
 
 def number_override(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:

@@ -20,7 +20,8 @@ from . import _scalars
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
-from .._custom import as_called, custom_jvp, number_override, numpy_override, refuse_hidden
+from .._custom import (as_called, custom_jvp, NUMBER_OPERATORS, number_override, numpy_override,
+                       refuse_hidden)
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
@@ -344,8 +345,8 @@ class ForwardContext(Context):
                 if type(a) is Tagged and a.owner() is self:
                     return True
         if type(fn) in _SPELLED and as_called(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and numpy_override(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and number_override(fn, args) is not None:
+                type(fn) in _UFUNC_KINDS and (numpy_override(fn, args) is not None or (
+                    id(fn) in NUMBER_OPERATORS and number_override(fn, args) is not None)):
             return True  # np.sin.__call__(x), custom.__call__(x), a * q with q's class
             # overriding ufuncs: the call it spells (execute)
         if type(fn) is types.FunctionType and self.helpers is not None:
@@ -646,7 +647,8 @@ class ForwardContext(Context):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
         if type(fn) in _SPELLED or type(fn) in _UFUNC_KINDS:
             called = as_called(fn, args) if type(fn) in _SPELLED else \
-                numpy_override(fn, args) or number_override(fn, args)
+                numpy_override(fn, args) or (number_override(fn, args)
+                                             if id(fn) in NUMBER_OPERATORS else None)
             if called is not None:
                 return self.overdub(called[0], *called[1], **kwargs)
         helpers = self.helpers

@@ -19,7 +19,8 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
-from .._custom import as_called, custom_jvp, custom_vjp, number_override, numpy_override
+from .._custom import (as_called, custom_jvp, custom_vjp, NUMBER_OPERATORS, number_override,
+                       numpy_override)
 from .._shared import (_holds_stored, by_differentiated_key, cell_values, CONSUMERS,
                        derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
@@ -300,8 +301,8 @@ class ReverseContext(Context):
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
         if type(fn) in _SPELLED and as_called(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and numpy_override(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and number_override(fn, args) is not None:
+                type(fn) in _UFUNC_KINDS and (numpy_override(fn, args) is not None or (
+                    id(fn) in NUMBER_OPERATORS and number_override(fn, args) is not None)):
             return True  # np.sin.__call__(x), custom.__call__(x), a * q with q's class
             # overriding ufuncs: the call it spells (execute)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
@@ -680,7 +681,8 @@ class ReverseContext(Context):
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if type(fn) in _SPELLED or type(fn) in _UFUNC_KINDS:
             called = as_called(fn, args) if type(fn) in _SPELLED else \
-                numpy_override(fn, args) or number_override(fn, args)
+                numpy_override(fn, args) or (number_override(fn, args)
+                                             if id(fn) in NUMBER_OPERATORS else None)
             if called is not None:
                 return self.overdub(called[0], *called[1], **kwargs)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
