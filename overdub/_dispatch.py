@@ -42,6 +42,7 @@ from . import _callback_shims  # noqa: F401  (its registrations: C functions' ca
 _Function = types.FunctionType
 _Method = types.MethodType
 _Partial = functools.partial
+_getitem = operator.getitem
 _Tagged = _tagging.Tagged
 
 
@@ -1101,6 +1102,16 @@ class State:
             return None
         if t is _Partial:
             od, inner = self.od, fn
+            places = self.tagger.shadow.places if self.tagger is not None else None
+            if places and any((id(inner.keywords), "item", name) in places
+                              for name in inner.keywords):
+                # p.keywords["c"] = x after it was made: the dict holds x plain, its metadata
+                # kept aside, and each item is read back through the context
+                def call(*a: Any, **k: Any) -> Any:
+                    keywords = {name: od(_getitem, inner.keywords, name)
+                                for name in inner.keywords}
+                    return od(inner.func, *inner.args, *a, **{**keywords, **k})
+                return call
             return lambda *a, **k: od(inner.func, *inner.args, *a, **{**inner.keywords, **k})
         if t is staticmethod:
             return self.resolve(fn.__func__, args, kwargs, rewritten)

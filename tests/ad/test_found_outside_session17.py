@@ -88,6 +88,10 @@
     the gradient and the program's own value changed (0 for 6).  The core wrapped a generator
     returned by a nested ``overdub`` call (``iter(gen)`` of the compiled code's loop) as one
     given back to the caller; dropped, the wrapper closed the generator.
+23. (H124) Forward mode: a differentiated value written into ``partial.keywords`` after the
+    partial was made (``p.keywords["c"] = x``, ``.update(c=...)``) reached the call without
+    its tangent (0 where the derivative is 1): the core read the keywords natively, where
+    the dict holds the value plain.  They are read through the context now.
 """
 
 from __future__ import annotations
@@ -865,3 +869,31 @@ def test_a_generator_resumed_after_a_break(route):
             assert log == [0, 1, 2, 3, 0]
             assert hessian(lambda x: _resumed_after_break(x, []))(1.0) == pytest.approx(24.0)
             assert derivative(lambda x: _resumed_after_break(x, []))(1.0) == pytest.approx(24.0)
+
+
+# -- 23. a partial's keywords written after it was made -------------------------------------------
+
+def _scaled_by(a, b=1.0, c=1.0):
+    return a * b * c
+
+
+def _keyword_written(x):
+    p = functools.partial(_scaled_by, 1.0)
+    p.keywords["c"] = x
+    return p()
+
+
+def _keywords_updated(x):
+    p = functools.partial(_scaled_by, x)
+    p.keywords.update(c=x * x)
+    return p(2.0)
+
+
+@ROUTES
+def test_a_partials_keywords_written_after_it_was_made(route):
+    with force_route(route):
+        for _ in range(3):
+            assert derivative(_keyword_written)(3.0) == grad(_keyword_written)(3.0) == 1.0
+            assert derivative(_keywords_updated)(0.3) == pytest.approx(6 * 0.09)
+            assert derivative(derivative(_keywords_updated))(0.3) == pytest.approx(3.6)
+            assert hessian(_keywords_updated)(0.3) == pytest.approx(3.6)
