@@ -597,6 +597,24 @@ def _own_method(kind: type, name: str) -> Any:
     return None
 
 
+_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType, type))
+_UFUNC_KINDS = frozenset((np.ufunc, types.BuiltinMethodType, types.BuiltinFunctionType))
+#: the kinds of callables whose calls :func:`restated` may restate (a caller's quick test)
+RESTATABLE = _SPELLED | _UFUNC_KINDS
+
+
+def restated(fn: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]] | None:
+    """The call ``fn(*args)`` as the call it amounts to, which both modes make instead
+    (:func:`as_called`, :func:`numpy_override`, :func:`number_override`), or None."""
+    kind = type(fn)
+    if kind in _SPELLED:
+        return as_called(fn, args)
+    if kind in _UFUNC_KINDS:
+        return numpy_override(fn, args) or (
+            number_override(fn, args) if id(fn) in NUMBER_OPERATORS else None)
+    return None
+
+
 def refuse_hidden(kind: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   holds: Callable[[Any], bool], carries: Callable[[Any], bool]) -> None:
     """A ``TypeError`` naming ``fn`` (a ``custom_jvp`` or ``custom_vjp`` function, ``kind``)

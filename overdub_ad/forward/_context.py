@@ -20,8 +20,7 @@ from . import _scalars
 from .._array_methods import _Flat, _METHODS, _REPLACEMENTS
 from .._arraylike import (one_array, operator_reads_arrays, SEQUENCE_FUNCTIONS, stackable,
                           takes_arrays)
-from .._custom import (as_called, custom_jvp, NUMBER_OPERATORS, number_override, numpy_override,
-                       refuse_hidden)
+from .._custom import custom_jvp, refuse_hidden, RESTATABLE, restated
 from .._stores import (ARRAY_WRITE_IDS, constructs_container, CONTAINERS, EXTENDS, KEYED,
                        METHOD_KINDS, SEQUENCES, spelled_is_primitive, spelled_store)
 from .._pytree import flatten, is_node, reveal_node, unflatten
@@ -171,12 +170,6 @@ def _broadcast_into(out_arg: Any, operands: Sequence[Any]) -> bool:
 # start, accumulate adds its items -- which the core runs through the context (each addition
 # the context's, with its rule): run natively as movers, their items lost their tangents
 _COUNTING = frozenset(map(id, (itertools.count, itertools.accumulate)))
-
-
-# the kinds of callables that may spell another call (see _custom.as_called)
-_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType, type))
-# the kinds of ufuncs, their methods and operators (see _custom.numpy_override)
-_UFUNC_KINDS = frozenset((np.ufunc, types.BuiltinMethodType, types.BuiltinFunctionType))
 
 
 class ForwardContext(Context):
@@ -344,11 +337,9 @@ class ForwardContext(Context):
             for a in args:
                 if type(a) is Tagged and a.owner() is self:
                     return True
-        if type(fn) in _SPELLED and as_called(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and (numpy_override(fn, args) is not None or (
-                    id(fn) in NUMBER_OPERATORS and number_override(fn, args) is not None)):
+        if type(fn) in RESTATABLE and restated(fn, args) is not None:
             return True  # np.sin.__call__(x), custom.__call__(x), a * q with q's class
-            # overriding ufuncs: the call it spells (execute)
+            # overriding ufuncs: the call it amounts to (execute)
         if type(fn) is types.FunctionType and self.helpers is not None:
             given = self.helpers[0](fn, args, kwargs)
             if given is not None and self.helpers[1](self, given):
@@ -645,10 +636,8 @@ class ForwardContext(Context):
                 return out
         if id(fn) in STEPPED and stepped_builtin(fn, args, kwargs):
             return run_stepped(self, fn, args, kwargs)  # sum(rows, []), max(xs, default=x)
-        if type(fn) in _SPELLED or type(fn) in _UFUNC_KINDS:
-            called = as_called(fn, args) if type(fn) in _SPELLED else \
-                numpy_override(fn, args) or (number_override(fn, args)
-                                             if id(fn) in NUMBER_OPERATORS else None)
+        if type(fn) in RESTATABLE:
+            called = restated(fn, args)
             if called is not None:
                 return self.overdub(called[0], *called[1], **kwargs)
         helpers = self.helpers

@@ -19,8 +19,7 @@ from overdub import (Context, Tagged, can_recurse, carries_tags, current_context
 from .. import _arrays, _callbacks, _routes, _rules
 from .._array_methods import _replacement
 from .._arraylike import operator_reads_arrays
-from .._custom import (as_called, custom_jvp, custom_vjp, NUMBER_OPERATORS, number_override,
-                       numpy_override)
+from .._custom import custom_jvp, custom_vjp, RESTATABLE, restated
 from .._shared import (_holds_stored, by_differentiated_key, cell_values, CONSUMERS,
                        derivative_entry,
                        _implementation, inert_library_call, INERT_ARGUMENTS, _INERT_VALUES,
@@ -112,12 +111,6 @@ def _levels_apart(x: Any) -> bool:
     whose tangents an enclosing derivative may keep aside, by position (it stored them: see
     ``keeps_heap_metadata``): read natively, those would be lost."""
     return Tagged in map(type, x) and not all(type(v) is Tagged for v in x)
-
-
-# the kinds of callables that may spell another call (see _custom.as_called)
-_SPELLED = frozenset((types.MethodWrapperType, types.MethodType, types.FunctionType, type))
-# the kinds of ufuncs, their methods and operators (see _custom.numpy_override)
-_UFUNC_KINDS = frozenset((np.ufunc, types.BuiltinMethodType, types.BuiltinFunctionType))
 
 
 class ReverseContext(Context):
@@ -300,11 +293,9 @@ class ReverseContext(Context):
 
     # -- which calls are ours ----------------------------------------------------------------
     def is_primitive(self, fn: Any, /, *args: Any, **kwargs: Any) -> bool:
-        if type(fn) in _SPELLED and as_called(fn, args) is not None or \
-                type(fn) in _UFUNC_KINDS and (numpy_override(fn, args) is not None or (
-                    id(fn) in NUMBER_OPERATORS and number_override(fn, args) is not None)):
+        if type(fn) in RESTATABLE and restated(fn, args) is not None:
             return True  # np.sin.__call__(x), custom.__call__(x), a * q with q's class
-            # overriding ufuncs: the call it spells (execute)
+            # overriding ufuncs: the call it amounts to (execute)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
             fn, args, kwargs = out_as_keyword(fn, args, kwargs)
         if fn is setattr and part_write(fn, args):  # z.real = v: an element write (set_part)
@@ -679,10 +670,8 @@ class ReverseContext(Context):
 
     # -- recording -----------------------------------------------------------------------------
     def execute(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if type(fn) in _SPELLED or type(fn) in _UFUNC_KINDS:
-            called = as_called(fn, args) if type(fn) in _SPELLED else \
-                numpy_override(fn, args) or (number_override(fn, args)
-                                             if id(fn) in NUMBER_OPERATORS else None)
+        if type(fn) in RESTATABLE:
+            called = restated(fn, args)
             if called is not None:
                 return self.overdub(called[0], *called[1], **kwargs)
         if given_out(fn, args):  # np.sin(a, r), np.cumsum(a, 0, None, r): r is its out=
