@@ -444,12 +444,14 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
         return None  # (attribute and item access, list.append...: values moved, not read;
         # NumPy's functions written in Python, np.polymul, and restated ones: followed -- not
         # one run by its rules, np.sum(seq), which the rules would read as a constant)
-    from ._shared import CONSUMERS, python_iterable
+    from ._shared import _innermost, _OPERATORS, CONSUMERS, python_iterable
     if id(fn) in CONSUMERS and any(map(python_iterable, args)):
         return None  # math.fsum(bag): the contexts iterate the bag themselves
+    # (an operator with a NumPy array or scalar on its left, tagged or not, is NumPy's: Python's
+    # protocol does not reach the right operand's class)
     beside = (any(map(direct, args)) or any(map(direct, kwargs.values())) or any(
         type(a) in (list, tuple) and any(map(direct, a)) for a in args)) and (
-        id(fn) not in _OPERATORS or _numpy_operand(args[0]))
+        id(fn) not in _OPERATORS or isinstance(_innermost(args[0]), (np.ndarray, np.generic)))
     if not beside and written is None and can_recurse(ctx, fn, *args, **kwargs) and \
             not _numpy_takes(fn, args):
         return None  # (float(obj), math.sin(obj), np.asarray(obj), v + w: the core calls the
@@ -463,17 +465,6 @@ def native_holder(ctx: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, An
 
 _BINARY = frozenset(map(id, (operator.add, operator.sub, operator.mul, operator.truediv,
                              operator.floordiv, operator.mod, operator.pow, operator.matmul)))
-
-
-_OPERATORS = frozenset(id(f) for f in vars(operator).values() if callable(f))
-
-
-def _numpy_operand(x: Any) -> bool:
-    """Whether ``x`` (an operator's left operand) is a NumPy array or scalar, tagged or not,
-    whose operator NumPy runs: Python's protocol does not reach the right operand's class."""
-    while type(x) is Tagged:
-        x = x.value
-    return isinstance(x, (np.ndarray, np.generic))
 
 
 def _numpy_takes(fn: Any, args: tuple[Any, ...]) -> bool:

@@ -15,7 +15,7 @@ from overdub import Tagged
 
 from . import _arrays, _rules
 from ._pytree import flatten, unflatten
-from ._shared import _F, cell_values, _innermost
+from ._shared import _F, cell_values, _HEAPTYPE, _innermost
 
 
 class custom_vjp:
@@ -545,7 +545,6 @@ def _overridden(override: Any, owner: Any, ufunc: Any, method: str, *inputs: Any
     return out
 
 
-_HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
 
 # an operator -> the method Python calls on its left operand, and on its right one (reflected)
 _OPERATOR_METHODS = {id(op): names for op, names in (

@@ -842,7 +842,6 @@ def python_attribute(plain: Any, name: str) -> Any:
     return None
 
 
-_HEAPTYPE = 1 << 9  # (a class defined in Python: type.__flags__)
 _SUBCLASSED = (float, complex, np.ndarray, np.generic)
 
 
